@@ -1,0 +1,6 @@
+//! The `compactbench` binary.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+fn main() {
+    println!("compactbench");
+}

@@ -1,0 +1,260 @@
+//! The live context: the messages an agent would send, with their provenance and cached
+//! token counts.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::{Message, Role};
+use crate::tokens::{CacheSlot, TokenCounter};
+
+/// What a context entry stands for, relative to the recording.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Origin {
+    /// Recorded message `index`, verbatim.
+    Recorded { index: usize },
+    /// Recorded message `index` with its content replaced by a placeholder.
+    Masked { index: usize },
+    /// A summary written during compaction round `round`, standing for recorded messages
+    /// `covers` (sorted, including those covered by the summaries it integrated).
+    Summary { round: u32, covers: Vec<usize> },
+    /// A message the strategy added that is neither recorded nor a summary.
+    Inserted { what: Inserted },
+}
+
+/// Kinds of inserted message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Inserted {
+    /// The assistant's acknowledgement after a summary (`Understood.`).
+    Acknowledgement,
+    /// The stage digest of `priority-chain`.
+    StageDigest,
+    /// A placeholder standing for dropped messages (`[Context truncated...]`).
+    TruncationNotice,
+    /// Anything else.
+    Other,
+}
+
+impl Origin {
+    /// The recorded message this entry reproduces verbatim, if any.
+    pub fn verbatim_index(&self) -> Option<usize> {
+        match self {
+            Origin::Recorded { index } => Some(*index),
+            _ => None,
+        }
+    }
+    pub fn is_summary(&self) -> bool {
+        matches!(self, Origin::Summary { .. })
+    }
+}
+
+const UNKNOWN: u64 = u64::MAX;
+
+/// Per-slot cached units. `u64::MAX` means "not measured yet".
+struct UnitCache([AtomicU64; CacheSlot::COUNT]);
+
+impl UnitCache {
+    fn new() -> UnitCache {
+        UnitCache(std::array::from_fn(|_| AtomicU64::new(UNKNOWN)))
+    }
+    fn get(&self, slot: CacheSlot) -> Option<u64> {
+        let v = self.0[slot.index()].load(Ordering::Relaxed);
+        (v != UNKNOWN).then_some(v)
+    }
+    fn set(&self, slot: CacheSlot, v: u64) {
+        self.0[slot.index()].store(v, Ordering::Relaxed);
+    }
+}
+
+impl Clone for UnitCache {
+    fn clone(&self) -> UnitCache {
+        UnitCache(std::array::from_fn(|i| AtomicU64::new(self.0[i].load(Ordering::Relaxed))))
+    }
+}
+
+impl std::fmt::Debug for UnitCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("UnitCache")
+    }
+}
+
+/// One message of a context with its provenance. Messages are immutable once in an entry,
+/// so their token units are measured once per counter and shared by clones.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    message: Arc<Message>,
+    origin: Origin,
+    cache: Arc<UnitCache>,
+}
+
+impl Entry {
+    pub fn new(message: Message, origin: Origin) -> Entry {
+        Entry { message: Arc::new(message), origin, cache: Arc::new(UnitCache::new()) }
+    }
+    /// A recorded message, verbatim.
+    pub fn recorded(index: usize, message: Message) -> Entry {
+        Entry::new(message, Origin::Recorded { index })
+    }
+    pub fn message(&self) -> &Message {
+        &self.message
+    }
+    pub fn origin(&self) -> &Origin {
+        &self.origin
+    }
+    pub fn role(&self) -> Role {
+        self.message.role
+    }
+    /// This entry's units under `counter`, measured once and cached.
+    pub fn units(&self, counter: &dyn TokenCounter) -> u64 {
+        match counter.cache_slot() {
+            Some(slot) => match self.cache.get(slot) {
+                Some(v) => v,
+                None => {
+                    let v = counter.message_units(&self.message);
+                    self.cache.set(slot, v);
+                    v
+                }
+            },
+            None => counter.message_units(&self.message),
+        }
+    }
+    /// This entry's tokens under `counter`, on its own.
+    pub fn tokens(&self, counter: &dyn TokenCounter) -> u64 {
+        counter.tokens_from_units(self.units(counter))
+    }
+}
+
+/// The messages an agent would send next, in order, with provenance and cached counts.
+///
+/// Running unit totals are kept per cache slot once first asked for, so metering a context
+/// that grew by k messages costs O(k).
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    entries: Vec<Entry>,
+    totals: Totals,
+}
+
+#[derive(Debug, Default)]
+struct Totals([AtomicU64Opt; CacheSlot::COUNT]);
+
+#[derive(Debug)]
+struct AtomicU64Opt(AtomicU64);
+
+impl Default for AtomicU64Opt {
+    fn default() -> AtomicU64Opt {
+        AtomicU64Opt(AtomicU64::new(UNKNOWN))
+    }
+}
+
+impl Clone for Totals {
+    fn clone(&self) -> Totals {
+        Totals(std::array::from_fn(|i| AtomicU64Opt(AtomicU64::new(self.0[i].0.load(Ordering::Relaxed)))))
+    }
+}
+
+impl Context {
+    pub fn new() -> Context {
+        Context::default()
+    }
+    /// A context of recorded messages `0..messages.len()`, verbatim.
+    pub fn from_messages(messages: impl IntoIterator<Item = Message>) -> Context {
+        let mut ctx = Context::new();
+        for (i, m) in messages.into_iter().enumerate() {
+            ctx.push(Entry::recorded(i, m));
+        }
+        ctx
+    }
+    /// A context made of `entries`.
+    pub fn from_entries(entries: Vec<Entry>) -> Context {
+        Context { entries, totals: Totals::default() }
+    }
+    /// Append one entry, updating the running totals that are known.
+    pub fn push(&mut self, entry: Entry) {
+        for (i, total) in self.totals.0.iter().enumerate() {
+            let t = total.0.load(Ordering::Relaxed);
+            if t != UNKNOWN {
+                let v = entry.cache.0[i].load(Ordering::Relaxed);
+                if v == UNKNOWN {
+                    // The counter for this slot is not at hand; forget the total.
+                    total.0.store(UNKNOWN, Ordering::Relaxed);
+                } else {
+                    total.0.store(t + v, Ordering::Relaxed);
+                }
+            }
+        }
+        self.entries.push(entry);
+    }
+    /// Append one entry and measure it with `counters` so their totals stay known.
+    pub fn push_metered(&mut self, entry: Entry, counters: &[&dyn TokenCounter]) {
+        for c in counters {
+            entry.units(*c);
+        }
+        self.push(entry);
+    }
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+    pub fn get(&self, i: usize) -> Option<&Entry> {
+        self.entries.get(i)
+    }
+    /// Iterate over the messages.
+    pub fn messages(&self) -> impl Iterator<Item = &Message> + '_ {
+        self.entries.iter().map(|e| e.message())
+    }
+    /// The messages, cloned (for sending or rendering).
+    pub fn to_messages(&self) -> Vec<Message> {
+        self.messages().cloned().collect()
+    }
+    /// Sum of units under `counter`.
+    pub fn units(&self, counter: &dyn TokenCounter) -> u64 {
+        match counter.cache_slot() {
+            Some(slot) => {
+                let total = &self.totals.0[slot.index()].0;
+                let t = total.load(Ordering::Relaxed);
+                if t != UNKNOWN {
+                    return t;
+                }
+                let sum: u64 = self.entries.iter().map(|e| e.units(counter)).sum();
+                total.store(sum, Ordering::Relaxed);
+                sum
+            }
+            None => self.entries.iter().map(|e| e.units(counter)).sum(),
+        }
+    }
+    /// Tokens of the whole context under `counter`.
+    pub fn tokens(&self, counter: &dyn TokenCounter) -> u64 {
+        counter.tokens_from_units(self.units(counter))
+    }
+    /// Tokens of entries `range` under `counter` (units summed, then converted).
+    pub fn range_tokens(&self, range: std::ops::Range<usize>, counter: &dyn TokenCounter) -> u64 {
+        counter.tokens_from_units(self.entries[range].iter().map(|e| e.units(counter)).sum())
+    }
+    /// Index of the leading system prompt, if the context starts with one.
+    pub fn system_prompt(&self) -> Option<&Entry> {
+        self.entries.first().filter(|e| e.role() == Role::System)
+    }
+    /// The live summaries, in order.
+    pub fn summaries(&self) -> impl Iterator<Item = (usize, &Entry)> + '_ {
+        self.entries.iter().enumerate().filter(|(_, e)| e.origin().is_summary())
+    }
+    /// The highest summary round in the context (0 when there is none).
+    pub fn last_round(&self) -> u32 {
+        self.entries
+            .iter()
+            .filter_map(|e| match e.origin() {
+                Origin::Summary { round, .. } => Some(*round),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+}

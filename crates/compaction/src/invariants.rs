@@ -1,0 +1,283 @@
+//! What a valid context is, checked in one place and reported as typed data.
+//!
+//! [`check_context`] checks any context (a request about to be sent); [`check_compaction`]
+//! checks one compaction against the strategy's [`Promises`]. The conformance suite runs both
+//! on every strategy; the runner runs them on every request and counts what they find.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::context::{Context, Origin};
+use crate::message::Role;
+use crate::strategy::{Budget, Compacted, Strategy, Trigger};
+
+/// The kinds of violation, for counting and for strategies' documented deviations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ViolationKind {
+    OrphanToolResult,
+    UnansweredToolCall,
+    SystemPromptChanged,
+    OutOfOrder,
+    RecentWindowNotVerbatim,
+    CompactedBelowThreshold,
+    MultipleSummaries,
+    RoleAlternation,
+    OverBudgetUnreported,
+}
+
+impl ViolationKind {
+    pub const ALL: [ViolationKind; 9] = [
+        ViolationKind::OrphanToolResult,
+        ViolationKind::UnansweredToolCall,
+        ViolationKind::SystemPromptChanged,
+        ViolationKind::OutOfOrder,
+        ViolationKind::RecentWindowNotVerbatim,
+        ViolationKind::CompactedBelowThreshold,
+        ViolationKind::MultipleSummaries,
+        ViolationKind::RoleAlternation,
+        ViolationKind::OverBudgetUnreported,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ViolationKind::OrphanToolResult => "orphan_tool_result",
+            ViolationKind::UnansweredToolCall => "unanswered_tool_call",
+            ViolationKind::SystemPromptChanged => "system_prompt_changed",
+            ViolationKind::OutOfOrder => "out_of_order",
+            ViolationKind::RecentWindowNotVerbatim => "recent_window_not_verbatim",
+            ViolationKind::CompactedBelowThreshold => "compacted_below_threshold",
+            ViolationKind::MultipleSummaries => "multiple_summaries",
+            ViolationKind::RoleAlternation => "role_alternation",
+            ViolationKind::OverBudgetUnreported => "over_budget_unreported",
+        }
+    }
+}
+
+/// One broken invariant, with the data that shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Violation {
+    /// A tool result whose call is not before it in the context.
+    OrphanToolResult { index: usize, call_id: String },
+    /// A tool call with no result after it (a call in flight at the very end is allowed).
+    UnansweredToolCall { index: usize, call_id: String },
+    /// The system prompt at position 0 was changed, moved or removed.
+    SystemPromptChanged,
+    /// Recorded messages kept in a different order than recorded.
+    OutOfOrder { index: usize },
+    /// The strategy's recent window was not kept verbatim at the end.
+    RecentWindowNotVerbatim { window: usize, kept: usize },
+    /// A proactive compaction changed the context while the estimate was at or below threshold.
+    CompactedBelowThreshold { estimate: u64, threshold: u64 },
+    /// More than one live summary.
+    MultipleSummaries { count: usize },
+    /// Compaction put two same-role messages next to each other, or a non-user first message,
+    /// which the Anthropic Messages API rejects (tool results count as user turns).
+    RoleAlternation { index: usize },
+    /// The result is over the strategy's own threshold and the event reports no shortfall.
+    OverBudgetUnreported { estimate: u64, threshold: u64 },
+}
+
+impl Violation {
+    pub fn kind(&self) -> ViolationKind {
+        match self {
+            Violation::OrphanToolResult { .. } => ViolationKind::OrphanToolResult,
+            Violation::UnansweredToolCall { .. } => ViolationKind::UnansweredToolCall,
+            Violation::SystemPromptChanged => ViolationKind::SystemPromptChanged,
+            Violation::OutOfOrder { .. } => ViolationKind::OutOfOrder,
+            Violation::RecentWindowNotVerbatim { .. } => ViolationKind::RecentWindowNotVerbatim,
+            Violation::CompactedBelowThreshold { .. } => ViolationKind::CompactedBelowThreshold,
+            Violation::MultipleSummaries { .. } => ViolationKind::MultipleSummaries,
+            Violation::RoleAlternation { .. } => ViolationKind::RoleAlternation,
+            Violation::OverBudgetUnreported { .. } => ViolationKind::OverBudgetUnreported,
+        }
+    }
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Violation::OrphanToolResult { index, call_id } => {
+                write!(f, "message {index}: tool result for {call_id:?} has no call before it")
+            }
+            Violation::UnansweredToolCall { index, call_id } => {
+                write!(f, "message {index}: tool call {call_id:?} has no result")
+            }
+            Violation::SystemPromptChanged => write!(f, "the system prompt was changed, moved or removed"),
+            Violation::OutOfOrder { index } => write!(f, "message {index}: kept out of recorded order"),
+            Violation::RecentWindowNotVerbatim { window, kept } => {
+                write!(f, "recent window of {window} messages not verbatim (only the last {kept} are)")
+            }
+            Violation::CompactedBelowThreshold { estimate, threshold } => {
+                write!(f, "compacted at {estimate} tokens, at or below its threshold {threshold}")
+            }
+            Violation::MultipleSummaries { count } => write!(f, "{count} live summaries"),
+            Violation::RoleAlternation { index } => write!(f, "message {index}: role alternation broken by compaction"),
+            Violation::OverBudgetUnreported { estimate, threshold } => {
+                write!(f, "result at {estimate} tokens is over {threshold} and no shortfall is reported")
+            }
+        }
+    }
+}
+
+/// Structural checks on one context: tool pairing and summaries.
+///
+/// Tool results are paired with the most recent unanswered call of the same id that precedes
+/// them, so reused ids (as in tau-bench recordings) pair by position. A call is answered only
+/// by a result that comes after it; the last assistant message's calls may be in flight.
+pub fn check_context(ctx: &Context) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut open: HashMap<&str, Vec<usize>> = HashMap::new();
+    let last_assistant = ctx.entries().iter().rposition(|e| e.role() == Role::Assistant);
+    for (i, e) in ctx.entries().iter().enumerate() {
+        let m = e.message();
+        for c in &m.tool_calls {
+            open.entry(c.id.as_str()).or_default().push(i);
+        }
+        if m.role == Role::Tool {
+            let id = m.tool_call_id.as_deref().unwrap_or("");
+            match open.get_mut(id).and_then(|v| v.pop()) {
+                Some(_) => {}
+                None => out.push(Violation::OrphanToolResult { index: i, call_id: id.to_string() }),
+            }
+        }
+    }
+    let mut unanswered: Vec<(usize, String)> = Vec::new();
+    for (id, idxs) in open {
+        for i in idxs {
+            // A call in flight: the last assistant message, with nothing but tool results after it.
+            let in_flight = Some(i) == last_assistant && ctx.entries()[i + 1..].iter().all(|e| e.role() == Role::Tool);
+            if !in_flight {
+                unanswered.push((i, id.to_string()));
+            }
+        }
+    }
+    unanswered.sort();
+    out.extend(unanswered.into_iter().map(|(index, call_id)| Violation::UnansweredToolCall { index, call_id }));
+    let summaries = ctx.summaries().count();
+    if summaries > 1 {
+        out.push(Violation::MultipleSummaries { count: summaries });
+    }
+    out
+}
+
+/// The role as the Anthropic Messages API sees it: tool results are user turns.
+fn turn_role(r: Role) -> Role {
+    match r {
+        Role::Tool => Role::User,
+        other => other,
+    }
+}
+
+/// Positions in `after` where compaction created a role-alternation break (two adjacent
+/// same-turn-role messages that were not adjacent before, or a first non-system message that
+/// is not a user turn when it was one before).
+pub fn alternation_breaks(before: &Context, after: &Context) -> Vec<usize> {
+    let mut next_recorded: HashMap<usize, usize> = HashMap::new();
+    let rec: Vec<usize> = before.entries().iter().filter_map(|e| e.origin().verbatim_index()).collect();
+    for w in rec.windows(2) {
+        next_recorded.insert(w[0], w[1]);
+    }
+    let body: Vec<(usize, &crate::context::Entry)> =
+        after.entries().iter().enumerate().filter(|(_, e)| e.role() != Role::System).collect();
+    let mut out = Vec::new();
+    let first_before = before.entries().iter().find(|e| e.role() != Role::System).map(|e| turn_role(e.role()));
+    if let Some((i, e)) = body.first() {
+        if turn_role(e.role()) != Role::User && first_before == Some(Role::User) {
+            out.push(*i);
+        }
+    }
+    for w in body.windows(2) {
+        let ((_, a), (j, b)) = (w[0], w[1]);
+        if turn_role(a.role()) != turn_role(b.role()) {
+            continue;
+        }
+        // Two results of one parallel call batch are fine, as is any pair that was adjacent before.
+        let was_adjacent = match (a.origin(), b.origin()) {
+            (
+                Origin::Recorded { index: x } | Origin::Masked { index: x },
+                Origin::Recorded { index: y } | Origin::Masked { index: y },
+            ) => next_recorded.get(x) == Some(y),
+            _ => false,
+        };
+        let both_tool = a.role() == Role::Tool && b.role() == Role::Tool;
+        if !was_adjacent && !both_tool {
+            out.push(j);
+        }
+    }
+    out
+}
+
+/// Check one compaction: `before` was compacted into `result` under `budget` for `trigger`.
+///
+/// Returns every violation, including those the strategy documents as deliberate; use
+/// [`crate::strategy::Promises::documented_deviations`] to tell them apart.
+pub fn check_compaction(
+    strategy: &dyn Strategy,
+    before: &Context,
+    budget: &Budget,
+    trigger: Trigger,
+    result: &Compacted,
+) -> Vec<Violation> {
+    let after = &result.context;
+    let promises = strategy.promises(before, budget);
+    // Structural problems count only when compaction introduced them.
+    let before_kinds: HashSet<ViolationKind> = check_context(before).iter().map(|v| v.kind()).collect();
+    let mut out: Vec<Violation> =
+        check_context(after).into_iter().filter(|v| !before_kinds.contains(&v.kind())).collect();
+
+    if promises.keeps_system_prompt {
+        if let Some(sys) = before.system_prompt() {
+            let same = after.get(0).is_some_and(|e| e.message() == sys.message());
+            if !same {
+                out.push(Violation::SystemPromptChanged);
+            }
+        }
+    }
+
+    let mut last = None;
+    for (i, e) in after.entries().iter().enumerate() {
+        if let Origin::Recorded { index } | Origin::Masked { index } = e.origin() {
+            if last.is_some_and(|l| *index <= l) {
+                out.push(Violation::OutOfOrder { index: i });
+            }
+            last = Some(*index);
+        }
+    }
+
+    let window = promises.recent_window.min(before.len());
+    if window > 0 {
+        let b = &before.entries()[before.len() - window..];
+        let kept = b
+            .iter()
+            .rev()
+            .zip(after.entries().iter().rev())
+            .take_while(|(x, y)| x.message() == y.message() && x.origin() == y.origin())
+            .count();
+        if kept < window {
+            out.push(Violation::RecentWindowNotVerbatim { window, kept });
+        }
+    }
+
+    if trigger == Trigger::Proactive && !result.event.is_noop() {
+        if let Some(threshold) = strategy.threshold(before, budget) {
+            let estimate = strategy.estimate(before);
+            if estimate <= threshold {
+                out.push(Violation::CompactedBelowThreshold { estimate, threshold });
+            }
+        }
+    }
+
+    for index in alternation_breaks(before, after) {
+        out.push(Violation::RoleAlternation { index });
+    }
+
+    if let Some(threshold) = strategy.threshold(after, budget) {
+        let estimate = strategy.estimate(after);
+        if estimate > threshold && result.event.shortfall.is_none() && result.event.fallback.is_none() {
+            out.push(Violation::OverBudgetUnreported { estimate, threshold });
+        }
+    }
+    out
+}

@@ -1,0 +1,227 @@
+//! The message model: conversations, messages, tool calls and probes.
+//!
+//! These types are the on-disk format too: a dataset is JSONL with one [`Conversation`]
+//! per line (see `datasets/README.md` and `datasets/conversation.schema.json`).
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One tool call made by an assistant message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolCall {
+    /// Call id; the tool result names it in `tool_call_id`.
+    pub id: String,
+    /// Tool (function) name.
+    pub name: String,
+    /// Arguments as a JSON string, exactly as the model produced them.
+    #[serde(default)]
+    pub arguments: String,
+}
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Message {
+    pub role: Role,
+    /// Text content. May be empty for an assistant message that only calls tools.
+    #[serde(default)]
+    pub content: String,
+    /// Tool calls made by an assistant message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// On a tool result: the id of the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// On a tool result: the tool's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// On a tool result: the tool reported an error.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+    /// Stage label for staged workflows (the paper-writing chat of `priority-chain`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
+    /// Why the model stopped (`stop`, `length`, `tool_calls`, ...), where recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+    /// Free metadata. Keys used by the project: `stage_decision` (string: the decision recorded
+    /// when a stage was approved; feeds the stage digest of `priority-chain`), `synthetic`
+    /// (bool: a result added by import repairs), `compact_boundary` (object: a compaction
+    /// recorded in the source), `compact_summary` (bool: a summary written by the recorded agent),
+    /// `injected` (bool: text injected by the agent harness, not typed by a person).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub meta: BTreeMap<String, serde_json::Value>,
+}
+
+impl Message {
+    /// A message with a role and text, nothing else.
+    pub fn new(role: Role, content: impl Into<String>) -> Message {
+        Message {
+            role,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            name: None,
+            is_error: false,
+            stage: None,
+            finish_reason: None,
+            meta: BTreeMap::new(),
+        }
+    }
+    pub fn system(content: impl Into<String>) -> Message {
+        Message::new(Role::System, content)
+    }
+    pub fn user(content: impl Into<String>) -> Message {
+        Message::new(Role::User, content)
+    }
+    pub fn assistant(content: impl Into<String>) -> Message {
+        Message::new(Role::Assistant, content)
+    }
+    /// An assistant message that calls tools.
+    pub fn assistant_calls(content: impl Into<String>, calls: Vec<ToolCall>) -> Message {
+        let mut m = Message::assistant(content);
+        m.tool_calls = calls;
+        m
+    }
+    /// A tool result answering `call_id`.
+    pub fn tool_result(call_id: impl Into<String>, name: impl Into<String>, content: impl Into<String>) -> Message {
+        let mut m = Message::new(Role::Tool, content);
+        m.tool_call_id = Some(call_id.into());
+        m.name = Some(name.into());
+        m
+    }
+    pub fn with_stage(mut self, stage: impl Into<String>) -> Message {
+        self.stage = Some(stage.into());
+        self
+    }
+    pub fn with_error(mut self) -> Message {
+        self.is_error = true;
+        self
+    }
+    pub fn with_meta(mut self, key: &str, value: serde_json::Value) -> Message {
+        self.meta.insert(key.to_string(), value);
+        self
+    }
+    pub fn has_tool_calls(&self) -> bool {
+        !self.tool_calls.is_empty()
+    }
+    /// The metadata value at `key` when it is a string.
+    pub fn meta_str(&self, key: &str) -> Option<&str> {
+        self.meta.get(key).and_then(|v| v.as_str())
+    }
+    /// The metadata value at `key` when it is `true`.
+    pub fn meta_flag(&self, key: &str) -> bool {
+        self.meta.get(key).and_then(|v| v.as_bool()).unwrap_or(false)
+    }
+}
+
+/// The five kinds of probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbeKind {
+    /// The original task.
+    Task,
+    /// A detail mentioned once: an id, an error, a number.
+    Recall,
+    /// A file or object created, read or changed.
+    Artifact,
+    /// A decision taken, or an option rejected.
+    Decision,
+    /// What to do next.
+    Continuation,
+}
+
+impl ProbeKind {
+    pub const ALL: [ProbeKind; 5] =
+        [ProbeKind::Task, ProbeKind::Recall, ProbeKind::Artifact, ProbeKind::Decision, ProbeKind::Continuation];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProbeKind::Task => "task",
+            ProbeKind::Recall => "recall",
+            ProbeKind::Artifact => "artifact",
+            ProbeKind::Decision => "decision",
+            ProbeKind::Continuation => "continuation",
+        }
+    }
+}
+
+/// A question whose answer is in the recorded conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Probe {
+    pub id: String,
+    pub kind: ProbeKind,
+    pub question: String,
+    /// The expected answer, in words.
+    pub answer: String,
+    /// The facts the answer needs. Each fact is a group of accepted aliases: the fact is
+    /// retained when any one alias survives.
+    pub facts: Vec<Vec<String>>,
+    /// Index (0-based, into `messages`) of the message that holds the answer.
+    pub source_message: usize,
+    /// Ask after this many messages of the recording are in context (`None`: at the end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked_at: Option<usize>,
+}
+
+/// A recorded (or synthesized) conversation with its probes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Conversation {
+    pub id: String,
+    /// Where it comes from: `synthetic/coding`, `import/claude-code`, ...
+    #[serde(default)]
+    pub source: String,
+    /// The context window of the recording, in tokens, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
+    /// The model of the recording, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub messages: Vec<Message>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<Probe>,
+    /// Free metadata.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub meta: BTreeMap<String, serde_json::Value>,
+}
+
+impl Conversation {
+    pub fn new(id: impl Into<String>, messages: Vec<Message>) -> Conversation {
+        Conversation {
+            id: id.into(),
+            source: String::new(),
+            context_window: None,
+            model: None,
+            messages,
+            probes: Vec::new(),
+            meta: BTreeMap::new(),
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! The eight strategies: five from the seed documents, three baselines.
+//!
+//! Each strategy has one params struct with serde defaults taken from its document;
+//! [`StrategyConfig`] names a strategy with its params and builds it after validation.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::strategy::Strategy;
+
+pub mod cut_point;
+pub mod keep_last_n;
+pub mod none;
+pub mod observation_mask;
+pub mod priority_chain;
+pub mod prune_then_summarize;
+pub mod split_fraction;
+pub mod truncate;
+
+/// A parameter value that is out of range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{strategy}: parameter `{param}`: {problem}")]
+pub struct ParamError {
+    pub strategy: &'static str,
+    pub param: &'static str,
+    pub problem: String,
+}
+
+impl ParamError {
+    pub fn new(strategy: &'static str, param: &'static str, problem: impl Into<String>) -> ParamError {
+        ParamError { strategy, param, problem: problem.into() }
+    }
+}
+
+/// A strategy named with its parameters, as written in an experiment file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "name", rename_all = "kebab-case")]
+pub enum StrategyConfig {
+    PriorityChain(priority_chain::Params),
+    KeepLastN(keep_last_n::Params),
+    CutPoint(cut_point::Params),
+    SplitFraction(split_fraction::Params),
+    PruneThenSummarize(prune_then_summarize::Params),
+    None(none::Params),
+    Truncate(truncate::Params),
+    ObservationMask(observation_mask::Params),
+}
+
+/// Every strategy name, in catalog order.
+pub const NAMES: [&str; 8] = [
+    "priority-chain",
+    "keep-last-n",
+    "cut-point",
+    "split-fraction",
+    "prune-then-summarize",
+    "none",
+    "truncate",
+    "observation-mask",
+];
+
+impl StrategyConfig {
+    /// The strategy with its document's defaults.
+    pub fn default_for(name: &str) -> Option<StrategyConfig> {
+        Some(match name {
+            "priority-chain" => StrategyConfig::PriorityChain(Default::default()),
+            "keep-last-n" => StrategyConfig::KeepLastN(Default::default()),
+            "cut-point" => StrategyConfig::CutPoint(Default::default()),
+            "split-fraction" => StrategyConfig::SplitFraction(Default::default()),
+            "prune-then-summarize" => StrategyConfig::PruneThenSummarize(Default::default()),
+            "none" => StrategyConfig::None(Default::default()),
+            "truncate" => StrategyConfig::Truncate(Default::default()),
+            "observation-mask" => StrategyConfig::ObservationMask(Default::default()),
+            _ => return None,
+        })
+    }
+    pub fn name(&self) -> &'static str {
+        match self {
+            StrategyConfig::PriorityChain(_) => "priority-chain",
+            StrategyConfig::KeepLastN(_) => "keep-last-n",
+            StrategyConfig::CutPoint(_) => "cut-point",
+            StrategyConfig::SplitFraction(_) => "split-fraction",
+            StrategyConfig::PruneThenSummarize(_) => "prune-then-summarize",
+            StrategyConfig::None(_) => "none",
+            StrategyConfig::Truncate(_) => "truncate",
+            StrategyConfig::ObservationMask(_) => "observation-mask",
+        }
+    }
+    /// Validate the parameters and build the strategy.
+    pub fn build(&self) -> Result<Box<dyn Strategy>, ParamError> {
+        Ok(match self {
+            StrategyConfig::PriorityChain(p) => Box::new(priority_chain::PriorityChain::new(p.clone())?),
+            StrategyConfig::KeepLastN(p) => Box::new(keep_last_n::KeepLastN::new(p.clone())?),
+            StrategyConfig::CutPoint(p) => Box::new(cut_point::CutPoint::new(p.clone())?),
+            StrategyConfig::SplitFraction(p) => Box::new(split_fraction::SplitFraction::new(p.clone())?),
+            StrategyConfig::PruneThenSummarize(p) => {
+                Box::new(prune_then_summarize::PruneThenSummarize::new(p.clone())?)
+            }
+            StrategyConfig::None(p) => Box::new(none::NoCompaction::new(p.clone())?),
+            StrategyConfig::Truncate(p) => Box::new(truncate::Truncate::new(p.clone())?),
+            StrategyConfig::ObservationMask(p) => Box::new(observation_mask::ObservationMask::new(p.clone())?),
+        })
+    }
+    /// The parameters as a JSON object (for config ids and CSV).
+    pub fn params_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        if let Some(o) = v.as_object_mut() {
+            o.remove("name");
+        }
+        v
+    }
+}
+
+/// One parameter of a strategy, for `compactbench strategies`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ParamInfo {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub ty: String,
+    pub default: serde_json::Value,
+    pub meaning: String,
+}
+
+/// A strategy's catalog entry.
+#[derive(Debug, Clone, Serialize)]
+pub struct StrategyInfo {
+    pub name: &'static str,
+    /// The seed document it implements, or `baseline`.
+    pub source: &'static str,
+    pub summary: &'static str,
+    pub params: Vec<ParamInfo>,
+}
+
+fn params_of<T: JsonSchema + Serialize + Default>() -> Vec<ParamInfo> {
+    let schema = schemars::schema_for!(T);
+    let defaults = serde_json::to_value(T::default()).unwrap_or(serde_json::Value::Null);
+    let props = schema.get("properties").and_then(|p| p.as_object()).cloned().unwrap_or_default();
+    props
+        .iter()
+        .map(|(name, p)| ParamInfo {
+            name: name.clone(),
+            ty: p
+                .get("type")
+                .map(|t| match t {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .unwrap_or_else(|| "object".to_string()),
+            default: defaults.get(name).cloned().unwrap_or(serde_json::Value::Null),
+            meaning: p.get("description").and_then(|d| d.as_str()).unwrap_or("").to_string(),
+        })
+        .collect()
+}
+
+/// Every strategy with its source document and parameters.
+pub fn catalog() -> Vec<StrategyInfo> {
+    vec![
+        StrategyInfo {
+            name: "priority-chain",
+            source: "000_2fac289758ab7930.txt",
+            summary: priority_chain::SUMMARY,
+            params: params_of::<priority_chain::Params>(),
+        },
+        StrategyInfo {
+            name: "keep-last-n",
+            source: "001_de18f529e65eee2b.txt",
+            summary: keep_last_n::SUMMARY,
+            params: params_of::<keep_last_n::Params>(),
+        },
+        StrategyInfo {
+            name: "cut-point",
+            source: "002_42c9180b380c45a6.txt",
+            summary: cut_point::SUMMARY,
+            params: params_of::<cut_point::Params>(),
+        },
+        StrategyInfo {
+            name: "split-fraction",
+            source: "003_3df80400101a2bd6.txt",
+            summary: split_fraction::SUMMARY,
+            params: params_of::<split_fraction::Params>(),
+        },
+        StrategyInfo {
+            name: "prune-then-summarize",
+            source: "004_147aab84aa2c9315.txt",
+            summary: prune_then_summarize::SUMMARY,
+            params: params_of::<prune_then_summarize::Params>(),
+        },
+        StrategyInfo { name: "none", source: "baseline", summary: none::SUMMARY, params: params_of::<none::Params>() },
+        StrategyInfo {
+            name: "truncate",
+            source: "baseline",
+            summary: truncate::SUMMARY,
+            params: params_of::<truncate::Params>(),
+        },
+        StrategyInfo {
+            name: "observation-mask",
+            source: "baseline",
+            summary: observation_mask::SUMMARY,
+            params: params_of::<observation_mask::Params>(),
+        },
+    ]
+}

@@ -1,0 +1,394 @@
+//! The strategy interface: a trigger, a pure `plan`, and a pure `apply`.
+//!
+//! A strategy never calls a model. The caller asks [`Strategy::should_compact`], gets a
+//! [`Plan`] from [`Strategy::plan`], produces every [`SummaryRequest`] of the plan with any
+//! summarizer (an LLM, or an offline one), and hands the outcomes to [`Strategy::apply`],
+//! which builds the new [`Context`] and a [`CompactionEvent`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::context::{Context, Entry, Inserted, Origin};
+use crate::invariants::ViolationKind;
+use crate::message::{Message, Role};
+use crate::tokens::TokenCounter;
+
+/// What the caller knows about the model's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Budget {
+    /// The model's context window, in tokens.
+    pub context_window: u64,
+}
+
+impl Budget {
+    pub fn new(context_window: u64) -> Budget {
+        Budget { context_window }
+    }
+}
+
+/// Why compaction runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    /// The strategy's own threshold was crossed before a call.
+    Proactive,
+    /// The provider rejected the request as too long (or would have): forced compaction.
+    Overflow,
+    /// The previous response stopped at its output limit (`finish_reason = length`).
+    LengthStop,
+}
+
+impl Trigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Proactive => "proactive",
+            Trigger::Overflow => "overflow",
+            Trigger::LengthStop => "length_stop",
+        }
+    }
+}
+
+/// Which prompt a summary request calls for. Each seed has its own.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PromptKind {
+    /// 000, paper mode: mid-stage summary for the current stage.
+    PaperMidStage { stage: String },
+    /// 000, general chat: short bullet summary.
+    GeneralChat,
+    /// 001: "Session Summary (Compaction Round N)", integrating the previous summary.
+    SessionSummary,
+    /// 002: progressive summary of the compacted range.
+    Progressive,
+    /// 002: prefix of a split turn ("Turn Context (split turn)").
+    SplitTurnPrefix,
+    /// 003: the `[COMPACT SUMMARY]` summary.
+    CompactSummary,
+    /// 004: continuation prompt with its sections.
+    Continuation,
+}
+
+impl PromptKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            PromptKind::PaperMidStage { .. } => "paper_mid_stage",
+            PromptKind::GeneralChat => "general_chat",
+            PromptKind::SessionSummary => "session_summary",
+            PromptKind::Progressive => "progressive",
+            PromptKind::SplitTurnPrefix => "split_turn_prefix",
+            PromptKind::CompactSummary => "compact_summary",
+            PromptKind::Continuation => "continuation",
+        }
+    }
+}
+
+/// A span of the context the caller must summarize.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SummaryRequest {
+    /// Indices into the current context of the entries to summarize, in order.
+    pub span: Vec<usize>,
+    pub prompt: PromptKind,
+    /// The previous summary to integrate, if the strategy chains summaries.
+    pub previous: Option<String>,
+    /// The original user task, for prompts that restate it.
+    pub task: Option<String>,
+    /// Upper bound on the summary's length, in tokens.
+    pub max_tokens: u32,
+    /// The compaction round this summary belongs to (1 for the first).
+    pub round: u32,
+}
+
+/// Why a summary could not be produced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("summary failed: {reason}")]
+pub struct SummaryFailure {
+    pub reason: String,
+}
+
+/// A summarizer's answer to one request.
+pub type SummaryOutcome = Result<String, SummaryFailure>;
+
+/// One piece of the context a plan builds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "slot", rename_all = "snake_case")]
+pub enum Slot {
+    /// Entry `index` of the current context, unchanged.
+    Keep { index: usize },
+    /// Entry `index` with its content replaced by `placeholder` (tool calls, ids kept).
+    Mask { index: usize, placeholder: String },
+    /// A new message holding the text of summary request `request`, as
+    /// `prefix + summary + suffix`, with `role`.
+    Summary { request: usize, role: Role, prefix: String, suffix: String },
+    /// A new literal message.
+    Insert { message: Message, what: Inserted },
+}
+
+/// What to do when a summary the plan needs fails.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "on_failure", rename_all = "snake_case")]
+pub enum Fallback {
+    /// Return the context unchanged (001).
+    Unchanged,
+    /// Build this layout instead (003's truncation, 004's pruned context, 000's brute prune).
+    Layout { label: String, layout: Vec<Slot> },
+}
+
+/// A compaction decided, waiting for its summaries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub trigger: Trigger,
+    /// The new context, slot by slot.
+    pub layout: Vec<Slot>,
+    /// The summaries the layout needs, produced by the caller.
+    pub requests: Vec<SummaryRequest>,
+    /// What happens when a summary fails.
+    pub fallback: Fallback,
+    /// Which step of the strategy decided this (for example `P2` or `prune`).
+    pub step: String,
+    /// Strategy-specific notes kept with the event (cut index, covered turns, ...).
+    #[serde(default)]
+    pub notes: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Plan {
+    /// A plan with no summary: drop, mask and insert only.
+    pub fn deterministic(trigger: Trigger, step: impl Into<String>, layout: Vec<Slot>) -> Plan {
+        Plan {
+            trigger,
+            layout,
+            requests: Vec::new(),
+            fallback: Fallback::Unchanged,
+            step: step.into(),
+            notes: serde_json::Map::new(),
+        }
+    }
+}
+
+/// What one compaction did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactionEvent {
+    pub strategy: String,
+    pub trigger: Trigger,
+    pub step: String,
+    /// The strategy's own estimate before and after.
+    pub estimate_before: u64,
+    pub estimate_after: u64,
+    pub messages_before: usize,
+    pub messages_after: usize,
+    /// Entries of the old context that are not in the new one in any form.
+    pub removed: usize,
+    /// Entries whose content was replaced by a placeholder.
+    pub masked: usize,
+    /// The summary texts inserted, in order.
+    pub summaries: Vec<String>,
+    /// The summary round reached, if a summary was inserted.
+    pub round: Option<u32>,
+    /// Set when a summary failed and the strategy's failure path ran.
+    pub fallback: Option<String>,
+    /// Tokens still over the strategy's target after compaction (its own estimate), if any.
+    pub shortfall: Option<u64>,
+    pub notes: serde_json::Map<String, serde_json::Value>,
+}
+
+impl CompactionEvent {
+    /// True when the compaction changed nothing.
+    pub fn is_noop(&self) -> bool {
+        self.removed == 0
+            && self.masked == 0
+            && self.summaries.is_empty()
+            && self.messages_before == self.messages_after
+    }
+}
+
+/// The result of [`Strategy::apply`].
+#[derive(Debug, Clone)]
+pub struct Compacted {
+    pub context: Context,
+    pub event: CompactionEvent,
+}
+
+/// Tells the conformance checker what a strategy promises.
+#[derive(Debug, Clone, Default)]
+pub struct Promises {
+    /// The system prompt stays byte-identical at position 0.
+    pub keeps_system_prompt: bool,
+    /// How many trailing entries the strategy keeps verbatim, for this context and budget.
+    pub recent_window: usize,
+    /// Invariants the strategy's own document breaks on purpose (reported, not failed).
+    pub documented_deviations: Vec<ViolationKind>,
+}
+
+/// A compaction strategy. Implementations are stateless: everything they need to know about
+/// earlier compactions is in the context (summaries carry their round and coverage).
+pub trait Strategy: Send + Sync {
+    /// The strategy's name (`keep-last-n`, ...).
+    fn name(&self) -> &'static str;
+    /// The token estimator the strategy's own document uses.
+    fn estimator(&self) -> &dyn TokenCounter;
+    /// The strategy's estimate of the request, as its document computes it.
+    fn estimate(&self, ctx: &Context) -> u64 {
+        ctx.tokens(self.estimator())
+    }
+    /// The estimate above which the strategy compacts proactively (`None`: never).
+    fn threshold(&self, ctx: &Context, budget: &Budget) -> Option<u64>;
+    /// The strategy's proactive trigger.
+    fn should_compact(&self, ctx: &Context, budget: &Budget) -> bool {
+        self.threshold(ctx, budget).is_some_and(|t| self.estimate(ctx) > t)
+    }
+    /// Whether the strategy reacts to `trigger` when it is not proactive.
+    fn reacts_to(&self, trigger: Trigger) -> bool {
+        matches!(trigger, Trigger::Overflow)
+    }
+    /// Decide what to do. `None` means nothing to do (below threshold, or nothing compactable).
+    fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan>;
+    /// Build the new context from a plan and the summaries the caller produced, one per request.
+    fn apply(&self, ctx: &Context, budget: &Budget, plan: &Plan, summaries: &[SummaryOutcome]) -> Compacted {
+        apply_layout(self, ctx, budget, plan, summaries)
+    }
+    /// What the conformance checker may hold the strategy to.
+    fn promises(&self, ctx: &Context, budget: &Budget) -> Promises;
+}
+
+/// The standard `apply`: build `plan.layout` (or the fallback if any summary failed).
+pub fn apply_layout<S: Strategy + ?Sized>(
+    strategy: &S,
+    ctx: &Context,
+    budget: &Budget,
+    plan: &Plan,
+    summaries: &[SummaryOutcome],
+) -> Compacted {
+    let estimate_before = strategy.estimate(ctx);
+    let failed = plan.requests.iter().enumerate().find_map(|(i, _)| match summaries.get(i) {
+        Some(Ok(_)) => None,
+        Some(Err(e)) => Some(e.reason.clone()),
+        None => Some("no summary given".to_string()),
+    });
+    let (layout, fallback): (&[Slot], Option<String>) = match (&failed, &plan.fallback) {
+        (None, _) => (&plan.layout, None),
+        (Some(reason), Fallback::Unchanged) => {
+            let event = CompactionEvent {
+                strategy: strategy.name().to_string(),
+                trigger: plan.trigger,
+                step: plan.step.clone(),
+                estimate_before,
+                estimate_after: estimate_before,
+                messages_before: ctx.len(),
+                messages_after: ctx.len(),
+                removed: 0,
+                masked: 0,
+                summaries: Vec::new(),
+                round: None,
+                fallback: Some(format!("unchanged: {reason}")),
+                shortfall: None,
+                notes: plan.notes.clone(),
+            };
+            return Compacted { context: ctx.clone(), event };
+        }
+        (Some(reason), Fallback::Layout { label, layout }) => (layout, Some(format!("{label}: {reason}"))),
+    };
+    let built = build_layout(ctx, layout, &plan.requests, summaries);
+    let estimate_after = strategy.estimate(&built.context);
+    let shortfall =
+        strategy.threshold(&built.context, budget).and_then(|t| estimate_after.checked_sub(t)).filter(|d| *d > 0);
+    let event = CompactionEvent {
+        strategy: strategy.name().to_string(),
+        trigger: plan.trigger,
+        step: plan.step.clone(),
+        estimate_before,
+        estimate_after,
+        messages_before: ctx.len(),
+        messages_after: built.context.len(),
+        removed: built.removed,
+        masked: built.masked,
+        summaries: built.summaries,
+        round: built.round,
+        fallback,
+        shortfall,
+        notes: plan.notes.clone(),
+    };
+    Compacted { context: built.context, event }
+}
+
+/// A built layout and what it did.
+#[derive(Debug, Clone)]
+pub struct Built {
+    pub context: Context,
+    pub removed: usize,
+    pub masked: usize,
+    pub summaries: Vec<String>,
+    pub round: Option<u32>,
+}
+
+/// Build a context from `layout`. Summary slots take their text from `summaries` (a failed or
+/// missing summary becomes an empty string: use a fallback layout to avoid that).
+pub fn build_layout(
+    ctx: &Context,
+    layout: &[Slot],
+    requests: &[SummaryRequest],
+    summaries: &[SummaryOutcome],
+) -> Built {
+    let mut used = vec![false; ctx.len()];
+    let mut out = Context::new();
+    let mut masked = 0;
+    let mut texts = Vec::new();
+    let mut round = None;
+    for slot in layout {
+        match slot {
+            Slot::Keep { index } => {
+                if let Some(e) = ctx.get(*index) {
+                    used[*index] = true;
+                    out.push(e.clone());
+                }
+            }
+            Slot::Mask { index, placeholder } => {
+                if let Some(e) = ctx.get(*index) {
+                    used[*index] = true;
+                    masked += 1;
+                    let mut m = e.message().clone();
+                    m.content = placeholder.clone();
+                    let origin = match e.origin() {
+                        Origin::Recorded { index } | Origin::Masked { index } => Origin::Masked { index: *index },
+                        other => other.clone(),
+                    };
+                    out.push(Entry::new(m, origin));
+                }
+            }
+            Slot::Summary { request, role, prefix, suffix } => {
+                let text = match summaries.get(*request) {
+                    Some(Ok(t)) => t.clone(),
+                    _ => String::new(),
+                };
+                let req = requests.get(*request);
+                let r = req.map(|r| r.round).unwrap_or(1);
+                round = Some(round.map_or(r, |x: u32| x.max(r)));
+                let covers = req.map(|r| covered(ctx, &r.span)).unwrap_or_default();
+                texts.push(text.clone());
+                out.push(Entry::new(
+                    Message::new(*role, format!("{prefix}{text}{suffix}")),
+                    Origin::Summary { round: r, covers },
+                ));
+            }
+            Slot::Insert { message, what } => {
+                out.push(Entry::new(message.clone(), Origin::Inserted { what: *what }));
+            }
+        }
+    }
+    let removed = used.iter().filter(|u| !**u).count();
+    Built { context: out, removed, masked, summaries: texts, round }
+}
+
+/// The recorded indices that entries `span` of `ctx` stand for, sorted and deduplicated.
+pub fn covered(ctx: &Context, span: &[usize]) -> Vec<usize> {
+    let mut out = Vec::new();
+    for &i in span {
+        if let Some(e) = ctx.get(i) {
+            match e.origin() {
+                Origin::Recorded { index } | Origin::Masked { index } => out.push(*index),
+                Origin::Summary { covers, .. } => out.extend_from_slice(covers),
+                Origin::Inserted { .. } => {}
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}

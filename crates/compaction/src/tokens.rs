@@ -1,0 +1,237 @@
+//! Token meters: the seeds' character heuristics and exact BPE counting.
+//!
+//! A [`TokenCounter`] measures a message in its own *units* and turns a sum of units into
+//! tokens. For most counters a unit is a token; `priority-chain` (000) is the exception: it
+//! sums characters over the whole context and rounds once (`ceil(total_chars / 4)`), so its
+//! unit is a character. Units are additive, which is what lets a [`crate::Context`] cache them
+//! per message and keep running totals: appending k messages costs O(k).
+//!
+//! Character counts follow each seed's language: the TypeScript seeds (000, 001, 004) use
+//! `String.length`, which counts UTF-16 code units; the Go seed (003) uses `len(s)`, which
+//! counts bytes. On ASCII text they agree; on CJK or emoji they differ by up to 3x.
+
+use crate::message::Message;
+
+/// Where a counter keeps its per-message units inside a [`crate::Context`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CacheSlot {
+    Chars,
+    Chars4Plus2,
+    Len4Plus4,
+    Chars4Role4,
+    O200k,
+    Cl100k,
+}
+
+impl CacheSlot {
+    pub const COUNT: usize = 6;
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Measures messages in tokens.
+pub trait TokenCounter: Send + Sync {
+    /// Stable name, used in reports (`chars/4`, `o200k_base`, ...).
+    fn name(&self) -> &'static str;
+    /// Additive cost of one message, in this counter's units.
+    fn message_units(&self, message: &Message) -> u64;
+    /// Tokens for a sum of message units (identity unless the unit is not a token).
+    fn tokens_from_units(&self, units: u64) -> u64 {
+        units
+    }
+    /// Tokens of a bare text with no message overhead.
+    fn text_tokens(&self, text: &str) -> u64;
+    /// The cache slot for this counter's units, if it has one. Counters that return `None`
+    /// are recomputed on every call.
+    fn cache_slot(&self) -> Option<CacheSlot> {
+        None
+    }
+    /// Tokens of one message on its own.
+    fn message_tokens(&self, message: &Message) -> u64 {
+        self.tokens_from_units(self.message_units(message))
+    }
+    /// Tokens of a list of messages.
+    fn messages_tokens(&self, messages: &[Message]) -> u64 {
+        self.tokens_from_units(messages.iter().map(|m| self.message_units(m)).sum())
+    }
+}
+
+/// JavaScript `String.length`: UTF-16 code units.
+pub fn js_len(text: &str) -> u64 {
+    text.encode_utf16().count() as u64
+}
+
+/// `Math.ceil(len / 4)` with JavaScript's length.
+pub fn js_ceil4(text: &str) -> u64 {
+    js_len(text).div_ceil(4)
+}
+
+/// The JSON text a tool call's arguments stand for: the recorded string itself. The seeds
+/// stringify an arguments object; our messages already carry that string.
+fn call_args(args: &str) -> &str {
+    args
+}
+
+/// 000 `priority-chain`: `Math.ceil(totalChars / 4)` over message `content` only, rounded once
+/// over the whole list. Tool calls are not counted (the seed counts `content` strings only).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CharsOver4;
+
+impl TokenCounter for CharsOver4 {
+    fn name(&self) -> &'static str {
+        "chars/4"
+    }
+    fn message_units(&self, m: &Message) -> u64 {
+        js_len(&m.content)
+    }
+    fn tokens_from_units(&self, units: u64) -> u64 {
+        units.div_ceil(4)
+    }
+    fn text_tokens(&self, text: &str) -> u64 {
+        js_ceil4(text)
+    }
+    fn cache_slot(&self) -> Option<CacheSlot> {
+        Some(CacheSlot::Chars)
+    }
+}
+
+/// 001 `keep-last-n`: per message `2 + ceil(content/4)`, plus `ceil(name/4) + ceil(args/4)` for
+/// every tool call; tool results count their content.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CharsOver4Plus2;
+
+impl TokenCounter for CharsOver4Plus2 {
+    fn name(&self) -> &'static str {
+        "ceil(chars/4)+2"
+    }
+    fn message_units(&self, m: &Message) -> u64 {
+        let calls: u64 = m.tool_calls.iter().map(|c| js_ceil4(&c.name) + js_ceil4(call_args(&c.arguments))).sum();
+        2 + js_ceil4(&m.content) + calls
+    }
+    fn text_tokens(&self, text: &str) -> u64 {
+        js_ceil4(text)
+    }
+    fn cache_slot(&self) -> Option<CacheSlot> {
+        Some(CacheSlot::Chars4Plus2)
+    }
+}
+
+/// 003 `split-fraction`: per message `len(content)/4 + 4` with Go's `len` (bytes) and integer
+/// division. The system prompt is `len(system)/4` with no overhead.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LenOver4Plus4;
+
+impl TokenCounter for LenOver4Plus4 {
+    fn name(&self) -> &'static str {
+        "len/4+4"
+    }
+    fn message_units(&self, m: &Message) -> u64 {
+        m.content.len() as u64 / 4 + 4
+    }
+    fn text_tokens(&self, text: &str) -> u64 {
+        text.len() as u64 / 4
+    }
+    fn cache_slot(&self) -> Option<CacheSlot> {
+        Some(CacheSlot::Len4Plus4)
+    }
+}
+
+/// 004 `prune-then-summarize`: per message 4 tokens of role overhead plus `ceil(text/4)` over its
+/// text, tool-call names and JSON arguments, and tool outputs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CharsOver4Role4;
+
+impl TokenCounter for CharsOver4Role4 {
+    fn name(&self) -> &'static str {
+        "ceil(chars/4)+4"
+    }
+    fn message_units(&self, m: &Message) -> u64 {
+        let calls: u64 = m.tool_calls.iter().map(|c| js_ceil4(&c.name) + js_ceil4(call_args(&c.arguments))).sum();
+        4 + js_ceil4(&m.content) + calls
+    }
+    fn text_tokens(&self, text: &str) -> u64 {
+        js_ceil4(text)
+    }
+    fn cache_slot(&self) -> Option<CacheSlot> {
+        Some(CacheSlot::Chars4Role4)
+    }
+}
+
+/// Which exact BPE vocabulary to count with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Encoding {
+    /// GPT-4o, GPT-4.1, o-series, GPT-5.
+    O200kBase,
+    /// GPT-4, GPT-3.5.
+    Cl100kBase,
+}
+
+/// Exact token counting with an OpenAI BPE vocabulary embedded in the binary.
+///
+/// A message costs the tokens of its content, of each tool call's name and arguments, plus a
+/// fixed per-message overhead for the chat template (3 tokens per message and 1 per tool call,
+/// as OpenAI's chat format adds).
+#[derive(Clone, Copy)]
+pub struct Exact {
+    encoding: Encoding,
+    bpe: &'static bpe_openai::Tokenizer,
+}
+
+impl std::fmt::Debug for Exact {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exact").field("encoding", &self.encoding).finish()
+    }
+}
+
+/// Per-message chat-template overhead of [`Exact`].
+pub const EXACT_MESSAGE_OVERHEAD: u64 = 3;
+/// Per-tool-call overhead of [`Exact`].
+pub const EXACT_CALL_OVERHEAD: u64 = 1;
+
+impl Exact {
+    pub fn new(encoding: Encoding) -> Exact {
+        let bpe = match encoding {
+            Encoding::O200kBase => bpe_openai::o200k_base(),
+            Encoding::Cl100kBase => bpe_openai::cl100k_base(),
+        };
+        Exact { encoding, bpe }
+    }
+    pub fn o200k() -> Exact {
+        Exact::new(Encoding::O200kBase)
+    }
+    pub fn cl100k() -> Exact {
+        Exact::new(Encoding::Cl100kBase)
+    }
+    pub fn encoding(&self) -> Encoding {
+        self.encoding
+    }
+    /// Tokens of `text` under this encoding.
+    pub fn count(&self, text: &str) -> u64 {
+        self.bpe.count(text) as u64
+    }
+}
+
+impl TokenCounter for Exact {
+    fn name(&self) -> &'static str {
+        match self.encoding {
+            Encoding::O200kBase => "o200k_base",
+            Encoding::Cl100kBase => "cl100k_base",
+        }
+    }
+    fn message_units(&self, m: &Message) -> u64 {
+        let calls: u64 =
+            m.tool_calls.iter().map(|c| EXACT_CALL_OVERHEAD + self.count(&c.name) + self.count(&c.arguments)).sum();
+        EXACT_MESSAGE_OVERHEAD + self.count(&m.content) + calls
+    }
+    fn text_tokens(&self, text: &str) -> u64 {
+        self.count(text)
+    }
+    fn cache_slot(&self) -> Option<CacheSlot> {
+        Some(match self.encoding {
+            Encoding::O200kBase => CacheSlot::O200k,
+            Encoding::Cl100kBase => CacheSlot::Cl100k,
+        })
+    }
+}

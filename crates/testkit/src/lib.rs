@@ -1,0 +1,1 @@
+//! Test helpers: conversation builders, proptest generators and the context shape renderer.
