@@ -1,6 +1,47 @@
-//! The `compactbench` binary.
+//! The `compactbench` binary: the only place that reads the environment, prints, and picks
+//! exit codes (0 ok, 1 gate regression or failed run, 2 usage or input error).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-fn main() {
-    println!("compactbench");
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// Evaluate and benchmark how LLM agents compact their context.
+#[derive(Debug, Parser)]
+#[command(name = "compactbench", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List every strategy with its source document and parameters.
+    Strategies(cmd::strategies::Args),
+    /// Check dataset files; every problem names file, line and field.
+    Validate(cmd::validate::Args),
+}
+
+/// Exit codes.
+pub mod exit {
+    pub const OK: u8 = 0;
+    pub const FAILED: u8 = 1;
+    pub const USAGE: u8 = 2;
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Strategies(args) => cmd::strategies::run(args),
+        Command::Validate(args) => cmd::validate::run(args),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(exit::USAGE)
+        }
+    }
 }

@@ -1,0 +1,4 @@
+//! One module per subcommand; each exposes `Args` and `run(Args) -> anyhow::Result<u8>`.
+
+pub mod strategies;
+pub mod validate;
