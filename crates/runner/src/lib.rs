@@ -2,3 +2,4 @@
 //! summarize and judge offline, run experiment matrices and keep a resumable result log.
 
 pub mod dataset;
+pub mod record;

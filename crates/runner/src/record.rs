@@ -1,0 +1,156 @@
+//! The run log: one [`PairRecord`] per (conversation, configuration) pair, appended to
+//! `results.jsonl` as soon as the pair finishes. Every CSV and the HTML report are views of
+//! these records.
+
+use std::collections::BTreeMap;
+
+use compaction::{ProbeKind, Trigger};
+use serde::{Deserialize, Serialize};
+
+/// One line of `results.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairRecord {
+    pub conversation_id: String,
+    /// The dataset file (relative path or name) the conversation came from.
+    pub dataset: String,
+    /// Stable id of the configuration (strategy + params + window + run-level settings).
+    pub config_id: String,
+    pub strategy: String,
+    /// The strategy's parameters as given (after grid expansion).
+    pub params: serde_json::Value,
+    pub window: u64,
+    /// Who judged retention (`offline`, or the LLM judge's model).
+    pub judge: String,
+    pub outcome: PairOutcome,
+}
+
+/// A pair either finished with metrics or failed with an error (the run goes on).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum PairOutcome {
+    Ok(Box<PairMetrics>),
+    Failed { error: String },
+}
+
+/// Everything measured while replaying one conversation under one configuration.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PairMetrics {
+    /// Model calls replayed (one per recorded assistant message).
+    pub calls: u64,
+    pub compactions: u64,
+    /// Calls whose request was still over the window after every compaction attempt.
+    pub overflows: u64,
+    /// Invariant violations found on requests and compactions, all kinds.
+    pub violations: u64,
+    /// Violations by kind (`ViolationKind::as_str`).
+    pub violations_by_kind: BTreeMap<String, u64>,
+    /// Largest request, exact tokens.
+    pub peak_tokens: u64,
+    /// Sum of request tokens over all calls, exact.
+    pub input_tokens: u64,
+    /// Sum of request tokens served from the provider's prefix cache.
+    pub cached_tokens: u64,
+    /// Sum of recorded output tokens (the assistant messages), exact.
+    pub output_tokens: u64,
+    /// Sum of request tokens had nothing been compacted (for the compression ratio).
+    pub uncompacted_input_tokens: u64,
+    /// Exact tokens of the final context.
+    pub final_tokens: u64,
+    pub summarizer_calls: u64,
+    pub summarizer_failures: u64,
+    pub summarizer_input_tokens: u64,
+    pub summarizer_output_tokens: u64,
+    /// Cost of the replayed calls plus summarizer calls, in US dollars.
+    pub cost_usd: f64,
+    /// Mean probe score (0..1); `None` when the conversation has no probes.
+    pub retention: Option<f64>,
+    /// Mean score of at-risk probes; `None` when no probe was at risk.
+    pub at_risk_retention: Option<f64>,
+    pub probes: Vec<ProbeScore>,
+    pub compaction_events: Vec<CompactionRecord>,
+    /// One point per call: the sawtooth.
+    pub timeline: Vec<CallPoint>,
+    /// Wall time of the replay, in milliseconds (not part of any comparison).
+    pub elapsed_ms: u64,
+}
+
+/// One model call of the replay.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CallPoint {
+    /// 0-based call number.
+    pub call: u32,
+    /// Index of the recorded assistant message this call produced.
+    pub message_index: usize,
+    /// Exact request tokens as sent.
+    pub request_tokens: u64,
+    /// The strategy's own estimate of the same request.
+    pub estimate: u64,
+    /// Request tokens served from the prefix cache.
+    pub cached_tokens: u64,
+    /// A compaction ran before this call.
+    pub compacted: bool,
+    /// The request was over the window (a real API would have rejected it).
+    pub overflow: bool,
+}
+
+/// One compaction event of the replay.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactionRecord {
+    /// The call it ran before.
+    pub call: u32,
+    pub trigger: Trigger,
+    /// The strategy's step (`P2`, `prune`, `summarize`, ...).
+    pub step: String,
+    /// Exact tokens before and after.
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    /// The strategy's own estimate before and after.
+    pub estimate_before: u64,
+    pub estimate_after: u64,
+    pub messages_before: usize,
+    pub messages_after: usize,
+    pub removed: usize,
+    pub masked: usize,
+    pub round: Option<u32>,
+    /// The failure path taken, if a summary failed.
+    pub fallback: Option<String>,
+    pub shortfall: Option<u64>,
+    /// The summary text(s) inserted, joined by a blank line.
+    pub summary: String,
+    /// Violations this compaction introduced.
+    pub violations: Vec<String>,
+}
+
+/// Where a fact was found in the compacted context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FoundIn {
+    /// In a recorded message kept verbatim.
+    Verbatim,
+    /// In a summary.
+    Summary,
+    /// In another message (a masked placeholder, an inserted digest).
+    Other,
+    /// Nowhere: lost.
+    Lost,
+}
+
+/// One probe's score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeScore {
+    pub probe_id: String,
+    pub kind: ProbeKind,
+    /// How many recorded messages were in the replay when it was asked.
+    pub asked_at: usize,
+    /// The probe's source message was no longer verbatim in the context.
+    pub at_risk: bool,
+    /// Score in 0..1 (the share of facts retained, or the LLM judge's normalized grade).
+    pub score: f64,
+    /// Per fact: where it was found.
+    pub facts: Vec<FoundIn>,
+    /// Who scored it.
+    pub judge: String,
+    /// LLM judge only: the per-dimension grades (0-5), the answer, and the raw verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<serde_json::Value>,
+}
