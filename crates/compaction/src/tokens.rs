@@ -96,8 +96,33 @@ impl TokenCounter for CharsOver4 {
     }
 }
 
+/// `JSON.stringify(result).length` for a tool result we hold as text.
+///
+/// Text that parses as a JSON object or array stands for that value and counts as its compact
+/// serialization; any other text is a string value, which `JSON.stringify` wraps in quotes and
+/// escapes (`"`, `\\`, control characters). Lengths are UTF-16 code units, as in JavaScript.
+pub fn js_stringify_result_len(text: &str) -> u64 {
+    let t = text.trim_start();
+    if t.starts_with('{') || t.starts_with('[') {
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(text) {
+            return js_len(&v.to_string());
+        }
+    }
+    let escaped: u64 = text
+        .chars()
+        .map(|c| match c {
+            '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+            c if (c as u32) < 0x20 => 6,
+            c => c.len_utf16() as u64,
+        })
+        .sum();
+    2 + escaped
+}
+
 /// 001 `keep-last-n`: per message `2 + ceil(content/4)`, plus `ceil(name/4) + ceil(args/4)` for
-/// every tool call; tool results count their content.
+/// every tool call; a tool result counts `ceil(JSON.stringify(result).length / 4)` (see
+/// [`js_stringify_result_len`]), as the document's `estimateMessagesTokens` does for its
+/// `tool-result` parts.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CharsOver4Plus2;
 
@@ -107,7 +132,11 @@ impl TokenCounter for CharsOver4Plus2 {
     }
     fn message_units(&self, m: &Message) -> u64 {
         let calls: u64 = m.tool_calls.iter().map(|c| js_ceil4(&c.name) + js_ceil4(call_args(&c.arguments))).sum();
-        2 + js_ceil4(&m.content) + calls
+        let content = match m.role {
+            crate::message::Role::Tool => js_stringify_result_len(&m.content).div_ceil(4),
+            _ => js_ceil4(&m.content),
+        };
+        2 + content + calls
     }
     fn text_tokens(&self, text: &str) -> u64 {
         js_ceil4(text)
