@@ -204,21 +204,44 @@ fn load_named(name: String, path: &Path, options: &LoadOptions) -> Dataset {
 /// followed. Never fails: a folder that cannot be listed (`root` included) gives a dataset
 /// named after it, with no conversations and a [`Problem::Io`], and the walk goes on.
 pub fn load_dir(root: impl AsRef<Path>, options: &LoadOptions) -> Vec<Dataset> {
-    let root = root.as_ref();
+    find_jsonl(root)
+        .into_iter()
+        .map(|found| match found.unreadable {
+            None => load_named(found.name, &found.path, options),
+            Some(err) => Dataset {
+                name: found.name,
+                path: found.path,
+                conversations: Vec::new(),
+                lines: Vec::new(),
+                problems: vec![err],
+            },
+        })
+        .collect()
+}
+
+/// A dataset file found under a folder, or a folder that could not be listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// Path relative to the root, with `/` separators.
+    pub name: String,
+    pub path: PathBuf,
+    /// Set when `path` is a folder that could not be listed.
+    pub unreadable: Option<DatasetError>,
+}
+
+/// The `*.jsonl` files under `root`, recursively, sorted by relative path, without loading
+/// them (so a caller can load and drop one at a time). Symbolic links to folders are not
+/// followed.
+pub fn find_jsonl(root: impl AsRef<Path>) -> Vec<Found> {
     let mut found = Vec::new();
-    collect_jsonl(root, &mut Vec::new(), &mut found);
+    collect_jsonl(root.as_ref(), &mut Vec::new(), &mut found);
     found.sort_by(|a, b| a.0.cmp(&b.0));
     found
         .into_iter()
-        .map(|(name, path, unreadable)| match unreadable {
-            None => load_named(name, &path, options),
-            Some(problem) => Dataset {
-                name,
-                conversations: Vec::new(),
-                lines: Vec::new(),
-                problems: vec![DatasetError::new(problem).in_file(&path)],
-                path,
-            },
+        .map(|(name, path, problem)| Found {
+            unreadable: problem.map(|p| DatasetError::new(p).in_file(&path)),
+            name,
+            path,
         })
         .collect()
 }
