@@ -175,7 +175,16 @@ fn turn_role(r: Role) -> Role {
 /// is not a user turn when it was one before).
 pub fn alternation_breaks(before: &Context, after: &Context) -> Vec<usize> {
     let mut next_recorded: HashMap<usize, usize> = HashMap::new();
-    let rec: Vec<usize> = before.entries().iter().filter_map(|e| e.origin().verbatim_index()).collect();
+    // Masked entries hold recorded messages too: a pair that was adjacent before compaction
+    // (say a masked tool result and the user message after it) is not a new break.
+    let rec: Vec<usize> = before
+        .entries()
+        .iter()
+        .filter_map(|e| match e.origin() {
+            Origin::Recorded { index } | Origin::Masked { index } => Some(*index),
+            _ => None,
+        })
+        .collect();
     for w in rec.windows(2) {
         next_recorded.insert(w[0], w[1]);
     }
@@ -228,7 +237,9 @@ pub fn check_compaction(
         check_context(after).into_iter().filter(|v| !before_kinds.contains(&v.kind())).collect();
 
     if promises.keeps_system_prompt {
-        if let Some(sys) = before.system_prompt() {
+        // The system prompt is the recorded one: a system message the strategy inserted in an
+        // earlier round (a stage digest, a summary) is the strategy's to replace.
+        if let Some(sys) = before.system_prompt().filter(|e| matches!(e.origin(), Origin::Recorded { .. })) {
             let same = after.get(0).is_some_and(|e| e.message() == sys.message());
             if !same {
                 out.push(Violation::SystemPromptChanged);
