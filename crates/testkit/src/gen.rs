@@ -145,7 +145,8 @@ pub enum Previous {
     },
 }
 
-/// A generated conversation, before expansion.
+/// A generated conversation, before expansion. A previous summary entry always sits at index
+/// 1, after the system prompt (a short default one when `system` is `None`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConversationSpec {
     pub system: Option<Text>,
@@ -158,7 +159,11 @@ impl ConversationSpec {
     /// Expand into a context of recorded messages (plus the previous summary, if any).
     pub fn build(&self) -> Context {
         let mut b = ContextBuilder::new();
-        if let Some(system) = &self.system {
+        // A previous summary entry sits at index 1, after a system prompt: without one, the
+        // seeds would take the summary for the system prompt.
+        let entry_summary = !matches!(self.previous, Previous::None | Previous::RecordedText { .. });
+        let system = self.system.or(entry_summary.then(|| Text::prose(0, 0)));
+        if let Some(system) = system {
             let text = system.render();
             b = b.system(format!("You are a careful agent.\n{text}"));
         }

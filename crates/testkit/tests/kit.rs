@@ -285,10 +285,12 @@ fn assert_well_formed(spec: &ConversationSpec, ctx: &Context) -> Result<(), Test
     let idx: Vec<usize> = entries.iter().filter_map(|e| e.origin().verbatim_index()).collect();
     prop_assert!(idx.windows(2).all(|w| w[0] < w[1]));
     let summary_pos = entries.iter().position(|e| e.origin().is_summary());
-    match (&spec.previous, &spec.system) {
-        (Previous::None | Previous::RecordedText { .. }, _) => prop_assert!(summary_pos.is_none()),
-        (_, Some(_)) => prop_assert_eq!(summary_pos, Some(1)),
-        (_, None) => prop_assert_eq!(summary_pos, Some(0)),
+    match &spec.previous {
+        Previous::None | Previous::RecordedText { .. } => prop_assert!(summary_pos.is_none()),
+        _ => {
+            prop_assert_eq!(summary_pos, Some(1));
+            prop_assert_eq!(ctx.entries()[0].role(), Role::System);
+        }
     }
     if !spec.staged {
         prop_assert!(ctx.messages().all(|m| m.stage.is_none() && !m.meta.contains_key("stage_decision")));
