@@ -1,0 +1,346 @@
+//! The client: one endpoint, its limits, its retries, its cache, and what it spent.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::Semaphore;
+
+use crate::cache::{CacheKey, CacheMode, ResponseCache};
+use crate::config::{LlmConfig, Protocol, Secret};
+use crate::error::LlmError;
+use crate::types::{ChatRequest, ChatResponse, Usage};
+use crate::wire::{self, Outcome};
+
+/// Counters of one client, all monotonic.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientStats {
+    /// Completions asked for.
+    pub requests: u64,
+    /// HTTP attempts actually sent (retries included, cache hits excluded).
+    pub http_attempts: u64,
+    /// Attempts that were retries.
+    pub retries: u64,
+    /// Completions served from the cache.
+    pub cache_hits: u64,
+    /// Completions that ended in an error.
+    pub failures: u64,
+    /// Usage of every successful completion, cached ones included (their recorded usage), so
+    /// a run replayed from the cache accounts the same tokens as the run that filled it.
+    pub usage: Usage,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    requests: AtomicU64,
+    http_attempts: AtomicU64,
+    retries: AtomicU64,
+    cache_hits: AtomicU64,
+    failures: AtomicU64,
+    prompt: AtomicU64,
+    cached: AtomicU64,
+    completion: AtomicU64,
+}
+
+impl Counters {
+    fn used(&self, u: Usage) {
+        self.prompt.fetch_add(u.prompt_tokens, Ordering::Relaxed);
+        self.cached.fetch_add(u.cached_tokens, Ordering::Relaxed);
+        self.completion.fetch_add(u.completion_tokens, Ordering::Relaxed);
+    }
+}
+
+/// Spaces request starts evenly: at most `per_minute` starts in any minute, no bursts.
+#[derive(Debug)]
+pub struct Pacer {
+    interval: Option<Duration>,
+    next: Mutex<Option<Instant>>,
+}
+
+impl Pacer {
+    /// `0` means no limit.
+    pub fn new(per_minute: u32) -> Pacer {
+        let interval = (per_minute > 0).then(|| Duration::from_secs_f64(60.0 / f64::from(per_minute)));
+        Pacer { interval, next: Mutex::new(None) }
+    }
+    /// Reserve the next start at or after `now` and return it.
+    pub fn reserve(&self, now: Instant) -> Instant {
+        let Some(interval) = self.interval else { return now };
+        let mut next = match self.next.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let slot = next.map_or(now, |n| n.max(now));
+        *next = Some(slot + interval);
+        slot
+    }
+    async fn wait(&self) {
+        let slot = self.reserve(Instant::now());
+        tokio::time::sleep_until(slot.into()).await;
+    }
+}
+
+/// A client for one endpoint. Cheap to share behind an `Arc`; every method takes `&self`.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), llm::LlmError> {
+/// use llm::{ChatMessage, ChatRequest, Client, LlmConfig, Protocol};
+/// let mut cfg = LlmConfig::new(Protocol::Openai, "gpt-4o-mini");
+/// let key = cfg.resolve_key(|name| std::env::var(name).ok())?;
+/// let client = Client::new(cfg, key)?;
+/// let answer = client.complete(ChatRequest::new(vec![ChatMessage::user("Say hi")])).await?;
+/// println!("{} ({} tokens in)", answer.text, answer.usage.prompt_tokens);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Client {
+    cfg: LlmConfig,
+    key: Option<Secret>,
+    endpoint: String,
+    http: reqwest::Client,
+    gate: Arc<Semaphore>,
+    pacer: Pacer,
+    cache: Option<Arc<ResponseCache>>,
+    counters: Counters,
+    jitter: AtomicU64,
+}
+
+impl Client {
+    /// A client for `cfg`, authenticating with `key` when given.
+    pub fn new(cfg: LlmConfig, key: Option<Secret>) -> Result<Client, LlmError> {
+        cfg.validate()?;
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs_f64(cfg.timeout_s))
+            .user_agent(concat!("compactbench/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| LlmError::Client(e.to_string()))?;
+        let seed = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(7);
+        Ok(Client {
+            endpoint: wire::endpoint(cfg.protocol, cfg.base_url()),
+            gate: Arc::new(Semaphore::new(cfg.max_concurrency)),
+            pacer: Pacer::new(cfg.requests_per_minute),
+            cfg,
+            key,
+            http,
+            cache: None,
+            counters: Counters::default(),
+            jitter: AtomicU64::new(seed),
+        })
+    }
+    /// Serve and store responses through `cache`.
+    pub fn with_cache(mut self, cache: Arc<ResponseCache>) -> Client {
+        self.cache = Some(cache);
+        self
+    }
+    pub fn config(&self) -> &LlmConfig {
+        &self.cfg
+    }
+    pub fn cache(&self) -> Option<&ResponseCache> {
+        self.cache.as_deref()
+    }
+    /// The counters so far.
+    pub fn stats(&self) -> ClientStats {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ClientStats {
+            requests: get(&c.requests),
+            http_attempts: get(&c.http_attempts),
+            retries: get(&c.retries),
+            cache_hits: get(&c.cache_hits),
+            failures: get(&c.failures),
+            usage: Usage {
+                prompt_tokens: get(&c.prompt),
+                cached_tokens: get(&c.cached),
+                completion_tokens: get(&c.completion),
+            },
+        }
+    }
+    /// The cache key `request` would have.
+    pub fn cache_key(&self, request: &ChatRequest) -> CacheKey {
+        CacheKey::new(
+            self.cfg.protocol,
+            self.cfg.base_url(),
+            &self.cfg.model,
+            &request.messages,
+            request.max_tokens.unwrap_or(self.cfg.max_tokens),
+            request.temperature.unwrap_or(self.cfg.temperature),
+            request.sample,
+        )
+    }
+
+    /// One completion: from the cache when the mode allows, else over HTTP with retries.
+    pub async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        let result = self.complete_inner(&request).await;
+        match &result {
+            Ok(r) => self.counters.used(r.usage),
+            Err(_) => {
+                self.counters.failures.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        result
+    }
+
+    async fn complete_inner(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let key = self.cache_key(request);
+        if let Some(cache) = &self.cache {
+            if let Some(hit) = cache.get(&key)? {
+                self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(hit);
+            }
+            if cache.mode() == CacheMode::Only {
+                return Err(cache.miss(&key));
+            }
+        }
+        let max_tokens = request.max_tokens.unwrap_or(self.cfg.max_tokens);
+        let temperature = request.temperature.unwrap_or(self.cfg.temperature);
+        let body = wire::request_body(self.cfg.protocol, &self.cfg.model, &request.messages, max_tokens, temperature);
+        let response = self.send_with_retries(&body).await?;
+        if let Some(cache) = &self.cache {
+            cache.put(&key, &response)?;
+        }
+        Ok(response)
+    }
+
+    async fn send_with_retries(&self, body: &serde_json::Value) -> Result<ChatResponse, LlmError> {
+        let attempts = self.cfg.max_retries.saturating_add(1);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            if attempt > 1 {
+                self.counters.retries.fetch_add(1, Ordering::Relaxed);
+            }
+            let (error, asked_wait) = match self.attempt(body).await {
+                Attempt::Done(r) => return Ok(r),
+                Attempt::Fail(e) => return Err(e),
+                Attempt::Retry(e, wait) => (e, wait),
+            };
+            if attempt >= attempts {
+                return Err(with_attempts(error, attempt, self.cfg.timeout_s));
+            }
+            let cap = Duration::from_secs_f64(self.cfg.backoff_max_s);
+            let wait = asked_wait.unwrap_or_else(|| self.backoff(attempt)).min(cap);
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Exponential backoff with jitter: `initial x 2^(n-1)`, capped, scaled by a random factor
+    /// in [0.5, 1).
+    fn backoff(&self, attempt: u32) -> Duration {
+        let exp = 2f64.powi(i32::try_from(attempt.saturating_sub(1).min(30)).unwrap_or(30));
+        let base = (self.cfg.backoff_initial_ms as f64 / 1000.0 * exp).min(self.cfg.backoff_max_s);
+        let r = splitmix(self.jitter.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed));
+        let factor = 0.5 + 0.5 * ((r >> 11) as f64 / (1u64 << 53) as f64);
+        Duration::from_secs_f64(base * factor)
+    }
+
+    async fn attempt(&self, body: &serde_json::Value) -> Attempt {
+        self.pacer.wait().await;
+        let _permit = match self.gate.acquire().await {
+            Ok(p) => p,
+            Err(e) => return Attempt::Fail(LlmError::Client(e.to_string())),
+        };
+        self.counters.http_attempts.fetch_add(1, Ordering::Relaxed);
+        let mut req = self.http.post(&self.endpoint).json(body);
+        req = match (self.cfg.protocol, &self.key) {
+            (Protocol::Openai, Some(k)) => req.bearer_auth(k.expose()),
+            (Protocol::Anthropic, Some(k)) => req.header("x-api-key", k.expose()),
+            (_, None) => req,
+        };
+        if self.cfg.protocol == Protocol::Anthropic {
+            req = req.header("anthropic-version", wire::ANTHROPIC_VERSION);
+        }
+        let response = match req.send().await {
+            Ok(r) => r,
+            Err(e) => return transport(&e),
+        };
+        let status = response.status().as_u16();
+        let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let wait =
+            wire::retry_after(header("retry-after-ms").as_deref(), header("retry-after").as_deref(), SystemTime::now());
+        let text = match response.text().await {
+            Ok(t) => t,
+            Err(e) => return transport(&e),
+        };
+        match wire::interpret(self.cfg.protocol, status, &text) {
+            Outcome::Done(r) => Attempt::Done(r),
+            Outcome::Fail(e) => Attempt::Fail(e),
+            Outcome::Retry(e) => Attempt::Retry(e, wait),
+        }
+    }
+}
+
+enum Attempt {
+    Done(ChatResponse),
+    Fail(LlmError),
+    /// Retry, after the server's `Retry-After` if it gave one.
+    Retry(LlmError, Option<Duration>),
+}
+
+/// A transport failure: a time-out, a refused or broken connection, a body cut short. All
+/// retried. The message names the error chain, never a header.
+fn transport(e: &reqwest::Error) -> Attempt {
+    if e.is_timeout() {
+        return Attempt::Retry(LlmError::Timeout { attempts: 1, timeout_s: 0.0 }, None);
+    }
+    let mut message = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    Attempt::Retry(LlmError::Connection { attempts: 1, message }, None)
+}
+
+fn with_attempts(e: LlmError, attempts: u32, timeout_s: f64) -> LlmError {
+    match e {
+        LlmError::RateLimited { message, .. } => LlmError::RateLimited { attempts, message },
+        LlmError::Server { status, message, .. } => LlmError::Server { status, attempts, message },
+        LlmError::Timeout { .. } => LlmError::Timeout { attempts, timeout_s },
+        LlmError::Connection { message, .. } => LlmError::Connection { attempts, message },
+        other => other,
+    }
+}
+
+fn splitmix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pacer_spaces_starts_evenly() {
+        let p = Pacer::new(120);
+        let t0 = Instant::now();
+        let slots: Vec<Duration> = (0..4).map(|_| p.reserve(t0) - t0).collect();
+        assert_eq!(slots, [0, 500, 1000, 1500].map(Duration::from_millis));
+        // A start asked for later than the next slot is not delayed.
+        let later = t0 + Duration::from_secs(10);
+        assert_eq!(p.reserve(later), later);
+        let unlimited = Pacer::new(0);
+        assert_eq!(unlimited.reserve(t0), t0);
+        assert_eq!(unlimited.reserve(t0), t0);
+    }
+
+    #[test]
+    fn backoff_grows_with_jitter_and_stays_capped() {
+        let mut cfg = LlmConfig::new(Protocol::Openai, "m");
+        cfg.backoff_initial_ms = 1_000;
+        cfg.backoff_max_s = 5.0;
+        let c = Client::new(cfg, None).expect("client");
+        for attempt in 1..=6u32 {
+            let base = (2f64.powi(attempt as i32 - 1)).min(5.0);
+            for _ in 0..20 {
+                let d = c.backoff(attempt).as_secs_f64();
+                assert!(d >= base * 0.5 && d < base, "attempt {attempt}: {d}");
+            }
+        }
+        let draws: std::collections::BTreeSet<u128> = (0..20).map(|_| c.backoff(3).as_nanos()).collect();
+        assert!(draws.len() > 1, "jitter varies");
+    }
+}

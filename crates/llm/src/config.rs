@@ -1,0 +1,275 @@
+//! What a client needs to know about its endpoint: [`LlmConfig`], read from an experiment's
+//! `[llm]` table, and the API key as a [`Secret`] the caller resolves.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The wire protocol of an endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    /// OpenAI-compatible chat completions: `POST {base_url}/chat/completions` (OpenAI, vLLM,
+    /// llama.cpp server, Ollama, LM Studio, OpenRouter, most gateways).
+    Openai,
+    /// The Anthropic Messages API: `POST {base_url}/v1/messages`.
+    Anthropic,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Openai => "openai",
+            Protocol::Anthropic => "anthropic",
+        }
+    }
+    /// The provider's own endpoint, used when `base_url` is not given.
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            Protocol::Openai => "https://api.openai.com/v1",
+            Protocol::Anthropic => "https://api.anthropic.com",
+        }
+    }
+}
+
+/// One endpoint and how to call it. Every field has a default except `model`.
+///
+/// ```
+/// let cfg: llm::LlmConfig = toml_like(r#"{"protocol": "anthropic", "model": "claude-sonnet-4-5"}"#);
+/// assert_eq!(cfg.base_url(), "https://api.anthropic.com");
+/// assert_eq!(cfg.api_key_env.as_deref(), Some("ANTHROPIC_API_KEY"));
+/// # fn toml_like(s: &str) -> llm::LlmConfig { serde_json::from_str(s).unwrap() }
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmConfig {
+    /// `openai` (chat completions, the default) or `anthropic` (messages).
+    #[serde(default = "default_protocol")]
+    pub protocol: Protocol,
+    /// Endpoint root. OpenAI-compatible roots include the version (`http://127.0.0.1:8000/v1`);
+    /// Anthropic roots do not (`https://api.anthropic.com`). Default: the provider's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The model name sent with every request.
+    pub model: String,
+    /// The NAME of the environment variable that holds the API key (never the key itself).
+    /// Default: `OPENAI_API_KEY` or `ANTHROPIC_API_KEY` by protocol; `""` for no key (local
+    /// servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Requests in flight at once, per client.
+    #[serde(default = "default_max_concurrency")]
+    pub max_concurrency: usize,
+    /// Requests started per minute, per client (`0`: no limit). Retries count.
+    #[serde(default)]
+    pub requests_per_minute: u32,
+    /// Seconds one attempt may take, from sending to the end of the body.
+    #[serde(default = "default_timeout_s")]
+    pub timeout_s: f64,
+    /// Retries after the first attempt on 429, 5xx, time-outs and broken connections.
+    #[serde(default = "default_max_retries")]
+    pub max_retries: u32,
+    /// Sampling temperature, unless a request sets its own.
+    #[serde(default)]
+    pub temperature: f32,
+    /// Output token limit, unless a request sets its own.
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u32,
+    /// First backoff delay in milliseconds; doubles per retry, with jitter.
+    #[serde(default = "default_backoff_initial_ms")]
+    pub backoff_initial_ms: u64,
+    /// Longest wait between attempts in seconds, for backoff and for a server's `Retry-After`.
+    #[serde(default = "default_backoff_max_s")]
+    pub backoff_max_s: f64,
+}
+
+fn default_protocol() -> Protocol {
+    Protocol::Openai
+}
+fn default_max_concurrency() -> usize {
+    4
+}
+fn default_timeout_s() -> f64 {
+    120.0
+}
+fn default_max_retries() -> u32 {
+    4
+}
+fn default_max_tokens() -> u32 {
+    1_024
+}
+fn default_backoff_initial_ms() -> u64 {
+    1_000
+}
+fn default_backoff_max_s() -> f64 {
+    60.0
+}
+
+impl LlmConfig {
+    /// A configuration with every default and `model`.
+    pub fn new(protocol: Protocol, model: impl Into<String>) -> LlmConfig {
+        LlmConfig {
+            protocol,
+            base_url: None,
+            model: model.into(),
+            api_key_env: None,
+            max_concurrency: default_max_concurrency(),
+            requests_per_minute: 0,
+            timeout_s: default_timeout_s(),
+            max_retries: default_max_retries(),
+            temperature: 0.0,
+            max_tokens: default_max_tokens(),
+            backoff_initial_ms: default_backoff_initial_ms(),
+            backoff_max_s: default_backoff_max_s(),
+        }
+    }
+    /// The endpoint root, without a trailing slash.
+    pub fn base_url(&self) -> &str {
+        self.base_url.as_deref().unwrap_or(self.protocol.default_base_url()).trim_end_matches('/')
+    }
+    /// The name of the variable holding the key; `None` when no key is used.
+    pub fn key_variable(&self) -> Option<&str> {
+        match self.api_key_env.as_deref() {
+            Some("") => None,
+            Some(name) => Some(name),
+            None => Some(match self.protocol {
+                Protocol::Openai => "OPENAI_API_KEY",
+                Protocol::Anthropic => "ANTHROPIC_API_KEY",
+            }),
+        }
+    }
+    /// The API key, looked up with `lookup` (the caller passes its environment: this crate
+    /// never reads it). A variable named explicitly in `api_key_env` must be set and
+    /// non-empty; the protocol's default variable may be missing (local servers need no key).
+    pub fn resolve_key(&self, lookup: impl Fn(&str) -> Option<String>) -> Result<Option<Secret>, ConfigError> {
+        let Some(name) = self.key_variable() else { return Ok(None) };
+        match lookup(name).filter(|v| !v.is_empty()) {
+            Some(v) => Ok(Some(Secret::new(v))),
+            None if self.api_key_env.is_some() => {
+                Err(ConfigError { field: "api_key_env", problem: format!("environment variable {name} is not set") })
+            }
+            None => Ok(None),
+        }
+    }
+    /// Check the numbers; the error names the field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |field: &'static str, problem: &str| Err(ConfigError { field, problem: problem.to_string() });
+        if self.model.trim().is_empty() {
+            return bad("model", "must not be empty");
+        }
+        if self.max_concurrency == 0 {
+            return bad("max_concurrency", "must be at least 1");
+        }
+        if !(self.timeout_s.is_finite() && self.timeout_s > 0.0) {
+            return bad("timeout_s", "must be a positive number of seconds");
+        }
+        if !(self.temperature.is_finite() && (0.0..=2.0).contains(&self.temperature)) {
+            return bad("temperature", "must be between 0 and 2");
+        }
+        if self.max_tokens == 0 {
+            return bad("max_tokens", "must be at least 1");
+        }
+        if !(self.backoff_max_s.is_finite() && self.backoff_max_s >= 0.0) {
+            return bad("backoff_max_s", "must be a non-negative number of seconds");
+        }
+        let url = self.base_url();
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return bad("base_url", "must start with http:// or https://");
+        }
+        Ok(())
+    }
+}
+
+/// A field of [`LlmConfig`] with a value that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("llm.{field}: {problem}")]
+pub struct ConfigError {
+    pub field: &'static str,
+    pub problem: String,
+}
+
+/// An API key. Its `Debug` and `Display` print `***`; only the transport reads it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+    /// The key itself, for the request header.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_fill_everything_but_the_model() {
+        let cfg: LlmConfig = serde_json::from_str(r#"{"model": "m"}"#).expect("valid");
+        assert_eq!(cfg, LlmConfig::new(Protocol::Openai, "m"));
+        assert_eq!(cfg.base_url(), "https://api.openai.com/v1");
+        assert_eq!(cfg.key_variable(), Some("OPENAI_API_KEY"));
+        assert!(cfg.validate().is_ok());
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected() {
+        let err = serde_json::from_str::<LlmConfig>(r#"{"model": "m", "api_key": "sk-1"}"#).expect_err("unknown");
+        assert!(err.to_string().contains("api_key"), "{err}");
+    }
+
+    #[test]
+    fn empty_key_variable_means_no_key_and_base_url_is_trimmed() {
+        let cfg: LlmConfig =
+            serde_json::from_str(r#"{"model": "m", "api_key_env": "", "base_url": "http://127.0.0.1:9/v1/"}"#)
+                .expect("valid");
+        assert_eq!(cfg.key_variable(), None);
+        assert_eq!(cfg.base_url(), "http://127.0.0.1:9/v1");
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let mut cfg = LlmConfig::new(Protocol::Anthropic, "m");
+        cfg.max_concurrency = 0;
+        assert_eq!(cfg.validate().expect_err("zero").field, "max_concurrency");
+        let mut cfg = LlmConfig::new(Protocol::Anthropic, "m");
+        cfg.timeout_s = 0.0;
+        assert_eq!(cfg.validate().expect_err("zero").field, "timeout_s");
+        let mut cfg = LlmConfig::new(Protocol::Anthropic, "m");
+        cfg.base_url = Some("127.0.0.1:80".into());
+        assert_eq!(cfg.validate().expect_err("scheme").field, "base_url");
+    }
+
+    #[test]
+    fn keys_resolve_through_the_callers_lookup() {
+        let named: LlmConfig = serde_json::from_str(r#"{"model": "m", "api_key_env": "MY_KEY"}"#).expect("valid");
+        let key = named.resolve_key(|n| (n == "MY_KEY").then(|| "k-1".to_string())).expect("set");
+        assert_eq!(key.map(|k| k.expose().to_string()), Some("k-1".to_string()));
+        let err = named.resolve_key(|_| None).expect_err("missing");
+        assert!(err.to_string().contains("MY_KEY"), "{err}");
+        let default = LlmConfig::new(Protocol::Openai, "m");
+        assert!(default.resolve_key(|_| None).expect("optional").is_none());
+    }
+
+    #[test]
+    fn secrets_never_print() {
+        let s = Secret::new("sk-very-secret");
+        assert_eq!(format!("{s} {s:?}"), "*** ***");
+        assert_eq!(s.expose(), "sk-very-secret");
+    }
+}

@@ -1,0 +1,75 @@
+//! What can go wrong with a completion. Every fault is a value; none panics.
+
+use std::path::PathBuf;
+
+use crate::config::ConfigError;
+
+/// A completion that did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    /// The provider rejected the request as longer than the model's context window, in its own
+    /// error shape (OpenAI's `context_length_exceeded`, Anthropic's `prompt is too long`, or the
+    /// wording of compatible servers). Never retried.
+    #[error("context length exceeded (HTTP {status}): {message}")]
+    ContextLengthExceeded { status: u16, message: String },
+    /// Still rate limited (429) after every retry.
+    #[error("rate limited (HTTP 429) after {attempts} attempts: {message}")]
+    RateLimited { attempts: u32, message: String },
+    /// A server error (5xx) after every retry.
+    #[error("server error (HTTP {status}) after {attempts} attempts: {message}")]
+    Server { status: u16, attempts: u32, message: String },
+    /// An error status that retrying cannot fix (400, 401, 403, 404, ...).
+    #[error("request rejected (HTTP {status}): {message}")]
+    Rejected { status: u16, message: String },
+    /// Every attempt timed out.
+    #[error("timed out after {attempts} attempts of {timeout_s} s each")]
+    Timeout { attempts: u32, timeout_s: f64 },
+    /// The connection failed or broke (refused, reset, body cut short) on every attempt.
+    #[error("connection failed after {attempts} attempts: {message}")]
+    Connection { attempts: u32, message: String },
+    /// A complete response that is not what the protocol promises (bad JSON, missing fields).
+    #[error("malformed response (HTTP {status}): {problem}; body starts {excerpt:?}")]
+    Malformed { status: u16, problem: String, excerpt: String },
+    /// Cache mode `only` and the response is not in the cache.
+    #[error("response not in cache (mode only): key {key}")]
+    CacheMiss { key: String },
+    /// The cache could not be read or written.
+    #[error("response cache {path}: {source}")]
+    Cache {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The HTTP client could not be built.
+    #[error("http client: {0}")]
+    Client(String),
+}
+
+impl LlmError {
+    /// A short stable name for counting (`context_length_exceeded`, `timeout`, ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LlmError::ContextLengthExceeded { .. } => "context_length_exceeded",
+            LlmError::RateLimited { .. } => "rate_limited",
+            LlmError::Server { .. } => "server_error",
+            LlmError::Rejected { .. } => "rejected",
+            LlmError::Timeout { .. } => "timeout",
+            LlmError::Connection { .. } => "connection",
+            LlmError::Malformed { .. } => "malformed",
+            LlmError::CacheMiss { .. } => "cache_miss",
+            LlmError::Cache { .. } => "cache",
+            LlmError::Config(_) => "config",
+            LlmError::Client(_) => "client",
+        }
+    }
+    pub fn is_context_length_exceeded(&self) -> bool {
+        matches!(self, LlmError::ContextLengthExceeded { .. })
+    }
+}
+
+/// The first `n` characters of `body`, for error messages.
+pub(crate) fn excerpt(body: &str, n: usize) -> String {
+    body.chars().take(n).collect()
+}

@@ -1,0 +1,100 @@
+//! Requests and responses, the same for every provider.
+
+use serde::{Deserialize, Serialize};
+
+/// Who wrote a chat message. Tool traffic is rendered to text by the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatRole {
+    System,
+    User,
+    Assistant,
+}
+
+/// One message of a request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: ChatRole,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn system(content: impl Into<String>) -> ChatMessage {
+        ChatMessage { role: ChatRole::System, content: content.into() }
+    }
+    pub fn user(content: impl Into<String>) -> ChatMessage {
+        ChatMessage { role: ChatRole::User, content: content.into() }
+    }
+    pub fn assistant(content: impl Into<String>) -> ChatMessage {
+        ChatMessage { role: ChatRole::Assistant, content: content.into() }
+    }
+}
+
+/// One completion to produce.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    pub messages: Vec<ChatMessage>,
+    /// Output token limit; `None` takes the client's `max_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Temperature; `None` takes the client's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// Which draw of the same request this is (0 for the first). Not sent; it only keeps
+    /// repeated draws (a judge grading N times) apart in the response cache.
+    #[serde(default)]
+    pub sample: u32,
+}
+
+impl ChatRequest {
+    pub fn new(messages: Vec<ChatMessage>) -> ChatRequest {
+        ChatRequest { messages, max_tokens: None, temperature: None, sample: 0 }
+    }
+    pub fn max_tokens(mut self, n: u32) -> ChatRequest {
+        self.max_tokens = Some(n);
+        self
+    }
+    pub fn temperature(mut self, t: f32) -> ChatRequest {
+        self.temperature = Some(t);
+        self
+    }
+    pub fn sample(mut self, n: u32) -> ChatRequest {
+        self.sample = n;
+        self
+    }
+}
+
+/// Token usage reported by the provider.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// All input tokens, cached ones included.
+    pub prompt_tokens: u64,
+    /// Input tokens served from the provider's prompt cache.
+    pub cached_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.cached_tokens += other.cached_tokens;
+        self.completion_tokens += other.completion_tokens;
+    }
+}
+
+/// A completion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatResponse {
+    /// The text of the answer (text parts joined; empty when the model wrote none).
+    pub text: String,
+    pub usage: Usage,
+    /// Why the model stopped (`stop`, `length`, `end_turn`, `max_tokens`, ...), as reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+    /// The model that answered, as reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Served from the response cache, not the network.
+    #[serde(default, skip_serializing)]
+    pub from_cache: bool,
+}
