@@ -1,29 +1,565 @@
-//! `priority-chain`: NOT YET IMPLEMENTED (skeleton).
+//! `priority-chain`: the threshold priority chain of a staged paper-writing chat (seed 000).
+//!
+//! The document inserts a compaction layer between message building and an existing brute
+//! prune. When the estimate (`ceil(total content chars / 4)`, JavaScript string length, see
+//! [`CharsOver4`]) is over 85% of the window (`COMPACTION_TRIGGER`), it runs priorities in
+//! order and stops as soon as the estimate is under 85% again (strictly `<`):
+//!
+//! - **P1** strips chitchat: user messages of at most 50 raw characters whose trimmed,
+//!   lowercased text is shorter than 15 characters and holds no `?` or `!`.
+//! - **P2** (paper mode) drops the oldest completed stages, one at a time, by their message
+//!   boundaries, then injects the stage digest as a system message after the system messages
+//!   (`[CONTEXT COMPACTION: N tahap sebelumnya di-compact]` ...). The threshold is checked after
+//!   each dropped stage and before the digest goes in, as the document's code does.
+//! - **P3** asks an LLM to summarize the oldest conversation (non-system) messages: 30% of them,
+//!   at most 30, in paper mode; `min(20, 40%)` otherwise; only when that count is over 2. The
+//!   summary becomes a system message (`[RINGKASAN DISKUSI SEBELUMNYA]\n...\n\nPercakapan
+//!   berlanjut dari sini.`) placed after all system messages, which move to the front.
+//! - **P4** (paper mode) only signals the caller to shrink its stage-data window. Our contexts
+//!   have no stage data, so it is recorded (`notes.resolved_at = "P4"`, `notes.p4_signal`) and
+//!   changes nothing.
+//! - **P5** is the route's brute prune at 80% of the window: keep every system message, then
+//!   the last 50 conversation messages.
+//!
+//! # Mapping to our messages
+//!
+//! - *Paper mode* ([`Mode`]): `auto` (default) is paper mode when any message carries a stage
+//!   label ([`Message::stage`]).
+//! - *Stages and boundaries*: the document records `{stage, firstMessageId, lastMessageId}`
+//!   when a stage is approved. Here a stage's boundary is its first..last labelled message;
+//!   stages are ordered by their first message; a stage is completed once a later stage has
+//!   begun, so every stage but the current one (the label of the last labelled message) is
+//!   completed. Dropping a stage removes every non-system message of its range, as
+//!   `excludeStageMessages` does.
+//! - *Digest entries*: the document's `paperMemoryDigest` holds one `{stage, decision}` entry
+//!   per approval. Here an entry comes from a message whose `meta["stage_decision"]` is a string
+//!   (the decision recorded when its stage was approved); its stage is the message's own label.
+//!   When a stage has several decisions (re-approved after a revision), the earlier ones count
+//!   as superseded and only the last is used. Stage ids are printed as they are: the document's
+//!   `getStageLabel` table is not part of it.
+//! - *Summary prompt*: [`PromptKind::PaperMidStage`] with the current stage (or `unknown`), or
+//!   [`PromptKind::GeneralChat`]; `maxTokens: 200`. An empty summary counts as a failure
+//!   (`result.text || null`).
+//!
+//! # Where this differs from the document, and why
+//!
+//! - **The prune runs on the pre-chain estimate** ([`PruneCheck::BeforeChain`], default). The
+//!   document's route computes `budget` once, runs the chain when `budget.shouldCompact`, then
+//!   prunes when `budget.shouldPrune`, so the prune decision uses the estimate from before the
+//!   chain; its text calls the prune a safety net that "applies its own threshold check". Since
+//!   80% < 85%, every chain run is followed by the prune in the code as written. The code wins;
+//!   `prune_check = "after_chain"` gives the safety-net reading (re-estimate after the chain).
+//! - **The prune fires first**: between 80% and 85% the chain does not run but the prune does,
+//!   so [`Strategy::threshold`] is the lower of the two thresholds (80% by default). Both
+//!   ratios are params.
+//! - **The prune's body** is not in the document, which only names "the existing 80% brute
+//!   prune"; the route it modifies keeps the system messages and the last 50 conversation
+//!   messages (`keepLastN = 50`), exposed as `prune_keep_last`.
+//! - **The test of Task 1 contradicts its code**: it expects `shouldPrune == false` at 436,000
+//!   chars and `shouldCompact == true` at 420,000 chars of a 128k window, which the formulas it
+//!   ships cannot produce (85% > 80%). We implement the formulas; the test module reproduces
+//!   those cases with the values the code gives.
+//! - **Tool calls**: the document's chat has none. Our P3 split and P5 prune move their split
+//!   point forward past the results of any call they would cut from its results (and P2 drops
+//!   a call and its results together), so no result is orphaned and no call loses its result;
+//!   `keep_tool_pairs = false` cuts at the document's raw counts.
+//! - **Compaction persists**: the route rebuilds the message list from the database on every
+//!   request, so each chain starts from the full history. In a replay the compacted context
+//!   carries over: an earlier digest is merged into the new one (its stage count and entries
+//!   are kept, as re-running P2 over all boundaries would), and an earlier P3 summary stays as
+//!   a system message, so a second P3 leaves two live summaries.
+//! - **No reactive path**: the route sends whatever the chain and the prune leave;
+//!   [`Strategy::reacts_to`] is false.
+//!
+//! Deliberate invariant breaks (see [`Strategy::promises`]): role alternation (P1 removes user
+//! turns, P3 and P5 cut at counts), several live summaries after a second P3, and, when a
+//! system message sits inside the conversation, order (P3 and P5 move system messages first).
+
+use std::collections::HashMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
 
 use super::ParamError;
-use crate::context::Context;
-use crate::strategy::{Budget, Plan, Promises, Strategy, Trigger};
-use crate::tokens::{CharsOver4, TokenCounter};
+use crate::context::{Context, Inserted, Origin};
+use crate::invariants::ViolationKind;
+use crate::message::{Message, Role};
+use crate::strategy::{
+    apply_layout, build_layout, Budget, Built, Compacted, CompactionEvent, Fallback, Plan, Promises, PromptKind, Slot,
+    Strategy, SummaryOutcome, SummaryRequest, Trigger,
+};
+use crate::tokens::{js_len, CharsOver4, TokenCounter};
 
-pub const SUMMARY: &str = "TODO";
+pub const SUMMARY: &str = "Over 85% of the window (chars/4) strips chitchat, drops the oldest completed stages behind a stage digest, LLM-summarizes the oldest messages into a system message, then brute-prunes to the system messages and the last 50 at 80%.";
+
+/// Text around the P3 summary (the document's exact wording).
+pub const SUMMARY_PREFIX: &str = "[RINGKASAN DISKUSI SEBELUMNYA]\n";
+pub const SUMMARY_SUFFIX: &str = "\n\nPercakapan berlanjut dari sini.";
+const DIGEST_HEAD: &str = "[CONTEXT COMPACTION: ";
+const DIGEST_FOOT: &str = "\n\nDetail tersimpan di stageData. Pesan asli tetap ada di database.";
+
+/// Whether the chain runs in the paper workflow's mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Paper mode when any message carries a stage label.
+    Auto,
+    /// Always paper mode (P2 and P4 run; P3 uses the paper fraction and prompt).
+    Paper,
+    /// Always general chat (no P2 or P4; P3 uses the general fraction and prompt).
+    General,
+}
+
+/// Which estimate the brute prune (P5) compares with its threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PruneCheck {
+    /// The estimate from before the chain, as the document's route code does.
+    BeforeChain,
+    /// The estimate after the chain, as the document's text describes a safety net.
+    AfterChain,
+}
 
 /// Parameters of `priority-chain`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
-pub struct Params {}
+pub struct Params {
+    /// Paper mode: `auto` (when messages carry stage labels), `paper` or `general`.
+    pub mode: Mode,
+    /// The chain runs when the estimate is over this fraction of the window (COMPACTION_TRIGGER, 0.85).
+    pub compaction_ratio: f64,
+    /// The brute prune (P5) runs over this fraction of the window (0.80, below the chain's trigger as written).
+    pub prune_ratio: f64,
+    /// Estimate the prune checks: `before_chain` (the route's code) or `after_chain` (its text).
+    pub prune_check: PruneCheck,
+    /// Conversation messages the brute prune keeps, besides all system messages (the route's keepLastN = 50).
+    pub prune_keep_last: usize,
+    /// P1: a user message longer than this (raw JavaScript length) is never chitchat (50).
+    pub chitchat_max_length: u64,
+    /// P1: chitchat is shorter than this once trimmed and lowercased (15).
+    pub chitchat_short_length: u64,
+    /// P3 in paper mode: fraction of conversation messages to summarize (0.3).
+    pub paper_summarize_ratio: f64,
+    /// P3 in paper mode: at most this many messages (30).
+    pub paper_summarize_max: usize,
+    /// P3 in general chat: fraction of conversation messages to summarize (0.4).
+    pub general_summarize_ratio: f64,
+    /// P3 in general chat: at most this many messages (P3_GENERAL_CHAT_OLDEST_COUNT = 20).
+    pub general_summarize_max: usize,
+    /// P3 runs only when the count to summarize is over this (2).
+    pub summarize_more_than: usize,
+    /// Token cap of the P3 summary (maxTokens: 200).
+    pub summary_max_tokens: u32,
+    /// Move the P3 split and the P5 prune so they never separate a tool call from its results (not in the document, whose chat has no tools).
+    pub keep_tool_pairs: bool,
+}
+
+impl Default for Params {
+    fn default() -> Params {
+        Params {
+            mode: Mode::Auto,
+            compaction_ratio: 0.85,
+            prune_ratio: 0.80,
+            prune_check: PruneCheck::BeforeChain,
+            prune_keep_last: 50,
+            chitchat_max_length: 50,
+            chitchat_short_length: 15,
+            paper_summarize_ratio: 0.3,
+            paper_summarize_max: 30,
+            general_summarize_ratio: 0.4,
+            general_summarize_max: 20,
+            summarize_more_than: 2,
+            summary_max_tokens: 200,
+            keep_tool_pairs: true,
+        }
+    }
+}
 
 /// The `priority-chain` strategy.
 #[derive(Debug, Clone, Default)]
 pub struct PriorityChain {
+    params: Params,
     estimator: CharsOver4,
 }
 
+/// The document's `checkContextBudget`: both thresholds and whether each fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChainBudget {
+    pub total_tokens: u64,
+    /// `floor(window x compaction_ratio)`.
+    pub compaction_threshold: u64,
+    /// `floor(window x prune_ratio)`.
+    pub prune_threshold: u64,
+    /// `total_tokens > compaction_threshold`.
+    pub should_compact: bool,
+    /// `total_tokens > prune_threshold`.
+    pub should_prune: bool,
+}
+
+/// What the deterministic part of the chain (P1, P2, and the P3 split) decided.
+struct Chain {
+    /// The working list after P1 and P2 (and the digest).
+    slots: Vec<Slot>,
+    stripped: usize,
+    compacted_stages: Vec<String>,
+    /// `P1` or `P2` when the chain resolved before P3.
+    resolved: Option<&'static str>,
+    /// The P3 request and the layout that holds its summary.
+    p3: Option<(SummaryRequest, Vec<Slot>)>,
+}
+
+fn unit_ratio(strategy: &'static str, param: &'static str, v: f64, allow_zero: bool) -> Result<(), ParamError> {
+    let ok = if allow_zero { (0.0..=1.0).contains(&v) } else { v > 0.0 && v <= 1.0 };
+    if ok {
+        Ok(())
+    } else {
+        let range = if allow_zero { "[0, 1]" } else { "(0, 1]" };
+        Err(ParamError::new(strategy, param, format!("must be in {range}, got {v}")))
+    }
+}
+
+/// `(call entry, result entry)` pairs, paired as the invariant checker pairs them (a result
+/// answers the most recent unanswered call of its id before it).
+fn tool_pairs(ctx: &Context) -> Vec<(usize, usize)> {
+    let mut open: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut out = Vec::new();
+    for (i, e) in ctx.entries().iter().enumerate() {
+        let m = e.message();
+        for c in &m.tool_calls {
+            open.entry(c.id.as_str()).or_default().push(i);
+        }
+        if m.role == Role::Tool {
+            if let Some(c) = m.tool_call_id.as_deref().and_then(|id| open.get_mut(id)).and_then(|v| v.pop()) {
+                out.push((c, i));
+            }
+        }
+    }
+    out
+}
+
+/// The smallest split `>= k` of `seq` (entries of the context, by index; `None` for new
+/// messages) that leaves no tool call before the split with a result after it.
+fn pair_safe_split(seq: &[Option<usize>], k: usize, pairs: &[(usize, usize)]) -> usize {
+    let pos: HashMap<usize, usize> = seq.iter().enumerate().filter_map(|(p, i)| i.map(|i| (i, p))).collect();
+    let spans: Vec<(usize, usize)> =
+        pairs.iter().filter_map(|(c, r)| Some((*pos.get(c)?, *pos.get(r)?))).filter(|(c, r)| c < r).collect();
+    let mut k = k;
+    loop {
+        let mut moved = false;
+        for &(c, r) in &spans {
+            if c < k && k <= r {
+                k = r + 1;
+                moved = true;
+            }
+        }
+        if !moved {
+            return k.min(seq.len());
+        }
+    }
+}
+
+fn slot_role(ctx: &Context, slot: &Slot) -> Role {
+    match slot {
+        Slot::Keep { index } | Slot::Mask { index, .. } => ctx.get(*index).map_or(Role::User, |e| e.role()),
+        Slot::Summary { role, .. } => *role,
+        Slot::Insert { message, .. } => message.role,
+    }
+}
+
+fn slot_entry(slot: &Slot) -> Option<usize> {
+    match slot {
+        Slot::Keep { index } | Slot::Mask { index, .. } => Some(*index),
+        _ => None,
+    }
+}
+
+/// How many trailing slots reproduce the context's trailing entries verbatim.
+fn verbatim_tail(ctx: &Context, layout: &[Slot]) -> usize {
+    layout
+        .iter()
+        .rev()
+        .enumerate()
+        .take_while(|(j, s)| matches!(s, Slot::Keep { index } if ctx.len() > *j && *index == ctx.len() - 1 - j))
+        .count()
+}
+
+fn is_identity(ctx: &Context, layout: &[Slot]) -> bool {
+    layout.len() == ctx.len() && verbatim_tail(ctx, layout) == ctx.len()
+}
+
+/// The stage digest text (`buildStageDigestMessage`).
+pub fn stage_digest_text(stage_count: usize, entries: &str) -> String {
+    format!("{DIGEST_HEAD}{stage_count} tahap sebelumnya di-compact]\n{entries}{DIGEST_FOOT}")
+}
+
+/// The stage count and entry lines of a digest this strategy wrote.
+fn parse_digest(text: &str) -> Option<(usize, String)> {
+    let rest = text.strip_prefix(DIGEST_HEAD)?;
+    let (count, rest) = rest.split_once(' ')?;
+    let (_, body) = rest.split_once('\n')?;
+    let entries = body.strip_suffix(DIGEST_FOOT)?;
+    Some((count.parse().ok()?, entries.to_string()))
+}
+
 impl PriorityChain {
-    pub fn new(_params: Params) -> Result<PriorityChain, ParamError> {
-        Ok(PriorityChain::default())
+    pub fn new(params: Params) -> Result<PriorityChain, ParamError> {
+        const N: &str = "priority-chain";
+        unit_ratio(N, "compaction_ratio", params.compaction_ratio, false)?;
+        unit_ratio(N, "prune_ratio", params.prune_ratio, false)?;
+        unit_ratio(N, "paper_summarize_ratio", params.paper_summarize_ratio, true)?;
+        unit_ratio(N, "general_summarize_ratio", params.general_summarize_ratio, true)?;
+        if params.prune_keep_last == 0 {
+            return Err(ParamError::new(N, "prune_keep_last", "must be at least 1"));
+        }
+        if params.summary_max_tokens == 0 {
+            return Err(ParamError::new(N, "summary_max_tokens", "must be at least 1"));
+        }
+        Ok(PriorityChain { params, estimator: CharsOver4 })
+    }
+
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// The document's `checkContextBudget(totalChars, contextWindow)`.
+    pub fn check_context_budget(&self, total_chars: u64, context_window: u64) -> ChainBudget {
+        let total_tokens = total_chars.div_ceil(4);
+        let compaction_threshold = (context_window as f64 * self.params.compaction_ratio).floor() as u64;
+        let prune_threshold = (context_window as f64 * self.params.prune_ratio).floor() as u64;
+        ChainBudget {
+            total_tokens,
+            compaction_threshold,
+            prune_threshold,
+            should_compact: total_tokens > compaction_threshold,
+            should_prune: total_tokens > prune_threshold,
+        }
+    }
+
+    fn budget_of(&self, ctx: &Context, budget: &Budget) -> ChainBudget {
+        self.check_context_budget(ctx.units(&self.estimator), budget.context_window)
+    }
+
+    /// P1's test (`isChitchat`).
+    pub fn is_chitchat(&self, m: &Message) -> bool {
+        if m.role != Role::User || js_len(&m.content) > self.params.chitchat_max_length {
+            return false;
+        }
+        // JavaScript's trim also removes the byte-order mark, which Rust's does not.
+        let text = m.content.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}').to_lowercase();
+        js_len(&text) < self.params.chitchat_short_length && !text.contains('?') && !text.contains('!')
+    }
+
+    /// P1 on a plain list (`stripChitchat`).
+    pub fn strip_chitchat(&self, messages: &[Message]) -> Vec<Message> {
+        messages.iter().filter(|m| !self.is_chitchat(m)).cloned().collect()
+    }
+
+    /// Whether `ctx` is handled in paper mode.
+    pub fn paper_mode(&self, ctx: &Context) -> bool {
+        match self.params.mode {
+            Mode::Paper => true,
+            Mode::General => false,
+            Mode::Auto => ctx.messages().any(|m| m.stage.is_some()),
+        }
+    }
+
+    fn slots_tokens(&self, ctx: &Context, slots: &[Slot]) -> u64 {
+        let units: u64 = slots
+            .iter()
+            .map(|s| match s {
+                Slot::Keep { index } => ctx.get(*index).map_or(0, |e| e.units(&self.estimator)),
+                Slot::Insert { message, .. } => self.estimator.message_units(message),
+                Slot::Mask { placeholder, .. } => js_len(placeholder),
+                Slot::Summary { .. } => 0,
+            })
+            .sum();
+        self.estimator.tokens_from_units(units)
+    }
+
+    /// Completed stages, oldest first, with their boundaries (first and last entry).
+    fn completed_stages(ctx: &Context) -> Vec<(String, usize, usize)> {
+        let mut stages: Vec<(String, usize, usize)> = Vec::new();
+        for (i, m) in ctx.messages().enumerate() {
+            if let Some(s) = &m.stage {
+                match stages.iter_mut().find(|(l, _, _)| l == s) {
+                    Some(st) => st.2 = i,
+                    None => stages.push((s.clone(), i, i)),
+                }
+            }
+        }
+        let current = Self::current_stage(ctx).map(str::to_string);
+        stages.retain(|(l, _, _)| Some(l) != current.as_ref());
+        stages
+    }
+
+    /// The stage being worked on: the label of the last labelled message.
+    fn current_stage(ctx: &Context) -> Option<&str> {
+        ctx.entries().iter().rev().find_map(|e| e.message().stage.as_deref())
+    }
+
+    /// Digest entry lines for `stages`, from the last `stage_decision` of each.
+    fn digest_entries(ctx: &Context, stages: &[String]) -> Vec<String> {
+        let mut last: HashMap<&str, (usize, &str)> = HashMap::new();
+        for (i, m) in ctx.messages().enumerate() {
+            if let (Some(stage), Some(decision)) = (m.stage.as_deref(), m.meta_str("stage_decision")) {
+                if stages.iter().any(|s| s == stage) {
+                    last.insert(stage, (i, decision));
+                }
+            }
+        }
+        let mut entries: Vec<(usize, String)> =
+            last.into_iter().map(|(stage, (i, decision))| (i, format!("- {stage}: {decision}"))).collect();
+        entries.sort();
+        entries.into_iter().map(|(_, e)| e).collect()
+    }
+
+    /// Put the stage digest for `compacted` after the system messages, merging an earlier one.
+    fn inject_digest(&self, ctx: &Context, slots: &mut Vec<Slot>, compacted: &[String]) {
+        if compacted.is_empty() {
+            return;
+        }
+        let mut count = compacted.len();
+        let mut lines = Vec::new();
+        let previous = slots.iter().position(|s| {
+            matches!(s, Slot::Keep { index } if ctx.get(*index)
+                .is_some_and(|e| matches!(e.origin(), Origin::Inserted { what: Inserted::StageDigest })))
+        });
+        let mut prev_text = None;
+        if let Some(p) = previous {
+            let parsed =
+                slot_entry(&slots[p]).and_then(|i| ctx.get(i)).and_then(|e| parse_digest(&e.message().content));
+            if let Some((n, entries)) = parsed {
+                slots.remove(p);
+                count += n;
+                prev_text = Some(entries);
+            }
+        }
+        lines.extend(prev_text);
+        lines.extend(Self::digest_entries(ctx, compacted));
+        if lines.is_empty() {
+            return;
+        }
+        let message = Message::system(stage_digest_text(count, &lines.join("\n")));
+        let at = slots.iter().filter(|s| slot_role(ctx, s) == Role::System).count().min(slots.len());
+        slots.insert(at, Slot::Insert { message, what: Inserted::StageDigest });
+    }
+
+    /// P1, P2 and the P3 split, as far as they go without the summary.
+    fn run_chain(&self, ctx: &Context, thresholds: &ChainBudget, paper: bool) -> Chain {
+        let cthr = thresholds.compaction_threshold;
+        let pairs = if self.params.keep_tool_pairs { tool_pairs(ctx) } else { Vec::new() };
+        let mut chain = Chain {
+            slots: (0..ctx.len()).map(|index| Slot::Keep { index }).collect(),
+            stripped: 0,
+            compacted_stages: Vec::new(),
+            resolved: None,
+            p3: None,
+        };
+
+        // P1: strip chitchat.
+        chain.slots.retain(|s| !slot_entry(s).and_then(|i| ctx.get(i)).is_some_and(|e| self.is_chitchat(e.message())));
+        chain.stripped = ctx.len() - chain.slots.len();
+        if self.slots_tokens(ctx, &chain.slots) < cthr {
+            chain.resolved = Some("P1");
+            return chain;
+        }
+
+        // P2: drop the oldest completed stages.
+        if paper {
+            for (stage, first, last) in Self::completed_stages(ctx) {
+                let mut drop: Vec<bool> = (0..ctx.len()).map(|i| (first..=last).contains(&i)).collect();
+                loop {
+                    let mut changed = false;
+                    for &(c, r) in &pairs {
+                        if drop[c] != drop[r] {
+                            drop[c] = true;
+                            drop[r] = true;
+                            changed = true;
+                        }
+                    }
+                    if !changed {
+                        break;
+                    }
+                }
+                chain.slots.retain(|s| match slot_entry(s) {
+                    Some(i) => ctx.get(i).is_some_and(|e| e.role() == Role::System) || !drop[i],
+                    None => true,
+                });
+                chain.compacted_stages.push(stage);
+                if self.slots_tokens(ctx, &chain.slots) < cthr {
+                    let stages = chain.compacted_stages.clone();
+                    self.inject_digest(ctx, &mut chain.slots, &stages);
+                    chain.resolved = Some("P2");
+                    return chain;
+                }
+            }
+            let stages = chain.compacted_stages.clone();
+            self.inject_digest(ctx, &mut chain.slots, &stages);
+        }
+
+        // P3: summarize the oldest conversation messages.
+        let (system, conversation): (Vec<Slot>, Vec<Slot>) =
+            chain.slots.iter().cloned().partition(|s| slot_role(ctx, s) == Role::System);
+        let n = conversation.len();
+        let count = if paper {
+            ((n as f64 * self.params.paper_summarize_ratio).floor() as usize).min(self.params.paper_summarize_max)
+        } else {
+            self.params.general_summarize_max.min((n as f64 * self.params.general_summarize_ratio).floor() as usize)
+        };
+        if count > self.params.summarize_more_than {
+            let seq: Vec<Option<usize>> = conversation.iter().map(slot_entry).collect();
+            let k = if self.params.keep_tool_pairs { pair_safe_split(&seq, count, &pairs) } else { count };
+            let span: Vec<usize> = seq[..k].iter().flatten().copied().collect();
+            let prompt = if paper {
+                PromptKind::PaperMidStage { stage: Self::current_stage(ctx).unwrap_or("unknown").to_string() }
+            } else {
+                PromptKind::GeneralChat
+            };
+            let request = SummaryRequest {
+                span,
+                prompt,
+                previous: None,
+                task: None,
+                max_tokens: self.params.summary_max_tokens,
+                round: ctx.last_round() + 1,
+            };
+            let mut layout = system;
+            layout.push(Slot::Summary {
+                request: 0,
+                role: Role::System,
+                prefix: SUMMARY_PREFIX.to_string(),
+                suffix: SUMMARY_SUFFIX.to_string(),
+            });
+            layout.extend(conversation[k..].iter().cloned());
+            chain.p3 = Some((request, layout));
+        }
+        chain
+    }
+
+    /// P5: every system message, then the last `prune_keep_last` conversation messages.
+    fn prune(&self, ctx: &Context, slots: &[Slot]) -> Vec<Slot> {
+        let (mut out, conversation): (Vec<Slot>, Vec<Slot>) =
+            slots.iter().cloned().partition(|s| slot_role(ctx, s) == Role::System);
+        let keep = self.params.prune_keep_last;
+        let mut k = conversation.len().saturating_sub(keep);
+        if self.params.keep_tool_pairs && k > 0 {
+            let seq: Vec<Option<usize>> = conversation.iter().map(slot_entry).collect();
+            k = pair_safe_split(&seq, k, &tool_pairs(ctx));
+        }
+        out.extend(conversation[k..].iter().cloned());
+        out
+    }
+
+    /// The priorities that acted, joined (`P1+P3+P5`).
+    fn steps(stripped: usize, stages: usize, summarized: bool, p4: bool, pruned: bool) -> String {
+        let acted = [(stripped > 0, "P1"), (stages > 0, "P2"), (summarized, "P3"), (p4, "P4"), (pruned, "P5")];
+        let s: Vec<&str> = acted.iter().filter(|(a, _)| *a).map(|(_, n)| *n).collect();
+        if s.is_empty() {
+            "none".to_string()
+        } else {
+            s.join("+")
+        }
     }
 }
 
@@ -34,13 +570,680 @@ impl Strategy for PriorityChain {
     fn estimator(&self) -> &dyn TokenCounter {
         &self.estimator
     }
-    fn threshold(&self, _ctx: &Context, _budget: &Budget) -> Option<u64> {
-        None
+    /// The lower of the chain's trigger and the prune's threshold: with the document's numbers
+    /// the prune (80%) acts before the chain (85%).
+    fn threshold(&self, _ctx: &Context, budget: &Budget) -> Option<u64> {
+        let b = self.check_context_budget(0, budget.context_window);
+        Some(b.compaction_threshold.min(b.prune_threshold))
     }
-    fn plan(&self, _ctx: &Context, _budget: &Budget, _trigger: Trigger) -> Option<Plan> {
-        None
+    fn reacts_to(&self, _trigger: Trigger) -> bool {
+        false
     }
-    fn promises(&self, ctx: &Context, _budget: &Budget) -> Promises {
-        Promises { keeps_system_prompt: true, recent_window: ctx.len(), documented_deviations: Vec::new() }
+    fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
+        let b = self.budget_of(ctx, budget);
+        if !b.should_compact && !b.should_prune {
+            return None;
+        }
+        let paper = self.paper_mode(ctx);
+        let mut notes = serde_json::Map::new();
+        notes.insert("mode".into(), json!(if paper { "paper" } else { "general" }));
+        notes.insert("estimate_before".into(), json!(b.total_tokens));
+        notes.insert("compaction_threshold".into(), json!(b.compaction_threshold));
+        notes.insert("prune_threshold".into(), json!(b.prune_threshold));
+        notes.insert("chain_ran".into(), json!(b.should_compact));
+        if !b.should_compact {
+            // Between the prune threshold and the trigger: the prune alone.
+            let slots: Vec<Slot> = (0..ctx.len()).map(|index| Slot::Keep { index }).collect();
+            if is_identity(ctx, &self.prune(ctx, &slots)) {
+                return None;
+            }
+            let mut plan = Plan::deterministic(trigger, "P5", slots);
+            plan.notes = notes;
+            return Some(plan);
+        }
+        let chain = self.run_chain(ctx, &b, paper);
+        notes.insert("stripped_chitchat".into(), json!(chain.stripped));
+        notes.insert("compacted_stages".into(), json!(chain.compacted_stages));
+        if let Some(r) = chain.resolved {
+            notes.insert("resolved_at".into(), json!(r));
+        }
+        let steps = Self::steps(chain.stripped, chain.compacted_stages.len(), false, false, false);
+        match chain.p3 {
+            Some((request, layout)) => {
+                notes.insert("summarized_messages".into(), json!(request.span.len()));
+                let step = if steps == "none" { "P3".to_string() } else { format!("{steps}+P3") };
+                Some(Plan {
+                    trigger,
+                    layout,
+                    requests: vec![request],
+                    fallback: Fallback::Layout { label: "P3 summary failed".into(), layout: chain.slots },
+                    step,
+                    notes,
+                })
+            }
+            None => {
+                let prune_gate = match self.params.prune_check {
+                    PruneCheck::BeforeChain => b.should_prune,
+                    PruneCheck::AfterChain => self.slots_tokens(ctx, &chain.slots) > b.prune_threshold,
+                };
+                let fin = if prune_gate { self.prune(ctx, &chain.slots) } else { chain.slots.clone() };
+                if is_identity(ctx, &fin) {
+                    return None;
+                }
+                let mut plan = Plan::deterministic(trigger, steps, chain.slots);
+                plan.notes = notes;
+                Some(plan)
+            }
+        }
+    }
+    /// Finish the chain on the built context: P3's threshold check, the P4 signal, the P5 prune.
+    fn apply(&self, ctx: &Context, budget: &Budget, plan: &Plan, summaries: &[SummaryOutcome]) -> Compacted {
+        let failure = match (plan.requests.is_empty(), summaries.first()) {
+            (true, _) => None,
+            (false, Some(Ok(t))) if !t.is_empty() => None,
+            (false, Some(Ok(_))) => Some("empty summary".to_string()),
+            (false, Some(Err(e))) => Some(e.reason.clone()),
+            (false, None) => Some("no summary given".to_string()),
+        };
+        let (layout, fallback) = match (&failure, &plan.fallback) {
+            (None, _) => (&plan.layout, None),
+            (Some(reason), Fallback::Layout { label, layout }) => (layout, Some(format!("{label}: {reason}"))),
+            (Some(_), Fallback::Unchanged) => return apply_layout(self, ctx, budget, plan, summaries),
+        };
+        let summarized = !plan.requests.is_empty() && failure.is_none();
+        let b = self.budget_of(ctx, budget);
+        let paper = plan.notes.get("mode").and_then(Value::as_str) == Some("paper");
+        let chain_ran = plan.notes.get("chain_ran").and_then(Value::as_bool).unwrap_or(b.should_compact);
+        let chained = build_layout(ctx, layout, &plan.requests, summaries);
+        let after_chain = self.estimate(&chained.context);
+
+        let mut notes = plan.notes.clone();
+        let resolved = match plan.notes.get("resolved_at").and_then(Value::as_str) {
+            Some(r) => r.to_string(),
+            None if !chain_ran => "none".to_string(),
+            None if summarized && after_chain < b.compaction_threshold => "P3".to_string(),
+            None if paper => "P4".to_string(),
+            None => "none".to_string(),
+        };
+        let p4 = resolved == "P4";
+        notes.insert("resolved_at".into(), json!(resolved));
+        notes.insert("llm_summarized".into(), json!(summarized));
+        notes.insert("p4_signal".into(), json!(p4));
+
+        let prune_gate = match self.params.prune_check {
+            PruneCheck::BeforeChain => b.should_prune,
+            PruneCheck::AfterChain => after_chain > b.prune_threshold,
+        };
+        let (built, pruned): (Built, usize) = if prune_gate {
+            let fin = self.prune(ctx, layout);
+            let dropped = layout.len() - fin.len();
+            (build_layout(ctx, &fin, &plan.requests, summaries), dropped)
+        } else {
+            (chained, 0)
+        };
+        notes.insert("pruned".into(), json!(pruned));
+
+        let stripped = notes.get("stripped_chitchat").and_then(Value::as_u64).unwrap_or(0) as usize;
+        let stages = notes.get("compacted_stages").and_then(Value::as_array).map_or(0, |a| a.len());
+        let estimate_after = self.estimate(&built.context);
+        let shortfall =
+            self.threshold(&built.context, budget).and_then(|t| estimate_after.checked_sub(t)).filter(|d| *d > 0);
+        let event = CompactionEvent {
+            strategy: self.name().to_string(),
+            trigger: plan.trigger,
+            step: Self::steps(stripped, stages, summarized, p4, pruned > 0),
+            estimate_before: self.estimate(ctx),
+            estimate_after,
+            messages_before: ctx.len(),
+            messages_after: built.context.len(),
+            removed: built.removed,
+            masked: built.masked,
+            summaries: built.summaries,
+            round: built.round,
+            fallback,
+            shortfall,
+            notes,
+        };
+        Compacted { context: built.context, event }
+    }
+    fn promises(&self, ctx: &Context, budget: &Budget) -> Promises {
+        let mut deviations = vec![ViolationKind::RoleAlternation];
+        if ctx.summaries().next().is_some() {
+            deviations.push(ViolationKind::MultipleSummaries);
+        }
+        let first_body = ctx.entries().iter().position(|e| e.role() != Role::System).unwrap_or(ctx.len());
+        if ctx.entries()[first_body..].iter().any(|e| e.role() == Role::System) {
+            deviations.push(ViolationKind::OutOfOrder);
+        }
+        if !self.params.keep_tool_pairs {
+            deviations.extend([ViolationKind::OrphanToolResult, ViolationKind::UnansweredToolCall]);
+        }
+        // The tail the plan keeps verbatim, assuming the prune runs (it only shortens it).
+        let recent_window = match self.plan(ctx, budget, Trigger::Proactive) {
+            None => ctx.len(),
+            Some(plan) => {
+                let mut w = verbatim_tail(ctx, &self.prune(ctx, &plan.layout));
+                if let Fallback::Layout { layout, .. } = &plan.fallback {
+                    w = w.min(verbatim_tail(ctx, &self.prune(ctx, layout)));
+                }
+                w
+            }
+        };
+        Promises { keeps_system_prompt: true, recent_window, documented_deviations: deviations }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::invariants::{check_compaction, check_context};
+    use crate::message::ToolCall;
+
+    fn chain() -> PriorityChain {
+        PriorityChain::new(Params::default()).expect("default params are valid")
+    }
+
+    fn with(f: impl FnOnce(&mut Params)) -> PriorityChain {
+        let mut p = Params::default();
+        f(&mut p);
+        PriorityChain::new(p).expect("valid params")
+    }
+
+    fn msg(role: &str, content: &str) -> Message {
+        let role = match role {
+            "system" => Role::System,
+            "user" => Role::User,
+            _ => Role::Assistant,
+        };
+        Message::new(role, content)
+    }
+
+    fn text(n: usize, c: char) -> String {
+        std::iter::repeat_n(c, n).collect()
+    }
+
+    /// System prompt, then `n` conversation messages (user/assistant alternating) of `size` chars.
+    fn convo(n: usize, size: usize) -> Vec<Message> {
+        let mut m = vec![Message::system("You help write papers.")];
+        for i in 0..n {
+            let body = format!("{i:04} {}", text(size.saturating_sub(5), 'x'));
+            m.push(if i % 2 == 0 { Message::user(body) } else { Message::assistant(body) });
+        }
+        m
+    }
+
+    fn run(s: &PriorityChain, ctx: &Context, budget: &Budget, summary: &str) -> Compacted {
+        let plan = s.plan(ctx, budget, Trigger::Proactive).expect("a plan");
+        let summaries: Vec<SummaryOutcome> = plan.requests.iter().map(|_| Ok(summary.to_string())).collect();
+        s.apply(ctx, budget, &plan, &summaries)
+    }
+
+    fn note<'a>(c: &'a Compacted, key: &str) -> &'a Value {
+        c.event.notes.get(key).unwrap_or(&Value::Null)
+    }
+
+    /// Violations not documented by the strategy.
+    fn undocumented(s: &PriorityChain, ctx: &Context, budget: &Budget, out: &Compacted) -> Vec<String> {
+        let promised = s.promises(ctx, budget).documented_deviations;
+        check_compaction(s, ctx, budget, Trigger::Proactive, out)
+            .into_iter()
+            .filter(|v| !promised.contains(&v.kind()))
+            .map(|v| v.to_string())
+            .collect()
+    }
+
+    // ---- Task 6: the document's six stripChitchat cases, verbatim ----
+
+    #[test]
+    fn chitchat_removes_short_user_confirmations() {
+        let messages = vec![
+            msg("user", "ok"),
+            msg("assistant", "Baik, saya akan melanjutkan."),
+            msg("user", "ya"),
+            msg("assistant", "Berikut hasilnya."),
+        ];
+        let result = chain().strip_chitchat(&messages);
+        assert_eq!(result.len(), 2);
+        assert!(result.iter().all(|m| m.role == Role::Assistant));
+    }
+
+    #[test]
+    fn chitchat_keeps_user_messages_with_questions() {
+        let messages = vec![msg("user", "ok?"), msg("assistant", "Ya, benar.")];
+        assert_eq!(chain().strip_chitchat(&messages).len(), 2);
+    }
+
+    #[test]
+    fn chitchat_keeps_user_messages_longer_than_50_chars() {
+        let messages =
+            vec![msg("user", "Saya setuju dengan pendekatan yang kamu sarankan tadi"), msg("assistant", "Baik.")];
+        assert_eq!(chain().strip_chitchat(&messages).len(), 2);
+    }
+
+    #[test]
+    fn chitchat_keeps_system_messages() {
+        let messages = vec![msg("system", "ok"), msg("user", "ok")];
+        let result = chain().strip_chitchat(&messages);
+        assert_eq!(result.len(), 1);
+        assert_eq!(result[0].role, Role::System);
+    }
+
+    #[test]
+    fn chitchat_handles_empty_array() {
+        assert!(chain().strip_chitchat(&[]).is_empty());
+    }
+
+    #[test]
+    fn chitchat_keeps_messages_with_exclamation_marks() {
+        let messages = vec![msg("user", "bagus!"), msg("assistant", "Terima kasih.")];
+        assert_eq!(chain().strip_chitchat(&messages).len(), 2);
+    }
+
+    #[test]
+    fn chitchat_limits_are_raw_50_and_trimmed_15() {
+        let s = chain();
+        // 2 chars of text padded to exactly 50 raw chars: chitchat; 51 raw chars: not.
+        assert!(s.is_chitchat(&Message::user(format!("ok{}", text(48, ' ')))));
+        assert!(!s.is_chitchat(&Message::user(format!("ok{}", text(49, ' ')))));
+        // 14 trimmed chars: chitchat; 15: not.
+        assert!(s.is_chitchat(&Message::user("  oke lanjutkan ")));
+        assert!(!s.is_chitchat(&Message::user("oke, lanjutkan.")));
+        assert!(!s.is_chitchat(&Message::assistant("ok")));
+    }
+
+    // ---- Task 1: checkContextBudget ----
+
+    #[test]
+    fn budget_examples_of_task_1_follow_the_code() {
+        let s = chain();
+        // "128k window, compaction at 0.85 = 108800 tokens; prune at 0.8 = 102400 tokens".
+        let b = s.check_context_budget(436_000, 128_000);
+        assert_eq!((b.compaction_threshold, b.prune_threshold, b.total_tokens), (108_800, 102_400, 109_000));
+        assert!(b.should_compact);
+        // The document's test expects `shouldPrune` false here; its code gives true (109000 > 102400).
+        assert!(b.should_prune);
+
+        let b = s.check_context_budget(400_000, 128_000);
+        assert!(!b.should_compact);
+        assert!(!b.should_prune);
+
+        let b = s.check_context_budget(420_000, 128_000);
+        // The document's test expects `shouldCompact` true; its code gives false (105000 <= 108800).
+        assert!(!b.should_compact);
+        assert!(b.should_prune);
+    }
+
+    #[test]
+    fn threshold_is_the_prune_threshold_and_below_it_nothing_happens() {
+        let s = chain();
+        let budget = Budget::new(1_000);
+        assert_eq!(s.threshold(&Context::new(), &budget), Some(800));
+        let ctx = Context::from_messages(convo(4, 790)); // ~800 tokens, not over 800
+        assert!(s.estimate(&ctx) <= 800);
+        assert!(!s.should_compact(&ctx, &budget));
+        assert!(s.plan(&ctx, &budget, Trigger::Proactive).is_none());
+    }
+
+    // ---- P1 ----
+
+    #[test]
+    fn resolves_at_p1_when_stripping_chitchat_is_enough() {
+        let s = chain();
+        let budget = Budget::new(1_000);
+        let mut m = vec![
+            Message::system(text(520, 's')),
+            Message::user(text(1_200, 'q')),
+            Message::assistant(text(1_200, 'a')),
+        ];
+        for _ in 0..10 {
+            m.push(Message::user(format!("ok{}", text(48, ' '))));
+        }
+        let ctx = Context::from_messages(m);
+        assert_eq!(s.estimate(&ctx), 855);
+        let out = run(&s, &ctx, &budget, "unused");
+        assert_eq!(note(&out, "resolved_at"), "P1");
+        assert_eq!(note(&out, "stripped_chitchat"), 10);
+        assert_eq!(out.event.step, "P1");
+        assert_eq!(out.context.len(), 3);
+        assert_eq!(out.event.estimate_after, 730);
+        assert!(out.event.shortfall.is_none());
+        assert!(undocumented(&s, &ctx, &budget, &out).is_empty());
+    }
+
+    // ---- P2 ----
+
+    fn staged() -> Vec<Message> {
+        vec![
+            Message::system("Kamu membantu menulis paper."),
+            Message::user(text(800, 'g')).with_stage("gagasan"),
+            Message::assistant(text(800, 'h')).with_stage("gagasan"),
+            Message::user("setuju, gagasan final")
+                .with_stage("gagasan")
+                .with_meta("stage_decision", json!("ide awal: dampak AI pada UMKM")),
+            Message::user(text(800, 't')).with_stage("topik"),
+            Message::assistant(text(800, 'u'))
+                .with_stage("topik")
+                .with_meta("stage_decision", json!("topik lama"))
+                .with_meta("note", json!(1)),
+            Message::user("revisi topik lagi")
+                .with_stage("topik")
+                .with_meta("stage_decision", json!("AI untuk UMKM di Jawa")),
+            Message::user(text(400, 'o')).with_stage("outline"),
+            Message::assistant(text(400, 'p')).with_stage("outline"),
+        ]
+    }
+
+    #[test]
+    fn p2_drops_the_oldest_stage_and_injects_the_digest_after_the_system_messages() {
+        let s = chain();
+        let ctx = Context::from_messages(staged());
+        // 5 * 800 + 2 * 400 + short ones: about 1220 tokens. Dropping gagasan (~410) brings it under 85% of 1000.
+        let budget = Budget::new(1_000);
+        assert!(s.estimate(&ctx) > 850);
+        let out = run(&s, &ctx, &budget, "unused");
+        assert_eq!(note(&out, "resolved_at"), "P2");
+        assert_eq!(note(&out, "compacted_stages"), &json!(["gagasan"]));
+        let digest = out.context.get(1).expect("digest");
+        assert_eq!(digest.origin(), &Origin::Inserted { what: Inserted::StageDigest });
+        assert_eq!(digest.role(), Role::System);
+        assert_eq!(
+            digest.message().content,
+            "[CONTEXT COMPACTION: 1 tahap sebelumnya di-compact]\n- gagasan: ide awal: dampak AI pada UMKM\n\n\
+             Detail tersimpan di stageData. Pesan asli tetap ada di database."
+        );
+        // System prompt, digest, then the topik and outline messages.
+        assert_eq!(out.context.len(), 2 + 5);
+        assert!(out.context.entries()[2..].iter().all(|e| e.message().stage.as_deref() != Some("gagasan")));
+        assert!(undocumented(&s, &ctx, &budget, &out).is_empty());
+    }
+
+    #[test]
+    fn p2_drops_stages_until_under_and_uses_the_last_decision_of_each() {
+        let s = chain();
+        let mut m = staged();
+        m.insert(1, Message::system("Aturan tambahan."));
+        let ctx = Context::from_messages(m);
+        let budget = Budget::new(700); // 85% = 595: both completed stages must go
+        let out = run(&s, &ctx, &budget, "unused");
+        assert_eq!(note(&out, "compacted_stages"), &json!(["gagasan", "topik"]));
+        assert_eq!(note(&out, "resolved_at"), "P2");
+        // After the two system messages.
+        let digest = out.context.get(2).expect("digest");
+        assert_eq!(
+            digest.message().content,
+            "[CONTEXT COMPACTION: 2 tahap sebelumnya di-compact]\n- gagasan: ide awal: dampak AI pada UMKM\n\
+             - topik: AI untuk UMKM di Jawa\n\nDetail tersimpan di stageData. Pesan asli tetap ada di database."
+        );
+        assert_eq!(out.context.len(), 3 + 2);
+    }
+
+    #[test]
+    fn a_later_digest_merges_the_earlier_one() {
+        let s = chain();
+        let ctx = Context::from_messages(staged());
+        let first = run(&s, &ctx, &Budget::new(1_000), "unused");
+        assert_eq!(note(&first, "compacted_stages"), &json!(["gagasan"]));
+        let second = run(&s, &first.context, &Budget::new(600), "unused");
+        assert_eq!(note(&second, "compacted_stages"), &json!(["topik"]));
+        let digests: Vec<_> = second
+            .context
+            .entries()
+            .iter()
+            .filter(|e| matches!(e.origin(), Origin::Inserted { what: Inserted::StageDigest }))
+            .collect();
+        assert_eq!(digests.len(), 1);
+        assert!(digests[0].message().content.starts_with(
+            "[CONTEXT COMPACTION: 2 tahap sebelumnya di-compact]\n- gagasan: ide awal: dampak AI pada UMKM\n- topik: AI untuk UMKM di Jawa\n\n"
+        ));
+        assert_eq!(second.context.get(1).map(|e| e.message()), Some(digests[0].message()));
+    }
+
+    #[test]
+    fn general_mode_skips_p2() {
+        let s = with(|p| p.mode = Mode::General);
+        let ctx = Context::from_messages(staged());
+        let plan = s.plan(&ctx, &Budget::new(1_000), Trigger::Proactive).expect("a plan");
+        assert_eq!(plan.notes.get("compacted_stages"), Some(&json!([])));
+        assert!(!plan.layout.iter().any(|s| matches!(s, Slot::Insert { .. })));
+    }
+
+    // ---- P3 ----
+
+    fn p3_count(s: &PriorityChain, n: usize) -> Option<usize> {
+        let ctx = Context::from_messages(convo(n, 100));
+        let plan = s.plan(&ctx, &Budget::new(100), Trigger::Proactive)?;
+        plan.requests.first().map(|r| r.span.len())
+    }
+
+    #[test]
+    fn p3_counts_in_paper_mode_are_30_percent_at_most_30() {
+        let s = with(|p| p.mode = Mode::Paper);
+        assert_eq!(p3_count(&s, 10), Some(3));
+        assert_eq!(p3_count(&s, 50), Some(15));
+        assert_eq!(p3_count(&s, 99), Some(29));
+        assert_eq!(p3_count(&s, 200), Some(30));
+        // floor(9 x 0.3) = 2 is not over 2: no summary.
+        assert_eq!(p3_count(&s, 9), None);
+    }
+
+    #[test]
+    fn p3_counts_in_general_chat_are_min_20_and_40_percent() {
+        let s = chain();
+        assert_eq!(p3_count(&s, 8), Some(3));
+        assert_eq!(p3_count(&s, 30), Some(12));
+        assert_eq!(p3_count(&s, 50), Some(20));
+        assert_eq!(p3_count(&s, 120), Some(20));
+        // floor(7 x 0.4) = 2: no summary.
+        assert_eq!(p3_count(&s, 7), None);
+    }
+
+    #[test]
+    fn p3_request_uses_the_document_prompts_and_limit() {
+        let s = chain();
+        let ctx = Context::from_messages(convo(30, 100));
+        let plan = s.plan(&ctx, &Budget::new(100), Trigger::Proactive).expect("plan");
+        assert_eq!(plan.requests[0].prompt, PromptKind::GeneralChat);
+        assert_eq!(plan.requests[0].max_tokens, 200);
+        assert_eq!(plan.requests[0].span, (1..=12).collect::<Vec<_>>());
+        let mut m = staged();
+        m.extend(convo(30, 100).into_iter().skip(1).map(|m| m.with_stage("outline")));
+        let ctx = Context::from_messages(m);
+        let plan = s.plan(&ctx, &Budget::new(100), Trigger::Proactive).expect("plan");
+        assert_eq!(plan.requests[0].prompt, PromptKind::PaperMidStage { stage: "outline".into() });
+    }
+
+    #[test]
+    fn resolves_at_p3_with_the_summary_as_a_system_message() {
+        let s = chain();
+        // Four big old messages (40% of 10 = 4), six small recent ones.
+        let mut m = vec![Message::system("sys")];
+        for i in 0..10 {
+            let size = if i < 4 { 1_000 } else { 40 };
+            let body = format!("{i} {}", text(size, 'z'));
+            m.push(if i % 2 == 0 { Message::user(body) } else { Message::assistant(body) });
+        }
+        let ctx = Context::from_messages(m);
+        let budget = Budget::new(1_000);
+        let out = run(&s, &ctx, &budget, "- poin satu");
+        assert_eq!(note(&out, "resolved_at"), "P3");
+        assert_eq!(note(&out, "llm_summarized"), true);
+        assert_eq!(out.event.step, "P3");
+        let summary = out.context.get(1).expect("summary");
+        assert_eq!(summary.role(), Role::System);
+        assert_eq!(
+            summary.message().content,
+            "[RINGKASAN DISKUSI SEBELUMNYA]\n- poin satu\n\nPercakapan berlanjut dari sini."
+        );
+        assert_eq!(summary.origin(), &Origin::Summary { round: 1, covers: vec![1, 2, 3, 4] });
+        assert_eq!(out.context.len(), 1 + 1 + 6);
+        assert_eq!(out.context.get(2).and_then(|e| e.origin().verbatim_index()), Some(5));
+        assert!(undocumented(&s, &ctx, &budget, &out).is_empty());
+    }
+
+    #[test]
+    fn signals_p4_in_paper_mode_when_the_summary_is_not_enough() {
+        let s = with(|p| p.mode = Mode::Paper);
+        let ctx = Context::from_messages(convo(20, 400));
+        let budget = Budget::new(1_000);
+        let out = run(&s, &ctx, &budget, "- ringkas");
+        assert_eq!(note(&out, "resolved_at"), "P4");
+        assert_eq!(note(&out, "p4_signal"), true);
+        assert_eq!(out.event.step, "P3+P4");
+        assert!(out.event.shortfall.is_some());
+        // 30% of 20 = 6 summarized.
+        assert_eq!(out.context.len(), 1 + 1 + 14);
+    }
+
+    #[test]
+    fn general_chat_exhausts_the_chain_without_p4() {
+        let s = chain();
+        let ctx = Context::from_messages(convo(20, 400));
+        let out = run(&s, &ctx, &Budget::new(1_000), "- ringkas");
+        assert_eq!(note(&out, "resolved_at"), "none");
+        assert_eq!(note(&out, "p4_signal"), false);
+        assert_eq!(out.event.step, "P3");
+        assert_eq!(out.context.len(), 1 + 1 + 12);
+    }
+
+    // ---- P5 and the failure path ----
+
+    #[test]
+    fn prune_alone_between_80_and_85_percent() {
+        let s = chain();
+        let ctx = Context::from_messages(convo(60, 60));
+        // 60 x 60 chars + 22 = 3622 chars = 906 tokens; window 1100: 880 < 906 <= 935.
+        let budget = Budget::new(1_100);
+        let b = s.check_context_budget(ctx.units(&CharsOver4), 1_100);
+        assert!(b.should_prune && !b.should_compact);
+        let plan = s.plan(&ctx, &budget, Trigger::Proactive).expect("plan");
+        assert_eq!(plan.step, "P5");
+        let out = s.apply(&ctx, &budget, &plan, &[]);
+        assert_eq!(out.event.step, "P5");
+        assert_eq!(note(&out, "pruned"), 10);
+        assert_eq!(out.context.len(), 51);
+        assert_eq!(out.context.get(1).and_then(|e| e.origin().verbatim_index()), Some(11));
+        assert!(undocumented(&s, &ctx, &budget, &out).is_empty());
+    }
+
+    #[test]
+    fn prune_follows_the_chain_on_the_pre_chain_estimate_by_default() {
+        // 80 messages: P3 summarizes 20, the prune then keeps the last 50 of the 60 left.
+        let ctx = Context::from_messages(convo(80, 100));
+        let budget = Budget::new(1_000); // far over both thresholds
+        let out = run(&chain(), &ctx, &budget, "- s");
+        assert_eq!(out.event.step, "P3+P5");
+        assert_eq!(note(&out, "pruned"), 10);
+        assert_eq!(out.context.len(), 2 + 50);
+        assert!(out.context.get(1).is_some_and(|e| e.origin().is_summary()));
+
+        // 20 big old messages, 80 small recent ones: the summary of the 20 brings the context far
+        // under 80%. Checked before the chain (the code), the prune still cuts to 50; checked after
+        // (the text), it does not run.
+        let mut m = vec![Message::system("sys")];
+        for i in 0..100 {
+            let size = if i < 20 { 400 } else { 20 };
+            m.push(if i % 2 == 0 { Message::user(text(size, 'u')) } else { Message::assistant(text(size, 'a')) });
+        }
+        let ctx = Context::from_messages(m);
+        let budget = Budget::new(2_000);
+        let out = run(&chain(), &ctx, &budget, "- s");
+        assert_eq!(note(&out, "resolved_at"), "P3");
+        assert_eq!(note(&out, "pruned"), 30);
+        assert_eq!(out.context.len(), 2 + 50);
+        let after = with(|p| p.prune_check = PruneCheck::AfterChain);
+        let out = run(&after, &ctx, &budget, "- s");
+        assert_eq!(note(&out, "resolved_at"), "P3");
+        assert_eq!(note(&out, "pruned"), 0);
+        assert_eq!(out.context.len(), 2 + 80);
+    }
+
+    #[test]
+    fn failed_summary_falls_through_to_the_prune() {
+        let s = chain();
+        let ctx = Context::from_messages(convo(80, 100));
+        let budget = Budget::new(1_000);
+        let plan = s.plan(&ctx, &budget, Trigger::Proactive).expect("plan");
+        let failed = crate::strategy::SummaryFailure { reason: "timeout".into() };
+        let out = s.apply(&ctx, &budget, &plan, &[Err(failed)]);
+        assert_eq!(out.event.fallback.as_deref(), Some("P3 summary failed: timeout"));
+        assert_eq!(out.event.step, "P5");
+        assert_eq!(note(&out, "llm_summarized"), false);
+        assert!(out.event.summaries.is_empty());
+        assert_eq!(out.context.len(), 1 + 50);
+        assert_eq!(out.context.get(1).and_then(|e| e.origin().verbatim_index()), Some(31));
+        // `result.text || null`: an empty summary fails too.
+        let out = s.apply(&ctx, &budget, &plan, &[Ok(String::new())]);
+        assert!(out.event.fallback.as_deref().is_some_and(|f| f.contains("empty")));
+    }
+
+    // ---- tool calls ----
+
+    fn tool_convo() -> Vec<Message> {
+        let mut m = vec![Message::system("sys")];
+        for t in 0..30 {
+            let id = format!("c{t}");
+            m.push(Message::user(format!("turn {t} {}", text(80, 'u'))));
+            m.push(Message::assistant_calls(
+                "",
+                vec![ToolCall { id: id.clone(), name: "read".into(), arguments: "{}".into() }],
+            ));
+            m.push(Message::tool_result(id, "read", text(200, 'r')));
+        }
+        m
+    }
+
+    #[test]
+    fn p3_split_and_prune_keep_tool_calls_with_their_results() {
+        let s = chain();
+        let ctx = Context::from_messages(tool_convo());
+        let budget = Budget::new(500);
+        // 90 conversation messages: 40% = 36 > 20 -> 20, which falls between call 6 and its result.
+        let plan = s.plan(&ctx, &budget, Trigger::Proactive).expect("plan");
+        assert_eq!(plan.requests[0].span.len(), 21);
+        let out = run(&s, &ctx, &budget, "- s");
+        assert!(check_context(&out.context).is_empty(), "{:?}", check_context(&out.context));
+        // 69 left; the prune keeps the last 50, which start at a tool call.
+        assert_eq!(out.context.len(), 2 + 50);
+        assert!(undocumented(&s, &ctx, &budget, &out).is_empty());
+        // Keeping 49 would start at a tool result: the prune moves one on.
+        let s49 = with(|p| p.prune_keep_last = 49);
+        let out = run(&s49, &ctx, &budget, "- s");
+        assert_eq!(out.context.len(), 2 + 48);
+        assert!(check_context(&out.context).is_empty());
+        assert!(out.context.get(2).is_some_and(|e| e.role() == Role::User));
+
+        let raw = with(|p| p.keep_tool_pairs = false);
+        let plan = raw.plan(&ctx, &budget, Trigger::Proactive).expect("plan");
+        assert_eq!(plan.requests[0].span.len(), 20);
+        // Without the prune, the document's count leaves result 6 without its call.
+        let summarized = build_layout(&ctx, &plan.layout, &plan.requests, &[Ok("- s".into())]);
+        assert!(!check_context(&summarized.context).is_empty());
+        assert!(raw.promises(&ctx, &budget).documented_deviations.contains(&ViolationKind::OrphanToolResult));
+    }
+
+    // ---- params ----
+
+    #[test]
+    fn params_have_the_document_defaults_and_are_checked() {
+        let p: Params = serde_json::from_str("{}").expect("empty params");
+        assert_eq!(p, Params::default());
+        assert_eq!((p.compaction_ratio, p.prune_ratio, p.prune_keep_last), (0.85, 0.80, 50));
+        assert!(serde_json::from_str::<Params>(r#"{"trigger": 0.9}"#).is_err());
+        let err = PriorityChain::new(Params { compaction_ratio: 1.5, ..Params::default() }).expect_err("out of range");
+        assert_eq!(err.param, "compaction_ratio");
+        let p: Params = serde_json::from_str(r#"{"mode": "paper", "prune_check": "after_chain"}"#).expect("params");
+        assert_eq!((p.mode, p.prune_check), (Mode::Paper, PruneCheck::AfterChain));
+    }
+
+    #[test]
+    fn promises_cover_the_stripped_last_message() {
+        let s = chain();
+        let mut m = convo(10, 400);
+        m.push(Message::user("ok"));
+        let ctx = Context::from_messages(m);
+        let budget = Budget::new(500);
+        assert_eq!(s.promises(&ctx, &budget).recent_window, 0);
+        let out = run(&s, &ctx, &budget, "- s");
+        assert!(undocumented(&s, &ctx, &budget, &out).is_empty());
     }
 }
