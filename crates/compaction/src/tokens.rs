@@ -168,6 +168,9 @@ impl TokenCounter for LenOver4Plus4 {
 
 /// 004 `prune-then-summarize`: per message 4 tokens of role overhead plus `ceil(text/4)` over its
 /// text, tool-call names and JSON arguments, and tool outputs.
+///
+/// As in the seed's token service (`countPartTokens`), a tool output counts as
+/// `ceil(JSON.stringify(output).length / 4)` (see [`js_stringify_result_len`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CharsOver4Role4;
 
@@ -177,7 +180,12 @@ impl TokenCounter for CharsOver4Role4 {
     }
     fn message_units(&self, m: &Message) -> u64 {
         let calls: u64 = m.tool_calls.iter().map(|c| js_ceil4(&c.name) + js_ceil4(call_args(&c.arguments))).sum();
-        4 + js_ceil4(&m.content) + calls
+        let body = if m.role == crate::message::Role::Tool {
+            js_stringify_result_len(&m.content).div_ceil(4)
+        } else {
+            js_ceil4(&m.content)
+        };
+        4 + body + calls
     }
     fn text_tokens(&self, text: &str) -> u64 {
         js_ceil4(text)
