@@ -37,7 +37,7 @@ impl Protocol {
 /// ```
 /// let cfg: llm::LlmConfig = toml_like(r#"{"protocol": "anthropic", "model": "claude-sonnet-4-5"}"#);
 /// assert_eq!(cfg.base_url(), "https://api.anthropic.com");
-/// assert_eq!(cfg.api_key_env.as_deref(), Some("ANTHROPIC_API_KEY"));
+/// assert_eq!(cfg.key_variable(), Some("ANTHROPIC_API_KEY"));
 /// # fn toml_like(s: &str) -> llm::LlmConfig { serde_json::from_str(s).unwrap() }
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

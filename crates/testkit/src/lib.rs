@@ -6,6 +6,9 @@
 //! - [`shape`]: one line per entry (`03 assistant tool_call read_file`), for insta snapshots.
 //! - [`summaries`]: deterministic offline summary texts and a failing summarizer.
 //! - [`text`]: deterministic text expanded from small seeds.
+//! - [`server`]: a local HTTP server speaking the OpenAI and Anthropic protocols, scripted
+//!   per request (successes, 429, 500, hangs, malformed and truncated bodies, context-length
+//!   errors), that records what it receives.
 //!
 //! ```
 //! use testkit::builder::ContextBuilder;
@@ -18,6 +21,7 @@
 
 pub mod builder;
 pub mod gen;
+pub mod server;
 pub mod shape;
 pub mod summaries;
 pub mod text;
