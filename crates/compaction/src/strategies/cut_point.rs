@@ -1,29 +1,484 @@
-//! `cut-point`: NOT YET IMPLEMENTED (skeleton).
+//! `cut-point`: timeline compaction with cut points and split turns (seed 002).
+//!
+//! The document's timeline is a stream of typed blocks. Our messages map onto them so:
+//!
+//! | block | our entry | cut-point candidate | message block (token accounting) |
+//! |---|---|---|---|
+//! | `user.prompt` (turn start) | user message | yes | yes |
+//! | `assistant.completion` | assistant message without tool calls | yes | yes |
+//! | `react.tool.call` | assistant message with tool calls | yes | yes |
+//! | `react.tool.result` | tool result | no | yes |
+//! | `conv.range.summary` | an entry with [`Origin::Summary`] | no | no |
+//! | system text | the leading system messages | — | — |
+//!
+//! A system message after the leading ones is a block with author `system`: neither a
+//! candidate nor a message block.
+//!
+//! # What it does
+//!
+//! 1. **Trigger**: compact when `system + blocks > 0.9 x max_tokens`
+//!    ([`Params::trigger_ratio`]), or unconditionally on [`Trigger::Overflow`] (the document's
+//!    "retry after a context-limit error" forces compaction).
+//! 2. **TTL pruning first**: tool results of old turns are hidden behind replacement text
+//!    (masked, call ids kept). Our messages have no timestamps, so the TTL is counted in turns
+//!    ([`Params::ttl_turns`], default 2: the most recent 2 turns stay intact, as the timeline's
+//!    `keep_recent_intact_turns` default). A result whose replacement would not be shorter is
+//!    left alone. The threshold is checked again on the pruned timeline; if it is now under,
+//!    the compaction is the pruning alone.
+//! 3. **Cut index** (`_find_compaction_cut_point`): walk back from the end over the blocks
+//!    after the last summary, accumulating the tokens of message blocks until
+//!    `accumulated >= keep_recent_tokens`; take the first candidate at or after that block (if
+//!    there is none, the first candidate); then backtrack over blocks that are neither message
+//!    blocks nor the summary.
+//! 4. **Split turns**: if the cut is not on a turn start (a user message) and the turn's start
+//!    is after the last summary, the turn's prefix (start..cut) is summarized separately
+//!    ([`PromptKind::SplitTurnPrefix`], 400 tokens) and appended under
+//!    `**Turn Context (split turn):**`; everything from the last summary to the turn start gets
+//!    the progressive summary ([`PromptKind::Progressive`], 800 tokens), which integrates the
+//!    previous summary. With no history and a previous summary, the previous text is reused;
+//!    with neither, the text is `No prior history.`.
+//! 5. **One live summary**: the summary (a system message right after the system prompt) is
+//!    followed by the retained window from the cut; the previous summary and everything
+//!    before the cut are gone (the document's render slices after the latest summary, and the
+//!    persisted timeline starts there).
+//!
+//! The plan's notes hold the summary block's metadata: `covered_turn_ids`, `split_turn_id`
+//! (when split), `compaction_digest` (blocks, tokens, tool outputs by tool, and the hidden
+//! blocks with their replacement text), `path` (`su:<turn_id>.conv.range.summary`) and
+//! `cut_index`. Turn ids are `turn-<recorded index of the turn's user message>`; a turn whose
+//! start was summarized earlier is named by its first visible block.
+//!
+//! [`CutPoint::cache_points`] computes the three cache points (previous turn, round `N-4`,
+//! tail) of a context as the document defines them.
+//!
+//! # Choices where the document is silent, and deviations
+//!
+//! - **Estimator**: [`CharsOver4Role4`]. The timeline estimates each block's text at about four
+//!   characters a token (the system text as `len / 4`); a tool call block's text is its JSON
+//!   payload, so tool names and arguments count, and each block carries a little framing. Of
+//!   the project's heuristics this one counts the same things (text, call payloads, a fixed
+//!   per-message overhead).
+//! - **`keep_recent_tokens`**: the document gives no number. Unless set, it is
+//!   `0.7 x (max_tokens - system tokens)` ([`Params::keep_recent_ratio`]), the figure the
+//!   timeline implementation derives it from.
+//! - **TTL pruning only runs when compacting**: in the document it runs on every render; our
+//!   harness calls a strategy only when its trigger fires (or on overflow), so old results
+//!   stay visible until then.
+//! - **Summarizer failure**: the document only says the failed call is retried after forced
+//!   compaction. When a requested summary fails, the compaction is abandoned as the timeline
+//!   does (it returns its blocks unchanged when a summary comes back empty), keeping the TTL
+//!   pruning that ran before it; the caller's retry then overflows and is recorded as such.
+//! - **Tool boundary guard**: cut rules alone keep results with their calls when results
+//!   follow their call directly. If a recording puts a candidate between a call and one of
+//!   its results, the cut moves back to the call rather than orphan the result.
+//! - The summary's span for the summarizer lists the entries as they are in the context
+//!   (results hidden in the same step are sent in full). The document's hooks
+//!   (`on_before_compaction`, ...) are the event's `estimate_before` / `estimate_after`.
+//! - Produced artifacts and memsearch hits of the document's digest do not exist in our
+//!   messages and are not recorded.
+//! - A split-turn cut leaves the retained window starting with an assistant block, which the
+//!   Anthropic role-alternation check reports; [`Strategy::promises`] lists it when the cut
+//!   splits a turn.
+
+use std::collections::{BTreeMap, HashMap};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
 
 use super::ParamError;
-use crate::context::Context;
-use crate::strategy::{Budget, Plan, Promises, Strategy, Trigger};
+use crate::context::{Context, Origin};
+use crate::invariants::ViolationKind;
+use crate::message::{Message, Role};
+use crate::strategy::{
+    apply_layout, Budget, Compacted, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
+    SummaryRequest, Trigger,
+};
 use crate::tokens::{CharsOver4Role4, TokenCounter};
 
-pub const SUMMARY: &str = "TODO";
+pub const SUMMARY: &str = "Over 90% of the window (or after an overflow) hides old tool results, cuts at the first user/assistant/tool-call block that keeps the recent tokens, and replaces everything before it with one progressive summary (plus a split-turn prefix summary when the cut falls inside a turn).";
+
+/// Heading of the split-turn prefix inside the summary text.
+pub const SPLIT_TURN_HEADING: &str = "\n\n---\n\n**Turn Context (split turn):**\n\n";
+/// Summary text when there is nothing before the split turn and no previous summary.
+pub const NO_PRIOR_HISTORY: &str = "No prior history.";
 
 /// Parameters of `cut-point`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
-pub struct Params {}
+pub struct Params {
+    /// Compact when system + blocks are over this fraction of the window (0.9).
+    pub trigger_ratio: f64,
+    /// Tokens of recent message blocks to keep after the cut; unset: keep_recent_ratio x (window - system tokens). The document gives no number.
+    pub keep_recent_tokens: Option<u64>,
+    /// When keep_recent_tokens is unset, the share of (window - system tokens) to keep (0.7).
+    pub keep_recent_ratio: f64,
+    /// TTL pruning in turns: tool results older than the last this-many turns are hidden behind replacement text (2; 0 turns it off). The document counts time; our messages have none.
+    pub ttl_turns: usize,
+    /// Token cap of the progressive summary (800).
+    pub summary_max_tokens: u32,
+    /// Token cap of the split-turn prefix summary (400).
+    pub split_turn_max_tokens: u32,
+    /// Cache points: the pre-tail point sits on the last block of round N - this (cache_point_offset_rounds = 4).
+    pub cache_offset_rounds: usize,
+    /// Cache points: rounds needed before a pre-tail point is placed (cache_point_min_rounds = 2).
+    pub cache_min_rounds: usize,
+}
+
+impl Default for Params {
+    fn default() -> Params {
+        Params {
+            trigger_ratio: 0.9,
+            keep_recent_tokens: None,
+            keep_recent_ratio: 0.7,
+            ttl_turns: 2,
+            summary_max_tokens: 800,
+            split_turn_max_tokens: 400,
+            cache_offset_rounds: 4,
+            cache_min_rounds: 2,
+        }
+    }
+}
 
 /// The `cut-point` strategy.
 #[derive(Debug, Clone, Default)]
 pub struct CutPoint {
+    params: Params,
     estimator: CharsOver4Role4,
 }
 
+/// The cache points of a context, as indices into it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CachePoints {
+    /// The last block before the current turn's user message, if the turn has one in view.
+    pub previous_turn: Option<usize>,
+    /// The last block of round `N - offset`, when there are enough rounds.
+    pub pre_tail: Option<usize>,
+    /// The last block.
+    pub tail: Option<usize>,
+}
+
+/// Where the main summary text comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Main {
+    /// Request 0 (progressive).
+    Request,
+    /// The previous summary, reused.
+    Previous,
+    /// `No prior history.`
+    Nothing,
+}
+
+impl Main {
+    fn as_str(self) -> &'static str {
+        match self {
+            Main::Request => "request",
+            Main::Previous => "previous",
+            Main::Nothing => "none",
+        }
+    }
+}
+
+/// The regions of a context as the timeline sees them.
+struct Regions {
+    /// End of the leading system messages.
+    sys_end: usize,
+    /// The live summary, if any.
+    last_summary: Option<usize>,
+    /// The first block after the last summary.
+    boundary: usize,
+}
+
+fn regions(ctx: &Context) -> Regions {
+    let sys_end =
+        ctx.entries().iter().position(|e| e.role() != Role::System || e.origin().is_summary()).unwrap_or(ctx.len());
+    let last_summary = ctx.summaries().map(|(i, _)| i).filter(|i| *i >= sys_end).last();
+    let boundary = last_summary.map_or(sys_end, |s| s + 1);
+    Regions { sys_end, last_summary, boundary }
+}
+
+fn is_candidate(ctx: &Context, i: usize) -> bool {
+    ctx.get(i).is_some_and(|e| !e.origin().is_summary() && matches!(e.role(), Role::User | Role::Assistant))
+}
+
+fn is_message_block(ctx: &Context, i: usize) -> bool {
+    is_candidate(ctx, i) || ctx.get(i).is_some_and(|e| e.role() == Role::Tool)
+}
+
+fn is_turn_start(ctx: &Context, i: usize) -> bool {
+    ctx.get(i).is_some_and(|e| !e.origin().is_summary() && e.role() == Role::User)
+}
+
+fn recorded(ctx: &Context, i: usize) -> usize {
+    match ctx.get(i).map(|e| e.origin()) {
+        Some(Origin::Recorded { index } | Origin::Masked { index }) => *index,
+        _ => i,
+    }
+}
+
+/// `(call entry, result entry)` pairs, paired as the invariant checker pairs them.
+fn tool_pairs(ctx: &Context) -> Vec<(usize, usize)> {
+    let mut open: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut out = Vec::new();
+    for (i, e) in ctx.entries().iter().enumerate() {
+        let m = e.message();
+        for c in &m.tool_calls {
+            open.entry(c.id.as_str()).or_default().push(i);
+        }
+        if m.role == Role::Tool {
+            if let Some(c) = m.tool_call_id.as_deref().and_then(|id| open.get_mut(id)).and_then(|v| v.pop()) {
+                out.push((c, i));
+            }
+        }
+    }
+    out
+}
+
+/// The turn id of every entry from `from` on (`None` before it).
+fn turn_ids(ctx: &Context, from: usize) -> Vec<Option<String>> {
+    let mut out = vec![None; ctx.len()];
+    let mut current: Option<String> = None;
+    for (i, slot) in out.iter_mut().enumerate().skip(from) {
+        if ctx.get(i).is_some_and(|e| e.origin().is_summary()) {
+            continue;
+        }
+        if is_turn_start(ctx, i) || current.is_none() {
+            current = Some(format!("turn-{}", recorded(ctx, i)));
+        }
+        slot.clone_from(&current);
+    }
+    out
+}
+
+fn verbatim_tail(ctx: &Context, layout: &[Slot]) -> usize {
+    layout
+        .iter()
+        .rev()
+        .enumerate()
+        .take_while(|(j, s)| matches!(s, Slot::Keep { index } if ctx.len() > *j && *index == ctx.len() - 1 - j))
+        .count()
+}
+
 impl CutPoint {
-    pub fn new(_params: Params) -> Result<CutPoint, ParamError> {
-        Ok(CutPoint::default())
+    pub fn new(params: Params) -> Result<CutPoint, ParamError> {
+        const N: &str = "cut-point";
+        if !(params.trigger_ratio > 0.0 && params.trigger_ratio <= 1.0) {
+            return Err(ParamError::new(
+                N,
+                "trigger_ratio",
+                format!("must be in (0, 1], got {}", params.trigger_ratio),
+            ));
+        }
+        if !(params.keep_recent_ratio > 0.0 && params.keep_recent_ratio <= 1.0) {
+            return Err(ParamError::new(
+                N,
+                "keep_recent_ratio",
+                format!("must be in (0, 1], got {}", params.keep_recent_ratio),
+            ));
+        }
+        if params.keep_recent_tokens == Some(0) {
+            return Err(ParamError::new(N, "keep_recent_tokens", "must be at least 1"));
+        }
+        if params.summary_max_tokens == 0 || params.split_turn_max_tokens == 0 {
+            let p = if params.summary_max_tokens == 0 { "summary_max_tokens" } else { "split_turn_max_tokens" };
+            return Err(ParamError::new(N, p, "must be at least 1"));
+        }
+        Ok(CutPoint { params, estimator: CharsOver4Role4 })
+    }
+
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    fn trigger_threshold(&self, budget: &Budget) -> u64 {
+        (budget.context_window as f64 * self.params.trigger_ratio).floor() as u64
+    }
+
+    /// The recent-token budget for `ctx`.
+    pub fn keep_recent_tokens(&self, ctx: &Context, budget: &Budget) -> u64 {
+        match self.params.keep_recent_tokens {
+            Some(k) => k,
+            None => {
+                let system = ctx.range_tokens(0..regions(ctx).sys_end, &self.estimator);
+                let available = budget.context_window.saturating_sub(system).max(1);
+                ((available as f64 * self.params.keep_recent_ratio).floor() as u64).max(1)
+            }
+        }
+    }
+
+    /// TTL pruning: placeholders for the tool results of turns older than the last `ttl_turns`.
+    fn ttl_masks(&self, ctx: &Context, boundary: usize) -> BTreeMap<usize, String> {
+        let mut out = BTreeMap::new();
+        let ttl = self.params.ttl_turns;
+        if ttl == 0 {
+            return out;
+        }
+        let mut turn = vec![0usize; ctx.len()];
+        let mut t = 0;
+        for (i, slot) in turn.iter_mut().enumerate().skip(boundary) {
+            if is_turn_start(ctx, i) {
+                t += 1;
+            }
+            *slot = t;
+        }
+        let total = t;
+        for (i, e) in ctx.entries().iter().enumerate().skip(boundary) {
+            let old = turn[i] + ttl <= total;
+            if !old || e.role() != Role::Tool || !matches!(e.origin(), Origin::Recorded { .. }) {
+                continue;
+            }
+            let tokens = e.tokens(&self.estimator);
+            let name = e.message().name.as_deref().unwrap_or("tool");
+            let text = format!("[{name} result hidden: {tokens} tokens, from an earlier turn]");
+            let mut masked = e.message().clone();
+            masked.content.clone_from(&text);
+            if self.estimator.message_units(&masked) < e.units(&self.estimator) {
+                out.insert(i, text);
+            }
+        }
+        out
+    }
+
+    fn entry_units(&self, ctx: &Context, i: usize, masks: &BTreeMap<usize, String>) -> u64 {
+        match (ctx.get(i), masks.get(&i)) {
+            (Some(e), Some(text)) => {
+                let mut m: Message = e.message().clone();
+                m.content.clone_from(text);
+                self.estimator.message_units(&m)
+            }
+            (Some(e), None) => e.units(&self.estimator),
+            (None, _) => 0,
+        }
+    }
+
+    fn slot(i: usize, masks: &BTreeMap<usize, String>) -> Slot {
+        match masks.get(&i) {
+            Some(placeholder) => Slot::Mask { index: i, placeholder: placeholder.clone() },
+            None => Slot::Keep { index: i },
+        }
+    }
+
+    /// `_find_compaction_cut_point` over `start..ctx.len()`: the cut, and the start of the turn
+    /// it splits (if it splits one).
+    fn find_cut(&self, ctx: &Context, start: usize, keep: u64, units: &[u64]) -> (usize, Option<usize>) {
+        let end = ctx.len();
+        let candidates: Vec<usize> = (start..end).filter(|i| is_candidate(ctx, *i)).collect();
+        let Some(&first) = candidates.first() else {
+            return (start, None);
+        };
+        let mut cut = first;
+        let mut accumulated = 0u64;
+        for i in (start..end).rev() {
+            if !is_message_block(ctx, i) {
+                continue;
+            }
+            accumulated += self.estimator.tokens_from_units(units[i]);
+            if accumulated >= keep {
+                if let Some(&c) = candidates.iter().find(|c| **c >= i) {
+                    cut = c;
+                }
+                break;
+            }
+        }
+        while cut > start {
+            let prev = cut - 1;
+            if ctx.get(prev).is_some_and(|e| e.origin().is_summary()) || is_message_block(ctx, prev) {
+                break;
+            }
+            cut -= 1;
+        }
+        // Guard: never leave a result after the cut whose call is before it.
+        let pairs = tool_pairs(ctx);
+        while let Some(&(c, _)) = pairs.iter().find(|(c, r)| *c < cut && cut <= *r && *c >= start) {
+            cut = c;
+        }
+        if is_turn_start(ctx, cut) {
+            return (cut, None);
+        }
+        let turn_start = (start..cut).rev().find(|i| is_turn_start(ctx, *i));
+        (cut, turn_start)
+    }
+
+    /// The compaction digest of `range`.
+    fn digest(
+        &self,
+        ctx: &Context,
+        range: std::ops::Range<usize>,
+        units: &[u64],
+        masks: &BTreeMap<usize, String>,
+    ) -> Value {
+        let mut tool_outputs: BTreeMap<String, usize> = BTreeMap::new();
+        let mut hidden = Vec::new();
+        let mut tokens = 0;
+        for i in range.clone() {
+            let Some(e) = ctx.get(i) else { continue };
+            tokens += self.estimator.tokens_from_units(units[i]);
+            if e.role() != Role::Tool {
+                continue;
+            }
+            let name = e.message().name.clone().unwrap_or_else(|| "tool".to_string());
+            *tool_outputs.entry(name.clone()).or_default() += 1;
+            let replacement = match (e.origin(), masks.get(&i)) {
+                (_, Some(text)) => Some(text.clone()),
+                (Origin::Masked { .. }, None) => Some(e.message().content.clone()),
+                _ => None,
+            };
+            if let Some(text) = replacement {
+                hidden.push(json!({"index": recorded(ctx, i), "tool": name, "replacement_text": text}));
+            }
+        }
+        json!({"blocks": range.len(), "tokens": tokens, "tool_outputs": tool_outputs, "hidden": hidden})
+    }
+
+    /// The cache points of `ctx` after rendering: the last block before the current turn, the
+    /// last block of round `N - cache_offset_rounds` (when there are at least that many rounds
+    /// before the last, and at least `cache_min_rounds`), and the last block.
+    ///
+    /// Rounds are counted over the visible stream (from the live summary on): each assistant
+    /// message with tool calls is a round with its results; the assistant messages without
+    /// calls of one turn make its final completion round.
+    pub fn cache_points(&self, ctx: &Context) -> CachePoints {
+        let r = regions(ctx);
+        let start = r.last_summary.unwrap_or(r.sys_end);
+        let end = ctx.len();
+        if start >= end {
+            return CachePoints::default();
+        }
+        let tail = Some(end - 1);
+        let previous_turn =
+            (start..end).rev().find(|i| is_turn_start(ctx, *i)).filter(|ts| *ts > start).map(|ts| ts - 1);
+
+        let turns = turn_ids(ctx, start);
+        let mut last_of: HashMap<usize, usize> = HashMap::new();
+        for (c, res) in tool_pairs(ctx) {
+            if c >= start {
+                let e = last_of.entry(c).or_insert(c);
+                *e = (*e).max(res);
+            }
+        }
+        let mut rounds: BTreeMap<String, usize> = BTreeMap::new();
+        for (i, e) in ctx.entries().iter().enumerate().skip(start) {
+            if e.role() != Role::Assistant || e.origin().is_summary() {
+                continue;
+            }
+            let (key, last) = if e.message().has_tool_calls() {
+                (format!("call-{i}"), last_of.get(&i).copied().unwrap_or(i))
+            } else {
+                (format!("final-{}", turns[i].as_deref().unwrap_or("")), i)
+            };
+            let slot = rounds.entry(key).or_insert(last);
+            *slot = (*slot).max(last);
+        }
+        let mut lasts: Vec<usize> = rounds.into_values().collect();
+        lasts.sort_unstable();
+        let n = lasts.len();
+        let offset = self.params.cache_offset_rounds;
+        let pre_tail = (n >= self.params.cache_min_rounds && n > offset).then(|| lasts[n - 1 - offset]);
+        CachePoints { previous_turn, pre_tail, tail }
+    }
+
+    fn summary_slot() -> Slot {
+        Slot::Summary { request: 0, role: Role::System, prefix: String::new(), suffix: String::new() }
     }
 }
 
@@ -34,13 +489,570 @@ impl Strategy for CutPoint {
     fn estimator(&self) -> &dyn TokenCounter {
         &self.estimator
     }
-    fn threshold(&self, _ctx: &Context, _budget: &Budget) -> Option<u64> {
-        None
+    fn threshold(&self, _ctx: &Context, budget: &Budget) -> Option<u64> {
+        Some(self.trigger_threshold(budget))
     }
-    fn plan(&self, _ctx: &Context, _budget: &Budget, _trigger: Trigger) -> Option<Plan> {
-        None
+    fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
+        let forced = trigger == Trigger::Overflow;
+        let threshold = self.trigger_threshold(budget);
+        let before = self.estimate(ctx);
+        if !forced && before <= threshold {
+            return None;
+        }
+        let r = regions(ctx);
+        let masks = self.ttl_masks(ctx, r.boundary);
+        let units: Vec<u64> = (0..ctx.len()).map(|i| self.entry_units(ctx, i, &masks)).collect();
+        let after_ttl = self.estimator.tokens_from_units(units.iter().sum());
+
+        let mut notes = serde_json::Map::new();
+        notes.insert("forced".into(), json!(forced));
+        notes.insert("trigger_threshold".into(), json!(threshold));
+        notes.insert("ttl_hidden".into(), json!(masks.len()));
+        notes.insert("estimate_after_ttl".into(), json!(after_ttl));
+        let ttl_layout: Vec<Slot> = (0..ctx.len()).map(|i| Self::slot(i, &masks)).collect();
+        let ttl_only = |notes: serde_json::Map<String, Value>| {
+            (!masks.is_empty()).then(|| {
+                let mut plan = Plan::deterministic(trigger, "ttl", ttl_layout.clone());
+                plan.notes = notes;
+                plan
+            })
+        };
+        if !forced && after_ttl <= threshold {
+            return ttl_only(notes);
+        }
+
+        let keep = self.keep_recent_tokens(ctx, budget);
+        notes.insert("keep_recent_tokens".into(), json!(keep));
+        let (cut, turn_start) = self.find_cut(ctx, r.boundary, keep, &units);
+        if cut <= r.boundary {
+            return ttl_only(notes);
+        }
+        let history_end = turn_start.unwrap_or(cut);
+        let history: Vec<usize> = (r.boundary..history_end).collect();
+        let prefix: Vec<usize> = turn_start.map(|ts| (ts..cut).collect()).unwrap_or_default();
+        let previous = r.last_summary.and_then(|s| ctx.get(s)).map(|e| e.message().content.trim().to_string());
+        let previous = previous.filter(|p| !p.is_empty());
+        let round = ctx.last_round() + 1;
+
+        let mut requests = Vec::new();
+        let main = if !history.is_empty() {
+            requests.push(SummaryRequest {
+                span: history.clone(),
+                prompt: PromptKind::Progressive,
+                previous: previous.clone(),
+                task: None,
+                max_tokens: self.params.summary_max_tokens,
+                round,
+            });
+            Main::Request
+        } else if previous.is_some() {
+            Main::Previous
+        } else {
+            Main::Nothing
+        };
+        if !prefix.is_empty() {
+            requests.push(SummaryRequest {
+                span: prefix.clone(),
+                prompt: PromptKind::SplitTurnPrefix,
+                previous: None,
+                task: None,
+                max_tokens: self.params.split_turn_max_tokens,
+                round,
+            });
+        }
+
+        let turns = turn_ids(ctx, r.sys_end);
+        let mut covered_turns: Vec<String> = Vec::new();
+        for id in turns[r.boundary..cut].iter().flatten() {
+            if !covered_turns.contains(id) {
+                covered_turns.push(id.clone());
+            }
+        }
+        let summary_turn = turns[cut].clone().unwrap_or_default();
+        notes.insert("cut_index".into(), json!(cut));
+        notes.insert("covered_turn_ids".into(), json!(covered_turns));
+        if let Some(ts) = turn_start {
+            notes.insert("split_turn_id".into(), json!(turns[ts]));
+        }
+        notes.insert("compaction_digest".into(), self.digest(ctx, r.boundary..cut, &units, &masks));
+        notes.insert("path".into(), json!(format!("su:{summary_turn}.conv.range.summary")));
+        notes.insert("main_summary".into(), json!(main.as_str()));
+        if let Some(s) = r.last_summary {
+            notes.insert("previous_summary_index".into(), json!(s));
+        }
+
+        let mut layout: Vec<Slot> = (0..r.sys_end).map(|index| Slot::Keep { index }).collect();
+        layout.push(Self::summary_slot());
+        layout.extend((cut..ctx.len()).map(|i| Self::slot(i, &masks)));
+        let mut steps = Vec::new();
+        if !masks.is_empty() {
+            steps.push("ttl");
+        }
+        steps.push("cut");
+        if turn_start.is_some() {
+            steps.push("split_turn");
+        }
+        Some(Plan {
+            trigger,
+            layout,
+            requests,
+            fallback: Fallback::Layout { label: "summary failed, compaction abandoned".into(), layout: ttl_layout },
+            step: steps.join("+"),
+            notes,
+        })
     }
-    fn promises(&self, ctx: &Context, _budget: &Budget) -> Promises {
-        Promises { keeps_system_prompt: true, recent_window: ctx.len(), documented_deviations: Vec::new() }
+    /// Join the progressive summary (or the reused previous one) and the split-turn prefix into
+    /// the one summary block, covering the previous summary, the history and the prefix.
+    fn apply(&self, ctx: &Context, budget: &Budget, plan: &Plan, summaries: &[SummaryOutcome]) -> Compacted {
+        let failed = plan
+            .requests
+            .iter()
+            .enumerate()
+            .any(|(i, _)| !matches!(summaries.get(i), Some(Ok(t)) if !t.trim().is_empty()));
+        let has_summary_slot = plan.layout.iter().any(|s| matches!(s, Slot::Summary { .. }));
+        if failed || !has_summary_slot {
+            let reasons: Vec<SummaryOutcome> = plan
+                .requests
+                .iter()
+                .enumerate()
+                .map(|(i, _)| match summaries.get(i) {
+                    Some(Ok(t)) if t.trim().is_empty() => {
+                        Err(crate::strategy::SummaryFailure { reason: "empty summary".into() })
+                    }
+                    Some(s) => s.clone(),
+                    None => Err(crate::strategy::SummaryFailure { reason: "no summary given".into() }),
+                })
+                .collect();
+            return apply_layout(self, ctx, budget, plan, &reasons);
+        }
+        let text_of = |kind: &PromptKind| {
+            plan.requests.iter().position(|r| &r.prompt == kind).and_then(|i| match summaries.get(i) {
+                Some(Ok(t)) => Some(t.trim().to_string()),
+                _ => None,
+            })
+        };
+        let r = regions(ctx);
+        let main = match plan.notes.get("main_summary").and_then(Value::as_str) {
+            Some("previous") => r.last_summary.and_then(|s| ctx.get(s)).map(|e| e.message().content.trim().to_string()),
+            Some("none") => Some(NO_PRIOR_HISTORY.to_string()),
+            _ => text_of(&PromptKind::Progressive),
+        }
+        .unwrap_or_else(|| NO_PRIOR_HISTORY.to_string());
+        let text = match text_of(&PromptKind::SplitTurnPrefix) {
+            Some(prefix) => format!("{main}{SPLIT_TURN_HEADING}{prefix}"),
+            None => main,
+        };
+        let mut span: Vec<usize> = r.last_summary.into_iter().collect();
+        for req in &plan.requests {
+            span.extend_from_slice(&req.span);
+        }
+        let combined = SummaryRequest {
+            span,
+            prompt: PromptKind::Progressive,
+            previous: None,
+            task: None,
+            max_tokens: self.params.summary_max_tokens,
+            round: plan.requests.first().map_or(ctx.last_round() + 1, |q| q.round),
+        };
+        let joined = Plan { requests: vec![combined], ..plan.clone() };
+        apply_layout(self, ctx, budget, &joined, &[Ok(text)])
+    }
+    fn promises(&self, ctx: &Context, budget: &Budget) -> Promises {
+        let mut documented_deviations = Vec::new();
+        let recent_window = match self.plan(ctx, budget, Trigger::Overflow) {
+            None => ctx.len(),
+            Some(plan) => {
+                if plan.notes.contains_key("split_turn_id") {
+                    documented_deviations.push(ViolationKind::RoleAlternation);
+                }
+                let mut w = verbatim_tail(ctx, &plan.layout);
+                if let Fallback::Layout { layout, .. } = &plan.fallback {
+                    w = w.min(verbatim_tail(ctx, layout));
+                }
+                w
+            }
+        };
+        Promises { keeps_system_prompt: true, recent_window, documented_deviations }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::Entry;
+    use crate::invariants::{check_compaction, check_context};
+    use crate::message::ToolCall;
+    use crate::strategy::SummaryFailure;
+
+    fn body(label: &str, n: usize) -> String {
+        format!("{label} {}", "x".repeat(n))
+    }
+
+    fn simple(label: &str) -> Vec<Message> {
+        vec![Message::user(body(label, 400)), Message::assistant(body(label, 400))]
+    }
+
+    /// user, tool call, tool result, completion.
+    fn with_tool(label: &str, result: usize) -> Vec<Message> {
+        let id = format!("call-{label}");
+        vec![
+            Message::user(body(label, 400)),
+            Message::assistant_calls(
+                "",
+                vec![ToolCall { id: id.clone(), name: "read".into(), arguments: "{}".into() }],
+            ),
+            Message::tool_result(id, "read", body(label, result)),
+            Message::assistant(body(label, 400)),
+        ]
+    }
+
+    fn timeline(turns: Vec<Vec<Message>>) -> Context {
+        let mut m = vec![Message::system("You are a research agent.")];
+        m.extend(turns.into_iter().flatten());
+        Context::from_messages(m)
+    }
+
+    fn strategy(keep: u64, ttl_turns: usize) -> CutPoint {
+        CutPoint::new(Params { keep_recent_tokens: Some(keep), ttl_turns, ..Params::default() }).expect("valid params")
+    }
+
+    fn tokens(ctx: &Context, range: std::ops::Range<usize>) -> u64 {
+        ctx.range_tokens(range, &CharsOver4Role4)
+    }
+
+    fn undocumented(s: &CutPoint, ctx: &Context, budget: &Budget, trigger: Trigger, out: &Compacted) -> Vec<String> {
+        let promised = s.promises(ctx, budget).documented_deviations;
+        check_compaction(s, ctx, budget, trigger, out)
+            .into_iter()
+            .filter(|v| !promised.contains(&v.kind()))
+            .map(|v| v.to_string())
+            .collect()
+    }
+
+    fn origins(ctx: &Context) -> Vec<Option<usize>> {
+        ctx.entries().iter().map(|e| e.origin().verbatim_index()).collect()
+    }
+
+    /// The document's first diagram: turns A..E, the summary covers A..C, D..E stay visible.
+    #[test]
+    fn summary_insertion_covers_a_to_c_and_keeps_d_e() {
+        let ctx = timeline(["A", "B", "C", "D", "E"].map(simple).to_vec());
+        let s = strategy(tokens(&ctx, 7..11), 0);
+        let budget = Budget::new(100_000);
+        let plan = s.plan(&ctx, &budget, Trigger::Overflow).expect("forced compaction");
+        assert_eq!(plan.step, "cut");
+        assert_eq!(plan.requests.len(), 1);
+        assert_eq!(plan.requests[0].prompt, PromptKind::Progressive);
+        assert_eq!(plan.requests[0].span, vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(plan.requests[0].max_tokens, 800);
+        assert_eq!(plan.requests[0].previous, None);
+        assert_eq!(plan.notes["cut_index"], 7);
+        assert_eq!(plan.notes["covered_turn_ids"], json!(["turn-1", "turn-3", "turn-5"]));
+        assert!(!plan.notes.contains_key("split_turn_id"));
+        assert_eq!(plan.notes["path"], "su:turn-7.conv.range.summary");
+
+        let out = s.apply(&ctx, &budget, &plan, &[Ok("A to C".into())]);
+        assert_eq!(origins(&out.context), vec![Some(0), None, Some(7), Some(8), Some(9), Some(10)]);
+        let summary = out.context.get(1).expect("summary");
+        assert_eq!(summary.role(), Role::System);
+        assert_eq!(summary.message().content, "A to C");
+        assert_eq!(summary.origin(), &Origin::Summary { round: 1, covers: vec![1, 2, 3, 4, 5, 6] });
+        assert_eq!(out.event.removed, 6);
+        assert!(undocumented(&s, &ctx, &budget, Trigger::Overflow, &out).is_empty());
+    }
+
+    /// The document's second diagram: the cut lands inside turn C.
+    #[test]
+    fn split_turn_summarizes_the_prefix_of_c_separately() {
+        let turns = vec![simple("A"), simple("B"), with_tool("C", 400), simple("D"), simple("E")];
+        let ctx = timeline(turns);
+        // 0 sys | A 1,2 | B 3,4 | C 5 user, 6 call, 7 result, 8 completion | D 9,10 | E 11,12
+        let s = strategy(tokens(&ctx, 8..13) + 1, 0);
+        let budget = Budget::new(100_000);
+        let plan = s.plan(&ctx, &budget, Trigger::Overflow).expect("forced compaction");
+        assert_eq!(plan.step, "cut+split_turn");
+        assert_eq!(plan.notes["cut_index"], 8);
+        assert_eq!(plan.notes["split_turn_id"], "turn-5");
+        assert_eq!(plan.notes["covered_turn_ids"], json!(["turn-1", "turn-3", "turn-5"]));
+        assert_eq!(plan.requests.len(), 2);
+        assert_eq!((&plan.requests[0].prompt, &plan.requests[0].span), (&PromptKind::Progressive, &vec![1, 2, 3, 4]));
+        assert_eq!((&plan.requests[1].prompt, &plan.requests[1].span), (&PromptKind::SplitTurnPrefix, &vec![5, 6, 7]));
+        assert_eq!(plan.requests[1].max_tokens, 400);
+
+        let out = s.apply(&ctx, &budget, &plan, &[Ok("A and B".into()), Ok("C began".into())]);
+        // [SUMMARY(A..B + C-prefix)] [TURN C (tail)] [TURN D] [TURN E]
+        assert_eq!(origins(&out.context), vec![Some(0), None, Some(8), Some(9), Some(10), Some(11), Some(12)]);
+        let summary = out.context.get(1).expect("summary");
+        assert_eq!(summary.message().content, "A and B\n\n---\n\n**Turn Context (split turn):**\n\nC began");
+        assert_eq!(summary.origin(), &Origin::Summary { round: 1, covers: (1..=7).collect() });
+        assert_eq!(out.event.summaries, vec![summary.message().content.clone()]);
+        assert!(s.promises(&ctx, &budget).documented_deviations.contains(&ViolationKind::RoleAlternation));
+        assert!(undocumented(&s, &ctx, &budget, Trigger::Overflow, &out).is_empty());
+    }
+
+    #[test]
+    fn no_compaction_under_the_limit() {
+        let ctx = timeline(["A", "B", "C", "D", "E"].map(simple).to_vec());
+        let s = CutPoint::new(Params::default()).expect("defaults");
+        let est = s.estimate(&ctx);
+        // Exactly 90%: not over.
+        let budget = Budget::new(est * 10 / 9 + 1);
+        assert!(s.threshold(&ctx, &budget).is_some_and(|t| t >= est));
+        assert!(!s.should_compact(&ctx, &budget));
+        assert!(s.plan(&ctx, &budget, Trigger::Proactive).is_none());
+        let small = Budget::new(est);
+        assert!(s.should_compact(&ctx, &small));
+        assert!(s.plan(&ctx, &small, Trigger::Proactive).is_some());
+    }
+
+    #[test]
+    fn overflow_forces_compaction_regardless_of_the_threshold() {
+        let ctx = timeline(["A", "B", "C", "D", "E"].map(simple).to_vec());
+        let s = strategy(tokens(&ctx, 7..11), 0);
+        let budget = Budget::new(1_000_000);
+        assert!(!s.should_compact(&ctx, &budget));
+        assert!(s.reacts_to(Trigger::Overflow));
+        assert!(s.plan(&ctx, &budget, Trigger::Proactive).is_none());
+        let plan = s.plan(&ctx, &budget, Trigger::Overflow).expect("forced");
+        assert_eq!(plan.notes["forced"], true);
+    }
+
+    #[test]
+    fn compaction_after_an_existing_summary_replaces_it() {
+        let ctx = timeline(["A", "B", "C", "D", "E"].map(simple).to_vec());
+        let budget = Budget::new(100_000);
+        let first = strategy(tokens(&ctx, 7..11), 0);
+        let plan = first.plan(&ctx, &budget, Trigger::Overflow).expect("plan");
+        let mut ctx2 = first.apply(&ctx, &budget, &plan, &[Ok("A to C".into())]).context;
+        for (i, m) in ["F", "G"].into_iter().flat_map(simple).enumerate() {
+            ctx2.push(Entry::recorded(11 + i, m));
+        }
+        // [sys, summary(A..C), D, D, E, E, F, F, G, G]: keep G only.
+        let n = ctx2.len();
+        let s = strategy(tokens(&ctx2, n - 2..n), 0);
+        let plan = s.plan(&ctx2, &budget, Trigger::Overflow).expect("plan");
+        assert_eq!(plan.requests.len(), 1);
+        assert_eq!(plan.requests[0].span, vec![2, 3, 4, 5, 6, 7]);
+        assert_eq!(plan.requests[0].previous.as_deref(), Some("A to C"));
+        assert_eq!(plan.requests[0].round, 2);
+        assert_eq!(plan.notes["covered_turn_ids"], json!(["turn-7", "turn-9", "turn-11"]));
+        let out = s.apply(&ctx2, &budget, &plan, &[Ok("A to F".into())]);
+        assert_eq!(out.context.summaries().count(), 1);
+        assert_eq!(origins(&out.context), vec![Some(0), None, Some(13), Some(14)]);
+        assert_eq!(
+            out.context.get(1).map(|e| e.origin()),
+            Some(&Origin::Summary { round: 2, covers: (1..=12).collect() })
+        );
+        assert!(undocumented(&s, &ctx2, &budget, Trigger::Overflow, &out).is_empty());
+    }
+
+    #[test]
+    fn split_turn_right_after_a_summary_reuses_the_previous_text() {
+        let mut entries = vec![
+            Entry::recorded(0, Message::system("sys")),
+            Entry::new(Message::system("old summary"), Origin::Summary { round: 1, covers: vec![1, 2] }),
+        ];
+        for (i, m) in with_tool("C", 400).into_iter().enumerate() {
+            entries.push(Entry::recorded(3 + i, m));
+        }
+        let ctx = Context::from_entries(entries);
+        // 0 sys, 1 summary, 2 user, 3 call, 4 result, 5 completion: keep reaches the result.
+        let s = strategy(tokens(&ctx, 5..6) + 1, 0);
+        let budget = Budget::new(100_000);
+        let plan = s.plan(&ctx, &budget, Trigger::Overflow).expect("plan");
+        assert_eq!(plan.notes["main_summary"], "previous");
+        assert_eq!(plan.requests.len(), 1);
+        assert_eq!(plan.requests[0].prompt, PromptKind::SplitTurnPrefix);
+        let out = s.apply(&ctx, &budget, &plan, &[Ok("looked at C".into())]);
+        let summary = out.context.get(1).expect("summary");
+        assert_eq!(summary.message().content, "old summary\n\n---\n\n**Turn Context (split turn):**\n\nlooked at C");
+        assert_eq!(summary.origin(), &Origin::Summary { round: 2, covers: vec![1, 2, 3, 4, 5] });
+        assert_eq!(out.context.len(), 3);
+    }
+
+    #[test]
+    fn digest_includes_hidden_blocks() {
+        let turns = ["A", "B", "C", "D", "E"].map(|l| with_tool(l, 2_000)).to_vec();
+        let ctx = timeline(turns);
+        // Turn k (1-based) holds entries 4k-3..=4k; D starts at 13.
+        let s = strategy(tokens(&ctx, 13..21), 2);
+        let budget = Budget::new(100_000);
+        let plan = s.plan(&ctx, &budget, Trigger::Overflow).expect("plan");
+        assert_eq!(plan.step, "ttl+cut");
+        assert_eq!(plan.notes["ttl_hidden"], 3);
+        assert_eq!(plan.notes["cut_index"], 13);
+        let digest = &plan.notes["compaction_digest"];
+        assert_eq!(digest["blocks"], 12);
+        assert_eq!(digest["tool_outputs"], json!({"read": 3}));
+        let hidden = digest["hidden"].as_array().expect("hidden list");
+        assert_eq!(hidden.iter().map(|h| h["index"].as_u64()).collect::<Vec<_>>(), vec![Some(3), Some(7), Some(11)]);
+        assert!(hidden
+            .iter()
+            .all(|h| h["replacement_text"].as_str().is_some_and(|t| t.starts_with("[read result hidden: "))));
+        // A result hidden in an earlier round (already masked) is listed too.
+        let mut entries: Vec<Entry> = ctx.entries().to_vec();
+        let mut masked = entries[3].message().clone();
+        masked.content = "[gone]".into();
+        entries[3] = Entry::new(masked, Origin::Masked { index: 3 });
+        let ctx = Context::from_entries(entries);
+        let plan = strategy(tokens(&ctx, 13..21), 0).plan(&ctx, &budget, Trigger::Overflow).expect("plan");
+        assert_eq!(
+            plan.notes["compaction_digest"]["hidden"],
+            json!([{"index": 3, "tool": "read", "replacement_text": "[gone]"}])
+        );
+    }
+
+    #[test]
+    fn ttl_pruning_alone_when_it_brings_the_context_under() {
+        let turns = ["A", "B", "C", "D", "E"].map(|l| with_tool(l, 4_000)).to_vec();
+        let ctx = timeline(turns);
+        let s = CutPoint::new(Params::default()).expect("defaults");
+        let est = s.estimate(&ctx);
+        // Over 90% before pruning, under it once A..C results are hidden.
+        let budget = Budget::new(est * 10 / 9 - 10);
+        assert!(s.should_compact(&ctx, &budget));
+        let plan = s.plan(&ctx, &budget, Trigger::Proactive).expect("plan");
+        assert_eq!(plan.step, "ttl");
+        assert!(plan.requests.is_empty());
+        let out = s.apply(&ctx, &budget, &plan, &[]);
+        assert_eq!(out.event.masked, 3);
+        assert_eq!(out.context.len(), ctx.len());
+        assert!(out.event.shortfall.is_none());
+        assert_eq!(out.context.get(3).map(|e| e.origin()), Some(&Origin::Masked { index: 3 }));
+        assert!(check_context(&out.context).is_empty());
+        assert!(undocumented(&s, &ctx, &budget, Trigger::Proactive, &out).is_empty());
+    }
+
+    #[test]
+    fn tool_boundary_preservation() {
+        // The walk back stops on a tool result: the cut moves to the next candidate.
+        let turns = vec![simple("A"), with_tool("B", 400), simple("C")];
+        let ctx = timeline(turns);
+        // 0 sys | A 1,2 | B 3 user, 4 call, 5 result, 6 completion | C 7,8
+        let s = strategy(tokens(&ctx, 6..9) + 1, 0);
+        let budget = Budget::new(100_000);
+        let plan = s.plan(&ctx, &budget, Trigger::Overflow).expect("plan");
+        assert_eq!(plan.notes["cut_index"], 6);
+        let out = s.apply(&ctx, &budget, &plan, &[Ok("a".into()), Ok("b".into())]);
+        assert!(check_context(&out.context).is_empty());
+        assert!(out.context.entries().iter().all(|e| e.role() != Role::Tool));
+
+        // Parallel calls: both results stay with their call.
+        let mut m = vec![Message::system("sys"), Message::user(body("A", 400)), Message::assistant(body("A", 400))];
+        m.push(Message::user(body("B", 400)));
+        let calls = ["p", "q"].map(|id| ToolCall { id: id.into(), name: "grep".into(), arguments: "{}".into() });
+        m.push(Message::assistant_calls("", calls.to_vec()));
+        m.push(Message::tool_result("p", "grep", body("p", 400)));
+        m.push(Message::tool_result("q", "grep", body("q", 400)));
+        m.push(Message::assistant(body("B", 400)));
+        let ctx = Context::from_messages(m);
+        let s = strategy(tokens(&ctx, 5..8), 0);
+        let plan = s.plan(&ctx, &budget, Trigger::Overflow).expect("plan");
+        // The walk stops on result `p`; the next candidate is the completion, so the call and both
+        // results go into the split-turn prefix together.
+        assert_eq!(plan.notes["cut_index"], 7);
+        assert_eq!(plan.requests[1].span, vec![3, 4, 5, 6]);
+        let out = s.apply(&ctx, &budget, &plan, &[Ok("a".into()), Ok("b".into())]);
+        assert!(check_context(&out.context).is_empty());
+
+        // A user message between a call and its result: the guard moves the cut back to the call.
+        let call = ToolCall { id: "c1".into(), name: "run".into(), arguments: "{}".into() };
+        let m = vec![
+            Message::system("sys"),
+            Message::user(body("U1", 400)),
+            Message::assistant_calls("", vec![call]),
+            Message::user(body("U2", 400)),
+            Message::tool_result("c1", "run", body("r", 400)),
+            Message::assistant(body("done", 400)),
+        ];
+        let ctx = Context::from_messages(m);
+        let s = strategy(tokens(&ctx, 3..6), 0);
+        let plan = s.plan(&ctx, &budget, Trigger::Overflow).expect("plan");
+        assert_eq!(plan.notes["cut_index"], 2);
+        assert_eq!(plan.notes["main_summary"], "none");
+        let out = s.apply(&ctx, &budget, &plan, &[Ok("U1 asked".into())]);
+        assert!(check_context(&out.context).is_empty());
+        assert_eq!(
+            out.context.get(1).map(|e| e.message().content.as_str()),
+            Some("No prior history.\n\n---\n\n**Turn Context (split turn):**\n\nU1 asked")
+        );
+    }
+
+    #[test]
+    fn cache_points_after_render() {
+        // Before: pre-tail at the end of A (round N-4), previous turn at the end of D, tail at E.
+        let ctx = timeline(["A", "B", "C", "D", "E"].map(simple).to_vec());
+        let s = strategy(tokens(&ctx, 7..11), 0);
+        assert_eq!(s.cache_points(&ctx), CachePoints { previous_turn: Some(8), pre_tail: Some(2), tail: Some(10) });
+        let budget = Budget::new(100_000);
+        let plan = s.plan(&ctx, &budget, Trigger::Overflow).expect("plan");
+        let out = s.apply(&ctx, &budget, &plan, &[Ok("A to C".into())]);
+        // After: [SUMMARY(A..C)] [D] [E]: previous turn at the end of D, tail at E, no pre-tail.
+        assert_eq!(s.cache_points(&out.context), CachePoints { previous_turn: Some(3), pre_tail: None, tail: Some(5) });
+
+        // After a split-turn cut: C's tail is its own round.
+        let ctx = timeline(vec![simple("A"), simple("B"), with_tool("C", 400), simple("D"), simple("E")]);
+        let s = strategy(tokens(&ctx, 8..13) + 1, 0);
+        let plan = s.plan(&ctx, &budget, Trigger::Overflow).expect("plan");
+        let out = s.apply(&ctx, &budget, &plan, &[Ok("a".into()), Ok("b".into())]);
+        assert_eq!(s.cache_points(&out.context), CachePoints { previous_turn: Some(4), pre_tail: None, tail: Some(6) });
+
+        // One turn with six tool rounds and a final answer: 7 rounds, pre-tail on round N-4.
+        let mut m = vec![Message::system("sys"), Message::user("fix the bug")];
+        for k in 0..6 {
+            let id = format!("t{k}");
+            m.push(Message::assistant_calls(
+                "",
+                vec![ToolCall { id: id.clone(), name: "bash".into(), arguments: "{}".into() }],
+            ));
+            m.push(Message::tool_result(id, "bash", "ok"));
+        }
+        m.push(Message::assistant("fixed"));
+        let ctx = Context::from_messages(m);
+        // Rounds end at 3, 5, 7, 9, 11, 13, 14: N-4 is the third.
+        assert_eq!(s.cache_points(&ctx), CachePoints { previous_turn: None, pre_tail: Some(7), tail: Some(14) });
+    }
+
+    #[test]
+    fn failed_summary_abandons_the_compaction_but_keeps_ttl_pruning() {
+        let ctx = timeline(["A", "B", "C", "D", "E"].map(|l| with_tool(l, 2_000)).to_vec());
+        let s = strategy(tokens(&ctx, 13..21), 2);
+        let budget = Budget::new(100_000);
+        let plan = s.plan(&ctx, &budget, Trigger::Overflow).expect("plan");
+        let out = s.apply(&ctx, &budget, &plan, &[Err(SummaryFailure { reason: "rate limited".into() })]);
+        assert_eq!(out.event.fallback.as_deref(), Some("summary failed, compaction abandoned: rate limited"));
+        assert_eq!(out.context.len(), ctx.len());
+        assert_eq!(out.event.masked, 3);
+        assert_eq!(out.context.summaries().count(), 0);
+        // An empty summary is a failure too.
+        let out = s.apply(&ctx, &budget, &plan, &[Ok("  ".into())]);
+        assert!(out.event.fallback.as_deref().is_some_and(|f| f.ends_with("empty summary")));
+        // Without TTL pruning, the context is unchanged.
+        let s = strategy(tokens(&ctx, 13..21), 0);
+        let plan = s.plan(&ctx, &budget, Trigger::Overflow).expect("plan");
+        let out = s.apply(&ctx, &budget, &plan, &[]);
+        assert!(out.event.is_noop());
+        assert!(out.event.fallback.is_some());
+    }
+
+    #[test]
+    fn default_keep_recent_tokens_is_70_percent_of_the_window_after_the_system_prompt() {
+        let ctx = timeline(vec![simple("A")]);
+        let s = CutPoint::new(Params::default()).expect("defaults");
+        let system = tokens(&ctx, 0..1);
+        assert_eq!(s.keep_recent_tokens(&ctx, &Budget::new(10_000)), ((10_000 - system) as f64 * 0.7) as u64);
+    }
+
+    #[test]
+    fn params_have_documented_defaults_and_are_checked() {
+        let p: Params = serde_json::from_str("{}").expect("empty params");
+        assert_eq!(p, Params::default());
+        assert_eq!((p.trigger_ratio, p.summary_max_tokens, p.split_turn_max_tokens), (0.9, 800, 400));
+        assert_eq!((p.cache_offset_rounds, p.cache_min_rounds, p.ttl_turns), (4, 2, 2));
+        assert!(serde_json::from_str::<Params>(r#"{"keep": 3}"#).is_err());
+        let err = CutPoint::new(Params { trigger_ratio: 0.0, ..Params::default() }).expect_err("out of range");
+        assert_eq!(err.param, "trigger_ratio");
+        let err = CutPoint::new(Params { keep_recent_tokens: Some(0), ..Params::default() }).expect_err("zero");
+        assert_eq!(err.param, "keep_recent_tokens");
     }
 }
