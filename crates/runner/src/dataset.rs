@@ -116,7 +116,9 @@ impl Dataset {
                 Ok(Some(next)) => next,
                 Ok(None) => break,
                 Err(e) => {
-                    let err = DatasetError::new(Problem::Io { detail: e.to_string() }).in_file(&ds.path);
+                    let err = DatasetError::new(Problem::Io { detail: e.to_string() })
+                        .in_file(&ds.path)
+                        .at_line(lines.next_number());
                     ds.problems.push(err);
                     return ds;
                 }

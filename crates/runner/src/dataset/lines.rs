@@ -35,6 +35,11 @@ impl<R: BufRead> Lines<R> {
         Lines { inner, limit, offset: 0, number: 0 }
     }
 
+    /// The 1-based number of the line the next read starts (or is in, after an error).
+    pub(crate) fn next_number(&self) -> usize {
+        self.number + 1
+    }
+
     /// Read the next line into `buf` (cleared first). `Ok(None)` at the end of the input.
     pub(crate) fn next_line(&mut self, buf: &mut Vec<u8>) -> io::Result<Option<(LineStart, Line)>> {
         buf.clear();

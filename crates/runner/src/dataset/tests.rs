@@ -265,7 +265,7 @@ fn a_read_error_is_reported_and_keeps_what_loaded() {
     }
     let ds = Dataset::from_reader("f.jsonl", "f.jsonl", Failing(false), &LoadOptions::default());
     assert_eq!(ds.conversations.len(), 1);
-    assert_eq!(messages(&ds), vec!["f.jsonl: cannot read: disk on fire"]);
+    assert_eq!(messages(&ds), vec!["f.jsonl:2: cannot read: disk on fire"]);
 }
 
 fn temp_dir(name: &str) -> PathBuf {
