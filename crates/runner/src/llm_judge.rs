@@ -1,0 +1,488 @@
+//! The LLM judge: answer, then grade.
+//!
+//! 1. **Answer**: the answering model reads only the compacted context, as the agent would
+//!    send it (system, user and assistant messages; tool calls written as `[tool call
+//!    name(args)]` lines of the assistant message; tool results as user messages headed
+//!    `[tool result name]`), followed by the probe's question (`prompts/judge_answer.md`). It
+//!    never sees the expected answer.
+//! 2. **Grade**: the grading model reads the question, the expected answer, the probe's facts and
+//!    the answer (`prompts/judge_grade.md`) and returns a JSON verdict scoring accuracy,
+//!    completeness, artifact trail, continuity and decisions from 0 to 5.
+//!
+//! **Parse contract**: the verdict is the whole reply, one JSON object (a reply that is exactly
+//! one fenced code block holding it is accepted), with the five integer fields in 0..=5 and
+//! optionally `rationale`; nothing else. Anything else is kept raw and counted as unscored;
+//! no number is guessed from it.
+//!
+//! **Repeats**: with `repeats = N` the answer is produced once and graded N times (distinct
+//! draws, kept apart in the response cache). The probe's score is the mean over parsed
+//! verdicts of `(sum of the five grades) / 25`; the spread is their standard deviation. When
+//! no verdict parses, or the answer itself failed, the probe is unscored: its `score` is 0,
+//! `llm.scored` is false, and [`is_scored`] tells it apart so aggregates can leave it out.
+//!
+//! The grades, answer, raw verdicts and errors are kept in [`ProbeScore::llm`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use compaction::{Context, Conversation, Probe, Role};
+use llm::{ChatMessage, ChatRequest, Client, ClientStats};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::llm_prompts::{builtin, PromptTemplate, Vars, ANSWER_VARS, GRADE_VARS};
+use crate::llm_summarize::{runtime, LlmSetupError};
+use crate::record::ProbeScore;
+use crate::replay::Judge;
+
+/// The five grading dimensions, in verdict order.
+pub const DIMENSIONS: [&str; 5] = ["accuracy", "completeness", "artifact_trail", "continuity", "decisions"];
+
+/// One parsed verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grades {
+    pub accuracy: u8,
+    pub completeness: u8,
+    pub artifact_trail: u8,
+    pub continuity: u8,
+    pub decisions: u8,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Verdict {
+    accuracy: u8,
+    completeness: u8,
+    artifact_trail: u8,
+    continuity: u8,
+    decisions: u8,
+    #[serde(default)]
+    #[allow(dead_code)]
+    rationale: Option<String>,
+}
+
+impl Grades {
+    pub fn values(&self) -> [u8; 5] {
+        [self.accuracy, self.completeness, self.artifact_trail, self.continuity, self.decisions]
+    }
+    /// The sum of the grades over 25, in 0..=1.
+    pub fn score(&self) -> f64 {
+        f64::from(self.values().iter().map(|v| u32::from(*v)).sum::<u32>()) / 25.0
+    }
+}
+
+/// Parse a verdict under the strict contract (see the module docs).
+pub fn parse_verdict(reply: &str) -> Result<Grades, String> {
+    let text = reply.trim();
+    let body = match text.strip_prefix("```") {
+        Some(fenced) => {
+            let inner = fenced.strip_suffix("```").ok_or("an unclosed code fence")?;
+            let inner = inner.strip_prefix("json").unwrap_or(inner);
+            if inner.contains("```") {
+                return Err("more than one code block".into());
+            }
+            inner.trim()
+        }
+        None => text,
+    };
+    let v: Verdict = serde_json::from_str(body).map_err(|e| format!("not a verdict object: {e}"))?;
+    let g = Grades {
+        accuracy: v.accuracy,
+        completeness: v.completeness,
+        artifact_trail: v.artifact_trail,
+        continuity: v.continuity,
+        decisions: v.decisions,
+    };
+    if let Some((name, value)) = DIMENSIONS.iter().zip(g.values()).find(|(_, v)| *v > 5) {
+        return Err(format!("{name} = {value} is outside 0..=5"));
+    }
+    Ok(g)
+}
+
+/// False for a probe the LLM judge could not score (its `score` is a placeholder 0).
+pub fn is_scored(score: &ProbeScore) -> bool {
+    score.llm.as_ref().and_then(|v| v.get("scored")).and_then(Value::as_bool).unwrap_or(true)
+}
+
+/// The compacted context as the answering model reads it.
+pub fn context_messages(ctx: &Context) -> Vec<ChatMessage> {
+    let mut out = Vec::new();
+    for e in ctx.entries() {
+        let m = e.message();
+        match m.role {
+            Role::System => out.push(ChatMessage::system(m.content.clone())),
+            Role::User => out.push(ChatMessage::user(m.content.clone())),
+            Role::Assistant => {
+                let mut text = m.content.clone();
+                for c in &m.tool_calls {
+                    if !text.is_empty() {
+                        text.push('\n');
+                    }
+                    text.push_str(&format!("[tool call {}({})]", c.name, c.arguments));
+                }
+                if !text.is_empty() {
+                    out.push(ChatMessage::assistant(text));
+                }
+            }
+            Role::Tool => out.push(ChatMessage::user(format!(
+                "[tool result {}]\n{}",
+                m.name.as_deref().unwrap_or("tool"),
+                m.content
+            ))),
+        }
+    }
+    out
+}
+
+/// Counters of an [`LlmJudge`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JudgeStats {
+    pub probes: u64,
+    pub scored: u64,
+    pub unscored: u64,
+    /// Verdicts that did not parse, over all repeats.
+    pub unparsed_verdicts: u64,
+    pub answerer: ClientStats,
+    pub grader: ClientStats,
+}
+
+/// The LLM judge (see the module docs).
+#[derive(Debug)]
+pub struct LlmJudge {
+    answerer: Arc<Client>,
+    grader: Arc<Client>,
+    repeats: u32,
+    answer_prompt: PromptTemplate,
+    grade_prompt: PromptTemplate,
+    runtime: tokio::runtime::Runtime,
+    probes: AtomicU64,
+    scored: AtomicU64,
+    unparsed: AtomicU64,
+}
+
+impl LlmJudge {
+    /// A judge answering with `answerer` and grading `repeats` times with `grader` (they may be
+    /// the same client).
+    pub fn new(answerer: Arc<Client>, grader: Arc<Client>, repeats: u32) -> Result<LlmJudge, LlmSetupError> {
+        if repeats == 0 {
+            return Err(LlmSetupError::Invalid("judge_repeats must be at least 1".into()));
+        }
+        Ok(LlmJudge {
+            answerer,
+            grader,
+            repeats,
+            answer_prompt: PromptTemplate::parse("judge_answer.md", builtin::JUDGE_ANSWER, ANSWER_VARS)?,
+            grade_prompt: PromptTemplate::parse("judge_grade.md", builtin::JUDGE_GRADE, GRADE_VARS)?,
+            runtime: runtime()?,
+            probes: AtomicU64::new(0),
+            scored: AtomicU64::new(0),
+            unparsed: AtomicU64::new(0),
+        })
+    }
+    pub fn stats(&self) -> JudgeStats {
+        let probes = self.probes.load(Ordering::Relaxed);
+        let scored = self.scored.load(Ordering::Relaxed);
+        JudgeStats {
+            probes,
+            scored,
+            unscored: probes - scored.min(probes),
+            unparsed_verdicts: self.unparsed.load(Ordering::Relaxed),
+            answerer: self.answerer.stats(),
+            grader: self.grader.stats(),
+        }
+    }
+    /// Cache keys missed in cache mode `only`, by either client.
+    pub fn missing_keys(&self) -> Vec<String> {
+        let mut keys = self.answerer.cache().map(|c| c.missing()).unwrap_or_default();
+        if !Arc::ptr_eq(&self.answerer, &self.grader) {
+            for k in self.grader.cache().map(|c| c.missing()).unwrap_or_default() {
+                if !keys.contains(&k) {
+                    keys.push(k);
+                }
+            }
+        }
+        keys
+    }
+
+    /// The answering request for `probe` over `ctx`.
+    pub fn answer_request(&self, ctx: &Context, probe: &Probe) -> ChatRequest {
+        let mut messages = context_messages(ctx);
+        let mut vars = Vars::default();
+        vars.set("question", probe.question.as_str());
+        messages.extend(self.answer_prompt.render(&vars));
+        ChatRequest::new(messages)
+    }
+
+    /// The grading request for draw `sample`.
+    pub fn grade_request(&self, probe: &Probe, answer: &str, sample: u32) -> ChatRequest {
+        let facts = if probe.facts.is_empty() {
+            format!("- {}", probe.answer)
+        } else {
+            probe.facts.iter().map(|f| format!("- {}", f.join(" | "))).collect::<Vec<_>>().join("\n")
+        };
+        let mut vars = Vars::default();
+        vars.set("question", probe.question.as_str())
+            .set("expected", probe.answer.as_str())
+            .set("facts", facts)
+            .set("answer", if answer.trim().is_empty() { "(no answer)" } else { answer });
+        ChatRequest::new(self.grade_prompt.render(&vars)).sample(sample)
+    }
+
+    async fn judge(&self, ctx: &Context, probe: &Probe) -> (Option<f64>, Value) {
+        let answer = match self.answerer.complete(self.answer_request(ctx, probe)).await {
+            Ok(r) => r.text,
+            Err(e) => {
+                return (None, json!({"scored": false, "error": format!("answer: {}: {e}", e.kind())}));
+            }
+        };
+        let mut raw = Vec::new();
+        let mut grades: Vec<Value> = Vec::new();
+        let mut scores = Vec::new();
+        let mut per_dim = [0f64; 5];
+        let mut errors = Vec::new();
+        for sample in 0..self.repeats {
+            match self.grader.complete(self.grade_request(probe, &answer, sample)).await {
+                Ok(r) => {
+                    match parse_verdict(&r.text) {
+                        Ok(g) => {
+                            for (acc, v) in per_dim.iter_mut().zip(g.values()) {
+                                *acc += f64::from(v);
+                            }
+                            scores.push(g.score());
+                            grades.push(json!(g));
+                        }
+                        Err(problem) => {
+                            self.unparsed.fetch_add(1, Ordering::Relaxed);
+                            errors.push(format!("verdict {sample}: {problem}"));
+                            grades.push(Value::Null);
+                        }
+                    }
+                    raw.push(Value::String(r.text));
+                }
+                Err(e) => {
+                    errors.push(format!("grade {sample}: {}: {e}", e.kind()));
+                    grades.push(Value::Null);
+                    raw.push(Value::Null);
+                }
+            }
+        }
+        let n = scores.len();
+        let mut detail = json!({
+            "scored": n > 0,
+            "answer": answer,
+            "repeats": self.repeats,
+            "scored_repeats": n,
+            "grades": grades,
+            "raw": raw,
+        });
+        if !errors.is_empty() {
+            detail["errors"] = json!(errors);
+        }
+        if n == 0 {
+            return (None, detail);
+        }
+        let mean = scores.iter().sum::<f64>() / n as f64;
+        let spread = (scores.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / n as f64).sqrt();
+        let dims: serde_json::Map<String, Value> =
+            DIMENSIONS.iter().zip(per_dim).map(|(d, sum)| (d.to_string(), json!(sum / n as f64))).collect();
+        detail["mean"] = json!(mean);
+        detail["spread"] = json!(spread);
+        detail["min"] = json!(scores.iter().copied().fold(f64::INFINITY, f64::min));
+        detail["max"] = json!(scores.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+        detail["dimensions"] = Value::Object(dims);
+        (Some(mean), detail)
+    }
+}
+
+impl Judge for LlmJudge {
+    fn name(&self) -> String {
+        let (a, g) = (&self.answerer.config().model, &self.grader.config().model);
+        if a == g {
+            format!("llm:{a}")
+        } else {
+            format!("llm:{a}+{g}")
+        }
+    }
+
+    fn score(&self, conversation: &Conversation, ctx: &Context, probe: &Probe) -> ProbeScore {
+        self.probes.fetch_add(1, Ordering::Relaxed);
+        let (score, detail) = self.runtime.block_on(self.judge(ctx, probe));
+        if score.is_some() {
+            self.scored.fetch_add(1, Ordering::Relaxed);
+        }
+        let n = conversation.messages.len();
+        ProbeScore {
+            probe_id: probe.id.clone(),
+            kind: probe.kind,
+            asked_at: probe.asked_at.unwrap_or(n).min(n),
+            at_risk: !ctx.entries().iter().any(|e| e.origin().verbatim_index() == Some(probe.source_message)),
+            score: score.unwrap_or(0.0),
+            facts: Vec::new(),
+            judge: self.name(),
+            llm: Some(detail),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use compaction::{Message, ProbeKind, ToolCall};
+    use llm::{LlmConfig, Protocol};
+    use testkit::server::{MockServer, Reply};
+
+    fn client(server: &MockServer, protocol: Protocol) -> Arc<Client> {
+        let mut cfg = LlmConfig::new(protocol, "judge-model");
+        cfg.base_url = Some(if protocol == Protocol::Openai { format!("{}/v1", server.url()) } else { server.url() });
+        cfg.max_retries = 0;
+        Arc::new(Client::new(cfg, None).unwrap())
+    }
+
+    fn probe() -> Probe {
+        Probe {
+            id: "p-file".into(),
+            kind: ProbeKind::Artifact,
+            question: "Which file holds the parser?".into(),
+            answer: "The parser lives in src/parse/grammar.rs".into(),
+            facts: vec![vec!["src/parse/grammar.rs".into(), "grammar.rs".into()]],
+            source_message: 2,
+            asked_at: None,
+        }
+    }
+
+    fn ctx() -> Context {
+        Context::from_messages(vec![
+            Message::system("You are a coding agent."),
+            Message::user("Where is the parser?"),
+            Message::assistant_calls(
+                "Looking.",
+                vec![ToolCall { id: "c1".into(), name: "grep".into(), arguments: "{\"q\":\"parse\"}".into() }],
+            ),
+            Message::tool_result("c1", "grep", "src/parse/grammar.rs:1: fn parse()"),
+        ])
+    }
+
+    fn conversation() -> Conversation {
+        Conversation::new("c", ctx().to_messages())
+    }
+
+    fn verdict(g: [u8; 5]) -> Reply {
+        Reply::text(
+            format!(
+                "{{\"accuracy\": {}, \"completeness\": {}, \"artifact_trail\": {}, \"continuity\": {}, \"decisions\": {}, \"rationale\": \"r\"}}",
+                g[0], g[1], g[2], g[3], g[4]
+            ),
+            50,
+            20,
+        )
+    }
+
+    #[test]
+    fn verdict_parsing_is_strict() {
+        let ok = r#"{"accuracy": 5, "completeness": 4, "artifact_trail": 3, "continuity": 2, "decisions": 1}"#;
+        assert_eq!(parse_verdict(ok).unwrap().values(), [5, 4, 3, 2, 1]);
+        assert_eq!(parse_verdict(&format!("```json\n{ok}\n```")).unwrap().score(), 15.0 / 25.0);
+        for bad in [
+            format!("Here is my verdict: {ok}"),
+            format!("{ok} Hope this helps"),
+            ok.replace("5,", "5.0,"),
+            ok.replace("5,", "6,"),
+            ok.replace("5,", "-1,"),
+            ok.replace(", \"decisions\": 1", ""),
+            ok.replace("}", ", \"bonus\": 1}"),
+            "```json\n{}\n".to_string(),
+            "The answer is good, 5/5.".to_string(),
+            String::new(),
+        ] {
+            assert!(parse_verdict(&bad).is_err(), "accepted {bad:?}");
+        }
+    }
+
+    #[test]
+    fn answers_from_the_context_only_then_grades() {
+        let server = MockServer::start();
+        server.push_all([Reply::text("src/parse/grammar.rs", 80, 6), verdict([5, 5, 5, 4, 4])]);
+        let judge = LlmJudge::new(client(&server, Protocol::Openai), client(&server, Protocol::Openai), 1).unwrap();
+        let s = judge.score(&conversation(), &ctx(), &probe());
+        assert!((s.score - 23.0 / 25.0).abs() < 1e-9, "{}", s.score);
+        assert!(is_scored(&s));
+        assert!(!s.at_risk);
+        assert_eq!((s.judge.as_str(), s.asked_at), ("llm:judge-model", 4));
+        let detail = s.llm.unwrap();
+        assert_eq!(detail["answer"], "src/parse/grammar.rs");
+        assert_eq!(detail["dimensions"]["continuity"], 4.0);
+        let reqs = server.requests();
+        assert_eq!(reqs.len(), 2);
+        let answer = reqs[0].json();
+        let msgs = answer["messages"].as_array().unwrap();
+        let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "user", "user"]);
+        assert_eq!(msgs[2]["content"], "Looking.\n[tool call grep({\"q\":\"parse\"})]");
+        assert!(msgs[3]["content"].as_str().unwrap().starts_with("[tool result grep]\n"));
+        assert!(msgs[4]["content"].as_str().unwrap().ends_with("Question: Which file holds the parser?"));
+        assert!(!reqs[0].body.contains("The parser lives in"), "the answerer never sees the expected answer");
+        let grade = reqs[1].body.clone();
+        assert!(grade.contains("The parser lives in src/parse/grammar.rs"));
+        assert!(grade.contains("src/parse/grammar.rs | grammar.rs"));
+    }
+
+    #[test]
+    fn repeats_give_mean_and_spread_and_skip_unparsed_verdicts() {
+        let server = MockServer::start();
+        server.push_all([
+            Reply::text("grammar.rs", 1, 1),
+            verdict([5, 5, 5, 5, 5]),
+            Reply::text("I think it is good", 1, 1),
+            verdict([0, 0, 0, 0, 0]),
+        ]);
+        let judge =
+            LlmJudge::new(client(&server, Protocol::Anthropic), client(&server, Protocol::Anthropic), 3).unwrap();
+        let s = judge.score(&conversation(), &ctx(), &probe());
+        assert!((s.score - 0.5).abs() < 1e-9);
+        let d = s.llm.unwrap();
+        assert_eq!((d["repeats"].as_u64(), d["scored_repeats"].as_u64()), (Some(3), Some(2)));
+        assert!((d["spread"].as_f64().unwrap() - 0.5).abs() < 1e-9);
+        assert_eq!(d["raw"][1], "I think it is good");
+        assert!(d["grades"][1].is_null());
+        // Each draw is a distinct cache key.
+        let keys: std::collections::BTreeSet<String> = (0..3)
+            .map(|i| judge.grader.cache_key(&judge.grade_request(&probe(), "grammar.rs", i)).hex().to_string())
+            .collect();
+        assert_eq!(keys.len(), 3);
+        assert_eq!(judge.stats().unparsed_verdicts, 1);
+    }
+
+    #[test]
+    fn an_unparseable_verdict_is_kept_raw_and_unscored() {
+        let server = MockServer::start();
+        server.push_all([Reply::text("grammar.rs", 1, 1), Reply::text("Score: 4/5, pretty good!", 1, 1)]);
+        let judge = LlmJudge::new(client(&server, Protocol::Openai), client(&server, Protocol::Openai), 1).unwrap();
+        let s = judge.score(&conversation(), &ctx(), &probe());
+        assert!(!is_scored(&s));
+        assert_eq!(s.score, 0.0);
+        let d = s.llm.unwrap();
+        assert_eq!(d["raw"][0], "Score: 4/5, pretty good!");
+        assert!(d.get("mean").is_none(), "no number is guessed");
+        let st = judge.stats();
+        assert_eq!((st.probes, st.scored, st.unscored), (1, 0, 1));
+    }
+
+    #[test]
+    fn a_failed_answer_is_unscored_with_its_error() {
+        let server = MockServer::start();
+        server.push(Reply::ContextLength);
+        let judge = LlmJudge::new(client(&server, Protocol::Openai), client(&server, Protocol::Openai), 2).unwrap();
+        let s = judge.score(&conversation(), &ctx(), &probe());
+        assert!(!is_scored(&s));
+        assert!(s.llm.unwrap()["error"].as_str().unwrap().starts_with("answer: context_length_exceeded"));
+        assert_eq!(server.count(), 1, "no grading without an answer");
+    }
+
+    #[test]
+    fn zero_repeats_is_rejected() {
+        let server = MockServer::start();
+        assert!(LlmJudge::new(client(&server, Protocol::Openai), client(&server, Protocol::Openai), 0).is_err());
+    }
+}

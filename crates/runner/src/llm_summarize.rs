@@ -1,0 +1,379 @@
+//! The LLM summarizer: each summary request goes to a model with its seed's own prompt.
+//!
+//! [`LlmSummarizer`] implements [`Summarizer`] over an [`llm::Client`]. It owns a small tokio
+//! runtime and blocks on it, so the replay stays synchronous; calls from several replay threads
+//! share the client's concurrency cap, rate limit and cache.
+//!
+//! Per request (see [`seed_call`]): the prompt file of the request's [`PromptKind`] (or the
+//! experiment's custom prompt for every kind), the span written the way that seed's code writes
+//! it ([`Transcript`]), the request's `max_tokens` as the output limit (the strategies set each
+//! document's number: 200 for 000, 1,000 for 001, 800 and 400 for 002, 2,000 for 004), and the
+//! document's temperature where it sets one (0.3 for 001). A provider error, a context-length
+//! rejection, a cache miss in mode `only`, or an empty answer where the seed's code treats
+//! empty as failure (000, 002, 003) returns a [`SummaryFailure`], so the strategy's own failure
+//! path runs; failures are counted by kind.
+//!
+//! Where seed 001's code fills gaps, so does this: no previous summary is written as "None -
+//! this is the first compaction round.", no task as "Unknown task".
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use compaction::{Context, PromptKind, SummaryFailure, SummaryRequest};
+use llm::{ChatRequest, Client, ClientStats, LlmError};
+
+use crate::llm_prompts::{seed_call, PromptError, PromptTemplate, Transcript, Vars, SUMMARY_VARS};
+use crate::replay::{Summarizer, Summary};
+
+/// Seed 001's text for "no previous summary".
+pub const NO_PREVIOUS_SUMMARY: &str = "None - this is the first compaction round.";
+/// Seed 001's text for "no user message found".
+pub const UNKNOWN_TASK: &str = "Unknown task";
+
+/// Why an LLM summarizer or judge could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum LlmSetupError {
+    #[error(transparent)]
+    Llm(#[from] LlmError),
+    #[error(transparent)]
+    Prompt(#[from] PromptError),
+    #[error("{}: cannot read prompt file: {source}", path.display())]
+    PromptFile {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start the LLM runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The tokio runtime an LLM summarizer or judge blocks on.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, LlmSetupError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("compactbench-llm")
+        .enable_all()
+        .build()
+        .map_err(LlmSetupError::Runtime)
+}
+
+/// Which prompts the summarizer uses.
+#[derive(Debug, Clone)]
+pub enum Prompts {
+    /// Each request's seed prompt.
+    Seeds(BTreeMap<&'static str, PromptTemplate>),
+    /// One prompt file for every request.
+    Custom(PromptTemplate),
+}
+
+impl Prompts {
+    /// The built-in prompts of the five seeds.
+    pub fn seeds() -> Result<Prompts, PromptError> {
+        let kinds = [
+            PromptKind::PaperMidStage { stage: String::new() },
+            PromptKind::GeneralChat,
+            PromptKind::SessionSummary,
+            PromptKind::Progressive,
+            PromptKind::SplitTurnPrefix,
+            PromptKind::CompactSummary,
+            PromptKind::Continuation,
+        ];
+        let mut map = BTreeMap::new();
+        for k in kinds {
+            let call = seed_call(&k);
+            map.insert(k.name(), PromptTemplate::parse(call.name, call.file, SUMMARY_VARS)?);
+        }
+        Ok(Prompts::Seeds(map))
+    }
+    /// A custom prompt file (see [`crate::llm_prompts`] for its format).
+    pub fn custom(path: &Path) -> Result<Prompts, LlmSetupError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| LlmSetupError::PromptFile { path: path.to_path_buf(), source })?;
+        Ok(Prompts::Custom(PromptTemplate::parse(&path.display().to_string(), &text, SUMMARY_VARS)?))
+    }
+}
+
+/// Counters of an [`LlmSummarizer`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SummarizerStats {
+    pub calls: u64,
+    pub failures: u64,
+    /// Failures by kind (`timeout`, `context_length_exceeded`, `empty`, ...).
+    pub failures_by_kind: BTreeMap<String, u64>,
+    /// The client's counters: HTTP attempts, retries, cache hits, usage.
+    pub client: ClientStats,
+}
+
+/// Summaries by a model (see the module docs).
+#[derive(Debug)]
+pub struct LlmSummarizer {
+    client: Arc<Client>,
+    prompts: Prompts,
+    runtime: tokio::runtime::Runtime,
+    calls: AtomicU64,
+    failures: Mutex<BTreeMap<String, u64>>,
+}
+
+impl LlmSummarizer {
+    pub fn new(client: Arc<Client>, prompts: Prompts) -> Result<LlmSummarizer, LlmSetupError> {
+        Ok(LlmSummarizer { client, prompts, runtime: runtime()?, calls: AtomicU64::new(0), failures: Mutex::default() })
+    }
+    /// With the seeds' prompts.
+    pub fn with_seed_prompts(client: Arc<Client>) -> Result<LlmSummarizer, LlmSetupError> {
+        LlmSummarizer::new(client, Prompts::seeds()?)
+    }
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+    pub fn stats(&self) -> SummarizerStats {
+        let failures_by_kind = self.failures.lock().map(|m| m.clone()).unwrap_or_default();
+        SummarizerStats {
+            calls: self.calls.load(Ordering::Relaxed),
+            failures: failures_by_kind.values().sum(),
+            failures_by_kind,
+            client: self.client.stats(),
+        }
+    }
+    /// Cache keys missed in cache mode `only`.
+    pub fn missing_keys(&self) -> Vec<String> {
+        self.client.cache().map(|c| c.missing()).unwrap_or_default()
+    }
+
+    /// The chat request for `request` over `ctx`, and whether an empty answer fails.
+    pub fn chat_request(&self, ctx: &Context, request: &SummaryRequest) -> (ChatRequest, bool) {
+        let seed = seed_call(&request.prompt);
+        let (template, transcript, temperature, empty_fails) = match &self.prompts {
+            Prompts::Custom(t) => (t, Transcript::Sections, None, true),
+            Prompts::Seeds(map) => match map.get(request.prompt.name()) {
+                Some(t) => (t, seed.transcript, seed.temperature, seed.empty_fails),
+                None => unreachable!("Prompts::seeds parses every kind"),
+            },
+        };
+        let is_001 = matches!(request.prompt, PromptKind::SessionSummary) && matches!(self.prompts, Prompts::Seeds(_));
+        let mut vars = Vars::default();
+        vars.set("messages", transcript.render(ctx, &request.span))
+            .set("round", request.round.to_string())
+            .set("max_tokens", request.max_tokens.to_string());
+        match (&request.previous, is_001) {
+            (Some(p), _) => vars.set("previous", p.as_str()),
+            (None, true) => vars.set("previous", NO_PREVIOUS_SUMMARY),
+            (None, false) => &mut vars,
+        };
+        match (&request.task, is_001) {
+            (Some(t), _) => vars.set("task", t.as_str()),
+            (None, true) => vars.set("task", UNKNOWN_TASK),
+            (None, false) => &mut vars,
+        };
+        if let PromptKind::PaperMidStage { stage } = &request.prompt {
+            vars.set("stage", stage.as_str());
+        }
+        let mut chat = ChatRequest::new(template.render(&vars)).max_tokens(request.max_tokens.max(1));
+        chat.temperature = temperature;
+        (chat, empty_fails)
+    }
+
+    fn failed(&self, kind: &str, reason: String) -> SummaryFailure {
+        if let Ok(mut m) = self.failures.lock() {
+            *m.entry(kind.to_string()).or_insert(0) += 1;
+        }
+        SummaryFailure { reason }
+    }
+}
+
+impl Summarizer for LlmSummarizer {
+    fn name(&self) -> String {
+        format!("llm:{}", self.client.config().model)
+    }
+
+    fn summarize(&self, ctx: &Context, request: &SummaryRequest) -> Result<Summary, SummaryFailure> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let (chat, empty_fails) = self.chat_request(ctx, request);
+        match self.runtime.block_on(self.client.complete(chat)) {
+            Ok(r) if empty_fails && r.text.trim().is_empty() => {
+                Err(self.failed("empty", "the model returned an empty summary".to_string()))
+            }
+            Ok(r) => Ok(Summary {
+                text: r.text,
+                input_tokens: r.usage.prompt_tokens,
+                output_tokens: r.usage.completion_tokens,
+            }),
+            Err(e) => Err(self.failed(e.kind(), format!("{}: {e}", e.kind()))),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use compaction::{Budget, Message, StrategyConfig, Trigger};
+    use llm::{LlmConfig, Protocol};
+    use testkit::server::{MockServer, Reply};
+
+    fn client(server: &MockServer) -> Arc<Client> {
+        let mut cfg = LlmConfig::new(Protocol::Openai, "summarizer-model");
+        cfg.base_url = Some(format!("{}/v1", server.url()));
+        cfg.max_retries = 1;
+        cfg.backoff_initial_ms = 1;
+        cfg.temperature = 0.7;
+        Arc::new(Client::new(cfg, None).unwrap())
+    }
+
+    fn request(prompt: PromptKind, span: Vec<usize>, max_tokens: u32) -> SummaryRequest {
+        SummaryRequest { span, prompt, previous: None, task: None, max_tokens, round: 1 }
+    }
+
+    fn ctx() -> Context {
+        Context::from_messages(vec![
+            Message::system("You are a coding agent."),
+            Message::user("Refactor src/lib.rs"),
+            Message::assistant("Done: split into modules."),
+        ])
+    }
+
+    #[test]
+    fn each_seed_request_carries_its_prompt_limit_and_temperature() {
+        let server = MockServer::start();
+        let s = LlmSummarizer::with_seed_prompts(client(&server)).unwrap();
+        let cases: Vec<(PromptKind, u32, &str, f64)> = vec![
+            (PromptKind::PaperMidStage { stage: "Abstrak".into() }, 200, "Tahap paper \"Abstrak\"", 0.7),
+            (PromptKind::GeneralChat, 200, "3-7 bullet points", 0.7),
+            (PromptKind::SessionSummary, 1000, "coding agent's conversation history", 0.3),
+            (PromptKind::Progressive, 800, "running summary", 0.7),
+            (PromptKind::SplitTurnPrefix, 400, "beginning of an agent's current turn", 0.7),
+            (PromptKind::CompactSummary, 16384, "[COMPACT SUMMARY]", 0.7),
+            (PromptKind::Continuation, 2000, "CMS agent conversation", 0.7),
+        ];
+        for (kind, max, system_has, temp) in &cases {
+            let out = s.summarize(&ctx(), &request(kind.clone(), vec![1, 2], *max)).unwrap();
+            assert_eq!(out.text, "ok");
+            let body = server.requests().last().unwrap().json();
+            assert_eq!(body["max_tokens"], *max, "{kind:?}");
+            assert!((body["temperature"].as_f64().unwrap() - temp).abs() < 1e-6, "{kind:?}");
+            assert_eq!(body["messages"][0]["role"], "system");
+            assert!(body["messages"][0]["content"].as_str().unwrap().contains(system_has), "{kind:?}");
+            assert!(body["messages"][1]["content"].as_str().unwrap().contains("Refactor src/lib.rs"), "{kind:?}");
+        }
+        assert_eq!(s.stats().calls, cases.len() as u64);
+        assert_eq!(s.name(), "llm:summarizer-model");
+    }
+
+    #[test]
+    fn seed_001_fills_previous_task_and_round_like_its_code() {
+        let server = MockServer::start();
+        let s = LlmSummarizer::with_seed_prompts(client(&server)).unwrap();
+        let mut req = request(PromptKind::SessionSummary, vec![1, 2], 1000);
+        req.round = 2;
+        s.summarize(&ctx(), &req).unwrap();
+        let user = server.requests()[0].json()["messages"][1]["content"].as_str().unwrap().to_string();
+        assert!(user.starts_with(&format!(
+            "## Previous Summary\n{NO_PREVIOUS_SUMMARY}\n\n## Original User Task\n{UNKNOWN_TASK}\n"
+        )));
+        assert!(user.contains("[0] USER:\nRefactor src/lib.rs\n\n---\n\n[1] ASSISTANT:\nDone: split into modules."));
+        assert!(user.contains("### Session Summary (Compaction Round 2)"));
+        req.previous = Some("## Session Summary (Compaction Round 1)\nolder".into());
+        req.task = Some("Refactor src/lib.rs".into());
+        s.summarize(&ctx(), &req).unwrap();
+        let user = server.requests()[1].json()["messages"][1]["content"].as_str().unwrap().to_string();
+        assert!(user.starts_with("## Previous Summary\n## Session Summary (Compaction Round 1)\nolder\n\n## Original User Task\nRefactor src/lib.rs\n"));
+    }
+
+    #[test]
+    fn usage_is_reported_with_the_summary() {
+        let server = MockServer::start();
+        server.push(Reply::text("- bullet", 321, 12));
+        let s = LlmSummarizer::with_seed_prompts(client(&server)).unwrap();
+        let out = s.summarize(&ctx(), &request(PromptKind::GeneralChat, vec![1, 2], 200)).unwrap();
+        assert_eq!((out.text.as_str(), out.input_tokens, out.output_tokens), ("- bullet", 321, 12));
+        assert_eq!(s.stats().client.usage.prompt_tokens, 321);
+    }
+
+    #[test]
+    fn empty_answers_fail_where_the_seed_says_so() {
+        let server = MockServer::start();
+        server.push_all([Reply::text("  ", 5, 0), Reply::text("", 5, 0)]);
+        let s = LlmSummarizer::with_seed_prompts(client(&server)).unwrap();
+        let e = s.summarize(&ctx(), &request(PromptKind::CompactSummary, vec![1, 2], 100)).unwrap_err();
+        assert!(e.reason.contains("empty"), "{e}");
+        // 001's code returns whatever text came back.
+        assert_eq!(s.summarize(&ctx(), &request(PromptKind::SessionSummary, vec![1, 2], 100)).unwrap().text, "");
+        assert_eq!(s.stats().failures_by_kind.get("empty"), Some(&1));
+    }
+
+    #[test]
+    fn provider_faults_are_summary_failures_counted_by_kind() {
+        let server = MockServer::start();
+        server.push_all([Reply::ContextLength, Reply::ServerError, Reply::ServerError, Reply::Malformed]);
+        let s = LlmSummarizer::with_seed_prompts(client(&server)).unwrap();
+        let r = request(PromptKind::Continuation, vec![1, 2], 100);
+        let e = s.summarize(&ctx(), &r).unwrap_err();
+        assert!(e.reason.starts_with("context_length_exceeded"), "{e}");
+        let e = s.summarize(&ctx(), &r).unwrap_err();
+        assert!(e.reason.starts_with("server_error"), "{e}");
+        let e = s.summarize(&ctx(), &r).unwrap_err();
+        assert!(e.reason.starts_with("malformed"), "{e}");
+        let st = s.stats();
+        assert_eq!((st.calls, st.failures), (3, 3));
+        assert_eq!(
+            st.failures_by_kind.keys().collect::<Vec<_>>(),
+            ["context_length_exceeded", "malformed", "server_error"]
+        );
+    }
+
+    fn long_context() -> Context {
+        let mut m = vec![Message::system("You are a coding agent.")];
+        for i in 0..40 {
+            m.push(Message::user(format!("step {i}: {}", "lorem ipsum dolor ".repeat(25))));
+            m.push(Message::assistant(format!("done with step {i}")));
+        }
+        Context::from_messages(m)
+    }
+
+    #[test]
+    fn a_failed_summary_takes_the_strategys_own_failure_path() {
+        let server = MockServer::start();
+        server.respond_with(|_| Reply::ServerError);
+        let s = LlmSummarizer::with_seed_prompts(client(&server)).unwrap();
+        let ctx = long_context();
+        let budget = Budget::new(20_000);
+        // split-fraction (003) falls back to truncation with its placeholder.
+        let strategy = StrategyConfig::default_for("split-fraction").unwrap().build().unwrap();
+        let plan = strategy.plan(&ctx, &budget, Trigger::Overflow).expect("a plan");
+        let outcomes: Vec<_> = plan.requests.iter().map(|r| s.summarize(&ctx, r).map(|x| x.text)).collect();
+        assert!(outcomes.iter().all(Result::is_err));
+        let out = strategy.apply(&ctx, &budget, &plan, &outcomes);
+        assert!(out.event.fallback.is_some(), "{:?}", out.event);
+        assert!(out.context.len() < ctx.len());
+        // keep-last-n (001) leaves the context unchanged.
+        let strategy = StrategyConfig::default_for("keep-last-n").unwrap().build().unwrap();
+        let plan = strategy.plan(&ctx, &budget, Trigger::Overflow).expect("a plan");
+        let outcomes: Vec<_> = plan.requests.iter().map(|r| s.summarize(&ctx, r).map(|x| x.text)).collect();
+        let out = strategy.apply(&ctx, &budget, &plan, &outcomes);
+        assert_eq!(out.context.len(), ctx.len());
+        assert!(out.event.fallback.as_deref().unwrap().starts_with("unchanged"));
+        assert_eq!(s.stats().failures_by_kind.get("server_error"), Some(&2));
+    }
+
+    #[test]
+    fn a_custom_prompt_serves_every_kind() {
+        let dir = std::env::temp_dir().join(format!("runner-custom-prompt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("mine.md");
+        std::fs::write(&path, "<!-- system -->\nSummarize for round {{round}}.\n<!-- user -->\n{{messages}}\n")
+            .unwrap();
+        let server = MockServer::start();
+        let s = LlmSummarizer::new(client(&server), Prompts::custom(&path).unwrap()).unwrap();
+        s.summarize(&ctx(), &request(PromptKind::SessionSummary, vec![1], 50)).unwrap();
+        let body = server.requests()[0].json();
+        assert_eq!(body["messages"][0]["content"], "Summarize for round 1.");
+        assert_eq!(body["messages"][1]["content"], "USER:\nRefactor src/lib.rs");
+        std::fs::write(&path, "{{nope}}").unwrap();
+        let e = Prompts::custom(&path).unwrap_err();
+        assert!(e.to_string().contains("mine.md:1"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
