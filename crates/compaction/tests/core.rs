@@ -618,7 +618,13 @@ fn exact_message_units_add_the_chat_overhead() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::Direct(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/proptest-regressions/core.txt"
+        )))),
+        ..ProptestConfig::with_cases(256)
+    })]
 
     #[test]
     fn exact_matches_tiktoken_on_arbitrary_strings(text in any::<String>()) {

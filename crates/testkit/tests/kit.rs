@@ -299,7 +299,13 @@ fn assert_well_formed(spec: &ConversationSpec, ctx: &Context) -> Result<(), Test
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::Direct(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/proptest-regressions/kit.txt"
+        )))),
+        ..ProptestConfig::with_cases(64)
+    })]
 
     #[test]
     fn generated_conversations_are_well_formed(spec in gen::arb_conversation()) {
