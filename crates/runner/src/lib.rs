@@ -2,8 +2,10 @@
 //! summarize and judge offline, run experiment matrices and keep a resumable result log.
 
 pub mod dataset;
+pub mod experiment;
 pub mod llm_judge;
 pub mod llm_prompts;
 pub mod llm_summarize;
 pub mod record;
 pub mod replay;
+pub mod run;

@@ -1,0 +1,501 @@
+//! The CSV views of a run: `results.csv`, `summary.csv`, `probes.csv`, `compactions.csv`.
+//!
+//! Each file comes from one serde row struct whose field order is the column order, pinned
+//! by the `*_HEADER` constants (a test checks that the structs and the constants agree, and
+//! another pins the constants). A file always has its header, even with no rows. Empty
+//! fields mean "not applicable" (a failed pair's metrics, a retention without probes); no
+//! field is ever `NaN`. Ratios are rounded to 6 decimals and dollars to 8, written without
+//! exponents.
+
+use std::path::Path;
+
+use runner::experiment::{canonical_json, Configuration};
+use runner::record::{CompactionRecord, FoundIn, PairOutcome, PairRecord};
+use serde::{Serialize, Serializer};
+
+use crate::summary::ConfigSummary;
+use crate::ReportError;
+
+/// Columns of `results.csv`.
+pub const RESULTS_HEADER: [&str; 25] = [
+    "conversation_id",
+    "dataset",
+    "strategy",
+    "config_id",
+    "params",
+    "window",
+    "status",
+    "error",
+    "calls",
+    "compactions",
+    "overflows",
+    "violations",
+    "peak_tokens",
+    "input_tokens",
+    "cached_tokens",
+    "output_tokens",
+    "uncompacted_input_tokens",
+    "final_tokens",
+    "summarizer_calls",
+    "summarizer_failures",
+    "cost_usd",
+    "probes",
+    "retention",
+    "at_risk_probes",
+    "at_risk_retention",
+];
+
+/// Columns of `summary.csv`.
+pub const SUMMARY_HEADER: [&str; 26] = [
+    "config_id",
+    "strategy",
+    "params",
+    "window",
+    "conversations",
+    "failed",
+    "retention_mean",
+    "retention_ci_low",
+    "retention_ci_high",
+    "at_risk_conversations",
+    "at_risk_retention_mean",
+    "at_risk_retention_ci_low",
+    "at_risk_retention_ci_high",
+    "retention_task",
+    "retention_recall",
+    "retention_artifact",
+    "retention_decision",
+    "retention_continuation",
+    "compression_ratio",
+    "overflow_rate",
+    "calls",
+    "compactions_mean",
+    "violations",
+    "peak_tokens_max",
+    "cost_usd_mean",
+    "cache_hit_rate",
+];
+
+/// Columns of `probes.csv`.
+pub const PROBES_HEADER: [&str; 14] = [
+    "conversation_id",
+    "dataset",
+    "config_id",
+    "strategy",
+    "window",
+    "probe_id",
+    "kind",
+    "asked_at",
+    "at_risk",
+    "score",
+    "facts_retained",
+    "facts_total",
+    "found_in",
+    "judge",
+];
+
+/// Columns of `compactions.csv`.
+pub const COMPACTIONS_HEADER: [&str; 21] = [
+    "conversation_id",
+    "dataset",
+    "config_id",
+    "strategy",
+    "window",
+    "call",
+    "trigger",
+    "step",
+    "tokens_before",
+    "tokens_after",
+    "estimate_before",
+    "estimate_after",
+    "messages_before",
+    "messages_after",
+    "removed",
+    "masked",
+    "round",
+    "fallback",
+    "shortfall",
+    "violations",
+    "summary",
+];
+
+/// Round to `decimals` and write without an exponent; non-finite and `None` are empty.
+fn decimal<S: Serializer>(value: &Option<f64>, decimals: i32, s: S) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(v) if v.is_finite() => {
+            let scale = 10f64.powi(decimals);
+            let rounded = (v * scale).round() / scale;
+            // `-0` reads oddly in a table.
+            let rounded = if rounded == 0.0 { 0.0 } else { rounded };
+            s.serialize_str(&rounded.to_string())
+        }
+        _ => s.serialize_none(),
+    }
+}
+
+fn ratio6<S: Serializer>(value: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    decimal(value, 6, s)
+}
+
+fn usd8<S: Serializer>(value: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    decimal(value, 8, s)
+}
+
+/// A row of `results.csv`: one (conversation, configuration) pair.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ResultRow {
+    pub conversation_id: String,
+    pub dataset: String,
+    pub strategy: String,
+    pub config_id: String,
+    /// The parameters as written, canonical JSON.
+    pub params: String,
+    pub window: Option<u64>,
+    /// `ok` or `failed`.
+    pub status: String,
+    pub error: String,
+    pub calls: Option<u64>,
+    pub compactions: Option<u64>,
+    pub overflows: Option<u64>,
+    pub violations: Option<u64>,
+    pub peak_tokens: Option<u64>,
+    pub input_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub uncompacted_input_tokens: Option<u64>,
+    pub final_tokens: Option<u64>,
+    pub summarizer_calls: Option<u64>,
+    pub summarizer_failures: Option<u64>,
+    #[serde(serialize_with = "usd8")]
+    pub cost_usd: Option<f64>,
+    pub probes: Option<u64>,
+    #[serde(serialize_with = "ratio6")]
+    pub retention: Option<f64>,
+    pub at_risk_probes: Option<u64>,
+    #[serde(serialize_with = "ratio6")]
+    pub at_risk_retention: Option<f64>,
+}
+
+impl ResultRow {
+    pub fn from_record(r: &PairRecord) -> ResultRow {
+        let mut row = ResultRow {
+            conversation_id: r.conversation_id.clone(),
+            dataset: r.dataset.clone(),
+            strategy: r.strategy.clone(),
+            config_id: r.config_id.clone(),
+            params: canonical_json(&r.params),
+            window: (r.window > 0).then_some(r.window),
+            ..ResultRow::default()
+        };
+        match &r.outcome {
+            PairOutcome::Failed { error } => {
+                row.status = "failed".into();
+                row.error = error.clone();
+            }
+            PairOutcome::Ok(m) => {
+                row.status = "ok".into();
+                row.calls = Some(m.calls);
+                row.compactions = Some(m.compactions);
+                row.overflows = Some(m.overflows);
+                row.violations = Some(m.violations);
+                row.peak_tokens = Some(m.peak_tokens);
+                row.input_tokens = Some(m.input_tokens);
+                row.cached_tokens = Some(m.cached_tokens);
+                row.output_tokens = Some(m.output_tokens);
+                row.uncompacted_input_tokens = Some(m.uncompacted_input_tokens);
+                row.final_tokens = Some(m.final_tokens);
+                row.summarizer_calls = Some(m.summarizer_calls);
+                row.summarizer_failures = Some(m.summarizer_failures);
+                row.cost_usd = Some(m.cost_usd);
+                row.probes = Some(m.probes.len() as u64);
+                row.retention = m.retention;
+                row.at_risk_probes = Some(m.probes.iter().filter(|p| p.at_risk).count() as u64);
+                row.at_risk_retention = m.at_risk_retention;
+            }
+        }
+        row
+    }
+}
+
+/// A row of `summary.csv`: one configuration.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SummaryRow {
+    pub config_id: String,
+    pub strategy: String,
+    pub params: String,
+    /// Empty when each conversation used its own window.
+    pub window: Option<u64>,
+    pub conversations: usize,
+    pub failed: usize,
+    #[serde(serialize_with = "ratio6")]
+    pub retention_mean: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub retention_ci_low: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub retention_ci_high: Option<f64>,
+    pub at_risk_conversations: usize,
+    #[serde(serialize_with = "ratio6")]
+    pub at_risk_retention_mean: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub at_risk_retention_ci_low: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub at_risk_retention_ci_high: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub retention_task: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub retention_recall: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub retention_artifact: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub retention_decision: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub retention_continuation: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub compression_ratio: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub overflow_rate: Option<f64>,
+    pub calls: u64,
+    #[serde(serialize_with = "ratio6")]
+    pub compactions_mean: Option<f64>,
+    pub violations: u64,
+    pub peak_tokens_max: Option<u64>,
+    #[serde(serialize_with = "usd8")]
+    pub cost_usd_mean: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub cache_hit_rate: Option<f64>,
+}
+
+impl SummaryRow {
+    pub fn from_summary(s: &ConfigSummary) -> SummaryRow {
+        let [task, recall, artifact, decision, continuation] = s.retention_by_kind;
+        SummaryRow {
+            config_id: s.config.config_id.clone(),
+            strategy: s.config.strategy.clone(),
+            params: canonical_json(&s.config.params),
+            window: s.config.window,
+            conversations: s.conversations,
+            failed: s.failed,
+            retention_mean: s.retention.mean,
+            retention_ci_low: s.retention.ci.map(|c| c.0),
+            retention_ci_high: s.retention.ci.map(|c| c.1),
+            at_risk_conversations: s.at_risk_retention.n,
+            at_risk_retention_mean: s.at_risk_retention.mean,
+            at_risk_retention_ci_low: s.at_risk_retention.ci.map(|c| c.0),
+            at_risk_retention_ci_high: s.at_risk_retention.ci.map(|c| c.1),
+            retention_task: task,
+            retention_recall: recall,
+            retention_artifact: artifact,
+            retention_decision: decision,
+            retention_continuation: continuation,
+            compression_ratio: s.compression_ratio,
+            overflow_rate: s.overflow_rate,
+            calls: s.calls,
+            compactions_mean: s.compactions_mean,
+            violations: s.violations,
+            peak_tokens_max: s.peak_tokens_max,
+            cost_usd_mean: s.cost_usd_mean,
+            cache_hit_rate: s.cache_hit_rate,
+        }
+    }
+}
+
+/// A row of `probes.csv`: one probe's score under one pair.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ProbeRow {
+    pub conversation_id: String,
+    pub dataset: String,
+    pub config_id: String,
+    pub strategy: String,
+    pub window: Option<u64>,
+    pub probe_id: String,
+    pub kind: String,
+    pub asked_at: usize,
+    pub at_risk: bool,
+    #[serde(serialize_with = "ratio6")]
+    pub score: Option<f64>,
+    pub facts_retained: usize,
+    pub facts_total: usize,
+    /// Where each fact was found, `;`-separated, in the probe's fact order.
+    pub found_in: String,
+    pub judge: String,
+}
+
+/// A row of `compactions.csv`: one compaction event with its summary text.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CompactionRow {
+    pub conversation_id: String,
+    pub dataset: String,
+    pub config_id: String,
+    pub strategy: String,
+    pub window: Option<u64>,
+    pub call: u32,
+    pub trigger: String,
+    pub step: String,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    pub estimate_before: u64,
+    pub estimate_after: u64,
+    pub messages_before: usize,
+    pub messages_after: usize,
+    pub removed: usize,
+    pub masked: usize,
+    pub round: Option<u32>,
+    pub fallback: String,
+    pub shortfall: Option<u64>,
+    /// Violations this compaction introduced, `;`-separated.
+    pub violations: String,
+    pub summary: String,
+}
+
+impl CompactionRow {
+    fn from_event(r: &PairRecord, e: &CompactionRecord) -> CompactionRow {
+        CompactionRow {
+            conversation_id: r.conversation_id.clone(),
+            dataset: r.dataset.clone(),
+            config_id: r.config_id.clone(),
+            strategy: r.strategy.clone(),
+            window: (r.window > 0).then_some(r.window),
+            call: e.call,
+            trigger: e.trigger.as_str().to_string(),
+            step: e.step.clone(),
+            tokens_before: e.tokens_before,
+            tokens_after: e.tokens_after,
+            estimate_before: e.estimate_before,
+            estimate_after: e.estimate_after,
+            messages_before: e.messages_before,
+            messages_after: e.messages_after,
+            removed: e.removed,
+            masked: e.masked,
+            round: e.round,
+            fallback: e.fallback.clone().unwrap_or_default(),
+            shortfall: e.shortfall,
+            violations: e.violations.join(";"),
+            summary: e.summary.clone(),
+        }
+    }
+}
+
+fn found_in_str(f: FoundIn) -> &'static str {
+    match f {
+        FoundIn::Verbatim => "verbatim",
+        FoundIn::Summary => "summary",
+        FoundIn::Other => "other",
+        FoundIn::Lost => "lost",
+    }
+}
+
+/// The rows of `results.csv`, in record order.
+pub fn result_rows(records: &[PairRecord]) -> Vec<ResultRow> {
+    records.iter().map(ResultRow::from_record).collect()
+}
+
+/// The rows of `probes.csv`, in record order then probe order.
+pub fn probe_rows(records: &[PairRecord]) -> Vec<ProbeRow> {
+    let mut rows = Vec::new();
+    for r in records {
+        let PairOutcome::Ok(m) = &r.outcome else { continue };
+        for p in &m.probes {
+            rows.push(ProbeRow {
+                conversation_id: r.conversation_id.clone(),
+                dataset: r.dataset.clone(),
+                config_id: r.config_id.clone(),
+                strategy: r.strategy.clone(),
+                window: (r.window > 0).then_some(r.window),
+                probe_id: p.probe_id.clone(),
+                kind: p.kind.as_str().to_string(),
+                asked_at: p.asked_at,
+                at_risk: p.at_risk,
+                score: Some(p.score),
+                facts_retained: p.facts.iter().filter(|f| **f != FoundIn::Lost).count(),
+                facts_total: p.facts.len(),
+                found_in: p.facts.iter().map(|f| found_in_str(*f)).collect::<Vec<_>>().join(";"),
+                judge: p.judge.clone(),
+            });
+        }
+    }
+    rows
+}
+
+/// The rows of `compactions.csv`, in record order then event order.
+pub fn compaction_rows(records: &[PairRecord]) -> Vec<CompactionRow> {
+    let mut rows = Vec::new();
+    for r in records {
+        let PairOutcome::Ok(m) = &r.outcome else { continue };
+        rows.extend(m.compaction_events.iter().map(|e| CompactionRow::from_event(r, e)));
+    }
+    rows
+}
+
+/// The rows of `summary.csv`, one per configuration in experiment order.
+pub fn summary_rows(configurations: &[Configuration], records: &[PairRecord], seed: u64) -> Vec<SummaryRow> {
+    crate::summary::summarize(configurations, records, seed).iter().map(SummaryRow::from_summary).collect()
+}
+
+/// Write `rows` as CSV to any writer, header first (also with no rows).
+pub fn write_rows<W: std::io::Write, T: Serialize>(out: W, header: &[&str], rows: &[T]) -> Result<(), ::csv::Error> {
+    let mut w = ::csv::WriterBuilder::new().has_headers(false).from_writer(out);
+    w.write_record(header)?;
+    for row in rows {
+        w.serialize(row)?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// Write `rows` as CSV to `path`.
+pub fn write_file<T: Serialize>(path: &Path, header: &[&str], rows: &[T]) -> Result<(), ReportError> {
+    let file = std::fs::File::create(path).map_err(|source| ReportError::Io { path: path.to_path_buf(), source })?;
+    write_rows(std::io::BufWriter::new(file), header, rows)
+        .map_err(|e| ReportError::Csv { path: path.to_path_buf(), detail: e.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The header a row struct produces through serde.
+    fn serde_header<T: Serialize>(row: &T) -> Vec<String> {
+        let mut w = ::csv::WriterBuilder::new().has_headers(true).from_writer(Vec::new());
+        w.serialize(row).expect("serializes");
+        let bytes = w.into_inner().expect("flushes");
+        let text = String::from_utf8(bytes).expect("utf-8");
+        text.lines().next().expect("a header line").split(',').map(String::from).collect()
+    }
+
+    #[test]
+    fn row_structs_match_their_headers() {
+        assert_eq!(serde_header(&ResultRow::default()), RESULTS_HEADER);
+        assert_eq!(serde_header(&SummaryRow::default()), SUMMARY_HEADER);
+        assert_eq!(serde_header(&ProbeRow::default()), PROBES_HEADER);
+        assert_eq!(serde_header(&CompactionRow::default()), COMPACTIONS_HEADER);
+    }
+
+    #[test]
+    fn numbers_are_rounded_without_exponents_and_never_nan() {
+        let row = SummaryRow {
+            retention_mean: Some(2.0 / 3.0),
+            cost_usd_mean: Some(0.000_012_345_678),
+            compression_ratio: Some(f64::NAN),
+            overflow_rate: Some(-0.000_000_01),
+            ..SummaryRow::default()
+        };
+        let mut out = Vec::new();
+        write_rows(&mut out, &SUMMARY_HEADER, &[row]).expect("writes");
+        let text = String::from_utf8(out).expect("utf-8");
+        let line = text.lines().nth(1).expect("a row");
+        let fields: Vec<&str> = line.split(',').collect();
+        let col = |name: &str| fields[SUMMARY_HEADER.iter().position(|h| *h == name).expect("column")];
+        assert_eq!(col("retention_mean"), "0.666667");
+        assert_eq!(col("cost_usd_mean"), "0.00001235");
+        assert_eq!(col("compression_ratio"), "");
+        assert_eq!(col("overflow_rate"), "0");
+        assert_eq!(col("window"), "");
+        assert!(!text.contains("NaN") && !text.contains("e-"));
+    }
+
+    #[test]
+    fn an_empty_file_still_has_its_header() {
+        let mut out = Vec::new();
+        write_rows::<_, CompactionRow>(&mut out, &COMPACTIONS_HEADER, &[]).expect("writes");
+        assert_eq!(String::from_utf8(out).expect("utf-8"), format!("{}\n", COMPACTIONS_HEADER.join(",")));
+    }
+}

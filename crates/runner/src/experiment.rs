@@ -1,0 +1,622 @@
+//! Experiment files: a TOML matrix of datasets, windows and strategy parameter grids.
+//!
+//! An experiment names the datasets to replay, the context windows, the tokenizer, the
+//! provider's cache profile, the price of the replayed model, the summarizer, the judge, the
+//! bootstrap seed, and one `[[strategy]]` table per strategy. In a strategy table every
+//! list-valued parameter is a grid axis and the cross product of the axes is run; scalars are
+//! fixed. Every key is documented in `experiments/README.md`.
+//!
+//! Parsing is eager: each expanded configuration is deserialized into a
+//! [`StrategyConfig`] and built, so an unknown key or a bad value is reported before anything
+//! runs, naming the file, the line of the `[[strategy]]` table, its index and the key.
+//!
+//! ```
+//! use runner::experiment::Experiment;
+//!
+//! let text = r#"
+//! name = "demo"
+//! datasets = ["data"]
+//! windows = [32000, 128000]
+//! judge = "offline"
+//!
+//! [[strategy]]
+//! name = "keep-last-n"
+//! recent_messages_to_keep = [5, 10]
+//! threshold_percent = 0.8
+//! "#;
+//! let exp = Experiment::parse(text, std::path::Path::new("experiments/demo.toml")).unwrap();
+//! // two keep counts x two windows
+//! assert_eq!(exp.configurations.len(), 4);
+//! assert!(exp.configurations[0].config_id.starts_with("keep-last-n-32k-"));
+//!
+//! let bad = text.replace("threshold_percent", "threshold_pct");
+//! let err = Experiment::parse(&bad, std::path::Path::new("demo.toml")).unwrap_err();
+//! assert!(err.to_string().contains("`threshold_pct`"), "{err}");
+//! ```
+//!
+//! The configuration id ([`Configuration::config_id`]) is a readable prefix (strategy and
+//! window) and a 32-bit FNV-1a hash of a canonical JSON of everything that defines the
+//! configuration: the strategy, its parameters as written (after grid expansion, not with
+//! defaults filled in, so that changing a default keeps the id and the regression gate
+//! compares the old and new behaviour), the window, the tokenizer, the cache profile, the
+//! price, the summarizer and the judge. It does not depend on the order of tables or keys.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use compaction::{Encoding, StrategyConfig};
+use serde::{Deserialize, Serialize};
+
+use crate::replay::{CacheProfile, Price};
+
+/// The default price table, looked up beside the experiment file.
+pub const PRICES_FILE: &str = "prices.toml";
+
+/// A parsed, validated experiment with its expanded configurations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Experiment {
+    pub name: String,
+    /// Free text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The experiment file as it was given.
+    pub file: String,
+    /// Dataset files or folders, as written (relative to the experiment file).
+    pub datasets: Vec<String>,
+    /// Context windows (a grid axis); empty: each conversation's own `context_window`.
+    pub windows: Vec<u64>,
+    pub tokenizer: Encoding,
+    pub cache: CacheProfile,
+    /// The replayed model's price, if any (`None` prices every call at zero).
+    pub price: Option<PriceSpec>,
+    pub summarizer: SummarizerSpec,
+    pub judge: JudgeSpec,
+    /// Seed of the bootstrap confidence intervals.
+    pub seed: u64,
+    /// The `[[strategy]]` tables as written.
+    pub strategies: Vec<serde_json::Value>,
+    /// Every configuration of the matrix, in order: table by table, the table's grid in
+    /// lexicographic order of its axes (keys sorted), then each window.
+    pub configurations: Vec<Configuration>,
+}
+
+/// One configuration of the matrix (besides the conversation).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Configuration {
+    /// Stable id: `<strategy>-<window>-<hash>`, e.g. `keep-last-n-32k-1a2b3c4d`.
+    pub config_id: String,
+    pub strategy: String,
+    /// The parameters as written, after grid expansion (an object; defaults not filled in).
+    pub params: serde_json::Value,
+    /// The window in tokens; `None`: each conversation's own `context_window`.
+    pub window: Option<u64>,
+    /// The strategy with every parameter resolved (defaults filled in), validated.
+    pub resolved: StrategyConfig,
+}
+
+/// A price: either a model looked up in the price table, or written inline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PriceSpec {
+    /// The model name looked up in the price table; `None` when written inline.
+    pub model: Option<String>,
+    /// US dollars per million input tokens.
+    pub input: f64,
+    /// US dollars per million input tokens served from the prefix cache.
+    pub cached_input: f64,
+    /// US dollars per million output tokens.
+    pub output: f64,
+}
+
+impl PriceSpec {
+    pub fn price(&self) -> Price {
+        Price { input: self.input, cached_input: self.cached_input, output: self.output }
+    }
+}
+
+/// Who writes the summaries a strategy asks for.
+///
+/// Only `offline` exists yet; an `llm` variant (a model through the `llm` crate) is planned
+/// and is reported as not available when written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SummarizerSpec {
+    /// The deterministic offline summarizer: no model, no key.
+    Offline,
+}
+
+/// Who scores the probes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JudgeSpec {
+    /// The deterministic offline judge: a fact is retained when an alias survives.
+    Offline,
+}
+
+impl fmt::Display for SummarizerSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SummarizerSpec::Offline => "offline",
+        })
+    }
+}
+
+impl fmt::Display for JudgeSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            JudgeSpec::Offline => "offline",
+        })
+    }
+}
+
+/// Why an experiment file was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    #[error("{}: cannot read: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    /// TOML syntax, a missing or unknown top-level key, or a value of the wrong type; the
+    /// message shows the line.
+    #[error("{}: {message}", path.display())]
+    Toml { path: PathBuf, message: String },
+    /// A top-level key with a bad value.
+    #[error("{}: key `{key}`: {problem}", path.display())]
+    Key { path: PathBuf, key: String, problem: String },
+    /// A `[[strategy]]` table with an unknown key or a bad value.
+    #[error("{}:{line}: [[strategy]] #{index} ({name}){}: {problem}", path.display(), key_part(key))]
+    Strategy {
+        path: PathBuf,
+        /// The line of the table header.
+        line: usize,
+        /// 1-based index of the table in the file.
+        index: usize,
+        name: String,
+        key: Option<String>,
+        problem: String,
+    },
+}
+
+fn key_part(key: &Option<String>) -> String {
+    key.as_ref().map(|k| format!(", key `{k}`")).unwrap_or_default()
+}
+
+/// The file as written; unknown keys are errors.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExperiment {
+    name: String,
+    #[serde(default)]
+    description: Option<String>,
+    datasets: Vec<String>,
+    #[serde(default)]
+    windows: Vec<u64>,
+    #[serde(default = "default_tokenizer")]
+    tokenizer: Encoding,
+    #[serde(default, alias = "provider")]
+    cache: Option<CacheProfile>,
+    #[serde(default)]
+    price: Option<toml::Value>,
+    #[serde(default)]
+    prices: Option<String>,
+    #[serde(default = "default_offline")]
+    summarizer: String,
+    #[serde(default = "default_offline")]
+    judge: String,
+    #[serde(default)]
+    seed: u64,
+    #[serde(default, rename = "strategy")]
+    strategies: Vec<toml::Spanned<toml::Table>>,
+}
+
+fn default_tokenizer() -> Encoding {
+    Encoding::O200kBase
+}
+
+fn default_offline() -> String {
+    "offline".into()
+}
+
+/// One model of the price table.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PriceTable {
+    input: f64,
+    cached_input: f64,
+    output: f64,
+}
+
+/// `prices.toml`: `[models."gpt-4.1"]` tables.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PriceFile {
+    models: BTreeMap<String, PriceTable>,
+}
+
+impl Experiment {
+    /// Read and parse an experiment file.
+    pub fn load(path: &Path) -> Result<Experiment, ExperimentError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ExperimentError::Read { path: path.to_path_buf(), source })?;
+        Experiment::parse(&text, path)
+    }
+
+    /// Parse an experiment whose file is `path` (relative paths in it are resolved against
+    /// its folder; the price table is read from there when `price` names a model).
+    pub fn parse(text: &str, path: &Path) -> Result<Experiment, ExperimentError> {
+        let raw: RawExperiment = toml::from_str(text)
+            .map_err(|e| ExperimentError::Toml { path: path.to_path_buf(), message: e.to_string().trim().into() })?;
+        let key_err = |key: &str, problem: String| ExperimentError::Key {
+            path: path.to_path_buf(),
+            key: key.to_string(),
+            problem,
+        };
+        if raw.name.trim().is_empty() {
+            return Err(key_err("name", "must not be empty".into()));
+        }
+        if raw.datasets.is_empty() {
+            return Err(key_err("datasets", "name at least one dataset file or folder".into()));
+        }
+        for (i, w) in raw.windows.iter().enumerate() {
+            if *w == 0 {
+                return Err(key_err(
+                    "windows",
+                    format!("window #{} is 0; windows are in tokens and must be positive", i + 1),
+                ));
+            }
+            if raw.windows[..i].contains(w) {
+                return Err(key_err("windows", format!("window {w} is listed twice")));
+            }
+        }
+        let summarizer = match raw.summarizer.as_str() {
+            "offline" => SummarizerSpec::Offline,
+            "llm" => return Err(key_err("summarizer", "`llm` is not available yet; use `offline`".into())),
+            other => return Err(key_err("summarizer", format!("unknown summarizer {other:?} (allowed: offline)"))),
+        };
+        let judge = match raw.judge.as_str() {
+            "offline" => JudgeSpec::Offline,
+            "llm" => return Err(key_err("judge", "`llm` is not available yet; use `offline`".into())),
+            other => return Err(key_err("judge", format!("unknown judge {other:?} (allowed: offline)"))),
+        };
+        let price = match &raw.price {
+            None => None,
+            Some(value) => Some(resolve_price(value, raw.prices.as_deref(), path)?),
+        };
+        if raw.strategies.is_empty() {
+            return Err(key_err("strategy", "add at least one [[strategy]] table".into()));
+        }
+        let cache = raw.cache.unwrap_or(CacheProfile::None);
+        let shared = SharedSettings { tokenizer: raw.tokenizer, cache, price: price.as_ref(), summarizer, judge };
+
+        let mut configurations = Vec::new();
+        let mut strategies = Vec::new();
+        let mut first_seen: BTreeMap<String, usize> = BTreeMap::new();
+        for (i, table) in raw.strategies.iter().enumerate() {
+            let line = line_of(text, table.span().start);
+            let index = i + 1;
+            strategies.push(serde_json::to_value(table.get_ref()).unwrap_or(serde_json::Value::Null));
+            for (strategy, params, resolved) in expand_table(table.get_ref(), path, line, index)? {
+                let windows: Vec<Option<u64>> =
+                    if raw.windows.is_empty() { vec![None] } else { raw.windows.iter().copied().map(Some).collect() };
+                for window in windows {
+                    let config_id = config_id(&strategy, &params, window, &shared);
+                    if let Some(first) = first_seen.insert(config_id.clone(), index) {
+                        return Err(ExperimentError::Strategy {
+                            path: path.to_path_buf(),
+                            line,
+                            index,
+                            name: strategy.clone(),
+                            key: None,
+                            problem: format!(
+                                "configuration {config_id} is the same as one of [[strategy]] #{first}; remove the duplicate"
+                            ),
+                        });
+                    }
+                    configurations.push(Configuration {
+                        config_id,
+                        strategy: strategy.clone(),
+                        params: params.clone(),
+                        window,
+                        resolved: resolved.clone(),
+                    });
+                }
+            }
+        }
+
+        Ok(Experiment {
+            name: raw.name,
+            description: raw.description,
+            file: path.display().to_string(),
+            datasets: raw.datasets,
+            windows: raw.windows,
+            tokenizer: raw.tokenizer,
+            cache,
+            price,
+            summarizer,
+            judge,
+            seed: raw.seed,
+            strategies,
+            configurations,
+        })
+    }
+
+    /// The folder relative paths in the file are resolved against.
+    pub fn base_dir(&self) -> PathBuf {
+        Path::new(&self.file).parent().map(Path::to_path_buf).unwrap_or_default()
+    }
+
+    /// The dataset entries resolved against the experiment file's folder.
+    pub fn dataset_paths(&self) -> Vec<PathBuf> {
+        let base = self.base_dir();
+        self.datasets.iter().map(|d| base.join(d)).collect()
+    }
+}
+
+/// The run-level settings that enter every configuration id.
+struct SharedSettings<'a> {
+    tokenizer: Encoding,
+    cache: CacheProfile,
+    price: Option<&'a PriceSpec>,
+    summarizer: SummarizerSpec,
+    judge: JudgeSpec,
+}
+
+/// 1-based line of byte offset `at`.
+fn line_of(text: &str, at: usize) -> usize {
+    text.as_bytes()[..at.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+fn resolve_price(value: &toml::Value, prices: Option<&str>, path: &Path) -> Result<PriceSpec, ExperimentError> {
+    let key_err =
+        |key: &str, problem: String| ExperimentError::Key { path: path.to_path_buf(), key: key.to_string(), problem };
+    match value {
+        toml::Value::String(model) => {
+            let base = path.parent().unwrap_or(Path::new(""));
+            let table_path = base.join(prices.unwrap_or(PRICES_FILE));
+            let text = std::fs::read_to_string(&table_path).map_err(|e| {
+                key_err("price", format!("model {model:?} needs the price table {}: {e}", table_path.display()))
+            })?;
+            let file: PriceFile = toml::from_str(&text).map_err(|e| ExperimentError::Toml {
+                path: table_path.clone(),
+                message: e.to_string().trim().into(),
+            })?;
+            let Some(p) = file.models.get(model) else {
+                let known: Vec<&str> = file.models.keys().map(String::as_str).collect();
+                return Err(key_err(
+                    "price",
+                    format!("unknown model {model:?} in {} (known: {})", table_path.display(), known.join(", ")),
+                ));
+            };
+            check_price(p, &table_path, model)?;
+            Ok(PriceSpec { model: Some(model.clone()), input: p.input, cached_input: p.cached_input, output: p.output })
+        }
+        toml::Value::Table(t) => {
+            let p: PriceTable = toml::Value::Table(t.clone()).try_into().map_err(|e: toml::de::Error| {
+                key_err("price", format!("{} (an inline price has input, cached_input and output)", e.message()))
+            })?;
+            check_price(&p, path, "inline")?;
+            Ok(PriceSpec { model: None, input: p.input, cached_input: p.cached_input, output: p.output })
+        }
+        other => Err(key_err(
+            "price",
+            format!("expected a model name or a table {{ input, cached_input, output }}, found a {}", other.type_str()),
+        )),
+    }
+}
+
+fn check_price(p: &PriceTable, path: &Path, model: &str) -> Result<(), ExperimentError> {
+    for (key, v) in [("input", p.input), ("cached_input", p.cached_input), ("output", p.output)] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(ExperimentError::Key {
+                path: path.to_path_buf(),
+                key: format!("price.{key}"),
+                problem: format!("{model}: {v} is not a price (a non-negative number of dollars per million tokens)"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Expand one `[[strategy]]` table into `(name, params as written, resolved)` triples.
+fn expand_table(
+    table: &toml::Table,
+    path: &Path,
+    line: usize,
+    index: usize,
+) -> Result<Vec<(String, serde_json::Value, StrategyConfig)>, ExperimentError> {
+    let err = |name: &str, key: Option<&str>, problem: String| ExperimentError::Strategy {
+        path: path.to_path_buf(),
+        line,
+        index,
+        name: name.to_string(),
+        key: key.map(String::from),
+        problem,
+    };
+    let name = match table.get("name") {
+        Some(toml::Value::String(s)) => s.clone(),
+        Some(other) => {
+            return Err(err("?", Some("name"), format!("expected one strategy name, found a {}", other.type_str())))
+        }
+        None => return Err(err("?", Some("name"), "missing; every [[strategy]] table names its strategy".into())),
+    };
+    if StrategyConfig::default_for(&name).is_none() {
+        return Err(err(
+            &name,
+            Some("name"),
+            format!("unknown strategy (known: {})", compaction::strategies::NAMES.join(", ")),
+        ));
+    }
+    let known: Vec<String> = compaction::catalog()
+        .into_iter()
+        .find(|s| s.name == name)
+        .map(|s| s.params.into_iter().map(|p| p.name).collect())
+        .unwrap_or_default();
+
+    // Axes in sorted key order; a scalar is an axis of one value.
+    let mut keys: Vec<&String> = table.keys().filter(|k| k.as_str() != "name").collect();
+    keys.sort();
+    let mut axes: Vec<(&str, Vec<serde_json::Value>)> = Vec::new();
+    for key in keys {
+        if !known.iter().any(|k| k == key) {
+            return Err(err(&name, Some(key), format!("unknown parameter (allowed: {})", known.join(", "))));
+        }
+        let value = &table[key.as_str()];
+        let values: Vec<&toml::Value> = match value {
+            toml::Value::Array(items) if items.is_empty() => {
+                return Err(err(&name, Some(key), "an empty list gives no configuration".into()))
+            }
+            toml::Value::Array(items) => items.iter().collect(),
+            scalar => vec![scalar],
+        };
+        let mut json_values = Vec::with_capacity(values.len());
+        for v in values {
+            let j = serde_json::to_value(v)
+                .map_err(|e| err(&name, Some(key), format!("cannot represent {v} as a parameter: {e}")))?;
+            if !json_values.contains(&j) {
+                json_values.push(j);
+            } else {
+                return Err(err(&name, Some(key), format!("value {v} is listed twice")));
+            }
+        }
+        axes.push((key.as_str(), json_values));
+    }
+
+    let mut out = Vec::new();
+    let mut cursor = vec![0usize; axes.len()];
+    loop {
+        let mut params = serde_json::Map::new();
+        for (a, (key, values)) in axes.iter().enumerate() {
+            params.insert((*key).to_string(), values[cursor[a]].clone());
+        }
+        let resolved = resolve(&name, &params).map_err(|(key, problem)| {
+            // Show the value: with a grid, it tells which point of the grid is bad.
+            let problem = match key.as_deref().and_then(|k| params.get(k)) {
+                Some(v) => format!("{v}: {problem}"),
+                None => problem,
+            };
+            err(&name, key.as_deref(), problem)
+        })?;
+        out.push((name.clone(), serde_json::Value::Object(params), resolved));
+        // Odometer over the axes, last axis fastest.
+        let mut a = axes.len();
+        loop {
+            if a == 0 {
+                return Ok(out);
+            }
+            a -= 1;
+            cursor[a] += 1;
+            if cursor[a] < axes[a].1.len() {
+                break;
+            }
+            cursor[a] = 0;
+        }
+    }
+}
+
+/// Deserialize and build one expanded configuration; an error names the key when it can.
+fn resolve(
+    name: &str,
+    params: &serde_json::Map<String, serde_json::Value>,
+) -> Result<StrategyConfig, (Option<String>, String)> {
+    let with_name = |p: serde_json::Map<String, serde_json::Value>| {
+        let mut obj = p;
+        obj.insert("name".into(), serde_json::Value::String(name.to_string()));
+        serde_json::from_value::<StrategyConfig>(serde_json::Value::Object(obj))
+    };
+    let config = match with_name(params.clone()) {
+        Ok(c) => c,
+        Err(whole) => {
+            // Find the key whose value alone does not deserialize.
+            for (k, v) in params {
+                let mut one = serde_json::Map::new();
+                one.insert(k.clone(), v.clone());
+                if let Err(e) = with_name(one) {
+                    return Err((Some(k.clone()), e.to_string()));
+                }
+            }
+            return Err((None, whole.to_string()));
+        }
+    };
+    config.build().map_err(|e| (Some(e.param.to_string()), e.problem))?;
+    Ok(config)
+}
+
+/// A short label for a window: `32k`, `1m`, `50500`, or `own`.
+pub fn window_label(window: Option<u64>) -> String {
+    match window {
+        None => "own".into(),
+        Some(w) if w % 1_000_000 == 0 => format!("{}m", w / 1_000_000),
+        Some(w) if w % 1_000 == 0 => format!("{}k", w / 1_000),
+        Some(w) => w.to_string(),
+    }
+}
+
+fn config_id(strategy: &str, params: &serde_json::Value, window: Option<u64>, shared: &SharedSettings<'_>) -> String {
+    let identity = serde_json::json!({
+        "strategy": strategy,
+        "params": params,
+        "window": window,
+        "tokenizer": shared.tokenizer,
+        "cache": shared.cache,
+        "price": shared.price,
+        "summarizer": shared.summarizer,
+        "judge": shared.judge,
+    });
+    format!("{strategy}-{}-{:08x}", window_label(window), short_hash(&canonical_json(&identity)))
+}
+
+/// FNV-1a, 64 bits.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// FNV-1a folded to 32 bits.
+pub fn short_hash(text: &str) -> u32 {
+    let h = fnv1a(text.as_bytes());
+    // Truncation is the point: fold the two halves.
+    ((h >> 32) ^ (h & 0xffff_ffff)) as u32
+}
+
+/// JSON with object keys sorted at every level and no whitespace, independent of how the
+/// value was built.
+pub fn canonical_json(value: &serde_json::Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &serde_json::Value, out: &mut String) {
+    match value {
+        serde_json::Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::Value::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[k], out);
+            }
+            out.push('}');
+        }
+        serde_json::Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(v, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

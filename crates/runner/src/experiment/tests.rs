@@ -1,0 +1,239 @@
+use std::path::Path;
+
+use super::*;
+
+const BASE: &str = r#"
+name = "t"
+datasets = ["data"]
+windows = [32000, 128000]
+tokenizer = "o200k_base"
+cache = "openai"
+summarizer = "offline"
+judge = "offline"
+seed = 7
+"#;
+
+fn parse(strategies: &str) -> Result<Experiment, ExperimentError> {
+    Experiment::parse(&format!("{BASE}\n{strategies}"), Path::new("exp/t.toml"))
+}
+
+fn parse_err(strategies: &str) -> String {
+    match parse(strategies) {
+        Ok(e) => panic!("expected an error, got {} configurations", e.configurations.len()),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn grid_expands_to_the_cross_product_of_list_params_and_windows() {
+    let exp = parse(
+        r#"
+[[strategy]]
+name = "keep-last-n"
+recent_messages_to_keep = [5, 10, 20]
+threshold_percent = [0.7, 0.8]
+summary_max_tokens = 500
+
+[[strategy]]
+name = "none"
+"#,
+    )
+    .expect("valid experiment");
+    // 3 x 2 grid x 2 windows + 1 x 2 windows
+    assert_eq!(exp.configurations.len(), 14);
+    let first = &exp.configurations[0];
+    assert_eq!(first.strategy, "keep-last-n");
+    assert_eq!(first.window, Some(32_000));
+    assert_eq!(
+        first.params,
+        serde_json::json!({"recent_messages_to_keep": 5, "summary_max_tokens": 500, "threshold_percent": 0.7})
+    );
+    // Windows vary fastest, then the last sorted axis (threshold_percent).
+    assert_eq!(exp.configurations[1].window, Some(128_000));
+    assert_eq!(exp.configurations[2].params["threshold_percent"], serde_json::json!(0.8));
+    assert_eq!(exp.configurations[2].params["recent_messages_to_keep"], serde_json::json!(5));
+    match &first.resolved {
+        StrategyConfig::KeepLastN(p) => {
+            assert_eq!(p.recent_messages_to_keep, 5);
+            assert_eq!(p.summary_max_tokens, 500);
+            // Not written: the document's default.
+            assert_eq!(p.system_reserve, 2_000);
+        }
+        other => panic!("resolved to {other:?}"),
+    }
+    let ids: std::collections::BTreeSet<_> = exp.configurations.iter().map(|c| c.config_id.clone()).collect();
+    assert_eq!(ids.len(), 14, "config ids are unique");
+    assert!(exp.configurations[13].config_id.starts_with("none-128k-"));
+    assert_eq!(exp.cache, CacheProfile::Openai);
+    assert_eq!(exp.seed, 7);
+}
+
+#[test]
+fn no_windows_means_each_conversations_own_window() {
+    let text = BASE.replace("windows = [32000, 128000]\n", "");
+    let exp = Experiment::parse(&format!("{text}\n[[strategy]]\nname = \"truncate\"\n"), Path::new("t.toml"))
+        .expect("valid experiment");
+    assert_eq!(exp.configurations.len(), 1);
+    assert_eq!(exp.configurations[0].window, None);
+    assert!(exp.configurations[0].config_id.starts_with("truncate-own-"));
+}
+
+#[test]
+fn unknown_strategy_key_is_named_with_table_index_and_line() {
+    let msg = parse_err(
+        r#"
+[[strategy]]
+name = "none"
+
+[[strategy]]
+name = "keep-last-n"
+recent_messages = [5]
+"#,
+    );
+    assert!(msg.contains("key `recent_messages`"), "{msg}");
+    assert!(msg.contains("[[strategy]] #2 (keep-last-n)"), "{msg}");
+    assert!(msg.contains("recent_messages_to_keep"), "lists the allowed keys: {msg}");
+    // BASE has 10 lines (leading newline included), then a blank line; table 2 starts at line 15.
+    assert!(msg.starts_with("exp/t.toml:15:"), "{msg}");
+}
+
+#[test]
+fn bad_value_type_names_the_key() {
+    let msg = parse_err("[[strategy]]\nname = \"keep-last-n\"\nrecent_messages_to_keep = \"ten\"\n");
+    assert!(msg.contains("key `recent_messages_to_keep`"), "{msg}");
+    assert!(msg.contains("invalid type"), "{msg}");
+}
+
+#[test]
+fn out_of_range_value_in_a_grid_names_the_key_and_the_value() {
+    let msg = parse_err("[[strategy]]\nname = \"keep-last-n\"\nthreshold_percent = [0.8, 1.5]\n");
+    assert!(msg.contains("key `threshold_percent`: 1.5:"), "{msg}");
+}
+
+#[test]
+fn unknown_strategy_name_and_missing_name_are_errors() {
+    let msg = parse_err("[[strategy]]\nname = \"keep-first-n\"\n");
+    assert!(msg.contains("key `name`: unknown strategy"), "{msg}");
+    assert!(msg.contains("keep-last-n"), "{msg}");
+    let msg = parse_err("[[strategy]]\nthreshold = 1\n");
+    assert!(msg.contains("key `name`: missing"), "{msg}");
+}
+
+#[test]
+fn unknown_top_level_key_and_bad_enum_values_are_errors() {
+    let err = Experiment::parse(&format!("{BASE}colour = 1\n[[strategy]]\nname = \"none\"\n"), Path::new("t.toml"))
+        .expect_err("unknown key");
+    let msg = err.to_string();
+    assert!(msg.contains("colour"), "{msg}");
+    let text = BASE.replace("o200k_base", "p50k_base");
+    let err = Experiment::parse(&format!("{text}[[strategy]]\nname = \"none\"\n"), Path::new("t.toml"))
+        .expect_err("bad tokenizer");
+    assert!(err.to_string().contains("p50k_base"), "{err}");
+    let text = BASE.replace("summarizer = \"offline\"", "summarizer = \"llm\"");
+    let err = Experiment::parse(&format!("{text}[[strategy]]\nname = \"none\"\n"), Path::new("t.toml"))
+        .expect_err("llm summarizer");
+    assert!(err.to_string().contains("key `summarizer`"), "{err}");
+}
+
+#[test]
+fn provider_is_an_alias_of_cache() {
+    let text = BASE.replace("cache = \"openai\"", "provider = \"anthropic\"");
+    let exp = Experiment::parse(&format!("{text}[[strategy]]\nname = \"none\"\n"), Path::new("t.toml"))
+        .expect("provider alias");
+    assert_eq!(exp.cache, CacheProfile::Anthropic);
+}
+
+#[test]
+fn duplicate_configurations_are_rejected() {
+    let msg = parse_err("[[strategy]]\nname = \"none\"\n\n[[strategy]]\nname = \"none\"\n");
+    assert!(msg.contains("[[strategy]] #2") && msg.contains("#1"), "{msg}");
+    let msg = parse_err("[[strategy]]\nname = \"truncate\"\ntarget_ratio = [0.5, 0.5]\n");
+    assert!(msg.contains("listed twice"), "{msg}");
+    let msg = parse_err("[[strategy]]\nname = \"truncate\"\ntarget_ratio = []\n");
+    assert!(msg.contains("empty list"), "{msg}");
+}
+
+#[test]
+fn config_id_is_stable_and_depends_on_what_defines_the_configuration() {
+    let a = parse("[[strategy]]\nname = \"keep-last-n\"\nrecent_messages_to_keep = 5\nthreshold_percent = 0.8\n")
+        .expect("valid");
+    // Same configuration, keys in another order, a list of one, another table before it.
+    let b = parse(
+        "[[strategy]]\nname = \"none\"\n[[strategy]]\nname = \"keep-last-n\"\nthreshold_percent = [0.8]\nrecent_messages_to_keep = 5\n",
+    )
+    .expect("valid");
+    assert_eq!(a.configurations[0].config_id, b.configurations[2].config_id);
+    // Pinned: the id must not change between versions unless the configuration does. The hash
+    // is FNV-1a of this canonical text, folded to 32 bits (checked with a separate script).
+    let canonical = r#"{"cache":"openai","judge":"offline","params":{"recent_messages_to_keep":5,"threshold_percent":0.8},"price":null,"strategy":"keep-last-n","summarizer":"offline","tokenizer":"o200k_base","window":32000}"#;
+    assert_eq!(format!("{:08x}", short_hash(canonical)), "f02c9b43");
+    assert_eq!(a.configurations[0].config_id, "keep-last-n-32k-f02c9b43");
+    assert_eq!(a.configurations[1].config_id.split('-').nth(3), Some("128k"));
+
+    let cheaper = Experiment::parse(
+        &format!(
+            "{}\n[[strategy]]\nname = \"keep-last-n\"\nrecent_messages_to_keep = 5\nthreshold_percent = 0.8\n",
+            BASE.replace("cache = \"openai\"", "cache = \"none\"")
+        ),
+        Path::new("exp/t.toml"),
+    )
+    .expect("valid");
+    assert_ne!(a.configurations[0].config_id, cheaper.configurations[0].config_id, "cache enters the id");
+    let c = parse("[[strategy]]\nname = \"keep-last-n\"\nrecent_messages_to_keep = 6\nthreshold_percent = 0.8\n")
+        .expect("valid");
+    assert_ne!(a.configurations[0].config_id, c.configurations[0].config_id, "params enter the id");
+}
+
+#[test]
+fn canonical_json_sorts_keys_at_every_level() {
+    let v = serde_json::json!({"b": 1, "a": {"z": [1, {"y": 2, "x": 3}], "c": "s"}});
+    assert_eq!(canonical_json(&v), r#"{"a":{"c":"s","z":[1,{"x":3,"y":2}]},"b":1}"#);
+    // Known FNV-1a vectors.
+    assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+    assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+}
+
+#[test]
+fn window_labels() {
+    assert_eq!(window_label(Some(32_000)), "32k");
+    assert_eq!(window_label(Some(1_000_000)), "1m");
+    assert_eq!(window_label(Some(50_500)), "50500");
+    assert_eq!(window_label(None), "own");
+}
+
+#[test]
+fn inline_price_and_price_table_lookup() {
+    let dir = std::env::temp_dir().join(format!("compactbench-exp-price-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(dir.join("prices.toml"), "[models.\"m-1\"]\ninput = 2.0\ncached_input = 0.5\noutput = 8.0\n")
+        .expect("write prices");
+    let path = dir.join("e.toml");
+    let with = |price: &str| Experiment::parse(&format!("{BASE}{price}\n[[strategy]]\nname = \"none\"\n"), &path);
+    let exp = with("price = \"m-1\"").expect("known model");
+    let p = exp.price.expect("priced");
+    assert_eq!((p.model.as_deref(), p.input, p.cached_input, p.output), (Some("m-1"), 2.0, 0.5, 8.0));
+    let err = with("price = \"m-2\"").expect_err("unknown model").to_string();
+    assert!(err.contains("unknown model \"m-2\"") && err.contains("m-1"), "{err}");
+    let exp = with("price = { input = 1.0, cached_input = 0.1, output = 4.0 }").expect("inline");
+    assert_eq!(exp.price.expect("priced").model, None);
+    let err = with("price = { input = 1.0, output = 4.0 }").expect_err("missing field").to_string();
+    assert!(err.contains("cached_input"), "{err}");
+    let err = with("price = { input = -1.0, cached_input = 0.1, output = 4.0 }").expect_err("negative").to_string();
+    assert!(err.contains("price.input"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_repository_experiments_parse() {
+    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../experiments"));
+    let default = dir.join("default.toml");
+    if !default.exists() {
+        eprintln!("skipped: {} not found", default.display());
+        return;
+    }
+    let exp = Experiment::load(&default).expect("experiments/default.toml parses");
+    let strategies: std::collections::BTreeSet<_> = exp.configurations.iter().map(|c| c.strategy.as_str()).collect();
+    assert_eq!(strategies.len(), compaction::strategies::NAMES.len(), "every strategy is in the main job");
+    assert!(exp.windows.len() >= 2);
+    assert!(exp.price.is_some(), "the main job prices its calls");
+}
