@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 use runner::run::RunData;
 
 pub mod csv;
+pub mod gate;
+pub mod html;
 pub mod summary;
 
 /// File names of the outputs in a run folder.

@@ -1,0 +1,912 @@
+//! `report.html`: one self-contained page per run folder, a view of the run log.
+//!
+//! Everything on the page comes from the manifest (`run.json`) and the records
+//! (`results.jsonl`); the per-configuration numbers are the same [`crate::summary`] aggregates
+//! that `summary.csv` holds. The only other input is optional: the probes' questions and fact
+//! aliases, read from the experiment's datasets when they can still be read at render time
+//! ([`ProbeTexts`]); without them facts are shown by number.
+//!
+//! The file needs nothing else to open: inline CSS, inline SVG charts, one small inline script
+//! (sorting, filtering, the conversation picker) and a Content-Security-Policy meta tag that
+//! forbids every fetch (`default-src 'none'`), allows inline styles, and allows only that
+//! script by its SHA-256 hash, computed at render time. An injected `<script>` therefore could
+//! not run even if escaping failed; and escaping does not fail: every string that comes from a
+//! conversation, a dataset, a parameter or an error message goes through [`escape`].
+//!
+//! Size: the page stays small for large runs by drawing at most [`MAX_TIMELINE_POINTS`] points
+//! per timeline (min/max per bucket, so every peak and trough of the sawtooth survives), the
+//! timelines of the first [`MAX_TIMELINE_CONVERSATIONS`] conversations, at most
+//! [`MAX_PROBE_ROWS`] lost-fact rows and [`MAX_COMPACTION_EVENTS`] compaction events, and
+//! summaries cut at [`MAX_SUMMARY_CHARS`] characters. The page says when it left something
+//! out; the CSV files always hold everything.
+//!
+//! ```no_run
+//! let path = report::html::write_report(std::path::Path::new("reports/default-20250101-000000")).unwrap();
+//! assert!(path.ends_with("report.html"));
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use compaction::{Budget, Context, Conversation, ProbeKind};
+use runner::dataset::LoadOptions;
+use runner::experiment::{canonical_json, Configuration, Experiment};
+use runner::record::{FoundIn, PairMetrics, PairOutcome, PairRecord};
+use runner::run::{Plan, RunData};
+use sha2::{Digest, Sha256};
+
+use crate::summary::{self, ConfigSummary};
+use crate::ReportError;
+
+mod svg;
+
+/// The report's file name in a run folder.
+pub const REPORT_HTML: &str = "report.html";
+/// Points drawn per timeline line at most.
+pub const MAX_TIMELINE_POINTS: usize = 240;
+/// Conversations whose timelines are drawn (the first ones, by dataset then id).
+pub const MAX_TIMELINE_CONVERSATIONS: usize = 30;
+/// Compaction and overflow markers drawn per timeline at most.
+pub const MAX_TIMELINE_MARKERS: usize = 200;
+/// Rows of the lost-facts table at most.
+pub const MAX_PROBE_ROWS: usize = 2_000;
+/// Compaction events listed with their summaries at most.
+pub const MAX_COMPACTION_EVENTS: usize = 600;
+/// Characters of one summary shown at most.
+pub const MAX_SUMMARY_CHARS: usize = 4_000;
+/// Failed pairs listed at most.
+pub const MAX_FAILURES: usize = 200;
+
+const STYLE: &str = include_str!("html/report.css");
+const SCRIPT: &str = include_str!("html/report.js");
+
+/// Distinct colours for strategies, in the order they first appear in the experiment.
+const PALETTE: [&str; 10] =
+    ["#2457c5", "#d9822b", "#1e8449", "#c0392b", "#7d3cb5", "#17a2b8", "#8c6d31", "#e84393", "#5b6475", "#b7950b"];
+
+/// Escape text for HTML element content and double- or single-quoted attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 8);
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Standard base64 with padding.
+fn base64(bytes: &[u8]) -> String {
+    const TABLE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], chunk.get(1).copied().unwrap_or(0), chunk.get(2).copied().unwrap_or(0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for (k, shift) in [18u32, 12, 6, 0].into_iter().enumerate() {
+            if k <= chunk.len() {
+                out.push(char::from(TABLE[((n >> shift) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// The CSP source of an inline script: `'sha256-<base64 of its SHA-256>'`.
+pub fn script_hash_source(script: &str) -> String {
+    format!("'sha256-{}'", base64(&Sha256::digest(script.as_bytes())))
+}
+
+/// The page's Content-Security-Policy: nothing may be fetched, framed or submitted; inline
+/// styles are allowed; the one inline script is allowed by its hash.
+pub fn content_security_policy() -> String {
+    format!(
+        "default-src 'none'; style-src 'unsafe-inline'; script-src {}; base-uri 'none'; form-action 'none'",
+        script_hash_source(SCRIPT)
+    )
+}
+
+/// A probe's question and facts as the dataset states them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeText {
+    pub question: String,
+    pub answer: String,
+    /// Each fact's accepted aliases.
+    pub facts: Vec<Vec<String>>,
+}
+
+/// Probe texts by dataset label, conversation id and probe id.
+#[derive(Debug, Clone, Default)]
+pub struct ProbeTexts {
+    probes: HashMap<(String, String, String), ProbeText>,
+}
+
+impl ProbeTexts {
+    /// Read the probes of the experiment's datasets; empty when they cannot be read any more
+    /// (moved, or the report is rendered from another folder). Never fails: the texts only
+    /// enrich the page.
+    pub fn from_datasets(experiment: &Experiment) -> ProbeTexts {
+        match Plan::load(experiment.clone(), &LoadOptions::default()) {
+            Ok(plan) => ProbeTexts::from_conversations(
+                plan.conversations.iter().map(|c| (c.dataset.as_str(), c.conversation.as_ref())),
+            ),
+            Err(_) => ProbeTexts::default(),
+        }
+    }
+
+    /// The probes of conversations, each with its dataset label.
+    pub fn from_conversations<'a>(conversations: impl IntoIterator<Item = (&'a str, &'a Conversation)>) -> ProbeTexts {
+        let mut probes = HashMap::new();
+        for (dataset, c) in conversations {
+            for p in &c.probes {
+                probes.insert(
+                    (dataset.to_string(), c.id.clone(), p.id.clone()),
+                    ProbeText { question: p.question.clone(), answer: p.answer.clone(), facts: p.facts.clone() },
+                );
+            }
+        }
+        ProbeTexts { probes }
+    }
+
+    pub fn get(&self, dataset: &str, conversation: &str, probe: &str) -> Option<&ProbeText> {
+        self.probes.get(&(dataset.to_string(), conversation.to_string(), probe.to_string()))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.probes.is_empty()
+    }
+}
+
+/// Render `report.html` from the run folder's files into the folder; returns its path.
+pub fn write_report(run_dir: &Path) -> Result<PathBuf, ReportError> {
+    let data = RunData::read(run_dir)?;
+    write_report_for(run_dir, &data)
+}
+
+/// Render `report.html` into `run_dir` from a run already in memory (what a run calls after
+/// writing its CSV files).
+pub fn write_report_for(run_dir: &Path, data: &RunData) -> Result<PathBuf, ReportError> {
+    let texts = ProbeTexts::from_datasets(&data.manifest.experiment);
+    let html = render(data, &texts);
+    let path = run_dir.join(REPORT_HTML);
+    let tmp = run_dir.join(format!("{REPORT_HTML}.tmp"));
+    std::fs::write(&tmp, html).map_err(|source| ReportError::Io { path: tmp.clone(), source })?;
+    std::fs::rename(&tmp, &path).map_err(|source| ReportError::Io { path: path.clone(), source })?;
+    Ok(path)
+}
+
+/// One conversation of the run.
+struct ConversationView<'a> {
+    dataset: &'a str,
+    id: &'a str,
+    /// Its records, in configuration order.
+    records: Vec<&'a PairRecord>,
+}
+
+/// Everything the sections share.
+struct Page<'a> {
+    data: &'a RunData,
+    texts: &'a ProbeTexts,
+    summaries: Vec<ConfigSummary>,
+    colors: HashMap<&'a str, &'static str>,
+    configs: HashMap<&'a str, &'a Configuration>,
+    conversations: Vec<ConversationView<'a>>,
+}
+
+/// The whole page as a string.
+pub fn render(data: &RunData, texts: &ProbeTexts) -> String {
+    let experiment = &data.manifest.experiment;
+    let summaries = summary::summarize(&experiment.configurations, &data.records, data.manifest.seed);
+    let mut colors: HashMap<&str, &'static str> = HashMap::new();
+    for c in &experiment.configurations {
+        let next = PALETTE[colors.len() % PALETTE.len()];
+        colors.entry(c.strategy.as_str()).or_insert(next);
+    }
+    for r in &data.records {
+        let next = PALETTE[colors.len() % PALETTE.len()];
+        colors.entry(r.strategy.as_str()).or_insert(next);
+    }
+    let configs = experiment.configurations.iter().map(|c| (c.config_id.as_str(), c)).collect();
+    let mut by_conversation: BTreeMap<(&str, &str), Vec<&PairRecord>> = BTreeMap::new();
+    for r in &data.records {
+        by_conversation.entry((r.dataset.as_str(), r.conversation_id.as_str())).or_default().push(r);
+    }
+    let conversations =
+        by_conversation.into_iter().map(|((dataset, id), records)| ConversationView { dataset, id, records }).collect();
+    let page = Page { data, texts, summaries, colors, configs, conversations };
+
+    let mut out = String::with_capacity(64 * 1024);
+    out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    out.push_str(&format!(
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"{}\">\n",
+        escape(&content_security_policy())
+    ));
+    out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+    out.push_str(&format!("<title>{}</title>\n", escape(&format!("compactbench: {}", experiment.name))));
+    out.push_str(&format!("<style>\n{STYLE}</style>\n</head>\n<body>\n<main>\n"));
+    page.header(&mut out);
+    page.manifest(&mut out);
+    page.leaderboard(&mut out);
+    page.pareto(&mut out);
+    page.by_kind(&mut out);
+    page.timelines(&mut out);
+    page.lost_facts(&mut out);
+    page.compactions(&mut out);
+    page.problems(&mut out);
+    out.push_str("</main>\n");
+    out.push_str(&format!("<script>{SCRIPT}</script>\n</body>\n</html>\n"));
+    out
+}
+
+fn pct(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v.is_finite() => format!("{:.1}%", v * 100.0),
+        _ => "–".into(),
+    }
+}
+
+fn ci(v: Option<(f64, f64)>) -> String {
+    match v {
+        Some((lo, hi)) => format!(" <span class=\"ci\">[{:.1}, {:.1}]</span>", lo * 100.0, hi * 100.0),
+        None => String::new(),
+    }
+}
+
+fn usd(v: f64) -> String {
+    if v == 0.0 {
+        "$0".into()
+    } else if v.abs() < 0.01 {
+        format!("${}", trim_zeros(&format!("{v:.6}")))
+    } else {
+        format!("${v:.4}")
+    }
+}
+
+fn trim_zeros(s: &str) -> String {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+/// A `data-v` attribute for sorting ("" sorts last).
+fn dv(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v.is_finite() => format!(" data-v=\"{v}\""),
+        _ => " data-v=\"\"".into(),
+    }
+}
+
+fn metrics(r: &PairRecord) -> Option<&PairMetrics> {
+    match &r.outcome {
+        PairOutcome::Ok(m) => Some(m),
+        PairOutcome::Failed { .. } => None,
+    }
+}
+
+/// A value's serde name (`o200k_base`, `openai`).
+fn serde_name<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(e) => e.to_string(),
+    }
+}
+
+impl Page<'_> {
+    fn color(&self, strategy: &str) -> &'static str {
+        self.colors.get(strategy).copied().unwrap_or(PALETTE[PALETTE.len() - 2])
+    }
+
+    fn swatch(&self, strategy: &str) -> String {
+        format!("<span class=\"swatch\" style=\"background:{}\"></span>", self.color(strategy))
+    }
+
+    fn header(&self, out: &mut String) {
+        let m = &self.data.manifest;
+        out.push_str(&format!("<h1>{}</h1>\n", escape(&format!("compactbench: {}", m.experiment.name))));
+        out.push_str(&format!(
+            "<p class=\"note\">{} · started {} · commit {} · {} configurations × {} conversations{}</p>\n",
+            escape(&m.experiment_id),
+            escape(&m.started_at),
+            escape(m.git_commit.as_deref().unwrap_or("unknown")),
+            m.experiment.configurations.len(),
+            m.conversations,
+            if m.complete { "" } else { " · <span class=\"bad\">incomplete run</span>" }
+        ));
+        out.push_str(
+            "<nav><a href=\"#manifest\">Manifest</a><a href=\"#leaderboard\">Leaderboard</a><a href=\"#pareto\">Pareto</a>\
+             <a href=\"#kinds\">By probe kind</a><a href=\"#timelines\">Timelines</a><a href=\"#lost\">Lost facts</a>\
+             <a href=\"#compactions\">Compactions</a><a href=\"#problems\">Problems</a></nav>\n",
+        );
+    }
+
+    fn manifest(&self, out: &mut String) {
+        let m = &self.data.manifest;
+        let e = &m.experiment;
+        let mut rows: Vec<(&str, String)> = vec![
+            ("experiment", e.name.clone()),
+            ("experiment file", e.file.clone()),
+            ("experiment id", m.experiment_id.clone()),
+        ];
+        if let Some(d) = &e.description {
+            rows.push(("description", d.clone()));
+        }
+        rows.push(("datasets", e.datasets.join(", ")));
+        rows.push((
+            "windows",
+            if e.windows.is_empty() {
+                "each conversation's own".into()
+            } else {
+                e.windows.iter().map(|w| w.to_string()).collect::<Vec<_>>().join(", ")
+            },
+        ));
+        rows.push(("tokenizer", serde_name(&m.tokenizer)));
+        rows.push(("prefix cache", serde_name(&m.cache)));
+        rows.push((
+            "price",
+            match &e.price {
+                Some(p) => format!(
+                    "{}: ${} / ${} cached / ${} output per million tokens",
+                    p.model.as_deref().unwrap_or("inline"),
+                    p.input,
+                    p.cached_input,
+                    p.output
+                ),
+                None => "none (every call costs $0)".into(),
+            },
+        ));
+        rows.push(("summarizer", m.summarizer.clone()));
+        rows.push(("judge", m.judge.clone()));
+        rows.push(("bootstrap seed", m.seed.to_string()));
+        rows.push(("tool version", m.tool_version.clone()));
+        rows.push(("git commit", m.git_commit.clone().unwrap_or_else(|| "unknown".into())));
+        rows.push(("started", m.started_at.clone()));
+        rows.push(("versions", m.versions.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")));
+        rows.push((
+            "pairs",
+            format!(
+                "{} total, {} planned, {} ok, {} failed, {} missing, {} resumed",
+                m.counts.pairs_total,
+                m.counts.pairs_planned,
+                m.counts.ok,
+                m.counts.failed,
+                m.counts.missing,
+                m.counts.resumed
+            ),
+        ));
+        rows.push((
+            "wall time",
+            format!("{:.1} s (replays {:.1} s)", m.timings.wall_ms as f64 / 1e3, m.timings.replay_ms as f64 / 1e3),
+        ));
+        if let Some(s) = &m.shard {
+            rows.push(("shard", s.clone()));
+        }
+        if !m.merged_from.is_empty() {
+            rows.push(("merged from", m.merged_from.join(", ")));
+        }
+        out.push_str("<h2 id=\"manifest\">Manifest</h2>\n<dl class=\"manifest\">\n");
+        for (k, v) in rows {
+            out.push_str(&format!("<dt>{}</dt><dd>{}</dd>\n", escape(k), escape(&v)));
+        }
+        out.push_str("</dl>\n");
+    }
+
+    fn leaderboard(&self, out: &mut String) {
+        out.push_str("<h2 id=\"leaderboard\">Leaderboard</h2>\n");
+        out.push_str(
+            "<p class=\"note\">One row per configuration. Retention is the mean over conversations of the share of \
+             probe facts still in the context when the probe is asked, with its 95% bootstrap interval in brackets; \
+             at-risk retention counts only probes whose source message was compacted away. Compression ratio: \
+             request tokens sent / request tokens had nothing been compacted (lower keeps less). Overflow rate: \
+             calls still over the window after compaction / calls. Click a column to sort.</p>\n",
+        );
+        out.push_str(
+            "<input class=\"filter\" type=\"search\" placeholder=\"filter configurations\" data-filter=\"leaderboard-table\">\n",
+        );
+        out.push_str("<div class=\"scroll\"><table id=\"leaderboard-table\" class=\"sortable\">\n<thead><tr>");
+        let heads: [(&str, bool); 16] = [
+            ("configuration", false),
+            ("strategy", false),
+            ("window", true),
+            ("parameters", false),
+            ("conversations", true),
+            ("failed", true),
+            ("retention", true),
+            ("at-risk retention", true),
+            ("compression ratio", true),
+            ("overflow rate", true),
+            ("violations", true),
+            ("compactions / conv.", true),
+            ("peak tokens", true),
+            ("cost / conv.", true),
+            ("cache-hit rate", true),
+            ("at-risk conv.", true),
+        ];
+        for (h, num) in heads {
+            let sorted = if h == "retention" { " aria-sort=\"descending\"" } else { "" };
+            out.push_str(&format!("<th{}{sorted}>{}</th>", if num { " class=\"num\"" } else { "" }, escape(h)));
+        }
+        out.push_str("</tr></thead>\n<tbody>\n");
+        let mut order: Vec<&ConfigSummary> = self.summaries.iter().collect();
+        order.sort_by(|a, b| {
+            b.retention.mean.unwrap_or(f64::NEG_INFINITY).total_cmp(&a.retention.mean.unwrap_or(f64::NEG_INFINITY))
+        });
+        for s in order {
+            let c = &s.config;
+            out.push_str("<tr>");
+            out.push_str(&format!("<td class=\"mono nowrap\">{}</td>", escape(&c.config_id)));
+            out.push_str(&format!("<td class=\"nowrap\">{}{}</td>", self.swatch(&c.strategy), escape(&c.strategy)));
+            out.push_str(&format!(
+                "<td class=\"num\"{}>{}</td>",
+                dv(c.window.map(|w| w as f64)),
+                c.window.map(|w| w.to_string()).unwrap_or_else(|| "own".into())
+            ));
+            out.push_str(&format!("<td class=\"mono params\">{}</td>", escape(&canonical_json(&c.params))));
+            out.push_str(&format!("<td class=\"num\">{}</td>", s.conversations));
+            out.push_str(&format!("<td class=\"num{}\">{}</td>", if s.failed > 0 { " bad" } else { "" }, s.failed));
+            out.push_str(&format!(
+                "<td class=\"num\"{}>{}{}</td>",
+                dv(s.retention.mean),
+                pct(s.retention.mean),
+                ci(s.retention.ci)
+            ));
+            out.push_str(&format!(
+                "<td class=\"num\"{}>{}{}</td>",
+                dv(s.at_risk_retention.mean),
+                pct(s.at_risk_retention.mean),
+                ci(s.at_risk_retention.ci)
+            ));
+            out.push_str(&format!(
+                "<td class=\"num\"{}>{}</td>",
+                dv(s.compression_ratio),
+                s.compression_ratio.map(|v| format!("{v:.3}")).unwrap_or_else(|| "–".into())
+            ));
+            let overflow_bad = s.overflow_rate.is_some_and(|v| v > 0.0);
+            out.push_str(&format!(
+                "<td class=\"num{}\"{}>{}</td>",
+                if overflow_bad { " bad" } else { "" },
+                dv(s.overflow_rate),
+                pct(s.overflow_rate)
+            ));
+            out.push_str(&format!(
+                "<td class=\"num{}\">{}</td>",
+                if s.violations > 0 { " bad" } else { "" },
+                s.violations
+            ));
+            out.push_str(&format!(
+                "<td class=\"num\"{}>{}</td>",
+                dv(s.compactions_mean),
+                s.compactions_mean.map(|v| format!("{v:.2}")).unwrap_or_else(|| "–".into())
+            ));
+            out.push_str(&format!(
+                "<td class=\"num\"{}>{}</td>",
+                dv(s.peak_tokens_max.map(|v| v as f64)),
+                s.peak_tokens_max.map(|v| v.to_string()).unwrap_or_else(|| "–".into())
+            ));
+            out.push_str(&format!(
+                "<td class=\"num\"{}>{}</td>",
+                dv(s.cost_usd_mean),
+                s.cost_usd_mean.map(usd).unwrap_or_else(|| "–".into())
+            ));
+            out.push_str(&format!("<td class=\"num\"{}>{}</td>", dv(s.cache_hit_rate), pct(s.cache_hit_rate)));
+            out.push_str(&format!("<td class=\"num\">{}</td>", s.at_risk_retention.n));
+            out.push_str("</tr>\n");
+        }
+        out.push_str("</tbody>\n</table></div>\n");
+    }
+
+    fn legend(&self, out: &mut String) {
+        let mut seen: Vec<&str> = Vec::new();
+        for s in &self.summaries {
+            if !seen.contains(&s.config.strategy.as_str()) {
+                seen.push(&s.config.strategy);
+            }
+        }
+        out.push_str("<div class=\"legend\">");
+        for s in seen {
+            out.push_str(&format!("<span>{}{}</span>", self.swatch(s), escape(s)));
+        }
+        out.push_str("</div>\n");
+    }
+
+    fn pareto(&self, out: &mut String) {
+        out.push_str("<h2 id=\"pareto\">Retention against cost</h2>\n");
+        out.push_str(
+            "<p class=\"note\">One point per configuration, coloured by strategy, with its 95% interval as a vertical \
+             bar. The dashed step line is the Pareto frontier: no other configuration retains more for less. \
+             Hover a point for its configuration.</p>\n",
+        );
+        self.legend(out);
+        let points = |x: fn(&ConfigSummary) -> Option<f64>| -> Vec<svg::ParetoPoint> {
+            self.summaries
+                .iter()
+                .filter_map(|s| {
+                    Some(svg::ParetoPoint {
+                        config_id: s.config.config_id.clone(),
+                        strategy: s.config.strategy.clone(),
+                        color: self.color(&s.config.strategy),
+                        x: x(s).filter(|v| v.is_finite())?,
+                        y: s.retention.mean.filter(|v| v.is_finite())?,
+                        ci: s.retention.ci,
+                    })
+                })
+                .collect()
+        };
+        out.push_str("<div class=\"charts\">\n");
+        let cost = points(|s| s.cost_usd_mean);
+        out.push_str("<div class=\"chart big\"><h3>Retention against cost per conversation</h3>");
+        if cost.iter().all(|p| p.x == 0.0) && !cost.is_empty() {
+            out.push_str("<p class=\"note\">Every configuration costs $0 (the experiment sets no price).</p>");
+        }
+        out.push_str(&svg::pareto_chart("cost per conversation (USD)", usd, &cost));
+        out.push_str("</div>\n");
+        let kept = points(|s| s.compression_ratio);
+        out.push_str("<div class=\"chart big\"><h3>Retention against tokens kept</h3>");
+        out.push_str(&svg::pareto_chart(
+            "tokens kept (request tokens sent / without compaction)",
+            |v| format!("{:.0}%", v * 100.0),
+            &kept,
+        ));
+        out.push_str("</div>\n</div>\n");
+    }
+
+    fn by_kind(&self, out: &mut String) {
+        out.push_str("<h2 id=\"kinds\">Retention by probe kind</h2>\n");
+        out.push_str(
+            "<p class=\"note\">Mean retention per probe kind (over the conversations that have probes of that kind), \
+             per configuration. Red is lost, green is kept.</p>\n",
+        );
+        out.push_str(
+            "<div class=\"scroll\"><table id=\"kinds-table\" class=\"sortable\">\n<thead><tr><th>configuration</th><th>strategy</th>",
+        );
+        for k in ProbeKind::ALL {
+            out.push_str(&format!("<th class=\"num\">{}</th>", k.as_str()));
+        }
+        out.push_str("<th class=\"num\">all</th></tr></thead>\n<tbody>\n");
+        for s in &self.summaries {
+            out.push_str(&format!(
+                "<tr><td class=\"mono\">{}</td><td>{}{}</td>",
+                escape(&s.config.config_id),
+                self.swatch(&s.config.strategy),
+                escape(&s.config.strategy)
+            ));
+            for v in s.retention_by_kind.iter().copied().chain([s.retention.mean]) {
+                let style = match v {
+                    Some(v) if v.is_finite() => {
+                        format!(" style=\"background:hsl({:.0},65%,{:.0}%)\"", 120.0 * v.clamp(0.0, 1.0), 88.0)
+                    }
+                    _ => String::new(),
+                };
+                out.push_str(&format!("<td class=\"heat\"{}{style}>{}</td>", dv(v), pct(v)));
+            }
+            out.push_str("</tr>\n");
+        }
+        out.push_str("</tbody>\n</table></div>\n");
+    }
+
+    fn threshold(&self, r: &PairRecord) -> Option<u64> {
+        let config = self.configs.get(r.config_id.as_str())?;
+        let strategy = config.resolved.build().ok()?;
+        strategy.threshold(&Context::new(), &Budget::new(r.window))
+    }
+
+    fn timelines(&self, out: &mut String) {
+        out.push_str("<h2 id=\"timelines\">Context size per call</h2>\n");
+        out.push_str(&format!(
+            "<p class=\"note\">For each conversation, one chart per configuration: request tokens per call (blue, exact \
+             tokenizer), the strategy's own estimate (grey, dotted), the window (red) and the strategy's trigger \
+             threshold (orange, dashed; on the estimate's scale), each compaction as a green drop from the tokens \
+             before to the tokens after, overflowing calls as red dots. Long timelines are drawn with at most {} \
+             points (the smallest and largest request of each stretch of calls, so peaks and troughs stay).{}</p>\n",
+            MAX_TIMELINE_POINTS,
+            if self.conversations.len() > MAX_TIMELINE_CONVERSATIONS {
+                format!(
+                    " Only the first {MAX_TIMELINE_CONVERSATIONS} of {} conversations are drawn; every call is in results.jsonl.",
+                    self.conversations.len()
+                )
+            } else {
+                String::new()
+            }
+        ));
+        out.push_str(
+            "<div class=\"legend\"><span><svg width=\"18\" height=\"8\" style=\"display:inline;width:18px\"><line class=\"tokens\" \
+             x1=\"0\" x2=\"18\" y1=\"4\" y2=\"4\"/></svg> request tokens</span><span><svg width=\"18\" height=\"8\" \
+             style=\"display:inline;width:18px\"><line class=\"estimate\" x1=\"0\" x2=\"18\" y1=\"4\" y2=\"4\"/></svg> \
+             estimate</span><span><svg width=\"18\" height=\"8\" style=\"display:inline;width:18px\"><line class=\"window\" \
+             x1=\"0\" x2=\"18\" y1=\"4\" y2=\"4\"/></svg> window</span><span><svg width=\"18\" height=\"8\" \
+             style=\"display:inline;width:18px\"><line class=\"threshold\" x1=\"0\" x2=\"18\" y1=\"4\" y2=\"4\"/></svg> \
+             trigger</span><span><svg width=\"18\" height=\"8\" style=\"display:inline;width:18px\"><line class=\"event\" \
+             x1=\"9\" x2=\"9\" y1=\"0\" y2=\"8\"/></svg> compaction</span></div>\n",
+        );
+        let shown = &self.conversations[..self.conversations.len().min(MAX_TIMELINE_CONVERSATIONS)];
+        out.push_str(
+            "<label>Conversation: <select id=\"timeline-select\"><option value=\"\">all conversations</option>",
+        );
+        for (i, c) in shown.iter().enumerate() {
+            let compactions: u64 = c.records.iter().filter_map(|r| metrics(r)).map(|m| m.compactions).sum();
+            out.push_str(&format!(
+                "<option value=\"{i}\"{}>{}</option>",
+                if i == 0 { " selected" } else { "" },
+                escape(&format!("{} / {} ({} compactions)", c.dataset, c.id, compactions))
+            ));
+        }
+        out.push_str("</select></label>\n");
+        for (i, c) in shown.iter().enumerate() {
+            out.push_str(&format!("<div class=\"conversation\" data-conversation=\"{i}\">\n"));
+            out.push_str(&format!("<h3>{}</h3>\n<div class=\"grid\">\n", escape(&format!("{} / {}", c.dataset, c.id))));
+            for r in &c.records {
+                out.push_str(&format!(
+                    "<div class=\"chart\"><h4>{}{}</h4>",
+                    self.swatch(&r.strategy),
+                    escape(&r.config_id)
+                ));
+                match &r.outcome {
+                    PairOutcome::Failed { error } => {
+                        out.push_str(&format!("<p class=\"bad\">failed: {}</p>", escape(error)));
+                    }
+                    PairOutcome::Ok(m) => {
+                        out.push_str(&format!(
+                            "<div class=\"note\">{} calls · {} compactions · {} overflows · peak {} · window {}</div>",
+                            m.calls, m.compactions, m.overflows, m.peak_tokens, r.window
+                        ));
+                        out.push_str(&svg::timeline_chart(&svg::Timeline {
+                            points: &m.timeline,
+                            events: &m.compaction_events,
+                            window: r.window,
+                            threshold: self.threshold(r),
+                            max_points: MAX_TIMELINE_POINTS,
+                            max_events: MAX_TIMELINE_MARKERS,
+                        }));
+                    }
+                }
+                out.push_str("</div>\n");
+            }
+            out.push_str("</div>\n</div>\n");
+        }
+    }
+
+    fn lost_facts(&self, out: &mut String) {
+        out.push_str("<h2 id=\"lost\">Lost facts</h2>\n");
+        out.push_str(&format!(
+            "<p class=\"note\">One row per probe that lost a fact under at least one configuration: which \
+             configurations lost which of its facts (nowhere in the context when the probe was asked), and how many \
+             configurations kept them all. {}</p>\n",
+            if self.texts.is_empty() {
+                "The datasets could not be read when this page was rendered, so facts are shown by number (in the \
+                 dataset's order)."
+            } else {
+                "Questions and fact aliases are read from the datasets."
+            }
+        ));
+        let mut rows = Vec::new();
+        let mut total = 0usize;
+        for c in &self.conversations {
+            // Probe order: as the records list them.
+            let mut probe_ids: Vec<&str> = Vec::new();
+            for r in &c.records {
+                if let Some(m) = metrics(r) {
+                    for p in &m.probes {
+                        if !probe_ids.contains(&p.probe_id.as_str()) {
+                            probe_ids.push(&p.probe_id);
+                        }
+                    }
+                }
+            }
+            for probe_id in probe_ids {
+                let text = self.texts.get(c.dataset, c.id, probe_id);
+                let mut scored = 0usize;
+                let mut kind = "";
+                let mut at_risk = false;
+                let mut losses = Vec::new();
+                for r in &c.records {
+                    let Some(score) = metrics(r).and_then(|m| m.probes.iter().find(|p| p.probe_id == probe_id)) else {
+                        continue;
+                    };
+                    scored += 1;
+                    kind = score.kind.as_str();
+                    let lost: Vec<usize> =
+                        score.facts.iter().enumerate().filter(|(_, f)| **f == FoundIn::Lost).map(|(i, _)| i).collect();
+                    if lost.is_empty() {
+                        continue;
+                    }
+                    at_risk |= score.at_risk;
+                    // Aliases only when the dataset's probe still has the facts the record scored.
+                    let aliases = text.filter(|t| t.facts.len() == score.facts.len());
+                    let facts = lost
+                        .iter()
+                        .map(|&i| match aliases.and_then(|t| t.facts.get(i)) {
+                            Some(a) => format!("<span class=\"lost\">{}</span>", escape(&a.join(" | "))),
+                            None => format!("<span class=\"lost\">fact #{}</span>", i + 1),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    losses.push(format!(
+                        "<div>{}<span class=\"mono\">{}</span>: {} <span class=\"ci\">({} of {} facts kept)</span></div>",
+                        self.swatch(&r.strategy),
+                        escape(&r.config_id),
+                        facts,
+                        score.facts.len() - lost.len(),
+                        score.facts.len()
+                    ));
+                }
+                if losses.is_empty() {
+                    continue;
+                }
+                total += 1;
+                if rows.len() >= MAX_PROBE_ROWS {
+                    continue;
+                }
+                let kept_all = scored - losses.len();
+                rows.push(format!(
+                    "<tr><td class=\"mono wrap\">{}</td><td class=\"mono wrap\">{} <span class=\"tag\">{}</span>{}</td>\
+                     <td class=\"wrap\">{}</td><td>{}</td><td class=\"num\"{}>{} of {}</td></tr>\n",
+                    escape(&format!("{} / {}", c.dataset, c.id)),
+                    escape(probe_id),
+                    kind,
+                    if at_risk { " <span class=\"tag\">at risk</span>" } else { "" },
+                    text.map(|t| escape(&t.question)).unwrap_or_default(),
+                    losses.join(""),
+                    dv(Some(kept_all as f64 / scored.max(1) as f64)),
+                    kept_all,
+                    scored,
+                ));
+            }
+        }
+        if total == 0 {
+            out.push_str("<p>No probe lost a fact under any configuration.</p>\n");
+            return;
+        }
+        if total > rows.len() {
+            out.push_str(&format!(
+                "<p class=\"note\">Showing {} of {total} probes; probes.csv has every score.</p>\n",
+                rows.len()
+            ));
+        }
+        out.push_str(
+            "<input class=\"filter\" type=\"search\" placeholder=\"filter by conversation, probe, configuration or fact\" \
+             data-filter=\"lost-table\">\n",
+        );
+        out.push_str(
+            "<div class=\"scroll\"><table id=\"lost-table\" class=\"sortable\">\n<thead><tr><th>conversation</th><th>probe</th>\
+             <th>question</th><th>lost under</th><th class=\"num\">kept all facts</th></tr></thead>\n<tbody>\n",
+        );
+        for row in rows {
+            out.push_str(&row);
+        }
+        out.push_str("</tbody>\n</table></div>\n");
+    }
+
+    fn compactions(&self, out: &mut String) {
+        out.push_str("<h2 id=\"compactions\">Compaction events</h2>\n");
+        out.push_str(&format!(
+            "<p class=\"note\">Per conversation and configuration, every compaction with the summary it inserted \
+             (cut at {MAX_SUMMARY_CHARS} characters; compactions.csv has the full text).</p>\n"
+        ));
+        let mut listed = 0usize;
+        let total: usize = self.data.records.iter().filter_map(metrics).map(|m| m.compaction_events.len()).sum();
+        if total == 0 {
+            out.push_str("<p>No compaction ran.</p>\n");
+            return;
+        }
+        for c in &self.conversations {
+            let n: usize = c.records.iter().filter_map(|r| metrics(r)).map(|m| m.compaction_events.len()).sum();
+            if n == 0 || listed >= MAX_COMPACTION_EVENTS {
+                continue;
+            }
+            out.push_str(&format!(
+                "<details><summary>{}</summary>\n",
+                escape(&format!("{} / {}: {} events", c.dataset, c.id, n))
+            ));
+            for r in &c.records {
+                let Some(m) = metrics(r) else { continue };
+                if m.compaction_events.is_empty() || listed >= MAX_COMPACTION_EVENTS {
+                    continue;
+                }
+                out.push_str(&format!(
+                    "<h4>{}<span class=\"mono\">{}</span></h4>\n",
+                    self.swatch(&r.strategy),
+                    escape(&r.config_id)
+                ));
+                out.push_str(
+                    "<div class=\"scroll\"><table><thead><tr><th class=\"num\">call</th><th>trigger</th><th>step</th><th class=\"num\">tokens</th>\
+                     <th class=\"num\">messages</th><th class=\"num\">removed</th><th class=\"num\">masked</th><th class=\"num\">round</th>\
+                     <th>fallback</th><th>violations</th><th>summary</th></tr></thead>\n<tbody>\n",
+                );
+                for e in &m.compaction_events {
+                    if listed >= MAX_COMPACTION_EVENTS {
+                        break;
+                    }
+                    listed += 1;
+                    let summary = if e.summary.is_empty() {
+                        "–".to_string()
+                    } else {
+                        let chars = e.summary.chars().count();
+                        let shown: String = e.summary.chars().take(MAX_SUMMARY_CHARS).collect();
+                        let cut = if chars > MAX_SUMMARY_CHARS {
+                            format!("\n… ({} more characters)", chars - MAX_SUMMARY_CHARS)
+                        } else {
+                            String::new()
+                        };
+                        format!(
+                            "<details><summary>{chars} characters</summary><pre>{}{}</pre></details>",
+                            escape(&shown),
+                            escape(&cut)
+                        )
+                    };
+                    out.push_str(&format!(
+                        "<tr><td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"num\">{} → {}</td>\
+                         <td class=\"num\">{} → {}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+                         <td>{}</td><td class=\"{}\">{}</td><td>{}</td></tr>\n",
+                        e.call,
+                        e.trigger.as_str(),
+                        escape(&e.step),
+                        e.tokens_before,
+                        e.tokens_after,
+                        e.messages_before,
+                        e.messages_after,
+                        e.removed,
+                        e.masked,
+                        e.round.map(|r| r.to_string()).unwrap_or_else(|| "–".into()),
+                        escape(e.fallback.as_deref().unwrap_or("–")),
+                        if e.violations.is_empty() { "" } else { "bad" },
+                        escape(&e.violations.join(", ")),
+                        summary
+                    ));
+                }
+                out.push_str("</tbody></table></div>\n");
+            }
+            out.push_str("</details>\n");
+        }
+        if listed < total {
+            out.push_str(&format!(
+                "<p class=\"note\">Listed {listed} of {total} compaction events; compactions.csv has them all.</p>\n"
+            ));
+        }
+    }
+
+    fn problems(&self, out: &mut String) {
+        out.push_str("<h2 id=\"problems\">Problems</h2>\n");
+        let failed: Vec<&PairRecord> =
+            self.data.records.iter().filter(|r| matches!(r.outcome, PairOutcome::Failed { .. })).collect();
+        let dataset_problems = &self.data.manifest.dataset_problems;
+        if failed.is_empty() && dataset_problems.is_empty() {
+            out.push_str("<p class=\"ok\">No pair failed and every dataset line loaded.</p>\n");
+            return;
+        }
+        if !failed.is_empty() {
+            out.push_str(&format!("<h3>Failed pairs ({})</h3>\n", failed.len()));
+            out.push_str(
+                "<div class=\"scroll\"><table><thead><tr><th>conversation</th><th>configuration</th><th>error</th></tr></thead>\n<tbody>\n",
+            );
+            for r in failed.iter().take(MAX_FAILURES) {
+                let PairOutcome::Failed { error } = &r.outcome else { continue };
+                out.push_str(&format!(
+                    "<tr><td class=\"mono\">{}</td><td class=\"mono\">{}</td><td><pre>{}</pre></td></tr>\n",
+                    escape(&format!("{} / {}", r.dataset, r.conversation_id)),
+                    escape(&r.config_id),
+                    escape(error)
+                ));
+            }
+            out.push_str("</tbody></table></div>\n");
+        }
+        if !dataset_problems.is_empty() {
+            out.push_str(&format!("<h3>Dataset problems ({})</h3>\n<pre>", dataset_problems.len()));
+            for p in dataset_problems.iter().take(MAX_FAILURES) {
+                out.push_str(&escape(p));
+                out.push('\n');
+            }
+            out.push_str("</pre>\n");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

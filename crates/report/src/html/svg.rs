@@ -1,0 +1,461 @@
+//! Inline SVG charts: the Pareto scatter with its frontier, and the context-size timeline (the
+//! sawtooth). Plain strings, no script: every mark carries a `<title>` the browser shows as a
+//! tooltip. Every label goes through [`escape`].
+
+use runner::record::{CallPoint, CompactionRecord};
+
+use super::escape;
+
+/// A linear map from a data range to a pixel range.
+#[derive(Debug, Clone, Copy)]
+struct Scale {
+    d0: f64,
+    d1: f64,
+    r0: f64,
+    r1: f64,
+}
+
+impl Scale {
+    fn at(&self, v: f64) -> f64 {
+        if (self.d1 - self.d0).abs() < f64::EPSILON {
+            (self.r0 + self.r1) / 2.0
+        } else {
+            self.r0 + (v - self.d0) / (self.d1 - self.d0) * (self.r1 - self.r0)
+        }
+    }
+}
+
+/// About `n` round tick values covering `lo..=hi` (steps of 1, 2 or 5 times a power of ten).
+pub(crate) fn nice_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
+    if !(lo.is_finite() && hi.is_finite()) || hi <= lo || n == 0 {
+        return vec![lo];
+    }
+    let raw = (hi - lo) / n as f64;
+    let power = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * power).find(|s| *s >= raw).unwrap_or(10.0 * power);
+    let first = (lo / step).ceil() as i64;
+    let last = (hi / step).floor() as i64;
+    (first..=last).map(|i| i as f64 * step).collect()
+}
+
+/// Tokens in a short form: `950`, `12.5k`, `1.2M`.
+pub(crate) fn short_tokens(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e6 {
+        format!("{}M", trim_zeros(&format!("{:.2}", v / 1e6)))
+    } else if a >= 1e3 {
+        format!("{}k", trim_zeros(&format!("{:.1}", v / 1e3)))
+    } else {
+        format!("{}", v.round())
+    }
+}
+
+fn trim_zeros(s: &str) -> String {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+fn px(v: f64) -> String {
+    format!("{:.1}", v)
+}
+
+/// One configuration in a Pareto chart.
+#[derive(Debug, Clone)]
+pub(crate) struct ParetoPoint {
+    pub config_id: String,
+    pub strategy: String,
+    pub color: &'static str,
+    /// The cost axis (lower is better).
+    pub x: f64,
+    /// Retention (higher is better).
+    pub y: f64,
+    pub ci: Option<(f64, f64)>,
+}
+
+/// Indices of the points on the Pareto frontier (no other point has lower-or-equal x and
+/// higher y, or lower x and equal y), sorted by x.
+pub(crate) fn frontier(points: &[ParetoPoint]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..points.len()).collect();
+    order.sort_by(|&a, &b| points[a].x.total_cmp(&points[b].x).then(points[b].y.total_cmp(&points[a].y)));
+    let mut best = f64::NEG_INFINITY;
+    let mut out = Vec::new();
+    for i in order {
+        if points[i].y > best {
+            best = points[i].y;
+            out.push(i);
+        }
+    }
+    out
+}
+
+/// A scatter of retention against a cost axis, with confidence bars and the frontier as a
+/// dashed step line.
+pub(crate) fn pareto_chart(x_label: &str, x_fmt: fn(f64) -> String, points: &[ParetoPoint]) -> String {
+    let (w, h) = (640.0, 380.0);
+    let (left, right, top, bottom) = (58.0, 18.0, 14.0, 46.0);
+    let x_max = points.iter().map(|p| p.x).fold(0.0f64, f64::max);
+    let x_hi = if x_max > 0.0 { x_max * 1.08 } else { 1.0 };
+    let xs = Scale { d0: 0.0, d1: x_hi, r0: left, r1: w - right };
+    let ys = Scale { d0: 0.0, d1: 1.0, r0: h - bottom, r1: top };
+    let mut s = format!(
+        r#"<svg viewBox="0 0 {w} {h}" role="img" aria-label="{}"><title>{}</title>"#,
+        escape(&format!("retention against {x_label}")),
+        escape(&format!("retention against {x_label}")),
+    );
+    for t in nice_ticks(0.0, 1.0, 5) {
+        let y = ys.at(t);
+        s.push_str(&format!(
+            r#"<line class="gridline" x1="{}" x2="{}" y1="{}" y2="{}"/><text x="{}" y="{}" text-anchor="end">{}%</text>"#,
+            px(left),
+            px(w - right),
+            px(y),
+            px(y),
+            px(left - 6.0),
+            px(y + 4.0),
+            (t * 100.0).round()
+        ));
+    }
+    for t in nice_ticks(0.0, x_hi, 5) {
+        let x = xs.at(t);
+        s.push_str(&format!(
+            r#"<line class="gridline" x1="{}" x2="{}" y1="{}" y2="{}"/><text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+            px(x),
+            px(x),
+            px(top),
+            px(h - bottom),
+            px(x),
+            px(h - bottom + 16.0),
+            escape(&x_fmt(t))
+        ));
+    }
+    s.push_str(&format!(
+        r#"<line class="axis" x1="{l}" x2="{r}" y1="{b}" y2="{b}"/><line class="axis" x1="{l}" x2="{l}" y1="{t}" y2="{b}"/>"#,
+        l = px(left),
+        r = px(w - right),
+        b = px(h - bottom),
+        t = px(top)
+    ));
+    s.push_str(&format!(
+        r#"<text x="{}" y="{}" text-anchor="middle">{}</text><text transform="translate(14 {}) rotate(-90)" text-anchor="middle">retention</text>"#,
+        px((left + w - right) / 2.0),
+        px(h - 8.0),
+        escape(x_label),
+        px((top + h - bottom) / 2.0)
+    ));
+    let front = frontier(points);
+    if front.len() > 1 {
+        let mut d = String::new();
+        for (k, &i) in front.iter().enumerate() {
+            let (x, y) = (xs.at(points[i].x), ys.at(points[i].y));
+            if k == 0 {
+                d.push_str(&format!("M{} {}", px(x), px(y)));
+            } else {
+                // A step: more retention costs more, so the frontier rises only at each point.
+                d.push_str(&format!(" H{} V{}", px(x), px(y)));
+            }
+        }
+        s.push_str(&format!(r#"<path class="frontier" d="{d}"><title>Pareto frontier</title></path>"#));
+    }
+    for (i, p) in points.iter().enumerate() {
+        let (x, y) = (xs.at(p.x), ys.at(p.y));
+        let ci_text = match p.ci {
+            Some((lo, hi)) => {
+                s.push_str(&format!(
+                    r#"<line x1="{x}" x2="{x}" y1="{}" y2="{}" stroke="{}" stroke-width="1" opacity="0.6"/>"#,
+                    px(ys.at(lo)),
+                    px(ys.at(hi)),
+                    p.color,
+                    x = px(x)
+                ));
+                format!(" [{:.1}%, {:.1}%]", lo * 100.0, hi * 100.0)
+            }
+            None => String::new(),
+        };
+        let on_front = front.contains(&i);
+        s.push_str(&format!(
+            r#"<circle class="point" cx="{}" cy="{}" r="{}" fill="{}" stroke="{}" stroke-width="{}"><title>{}</title></circle>"#,
+            px(x),
+            px(y),
+            if on_front { 5.5 } else { 4.5 },
+            p.color,
+            if on_front { "#1d2330" } else { "#ffffff" },
+            if on_front { 1.6 } else { 1.0 },
+            escape(&format!(
+                "{} ({})\nretention {:.1}%{}\n{}: {}{}",
+                p.config_id,
+                p.strategy,
+                p.y * 100.0,
+                ci_text,
+                x_label,
+                x_fmt(p.x),
+                if on_front { "\non the Pareto frontier" } else { "" }
+            ))
+        ));
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// Keep at most about `max` points of a timeline: the calls are cut into `max / 2` buckets
+/// and each bucket keeps its smallest and largest request (in call order), so every peak and
+/// every trough of the sawtooth survives. The first and last calls are always kept.
+pub(crate) fn downsample(points: &[CallPoint], max: usize) -> Vec<CallPoint> {
+    if points.len() <= max || max < 4 {
+        return points.to_vec();
+    }
+    let buckets = max / 2;
+    let size = points.len().div_ceil(buckets);
+    let mut out: Vec<CallPoint> = Vec::with_capacity(max + 2);
+    for chunk in points.chunks(size) {
+        let lo = chunk.iter().enumerate().min_by_key(|(_, p)| p.request_tokens).map(|(i, _)| i).unwrap_or(0);
+        let hi = chunk.iter().enumerate().max_by_key(|(_, p)| p.request_tokens).map(|(i, _)| i).unwrap_or(0);
+        let (a, b) = if lo <= hi { (lo, hi) } else { (hi, lo) };
+        out.push(chunk[a]);
+        if b != a {
+            out.push(chunk[b]);
+        }
+    }
+    if let (Some(first), Some(kept)) = (points.first(), out.first()) {
+        if first.call != kept.call {
+            out.insert(0, *first);
+        }
+    }
+    if let (Some(last), Some(kept)) = (points.last(), out.last()) {
+        if last.call != kept.call {
+            out.push(*last);
+        }
+    }
+    out
+}
+
+/// What one timeline shows.
+pub(crate) struct Timeline<'a> {
+    pub points: &'a [CallPoint],
+    pub events: &'a [CompactionRecord],
+    pub window: u64,
+    /// The strategy's proactive trigger, on its own estimate's scale.
+    pub threshold: Option<u64>,
+    /// At most this many points are drawn per line.
+    pub max_points: usize,
+    /// At most this many compaction markers are drawn.
+    pub max_events: usize,
+}
+
+/// The sawtooth of one conversation under one configuration: request tokens per call (exact),
+/// the strategy's estimate, the window and the trigger threshold as lines, compaction events as
+/// vertical drops, overflowing calls as red dots.
+pub(crate) fn timeline_chart(t: &Timeline<'_>) -> String {
+    let (w, h) = (420.0, 170.0);
+    let (left, right, top, bottom) = (46.0, 8.0, 8.0, 22.0);
+    let peak = t.points.iter().map(|p| p.request_tokens.max(p.estimate)).max().unwrap_or(0);
+    let y_top = [peak, t.window, t.threshold.unwrap_or(0)].into_iter().max().unwrap_or(0).max(1) as f64 * 1.06;
+    let last_call = t.points.iter().map(|p| p.call).max().unwrap_or(0).max(1) as f64;
+    let xs = Scale { d0: 0.0, d1: last_call, r0: left, r1: w - right };
+    let ys = Scale { d0: 0.0, d1: y_top, r0: h - bottom, r1: top };
+    let mut s = format!(r#"<svg viewBox="0 0 {w} {h}" role="img" aria-label="context size per call">"#);
+    for tick in nice_ticks(0.0, y_top, 4) {
+        let y = ys.at(tick);
+        s.push_str(&format!(
+            r#"<line class="gridline" x1="{}" x2="{}" y1="{y}" y2="{y}"/><text x="{}" y="{}" text-anchor="end">{}</text>"#,
+            px(left),
+            px(w - right),
+            px(left - 4.0),
+            px(ys.at(tick) + 4.0),
+            short_tokens(tick),
+            y = px(y)
+        ));
+    }
+    for tick in nice_ticks(0.0, last_call, 5) {
+        s.push_str(&format!(
+            r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+            px(xs.at(tick)),
+            px(h - 6.0),
+            tick.round()
+        ));
+    }
+    s.push_str(&format!(
+        r#"<line class="axis" x1="{l}" x2="{r}" y1="{b}" y2="{b}"/><line class="axis" x1="{l}" x2="{l}" y1="{t}" y2="{b}"/>"#,
+        l = px(left),
+        r = px(w - right),
+        b = px(h - bottom),
+        t = px(top)
+    ));
+    if t.window > 0 {
+        let y = px(ys.at(t.window as f64));
+        s.push_str(&format!(
+            r#"<line class="window" x1="{}" x2="{}" y1="{y}" y2="{y}"><title>window {}</title></line>"#,
+            px(left),
+            px(w - right),
+            t.window
+        ));
+    }
+    if let Some(th) = t.threshold {
+        let y = px(ys.at(th as f64));
+        s.push_str(&format!(
+            r#"<line class="threshold" x1="{}" x2="{}" y1="{y}" y2="{y}"><title>trigger threshold {} (strategy estimate)</title></line>"#,
+            px(left),
+            px(w - right),
+            th
+        ));
+    }
+    let drawn = downsample(t.points, t.max_points);
+    let line = |value: fn(&CallPoint) -> u64| -> String {
+        drawn
+            .iter()
+            .map(|p| format!("{},{}", px(xs.at(f64::from(p.call))), px(ys.at(value(p) as f64))))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    if !drawn.is_empty() {
+        s.push_str(&format!(
+            r#"<polyline class="estimate" points="{}"><title>strategy estimate</title></polyline>"#,
+            line(|p| p.estimate)
+        ));
+        s.push_str(&format!(
+            r#"<polyline class="tokens" points="{}"><title>request tokens (exact)</title></polyline>"#,
+            line(|p| p.request_tokens)
+        ));
+    }
+    for e in t.events.iter().take(t.max_events) {
+        let x = px(xs.at(f64::from(e.call)));
+        s.push_str(&format!(
+            r#"<line class="event" x1="{x}" x2="{x}" y1="{}" y2="{}"><title>{}</title></line>"#,
+            px(ys.at(e.tokens_before as f64)),
+            px(ys.at(e.tokens_after as f64)),
+            escape(&format!(
+                "compaction before call {}: {} {}, {} -> {} tokens",
+                e.call,
+                e.trigger.as_str(),
+                e.step,
+                e.tokens_before,
+                e.tokens_after
+            ))
+        ));
+        s.push_str(&format!(
+            r#"<circle class="event-dot" cx="{x}" cy="{}" r="2.2"/>"#,
+            px(ys.at(e.tokens_after as f64))
+        ));
+    }
+    for p in t.points.iter().filter(|p| p.overflow).take(t.max_events) {
+        s.push_str(&format!(
+            r#"<circle class="overflow" cx="{}" cy="{}" r="3"><title>overflow at call {}: {} tokens</title></circle>"#,
+            px(xs.at(f64::from(p.call))),
+            px(ys.at(p.request_tokens as f64)),
+            p.call,
+            p.request_tokens
+        ));
+    }
+    s.push_str("</svg>");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(call: u32, tokens: u64) -> CallPoint {
+        CallPoint {
+            call,
+            message_index: call as usize * 2,
+            request_tokens: tokens,
+            estimate: tokens,
+            cached_tokens: 0,
+            compacted: false,
+            overflow: false,
+        }
+    }
+
+    #[test]
+    fn ticks_are_round_and_cover_the_range() {
+        let t = nice_ticks(0.0, 1.0, 5);
+        let expected = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0];
+        assert_eq!(t.len(), expected.len(), "{t:?}");
+        assert!(t.iter().zip(expected).all(|(a, b)| (a - b).abs() < 1e-9), "{t:?}");
+        let t = nice_ticks(0.0, 130_000.0, 4);
+        assert_eq!(t.first(), Some(&0.0));
+        assert!(t.iter().all(|v| v % 50_000.0 == 0.0), "{t:?}");
+        assert_eq!(nice_ticks(3.0, 3.0, 4), vec![3.0]);
+    }
+
+    #[test]
+    fn short_token_labels() {
+        assert_eq!(short_tokens(950.0), "950");
+        assert_eq!(short_tokens(12_500.0), "12.5k");
+        assert_eq!(short_tokens(128_000.0), "128k");
+        assert_eq!(short_tokens(1_250_000.0), "1.25M");
+    }
+
+    #[test]
+    fn the_frontier_keeps_only_undominated_points() {
+        let p = |x: f64, y: f64| ParetoPoint {
+            config_id: format!("{x}-{y}"),
+            strategy: "s".into(),
+            color: "#000",
+            x,
+            y,
+            ci: None,
+        };
+        let points = vec![p(1.0, 0.5), p(2.0, 0.4), p(2.0, 0.9), p(0.5, 0.2), p(3.0, 0.9), p(4.0, 1.0)];
+        let f: Vec<String> = frontier(&points).into_iter().map(|i| points[i].config_id.clone()).collect();
+        assert_eq!(f, ["0.5-0.2", "1-0.5", "2-0.9", "4-1"]);
+    }
+
+    #[test]
+    fn downsampling_keeps_peaks_troughs_and_ends() {
+        let small: Vec<CallPoint> = (0..50).map(|i| point(i, u64::from(i) * 10)).collect();
+        assert_eq!(downsample(&small, 100), small);
+
+        // A sawtooth of 10,000 calls: rises by 10 per call, drops every 97 calls.
+        let big: Vec<CallPoint> = (0..10_000u32).map(|i| point(i, 1_000 + u64::from(i % 97) * 10)).collect();
+        let kept = downsample(&big, 200);
+        assert!(kept.len() <= 202, "{} points kept", kept.len());
+        assert_eq!(kept.first().map(|p| p.call), Some(0));
+        assert_eq!(kept.last().map(|p| p.call), Some(9_999));
+        let max = kept.iter().map(|p| p.request_tokens).max();
+        let min = kept.iter().map(|p| p.request_tokens).min();
+        assert_eq!(max, Some(1_960), "the highest tooth survives");
+        assert_eq!(min, Some(1_000), "the lowest trough survives");
+        assert!(kept.windows(2).all(|w| w[0].call < w[1].call), "call order is kept");
+    }
+
+    #[test]
+    fn a_timeline_draws_window_threshold_events_and_overflows() {
+        let mut points: Vec<CallPoint> = (0..10).map(|i| point(i, 100 + u64::from(i) * 100)).collect();
+        points[9].overflow = true;
+        let events = vec![CompactionRecord {
+            call: 5,
+            trigger: compaction::Trigger::Proactive,
+            step: "summarize".into(),
+            tokens_before: 600,
+            tokens_after: 200,
+            estimate_before: 600,
+            estimate_after: 200,
+            messages_before: 10,
+            messages_after: 3,
+            removed: 7,
+            masked: 0,
+            round: Some(1),
+            fallback: None,
+            shortfall: None,
+            summary: "s".into(),
+            violations: Vec::new(),
+        }];
+        let svg = timeline_chart(&Timeline {
+            points: &points,
+            events: &events,
+            window: 1_000,
+            threshold: Some(800),
+            max_points: 100,
+            max_events: 100,
+        });
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
+        assert!(svg.contains(r#"class="window""#) && svg.contains("window 1000"));
+        assert!(svg.contains("trigger threshold 800"));
+        assert!(svg.contains("compaction before call 5: proactive summarize, 600 -&gt; 200 tokens"));
+        assert_eq!(svg.matches(r#"class="overflow""#).count(), 1);
+        assert_eq!(svg.matches("<polyline").count(), 2);
+    }
+}

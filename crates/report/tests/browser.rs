@@ -1,0 +1,384 @@
+//! The report in a real browser: headless Chromium opens `report.html` of a run over a hostile
+//! conversation, from disk.
+//!
+//! Chromium is driven over its DevTools protocol on a pipe (`--remote-debugging-pipe`: JSON
+//! messages ended by a NUL byte, commands on the browser's fd 3, answers and events on its fd
+//! 4). A `sh -c 'exec ... 3<&0 4>&1'` wrapper gives it our stdin and stdout as those two fds,
+//! so no websocket client and no new dependency are needed.
+//!
+//! What is checked:
+//! - console: no `Runtime.consoleAPICalled` of type error or assert, no
+//!   `Runtime.exceptionThrown`, no `Log.entryAdded` at level error (Chromium reports a
+//!   Content-Security-Policy violation, e.g. a blocked injected script, as such an entry);
+//! - network: with the `Network` domain on, every request the page makes is a
+//!   `Network.requestWillBeSent` event; the only one allowed is the page itself (a request the
+//!   CSP blocks still shows up there, and as a `Network.loadingFailed`);
+//!   `performance.getEntriesByType('resource')` must be empty as well;
+//! - the page's own script ran (it sets `data-ready`, so the CSP hash matches), the leaderboard
+//!   has one row per configuration and sorts on a click, the charts are there;
+//! - the hostile text executed nothing: the title is the page's, no global was set, no `blink`,
+//!   `img`, `iframe`, `link` or `javascript:` link exists, the body is visible, and the text
+//!   `<script>document.title=` is on the page as text.
+//!
+//! A screenshot goes to `target/report-screenshot.png` (taken before the checks click around),
+//! and the page beside it as `target/report-screenshot.html`.
+//!
+//! Without Chromium the test says so and passes, except when `CI` is set: there it fails.
+
+#![allow(clippy::print_stderr)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// How long the whole browser session may take.
+const DEADLINE: Duration = Duration::from_secs(90);
+
+fn find_chromium() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("CHROMIUM").map(PathBuf::from).filter(|p| p.is_file()) {
+        return Some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    for dir in std::env::split_paths(&path) {
+        for name in ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"] {
+            let candidate = dir.join(name);
+            if candidate.is_file() {
+                return Some(candidate);
+            }
+        }
+    }
+    None
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")))
+}
+
+/// A Chromium driven over the DevTools pipe.
+struct Browser {
+    child: Child,
+    commands: ChildStdin,
+    messages: Receiver<Value>,
+    next_id: u64,
+    /// Every event received so far, in order.
+    events: Vec<Value>,
+    deadline: Instant,
+}
+
+impl Browser {
+    fn launch(chromium: &Path, profile: &Path, log: &Path) -> Browser {
+        let stderr = std::fs::File::create(log).expect("log file");
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(r#"exec "$0" "$@" 3<&0 4>&1 0</dev/null 1>/dev/null"#)
+            .arg(chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-extensions",
+                "--disable-dev-shm-usage",
+                "--hide-scrollbars",
+                "--remote-debugging-pipe",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr))
+            .spawn()
+            .expect("chromium starts");
+        let commands = child.stdin.take().expect("piped stdin");
+        let out = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(out);
+            loop {
+                let mut buf = Vec::new();
+                match reader.read_until(0, &mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if buf.last() == Some(&0) {
+                            buf.pop();
+                        }
+                        match serde_json::from_slice::<Value>(&buf) {
+                            Ok(v) => {
+                                if tx.send(v).is_err() {
+                                    break;
+                                }
+                            }
+                            Err(_) => continue,
+                        }
+                    }
+                }
+            }
+        });
+        Browser { child, commands, messages: rx, next_id: 0, events: Vec::new(), deadline: Instant::now() + DEADLINE }
+    }
+
+    fn next_message(&mut self, until: Instant) -> Option<Value> {
+        let wait = until.min(self.deadline).saturating_duration_since(Instant::now());
+        match self.messages.recv_timeout(wait) {
+            Ok(v) => Some(v),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => panic!("chromium closed the DevTools pipe"),
+        }
+    }
+
+    /// Send a command (to a page session when `session` is given) and wait for its answer,
+    /// keeping the events that arrive meanwhile.
+    fn call(&mut self, session: Option<&str>, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut msg = json!({ "id": id, "method": method, "params": params });
+        if let Some(s) = session {
+            msg["sessionId"] = json!(s);
+        }
+        let mut bytes = serde_json::to_vec(&msg).expect("serializes");
+        bytes.push(0);
+        self.commands.write_all(&bytes).and_then(|()| self.commands.flush()).expect("write to chromium");
+        loop {
+            let Some(v) = self.next_message(self.deadline) else {
+                panic!("no answer to {method} before the deadline");
+            };
+            if v.get("id").and_then(Value::as_u64) == Some(id) {
+                if let Some(err) = v.get("error") {
+                    panic!("{method} failed: {err}");
+                }
+                return v["result"].clone();
+            }
+            self.events.push(v);
+        }
+    }
+
+    /// Wait for an event by name; keep every event.
+    fn wait_for(&mut self, method: &str) {
+        if self.events.iter().any(|e| e["method"] == method) {
+            return;
+        }
+        loop {
+            let Some(v) = self.next_message(self.deadline) else {
+                panic!("no {method} before the deadline");
+            };
+            let found = v["method"] == method;
+            self.events.push(v);
+            if found {
+                return;
+            }
+        }
+    }
+
+    /// Collect events for a while (late console messages, late requests).
+    fn settle(&mut self, quiet: Duration) {
+        let until = Instant::now() + quiet;
+        while let Some(v) = self.next_message(until) {
+            self.events.push(v);
+        }
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    let value = |c: u8| -> u32 {
+        match c {
+            b'A'..=b'Z' => u32::from(c - b'A'),
+            b'a'..=b'z' => u32::from(c - b'a') + 26,
+            b'0'..=b'9' => u32::from(c - b'0') + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => panic!("not base64: {c}"),
+        }
+    };
+    let clean: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace() && *b != b'=').collect();
+    let mut out = Vec::with_capacity(clean.len() * 3 / 4);
+    for chunk in clean.chunks(4) {
+        let mut n = 0u32;
+        for (i, c) in chunk.iter().enumerate() {
+            n |= value(*c) << (18 - 6 * i as u32);
+        }
+        let bytes = n.to_be_bytes();
+        out.extend_from_slice(&bytes[1..chunk.len()]);
+    }
+    out
+}
+
+#[test]
+fn base64_decoding() {
+    assert_eq!(base64_decode("aGVsbG8gd29ybGQ="), b"hello world");
+    assert_eq!(base64_decode("Zm9v"), b"foo");
+    assert_eq!(base64_decode("Zg=="), b"f");
+}
+
+/// What the page reports about itself, evaluated in the page after load.
+const PROBE_PAGE: &str = r#"(() => {
+  const rows = () => Array.from(document.querySelectorAll('#leaderboard-table tbody tr'));
+  const heads = Array.from(document.querySelectorAll('#leaderboard-table thead th'));
+  const strategyCol = heads.findIndex(th => th.textContent.trim() === 'strategy');
+  const before = rows().map(r => r.cells[strategyCol].textContent.trim());
+  heads[strategyCol].click();
+  const afterFirst = rows().map(r => r.cells[strategyCol].textContent.trim());
+  heads[strategyCol].click();
+  const afterSecond = rows().map(r => r.cells[strategyCol].textContent.trim());
+  const filter = document.querySelector('input[data-filter="leaderboard-table"]');
+  filter.value = 'truncate';
+  filter.dispatchEvent(new Event('input'));
+  const visibleAfterFilter = rows().filter(r => !r.hidden).length;
+  filter.value = '';
+  filter.dispatchEvent(new Event('input'));
+  const text = document.body.innerText;
+  return JSON.stringify({
+    title: document.title,
+    ready: document.documentElement.getAttribute('data-ready'),
+    pwned: typeof window.__pwned !== 'undefined',
+    blink: document.getElementsByTagName('blink').length,
+    images: document.images.length,
+    iframes: document.getElementsByTagName('iframe').length,
+    links: document.getElementsByTagName('link').length,
+    scripts: document.scripts.length,
+    styles: document.getElementsByTagName('style').length,
+    javascriptLinks: Array.from(document.querySelectorAll('a')).filter(a => a.protocol === 'javascript:').length,
+    bodyDisplay: getComputedStyle(document.body).display,
+    svgs: document.querySelectorAll('svg').length,
+    paretoPoints: document.querySelectorAll('#pareto ~ .charts svg circle.point').length,
+    timelines: document.querySelectorAll('svg[aria-label="context size per call"]').length,
+    visibleTimelines: Array.from(document.querySelectorAll('[data-conversation]')).filter(e => !e.hidden).length,
+    leaderboardRows: rows().length,
+    before, afterFirst, afterSecond, visibleAfterFilter,
+    scriptTextShown: text.includes("<script>document.title='pwned'"),
+    imgTextShown: text.includes('<img src=x onerror='),
+    javascriptTextShown: text.includes('javascript:window.__pwned=3'),
+    resources: performance.getEntriesByType('resource').map(e => e.name),
+  });
+})()"#;
+
+#[test]
+fn the_report_opens_in_chromium_with_no_errors_no_requests_and_no_injected_code() {
+    let Some(chromium) = find_chromium() else {
+        if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
+            panic!(
+                "CI is set but Chromium is not installed: the browser test must run in CI (apt-get install chromium)"
+            );
+        }
+        eprintln!("skipped: Chromium not found (install Debian's `chromium`, or set CHROMIUM to a Chrome binary)");
+        return;
+    };
+    let root = common::temp_dir("browser");
+    let (run_dir, data) = common::adversarial_run(&root);
+    let configurations = data.manifest.experiment.configurations.len();
+    let page = std::fs::canonicalize(run_dir.join("report.html")).expect("report written");
+    let url = format!("file://{}", page.display());
+
+    let profile = root.join("profile");
+    std::fs::create_dir_all(&profile).expect("profile dir");
+    let mut browser = Browser::launch(&chromium, &profile, &root.join("chromium.log"));
+    let target = browser.call(None, "Target.createTarget", json!({ "url": "about:blank" }));
+    let target_id = target["targetId"].as_str().expect("target id").to_string();
+    let attached = browser.call(None, "Target.attachToTarget", json!({ "targetId": target_id, "flatten": true }));
+    let session = attached["sessionId"].as_str().expect("session id").to_string();
+    let s = Some(session.as_str());
+    for domain in ["Page.enable", "Runtime.enable", "Log.enable", "Network.enable"] {
+        browser.call(s, domain, json!({}));
+    }
+    browser.call(
+        s,
+        "Emulation.setDeviceMetricsOverride",
+        json!({ "width": 1400, "height": 2200, "deviceScaleFactor": 1, "mobile": false }),
+    );
+    // Only events after this point concern the report.
+    browser.events.clear();
+    browser.call(s, "Page.navigate", json!({ "url": url }));
+    browser.wait_for("Page.loadEventFired");
+    browser.settle(Duration::from_millis(1500));
+
+    let shot = browser.call(s, "Page.captureScreenshot", json!({ "format": "png" }));
+    let png = base64_decode(shot["data"].as_str().expect("screenshot data"));
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    let shot_path = target_dir().join("report-screenshot.png");
+    std::fs::create_dir_all(target_dir()).expect("target dir");
+    std::fs::write(&shot_path, &png).expect("screenshot written");
+    // The page itself beside it, to open by hand.
+    std::fs::copy(&page, target_dir().join("report-screenshot.html")).expect("page copied");
+    eprintln!("screenshot: {}", shot_path.display());
+    let result = browser.call(s, "Runtime.evaluate", json!({ "expression": PROBE_PAGE, "returnByValue": true }));
+    let facts: Value = serde_json::from_str(result["result"]["value"].as_str().expect("the probe returns a string"))
+        .expect("the probe returns JSON");
+    browser.settle(Duration::from_millis(500));
+
+    let _ = browser.call(None, "Browser.close", json!({}));
+
+    // Console and network, from the events.
+    let mut problems = Vec::new();
+    let mut requests = Vec::new();
+    for e in &browser.events {
+        let p = &e["params"];
+        match e["method"].as_str().unwrap_or("") {
+            "Runtime.consoleAPICalled" if matches!(p["type"].as_str(), Some("error" | "assert" | "warning")) => {
+                problems.push(format!("console {}: {}", p["type"], p["args"]))
+            }
+            "Runtime.exceptionThrown" => problems.push(format!("exception: {}", p["exceptionDetails"])),
+            "Log.entryAdded" if matches!(p["entry"]["level"].as_str(), Some("error" | "warning")) => {
+                problems.push(format!("log {}: {}", p["entry"]["source"], p["entry"]["text"]))
+            }
+            "Network.requestWillBeSent" => requests.push(p["request"]["url"].as_str().unwrap_or("").to_string()),
+            "Network.loadingFailed" => problems.push(format!("request failed: {p}")),
+            _ => {}
+        }
+    }
+    assert!(problems.is_empty(), "console errors: {problems:#?}");
+    assert_eq!(requests, vec![url.clone()], "the only request is the page itself");
+    assert_eq!(facts["resources"], json!([]), "no resource was fetched");
+
+    // The page's own script ran: the CSP hash matches it.
+    assert_eq!(facts["ready"], "1", "{facts}");
+    assert_eq!(facts["title"], format!("compactbench: {}", common::NAME));
+    // Nothing injected ran or became an element.
+    assert_eq!(facts["pwned"], false);
+    for (key, want) in [("blink", 0), ("images", 0), ("iframes", 0), ("links", 0), ("javascriptLinks", 0)] {
+        assert_eq!(facts[key], want, "{key}: {facts}");
+    }
+    assert_eq!(facts["scripts"], 1, "only the page's own script");
+    assert_eq!(facts["styles"], 1, "only the page's own style");
+    assert_eq!(facts["bodyDisplay"], "block");
+    assert_eq!(facts["scriptTextShown"], true, "the injected script shows as text");
+    assert_eq!(facts["imgTextShown"], true);
+    assert_eq!(facts["javascriptTextShown"], true);
+    // Leaderboard, charts, sorting and filtering.
+    assert_eq!(facts["leaderboardRows"], configurations);
+    assert_eq!(facts["paretoPoints"], 2 * configurations, "one point per configuration in each Pareto chart");
+    assert_eq!(facts["timelines"], 2 * configurations, "a timeline per conversation and configuration");
+    assert_eq!(facts["visibleTimelines"], 1, "the picker shows one conversation");
+    assert!(facts["svgs"].as_u64().unwrap_or(0) >= 2 + 2 * configurations as u64);
+    let column = |k: &str| -> Vec<String> {
+        facts[k].as_array().expect("array").iter().map(|v| v.as_str().unwrap_or("").to_string()).collect()
+    };
+    let mut descending = column("before");
+    descending.sort();
+    descending.reverse();
+    assert_eq!(column("afterFirst"), descending, "the first click sorts descending");
+    descending.reverse();
+    assert_eq!(column("afterSecond"), descending, "the second click sorts ascending");
+    assert_eq!(facts["visibleAfterFilter"], 1, "the filter keeps the truncate row");
+
+    // The screenshot is a real picture of the page, not a blank one.
+    assert!(png.len() > 20_000, "screenshot of {} bytes looks blank", png.len());
+    let _ = std::fs::remove_dir_all(&root);
+}
