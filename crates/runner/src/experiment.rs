@@ -48,6 +48,7 @@ use std::path::{Path, PathBuf};
 use compaction::{Encoding, StrategyConfig};
 use serde::{Deserialize, Serialize};
 
+use crate::llm_setup::{self, LlmSettings, RawLlm, RawRole};
 use crate::replay::{CacheProfile, Price};
 
 /// The default price table, looked up beside the experiment file.
@@ -72,6 +73,10 @@ pub struct Experiment {
     pub price: Option<PriceSpec>,
     pub summarizer: SummarizerSpec,
     pub judge: JudgeSpec,
+    /// The models of an `llm` summarizer or judge, the judge's repeats and the response cache
+    /// (see [`crate::llm_setup`]); `None` when both are offline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmSettings>,
     /// Seed of the bootstrap confidence intervals.
     pub seed: u64,
     /// The `[[strategy]]` tables as written.
@@ -116,13 +121,14 @@ impl PriceSpec {
 
 /// Who writes the summaries a strategy asks for.
 ///
-/// Only `offline` exists yet; an `llm` variant (a model through the `llm` crate) is planned
-/// and is reported as not available when written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SummarizerSpec {
     /// The deterministic offline summarizer: no model, no key.
     Offline,
+    /// A model through the `llm` crate, with each strategy's seed prompt
+    /// ([`crate::llm_summarize`]); its endpoint is in [`Experiment::llm`].
+    Llm,
 }
 
 /// Who scores the probes.
@@ -131,12 +137,16 @@ pub enum SummarizerSpec {
 pub enum JudgeSpec {
     /// The deterministic offline judge: a fact is retained when an alias survives.
     Offline,
+    /// A model answers from the compacted context and a model grades the answer
+    /// ([`crate::llm_judge`]); its endpoint is in [`Experiment::llm`].
+    Llm,
 }
 
 impl fmt::Display for SummarizerSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             SummarizerSpec::Offline => "offline",
+            SummarizerSpec::Llm => "llm",
         })
     }
 }
@@ -145,6 +155,7 @@ impl fmt::Display for JudgeSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             JudgeSpec::Offline => "offline",
+            JudgeSpec::Llm => "llm",
         })
     }
 }
@@ -197,10 +208,18 @@ struct RawExperiment {
     price: Option<toml::Value>,
     #[serde(default)]
     prices: Option<String>,
-    #[serde(default = "default_offline")]
-    summarizer: String,
-    #[serde(default = "default_offline")]
-    judge: String,
+    #[serde(default)]
+    summarizer: RawRole,
+    #[serde(default)]
+    judge: RawRole,
+    #[serde(default)]
+    llm: Option<llm::LlmConfig>,
+    #[serde(default)]
+    judge_repeats: Option<u32>,
+    #[serde(default)]
+    cache_mode: Option<llm::CacheMode>,
+    #[serde(default)]
+    cache_dir: Option<String>,
     #[serde(default)]
     seed: u64,
     #[serde(default, rename = "strategy")]
@@ -209,10 +228,6 @@ struct RawExperiment {
 
 fn default_tokenizer() -> Encoding {
     Encoding::O200kBase
-}
-
-fn default_offline() -> String {
-    "offline".into()
 }
 
 /// One model of the price table.
@@ -266,16 +281,17 @@ impl Experiment {
                 return Err(key_err("windows", format!("window {w} is listed twice")));
             }
         }
-        let summarizer = match raw.summarizer.as_str() {
-            "offline" => SummarizerSpec::Offline,
-            "llm" => return Err(key_err("summarizer", "`llm` is not available yet; use `offline`".into())),
-            other => return Err(key_err("summarizer", format!("unknown summarizer {other:?} (allowed: offline)"))),
+        let raw_llm = RawLlm {
+            summarizer: raw.summarizer.clone(),
+            judge: raw.judge.clone(),
+            llm: raw.llm.clone(),
+            judge_repeats: raw.judge_repeats,
+            cache_mode: raw.cache_mode,
+            cache_dir: raw.cache_dir.clone(),
         };
-        let judge = match raw.judge.as_str() {
-            "offline" => JudgeSpec::Offline,
-            "llm" => return Err(key_err("judge", "`llm` is not available yet; use `offline`".into())),
-            other => return Err(key_err("judge", format!("unknown judge {other:?} (allowed: offline)"))),
-        };
+        let base = path.parent().unwrap_or(Path::new(""));
+        let (summarizer, judge, llm) =
+            llm_setup::resolve(raw_llm, base).map_err(|(key, problem)| key_err(&key, problem))?;
         let price = match &raw.price {
             None => None,
             Some(value) => Some(resolve_price(value, raw.prices.as_deref(), path)?),
@@ -284,7 +300,14 @@ impl Experiment {
             return Err(key_err("strategy", "add at least one [[strategy]] table".into()));
         }
         let cache = raw.cache.unwrap_or(CacheProfile::None);
-        let shared = SharedSettings { tokenizer: raw.tokenizer, cache, price: price.as_ref(), summarizer, judge };
+        let shared = SharedSettings {
+            tokenizer: raw.tokenizer,
+            cache,
+            price: price.as_ref(),
+            summarizer,
+            judge,
+            llm: llm.as_ref(),
+        };
 
         let mut configurations = Vec::new();
         let mut strategies = Vec::new();
@@ -332,6 +355,7 @@ impl Experiment {
             price,
             summarizer,
             judge,
+            llm,
             seed: raw.seed,
             strategies,
             configurations,
@@ -357,6 +381,7 @@ struct SharedSettings<'a> {
     price: Option<&'a PriceSpec>,
     summarizer: SummarizerSpec,
     judge: JudgeSpec,
+    llm: Option<&'a LlmSettings>,
 }
 
 /// 1-based line of byte offset `at`.
@@ -550,7 +575,7 @@ pub fn window_label(window: Option<u64>) -> String {
 }
 
 fn config_id(strategy: &str, params: &serde_json::Value, window: Option<u64>, shared: &SharedSettings<'_>) -> String {
-    let identity = serde_json::json!({
+    let mut identity = serde_json::json!({
         "strategy": strategy,
         "params": params,
         "window": window,
@@ -560,6 +585,10 @@ fn config_id(strategy: &str, params: &serde_json::Value, window: Option<u64>, sh
         "summarizer": shared.summarizer,
         "judge": shared.judge,
     });
+    // Only present with a model, so offline configuration ids stay as they were.
+    if let Some(llm) = shared.llm {
+        identity["llm"] = llm.identity();
+    }
     format!("{strategy}-{}-{:08x}", window_label(window), short_hash(&canonical_json(&identity)))
 }
 

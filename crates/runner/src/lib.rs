@@ -5,6 +5,7 @@ pub mod dataset;
 pub mod experiment;
 pub mod llm_judge;
 pub mod llm_prompts;
+pub mod llm_setup;
 pub mod llm_summarize;
 pub mod record;
 pub mod replay;
