@@ -22,6 +22,10 @@ enum Command {
     Strategies(cmd::strategies::Args),
     /// Check dataset files; every problem names file, line and field.
     Validate(cmd::validate::Args),
+    /// Compare a run's summary.csv with a baseline; exit 1 on a regression.
+    Gate(cmd::gate::Args),
+    /// Re-render report.html in a run folder from its run.json and results.jsonl.
+    Report(cmd::report::Args),
 }
 
 /// Exit codes.
@@ -36,6 +40,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Strategies(args) => cmd::strategies::run(args),
         Command::Validate(args) => cmd::validate::run(args),
+        Command::Gate(args) => cmd::gate::run(args),
+        Command::Report(args) => cmd::report::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

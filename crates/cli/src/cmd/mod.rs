@@ -1,4 +1,6 @@
 //! One module per subcommand; each exposes `Args` and `run(Args) -> anyhow::Result<u8>`.
 
+pub mod gate;
+pub mod report;
 pub mod strategies;
 pub mod validate;

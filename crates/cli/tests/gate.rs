@@ -1,0 +1,333 @@
+//! `compactbench gate` and `compactbench report` through the binary: a real run is the
+//! baseline; an identical run passes; planted regressions in a copy of its summary.csv (a
+//! retention drop, a new overflow, a new violation, a cost rise, a missing configuration) fail
+//! with exit 1; changes within tolerance pass; bad input exits 2.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use compaction::{Conversation, Message, Probe, ProbeKind};
+use runner::experiment::Experiment;
+use runner::judge::OfflineJudge;
+use runner::run::{self, Engine, Plan, PlannedConversation, Provenance, RunData, RunOptions};
+use runner::summarize::OfflineSummarizer;
+
+const BIN: &str = env!("CARGO_BIN_EXE_compactbench");
+
+const EXPERIMENT: &str = r#"
+name = "gate-test"
+datasets = ["unused"]
+windows = [1500]
+seed = 5
+price = { input = 2.0, cached_input = 0.5, output = 8.0 }
+
+[[strategy]]
+name = "none"
+
+[[strategy]]
+name = "truncate"
+
+[[strategy]]
+name = "keep-last-n"
+recent_messages_to_keep = 4
+"#;
+
+fn conversation(id: &str, turns: usize) -> Conversation {
+    let mut messages = vec![Message::system("You are a helpful agent.")];
+    for i in 0..turns {
+        messages.push(Message::user(format!("Step {i}: remember the code word cw-{id}-{i}. {}", "filler ".repeat(60))));
+        messages.push(Message::assistant(format!("Noted cw-{id}-{i}. {}", "reply ".repeat(40))));
+    }
+    let mut c = Conversation::new(id, messages);
+    c.probes = (0..turns)
+        .step_by(3)
+        .map(|i| Probe {
+            id: format!("p{i}"),
+            kind: ProbeKind::Recall,
+            question: format!("What was code word {i}?"),
+            answer: format!("cw-{id}-{i}"),
+            facts: vec![vec![format!("cw-{id}-{i}")]],
+            source_message: 1 + 2 * i,
+            asked_at: None,
+        })
+        .collect();
+    c
+}
+
+fn temp_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("compactbench-cli-gate-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir is writable");
+    dir
+}
+
+/// Run the experiment into `out` with the offline summarizer and judge, and write the CSVs.
+fn real_run(out: &Path) -> RunData {
+    let experiment = Experiment::parse(EXPERIMENT, Path::new("gate-test.toml")).expect("valid experiment");
+    let conversations = (0..6)
+        .map(|i| PlannedConversation {
+            dataset: "synthetic.jsonl".into(),
+            conversation: std::sync::Arc::new(conversation(&format!("c{i}"), 12 + i)),
+        })
+        .collect();
+    let plan = Plan::from_conversations(experiment, conversations, Vec::new());
+    let summarizer = OfflineSummarizer::new();
+    let options = RunOptions { out: out.to_path_buf(), resume: false, jobs: Some(1), shard: None };
+    let provenance = Provenance { tool_version: "test".into(), git_commit: None, started_at: "t".into() };
+    let data = run::run(&plan, &Engine::new(&summarizer, &OfflineJudge), &options, &provenance, &|_| {})
+        .expect("the run runs");
+    report::write_outputs(out, &data).expect("outputs written");
+    data
+}
+
+/// The baseline run, made once for all tests of this file.
+fn baseline() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = temp_dir("baseline");
+        real_run(&dir);
+        dir
+    })
+}
+
+struct Outcome {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn compactbench(args: &[&str], env: &[(&str, &Path)]) -> Outcome {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).env_remove("GITHUB_STEP_SUMMARY");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("the binary runs");
+    Outcome {
+        code: out.status.code().expect("exited normally"),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn gate(current: &Path, extra: &[&str]) -> Outcome {
+    let base = baseline().join("summary.csv");
+    let mut args =
+        vec!["gate", "--baseline", base.to_str().expect("utf-8"), "--current", current.to_str().expect("utf-8")];
+    args.extend_from_slice(extra);
+    compactbench(&args, &[])
+}
+
+/// A copy of the baseline's summary.csv with `edit` applied to its rows (header included as
+/// the names), written to a fresh folder.
+fn planted(test: &str, edit: impl Fn(&[String], &mut Vec<Vec<String>>)) -> PathBuf {
+    let mut reader = csv::Reader::from_path(baseline().join("summary.csv")).expect("baseline summary");
+    let header: Vec<String> = reader.headers().expect("header").iter().map(String::from).collect();
+    let mut rows: Vec<Vec<String>> =
+        reader.records().map(|r| r.expect("row").iter().map(String::from).collect()).collect();
+    edit(&header, &mut rows);
+    let dir = temp_dir(test);
+    let path = dir.join("summary.csv");
+    let mut w = csv::Writer::from_path(&path).expect("writable");
+    w.write_record(&header).expect("header");
+    for r in &rows {
+        w.write_record(r).expect("row");
+    }
+    w.flush().expect("flushed");
+    path
+}
+
+fn col(header: &[String], name: &str) -> usize {
+    header.iter().position(|h| h == name).unwrap_or_else(|| panic!("summary.csv has no {name}"))
+}
+
+fn num(cell: &str) -> f64 {
+    cell.parse().unwrap_or_else(|_| panic!("{cell:?} is not a number"))
+}
+
+/// The row of the configuration whose strategy is `strategy`.
+fn row_of(header: &[String], rows: &[Vec<String>], strategy: &str) -> usize {
+    let c = col(header, "strategy");
+    rows.iter().position(|r| r[c] == strategy).unwrap_or_else(|| panic!("no {strategy} row"))
+}
+
+#[test]
+fn an_identical_run_passes() {
+    let dir = temp_dir("identical");
+    real_run(&dir);
+    let out = gate(&dir.join("summary.csv"), &[]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("### compactbench gate: passed"), "{}", out.stdout);
+    assert!(out.stdout.contains("3 configurations compared"), "{}", out.stdout);
+    assert!(out.stdout.contains("No value changed."), "{}", out.stdout);
+    // A run folder works as well as its summary.csv.
+    assert_eq!(gate(&dir, &[]).code, 0);
+}
+
+#[test]
+fn the_baseline_run_has_what_the_planted_regressions_need() {
+    let mut reader = csv::Reader::from_path(baseline().join("summary.csv")).expect("baseline summary");
+    let header: Vec<String> = reader.headers().expect("header").iter().map(String::from).collect();
+    let rows: Vec<Vec<String>> = reader.records().map(|r| r.expect("row").iter().map(String::from).collect()).collect();
+    // Truncate at this window compacts and loses some facts, and breaks no invariant: the
+    // planted regressions below start from a configuration with room to get worse.
+    let t = row_of(&header, &rows, "truncate");
+    let retention = num(&rows[t][col(&header, "retention_mean")]);
+    assert!(retention > 0.2 && retention < 0.95, "truncate retains some facts: {retention}");
+    assert!(num(&rows[t][col(&header, "retention_ci_low")]) < retention, "a real interval");
+    assert!(num(&rows[t][col(&header, "compactions_mean")]) > 0.0);
+    assert!(num(&rows[t][col(&header, "cost_usd_mean")]) > 0.0, "the experiment has a price");
+    assert_eq!(num(&rows[t][col(&header, "overflow_rate")]), 0.0);
+    assert_eq!(num(&rows[t][col(&header, "violations")]), 0.0);
+    // Without compaction the small window overflows.
+    let n = row_of(&header, &rows, "none");
+    assert!(num(&rows[n][col(&header, "overflow_rate")]) > 0.0);
+}
+
+#[test]
+fn a_retention_drop_fails() {
+    let path = planted("retention", |h, rows| {
+        let k = row_of(h, rows, "truncate");
+        let low = num(&rows[k][col(h, "retention_ci_low")]);
+        rows[k][col(h, "retention_mean")] = format!("{}", (low - 0.1).max(0.0));
+    });
+    let out = gate(&path, &[]);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("### compactbench gate: FAILED"), "{}", out.stdout);
+    assert!(out.stdout.contains("| retention |"), "{}", out.stdout);
+    assert!(out.stdout.contains("**regression**"));
+    assert!(out.stderr.contains("regression: truncate-1500-"), "{}", out.stderr);
+    // A wide enough tolerance lets it through.
+    assert_eq!(gate(&path, &["--tolerance", "retention=1"]).code, 0);
+}
+
+#[test]
+fn a_new_overflow_fails() {
+    let path = planted("overflow", |h, rows| {
+        let k = row_of(h, rows, "truncate");
+        rows[k][col(h, "overflow_rate")] = "0.012".into();
+    });
+    let out = gate(&path, &[]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(out.stdout.contains("| overflow_rate | 0.0% | 1.2% | +1.2 pt |"), "{}", out.stdout);
+}
+
+#[test]
+fn a_new_violation_fails() {
+    let path = planted("violation", |h, rows| {
+        let k = row_of(h, rows, "truncate");
+        rows[k][col(h, "violations")] = "1".into();
+    });
+    let out = gate(&path, &[]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(out.stdout.contains("| violations | 0 | 1 | +1 |"), "{}", out.stdout);
+}
+
+#[test]
+fn a_cost_rise_fails() {
+    let path = planted("cost", |h, rows| {
+        let k = row_of(h, rows, "none");
+        let c = col(h, "cost_usd_mean");
+        rows[k][c] = format!("{:.8}", num(&rows[k][c]) * 1.2);
+    });
+    let out = gate(&path, &[]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(out.stdout.contains("| cost |"), "{}", out.stdout);
+}
+
+#[test]
+fn changes_within_tolerance_pass_and_are_listed() {
+    let path = planted("within", |h, rows| {
+        let t = row_of(h, rows, "truncate");
+        let r = col(h, "retention_mean");
+        rows[t][r] = format!("{:.6}", num(&rows[t][r]) - 0.005);
+        let c = col(h, "cost_usd_mean");
+        rows[t][c] = format!("{:.8}", num(&rows[t][c]) * 1.02);
+        let n = row_of(h, rows, "none");
+        let o = col(h, "overflow_rate");
+        rows[n][o] = format!("{:.6}", num(&rows[n][o]) / 2.0);
+    });
+    let out = gate(&path, &[]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("worse, within tolerance"), "{}", out.stdout);
+    assert!(out.stdout.contains("improved"), "{}", out.stdout);
+}
+
+#[test]
+fn a_missing_configuration_fails_and_a_new_one_is_a_note() {
+    let missing = planted("missing", |h, rows| {
+        let k = row_of(h, rows, "truncate");
+        rows.remove(k);
+    });
+    let out = gate(&missing, &[]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(out.stdout.contains("**missing in current**"), "{}", out.stdout);
+    assert!(out.stderr.contains("is missing from the current run"), "{}", out.stderr);
+
+    let added = planted("added", |h, rows| {
+        let mut extra = rows[0].clone();
+        extra[col(h, "config_id")] = "brand-new-3k-00000000".into();
+        rows.push(extra);
+    });
+    let out = gate(&added, &[]);
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    assert!(out.stdout.contains("| brand-new-3k-00000000 | – |"), "{}", out.stdout);
+    assert!(out.stdout.contains("new in current"));
+}
+
+#[test]
+fn the_table_is_appended_to_the_github_step_summary() {
+    let path = planted("step-summary", |h, rows| {
+        let k = row_of(h, rows, "truncate");
+        rows[k][col(h, "violations")] = "2".into();
+    });
+    let summary = path.with_file_name("step-summary.md");
+    std::fs::write(&summary, "earlier step\n").expect("writable");
+    let base = baseline().join("summary.csv");
+    let out = compactbench(
+        &["gate", "--baseline", base.to_str().expect("utf-8"), "--current", path.to_str().expect("utf-8")],
+        &[("GITHUB_STEP_SUMMARY", &summary)],
+    );
+    assert_eq!(out.code, 1);
+    let text = std::fs::read_to_string(&summary).expect("readable");
+    assert!(text.starts_with("earlier step\n### compactbench gate: FAILED"), "{text}");
+    assert!(text.contains(&out.stdout));
+}
+
+#[test]
+fn bad_input_exits_2_and_names_it() {
+    let base = baseline().join("summary.csv");
+    let out = gate(&base, &["--tolerance", "speed=1"]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("--tolerance speed=1: unknown metric"), "{}", out.stderr);
+
+    let out = gate(Path::new("/nonexistent/summary.csv"), &[]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("/nonexistent/summary.csv"), "{}", out.stderr);
+
+    let bad = planted("bad-number", |h, rows| {
+        rows[1][col(h, "violations")] = "many".into();
+    });
+    let out = gate(&bad, &[]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains(":3: column `violations`: \"many\" is not a number"), "{}", out.stderr);
+}
+
+#[test]
+fn report_re_renders_the_page_of_a_run_folder() {
+    let dir = temp_dir("report");
+    real_run(&dir);
+    let page = dir.join("report.html");
+    assert!(!page.exists(), "write_outputs writes the CSV files only");
+    let out = compactbench(&["report", dir.to_str().expect("utf-8")], &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), page.display().to_string());
+    let html = std::fs::read_to_string(&page).expect("written");
+    assert!(html.contains("compactbench: gate-test") && html.contains("id=\"leaderboard-table\""));
+
+    let empty = temp_dir("report-empty");
+    let out = compactbench(&["report", empty.to_str().expect("utf-8")], &[]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("run.json"), "{}", out.stderr);
+}
