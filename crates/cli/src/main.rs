@@ -26,6 +26,8 @@ enum Command {
     Gate(cmd::gate::Args),
     /// Re-render report.html in a run folder from its run.json and results.jsonl.
     Report(cmd::report::Args),
+    /// Write the synthetic datasets (deterministic for a seed), one JSONL file per family.
+    Synth(cmd::synth::Args),
 }
 
 /// Exit codes.
@@ -42,6 +44,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => cmd::validate::run(args),
         Command::Gate(args) => cmd::gate::run(args),
         Command::Report(args) => cmd::report::run(args),
+        Command::Synth(args) => cmd::synth::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

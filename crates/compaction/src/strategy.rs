@@ -246,6 +246,13 @@ pub trait Strategy: Send + Sync {
     }
     /// What the conformance checker may hold the strategy to.
     fn promises(&self, ctx: &Context, budget: &Budget) -> Promises;
+    /// Whether summaries the recorded agent wrote (messages flagged `meta.compact_summary`)
+    /// enter the context when a recording is replayed. Only the `recorded` reference sees
+    /// them; every other strategy replays the history as if the recording had not been
+    /// compacted.
+    fn sees_recorded_summaries(&self) -> bool {
+        false
+    }
 }
 
 /// The standard `apply`: build `plan.layout` (or the fallback if any summary failed).

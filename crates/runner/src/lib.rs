@@ -9,4 +9,5 @@ pub mod llm_setup;
 pub mod llm_summarize;
 pub mod record;
 pub mod replay;
+pub mod synth;
 pub mod run;

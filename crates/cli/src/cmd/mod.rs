@@ -3,4 +3,5 @@
 pub mod gate;
 pub mod report;
 pub mod strategies;
+pub mod synth;
 pub mod validate;

@@ -1,4 +1,6 @@
-//! The eight strategies: five from the seed documents, three baselines.
+//! The eight strategies: five from the seed documents, three baselines; and the `recorded`
+//! reference, which replays the compaction a recording contains ([`REFERENCE_NAMES`],
+//! [`reference_catalog`]).
 //!
 //! Each strategy has one params struct with serde defaults taken from its document;
 //! [`StrategyConfig`] names a strategy with its params and builds it after validation.
@@ -14,6 +16,7 @@ pub mod none;
 pub mod observation_mask;
 pub mod priority_chain;
 pub mod prune_then_summarize;
+pub mod recorded;
 pub mod split_fraction;
 pub mod truncate;
 
@@ -44,7 +47,13 @@ pub enum StrategyConfig {
     None(none::Params),
     Truncate(truncate::Params),
     ObservationMask(observation_mask::Params),
+    /// The reference that replays a recording's own compaction (not one of [`NAMES`]).
+    Recorded(recorded::Params),
 }
+
+/// References: configurations that replay what the recording did rather than a strategy of
+/// their own. They are not in [`NAMES`] (the eight strategies) nor in [`catalog`].
+pub const REFERENCE_NAMES: [&str; 1] = ["recorded"];
 
 /// Every strategy name, in catalog order.
 pub const NAMES: [&str; 8] = [
@@ -70,6 +79,7 @@ impl StrategyConfig {
             "none" => StrategyConfig::None(Default::default()),
             "truncate" => StrategyConfig::Truncate(Default::default()),
             "observation-mask" => StrategyConfig::ObservationMask(Default::default()),
+            "recorded" => StrategyConfig::Recorded(Default::default()),
             _ => return None,
         })
     }
@@ -83,6 +93,7 @@ impl StrategyConfig {
             StrategyConfig::None(_) => "none",
             StrategyConfig::Truncate(_) => "truncate",
             StrategyConfig::ObservationMask(_) => "observation-mask",
+            StrategyConfig::Recorded(_) => "recorded",
         }
     }
     /// Validate the parameters and build the strategy.
@@ -98,6 +109,7 @@ impl StrategyConfig {
             StrategyConfig::None(p) => Box::new(none::NoCompaction::new(p.clone())?),
             StrategyConfig::Truncate(p) => Box::new(truncate::Truncate::new(p.clone())?),
             StrategyConfig::ObservationMask(p) => Box::new(observation_mask::ObservationMask::new(p.clone())?),
+            StrategyConfig::Recorded(p) => Box::new(recorded::Recorded::new(p.clone())?),
         })
     }
     /// The parameters as a JSON object (for config ids and CSV).
@@ -198,4 +210,14 @@ pub fn catalog() -> Vec<StrategyInfo> {
             params: params_of::<observation_mask::Params>(),
         },
     ]
+}
+
+/// The references ([`REFERENCE_NAMES`]) with their parameters.
+pub fn reference_catalog() -> Vec<StrategyInfo> {
+    vec![StrategyInfo {
+        name: "recorded",
+        source: "reference",
+        summary: recorded::SUMMARY,
+        params: params_of::<recorded::Params>(),
+    }]
 }
