@@ -17,6 +17,14 @@ lint:
 synth:
     cargo run --release -p compactbench -- synth --seed 42 --out datasets/synthetic
 
+# Criterion benches, short runs sized for two cores (figures in benches/RESULTS.md).
+bench *ARGS:
+    cargo bench -p compactbench-benches -- {{ARGS}}
+
+# compactbench side by side with Python tiktoken and LangChain's trim_messages (creates .venv-peers/).
+bench-peers:
+    bash benches/peers/run.sh
+
 # Install the local model for the end-to-end LLM tests (SmolLM2-135M + llama-cpp-python server, into .venv-llm/).
 setup-llm:
     bash scripts/setup-llm.sh
@@ -24,3 +32,24 @@ setup-llm:
 # The end-to-end LLM tests against the local SmolLM2 server (installs it first when needed).
 test-llm:
     bash scripts/test-llm.sh
+
+# Install Debian's Chromium, which the report's browser test drives (needs root or sudo).
+setup-browser:
+    command -v chromium >/dev/null 2>&1 || (apt-get update && apt-get install -y chromium) || (sudo apt-get update && sudo apt-get install -y chromium)
+
+# Re-render report.html of a run folder.
+report DIR:
+    cargo run --release -p compactbench -- report {{DIR}}
+
+# Run the gate's experiment and compare it with the committed baseline (exit 1 on a regression).
+gate *ARGS:
+    rm -rf target/ci-gate-run
+    cargo run --release -p compactbench -- run --config experiments/ci.toml --out target/ci-gate-run
+    cargo run --release -p compactbench -- gate --baseline reports/baseline/summary.csv --current target/ci-gate-run/summary.csv {{ARGS}}
+
+# Refresh the gate's baseline on purpose (after a change meant to move the numbers): commit the result.
+baseline:
+    rm -rf target/ci-baseline-run
+    cargo run --release -p compactbench -- run --config experiments/ci.toml --out target/ci-baseline-run
+    mkdir -p reports/baseline
+    cp target/ci-baseline-run/summary.csv reports/baseline/summary.csv

@@ -253,7 +253,7 @@ fn pct(v: Option<f64>) -> String {
 
 fn ci(v: Option<(f64, f64)>) -> String {
     match v {
-        Some((lo, hi)) => format!(" <span class=\"ci\">[{:.1}, {:.1}]</span>", lo * 100.0, hi * 100.0),
+        Some((lo, hi)) => format!("<br><span class=\"ci\">[{:.1}, {:.1}]</span>", lo * 100.0, hi * 100.0),
         None => String::new(),
     }
 }
@@ -264,7 +264,7 @@ fn usd(v: f64) -> String {
     } else if v.abs() < 0.01 {
         format!("${}", trim_zeros(&format!("{v:.6}")))
     } else {
-        format!("${v:.4}")
+        format!("${}", trim_zeros(&format!("{v:.4}")))
     }
 }
 
