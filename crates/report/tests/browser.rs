@@ -270,26 +270,27 @@ const PROBE_PAGE: &str = r#"(() => {
   });
 })()"#;
 
-#[test]
-fn the_report_opens_in_chromium_with_no_errors_no_requests_and_no_injected_code() {
-    let Some(chromium) = find_chromium() else {
-        if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
-            panic!(
-                "CI is set but Chromium is not installed: the browser test must run in CI (apt-get install chromium)"
-            );
-        }
-        eprintln!("skipped: Chromium not found (install Debian's `chromium`, or set CHROMIUM to a Chrome binary)");
-        return;
-    };
-    let root = common::temp_dir("browser");
-    let (run_dir, data) = common::adversarial_run(&root);
-    let configurations = data.manifest.experiment.configurations.len();
-    let page = std::fs::canonicalize(run_dir.join("report.html")).expect("report written");
-    let url = format!("file://{}", page.display());
+/// What a visit to a page found.
+struct Visit {
+    /// The page's answers to [`PROBE_PAGE`].
+    facts: Value,
+    /// Console errors and warnings, exceptions, failed loads.
+    problems: Vec<String>,
+    /// Every URL the page requested (the page itself included).
+    requests: Vec<String>,
+    url: String,
+    png: Vec<u8>,
+}
 
-    let profile = root.join("profile");
+/// Open `page` from disk in a fresh headless Chromium, screenshot it to `target/<shot>.png`,
+/// run [`PROBE_PAGE`] in it, and collect the console and network events.
+fn visit(chromium: &Path, page: &Path, scratch: &Path, shot: &str) -> Visit {
+    let page = std::fs::canonicalize(page).expect("the page exists");
+    let url = format!("file://{}", page.display());
+    let profile = scratch.join(format!("profile-{shot}"));
+    let _ = std::fs::remove_dir_all(&profile);
     std::fs::create_dir_all(&profile).expect("profile dir");
-    let mut browser = Browser::launch(&chromium, &profile, &root.join("chromium.log"));
+    let mut browser = Browser::launch(chromium, &profile, &scratch.join(format!("chromium-{shot}.log")));
     let target = browser.call(None, "Target.createTarget", json!({ "url": "about:blank" }));
     let target_id = target["targetId"].as_str().expect("target id").to_string();
     let attached = browser.call(None, "Target.attachToTarget", json!({ "targetId": target_id, "flatten": true }));
@@ -309,23 +310,22 @@ fn the_report_opens_in_chromium_with_no_errors_no_requests_and_no_injected_code(
     browser.wait_for("Page.loadEventFired");
     browser.settle(Duration::from_millis(1500));
 
-    let shot = browser.call(s, "Page.captureScreenshot", json!({ "format": "png" }));
-    let png = base64_decode(shot["data"].as_str().expect("screenshot data"));
+    let screenshot = browser.call(s, "Page.captureScreenshot", json!({ "format": "png" }));
+    let png = base64_decode(screenshot["data"].as_str().expect("screenshot data"));
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
-    let shot_path = target_dir().join("report-screenshot.png");
     std::fs::create_dir_all(target_dir()).expect("target dir");
+    let shot_path = target_dir().join(format!("{shot}.png"));
     std::fs::write(&shot_path, &png).expect("screenshot written");
     // The page itself beside it, to open by hand.
-    std::fs::copy(&page, target_dir().join("report-screenshot.html")).expect("page copied");
+    std::fs::copy(&page, target_dir().join(format!("{shot}.html"))).expect("page copied");
     eprintln!("screenshot: {}", shot_path.display());
+
     let result = browser.call(s, "Runtime.evaluate", json!({ "expression": PROBE_PAGE, "returnByValue": true }));
     let facts: Value = serde_json::from_str(result["result"]["value"].as_str().expect("the probe returns a string"))
         .expect("the probe returns JSON");
     browser.settle(Duration::from_millis(500));
-
     let _ = browser.call(None, "Browser.close", json!({}));
 
-    // Console and network, from the events.
     let mut problems = Vec::new();
     let mut requests = Vec::new();
     for e in &browser.events {
@@ -343,30 +343,26 @@ fn the_report_opens_in_chromium_with_no_errors_no_requests_and_no_injected_code(
             _ => {}
         }
     }
-    assert!(problems.is_empty(), "console errors: {problems:#?}");
-    assert_eq!(requests, vec![url.clone()], "the only request is the page itself");
-    assert_eq!(facts["resources"], json!([]), "no resource was fetched");
+    Visit { facts, problems, requests, url, png }
+}
 
+/// What every report must show: it loaded clean, fetched nothing, its script ran, and its
+/// leaderboard, charts and sorting work.
+fn assert_clean_page(v: &Visit, name: &str, configurations: usize) {
+    let facts = &v.facts;
+    assert!(v.problems.is_empty(), "console errors: {:#?}", v.problems);
+    assert_eq!(v.requests, vec![v.url.clone()], "the only request is the page itself");
+    assert_eq!(facts["resources"], json!([]), "no resource was fetched");
     // The page's own script ran: the CSP hash matches it.
     assert_eq!(facts["ready"], "1", "{facts}");
-    assert_eq!(facts["title"], format!("compactbench: {}", common::NAME));
-    // Nothing injected ran or became an element.
-    assert_eq!(facts["pwned"], false);
-    for (key, want) in [("blink", 0), ("images", 0), ("iframes", 0), ("links", 0), ("javascriptLinks", 0)] {
-        assert_eq!(facts[key], want, "{key}: {facts}");
-    }
+    assert_eq!(facts["title"], format!("compactbench: {name}"));
     assert_eq!(facts["scripts"], 1, "only the page's own script");
     assert_eq!(facts["styles"], 1, "only the page's own style");
     assert_eq!(facts["bodyDisplay"], "block");
-    assert_eq!(facts["scriptTextShown"], true, "the injected script shows as text");
-    assert_eq!(facts["imgTextShown"], true);
-    assert_eq!(facts["javascriptTextShown"], true);
-    // Leaderboard, charts, sorting and filtering.
     assert_eq!(facts["leaderboardRows"], configurations);
-    assert_eq!(facts["paretoPoints"], 2 * configurations, "one point per configuration in each Pareto chart");
-    assert_eq!(facts["timelines"], 2 * configurations, "a timeline per conversation and configuration");
+    assert!(facts["paretoPoints"].as_u64().unwrap_or(0) > 0, "the Pareto charts have points");
+    assert!(facts["timelines"].as_u64().unwrap_or(0) > 0, "timelines are drawn");
     assert_eq!(facts["visibleTimelines"], 1, "the picker shows one conversation");
-    assert!(facts["svgs"].as_u64().unwrap_or(0) >= 2 + 2 * configurations as u64);
     let column = |k: &str| -> Vec<String> {
         facts[k].as_array().expect("array").iter().map(|v| v.as_str().unwrap_or("").to_string()).collect()
     };
@@ -376,9 +372,62 @@ fn the_report_opens_in_chromium_with_no_errors_no_requests_and_no_injected_code(
     assert_eq!(column("afterFirst"), descending, "the first click sorts descending");
     descending.reverse();
     assert_eq!(column("afterSecond"), descending, "the second click sorts ascending");
-    assert_eq!(facts["visibleAfterFilter"], 1, "the filter keeps the truncate row");
-
     // The screenshot is a real picture of the page, not a blank one.
-    assert!(png.len() > 20_000, "screenshot of {} bytes looks blank", png.len());
+    assert!(v.png.len() > 20_000, "screenshot of {} bytes looks blank", v.png.len());
+}
+
+fn chromium_or_skip() -> Option<PathBuf> {
+    let found = find_chromium();
+    if found.is_none() {
+        if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
+            panic!(
+                "CI is set but Chromium is not installed: the browser test must run in CI (apt-get install chromium)"
+            );
+        }
+        eprintln!("skipped: Chromium not found (install Debian's `chromium`, or set CHROMIUM to a Chrome binary)");
+    }
+    found
+}
+
+#[test]
+fn the_report_opens_in_chromium_with_no_errors_no_requests_and_no_injected_code() {
+    let Some(chromium) = chromium_or_skip() else { return };
+    let root = common::temp_dir("browser");
+    let (run_dir, data) = common::adversarial_run(&root);
+    let configurations = data.manifest.experiment.configurations.len();
+    let v = visit(&chromium, &run_dir.join("report.html"), &root, "report-screenshot");
+    assert_clean_page(&v, common::NAME, configurations);
+    let facts = &v.facts;
+
+    // Nothing injected ran or became an element.
+    assert_eq!(facts["pwned"], false);
+    for (key, want) in [("blink", 0), ("images", 0), ("iframes", 0), ("links", 0), ("javascriptLinks", 0)] {
+        assert_eq!(facts[key], want, "{key}: {facts}");
+    }
+    assert_eq!(facts["scriptTextShown"], true, "the injected script shows as text");
+    assert_eq!(facts["imgTextShown"], true);
+    assert_eq!(facts["javascriptTextShown"], true);
+    // Every configuration has its point in both Pareto charts and a timeline per conversation.
+    assert_eq!(facts["paretoPoints"], 2 * configurations, "one point per configuration in each Pareto chart");
+    assert_eq!(facts["timelines"], 2 * configurations, "a timeline per conversation and configuration");
+    assert!(facts["svgs"].as_u64().unwrap_or(0) >= 2 + 2 * configurations as u64);
+    assert_eq!(facts["visibleAfterFilter"], 1, "the filter keeps the truncate row");
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A real run's report, named by `COMPACTBENCH_REPORT_DIR` (CI points it at the gate's run):
+/// it must open as cleanly as the adversarial one. Without the variable there is nothing to
+/// check.
+#[test]
+fn the_run_folder_named_by_the_environment_opens_cleanly() {
+    let Some(dir) = std::env::var_os("COMPACTBENCH_REPORT_DIR").filter(|d| !d.is_empty()).map(PathBuf::from) else {
+        eprintln!("skipped: set COMPACTBENCH_REPORT_DIR to a run folder to open its report.html");
+        return;
+    };
+    let Some(chromium) = chromium_or_skip() else { return };
+    let data = runner::run::RunData::read(&dir).expect("COMPACTBENCH_REPORT_DIR is a run folder");
+    let scratch = common::temp_dir("browser-run");
+    let v = visit(&chromium, &dir.join("report.html"), &scratch, "report-run-screenshot");
+    assert_clean_page(&v, &data.manifest.experiment.name, data.manifest.experiment.configurations.len());
+    let _ = std::fs::remove_dir_all(&scratch);
 }
