@@ -3,6 +3,7 @@
 
 pub mod dataset;
 pub mod experiment;
+pub mod import;
 pub mod llm_judge;
 pub mod llm_prompts;
 pub mod llm_setup;
