@@ -2,6 +2,7 @@
 //! summarize and judge offline, run experiment matrices and keep a resumable result log.
 
 pub mod dataset;
+pub mod judge;
 pub mod experiment;
 pub mod import;
 pub mod llm_judge;
@@ -10,5 +11,6 @@ pub mod llm_setup;
 pub mod llm_summarize;
 pub mod record;
 pub mod replay;
+pub mod summarize;
 pub mod synth;
 pub mod run;

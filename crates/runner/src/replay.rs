@@ -1,10 +1,90 @@
 //! The replay engine: every recorded assistant message is one model call; before each call the
 //! strategy may compact (proactively, or reactively when the request is over the window).
+//!
+//! # One call
+//!
+//! The context is built incrementally from the recording ([`Entry::recorded`]), every entry
+//! metered once with the exact counter and the strategy's estimator, so a step costs O(new
+//! messages). Before each recorded assistant message:
+//!
+//! 1. **Length stop**: when the previous recorded assistant message stopped with
+//!    `finish_reason = "length"` and the strategy [`reacts_to`](Strategy::reacts_to)
+//!    [`Trigger::LengthStop`], it plans with that trigger (`split-fraction` compacts only if its
+//!    threshold holds, as its document says).
+//! 2. **Proactive**: otherwise, when [`Strategy::should_compact`] holds, plan, summarize each
+//!    request with the [`Summarizer`], apply.
+//! 3. **Reactive**: while the request (exact tokens) is over the window and the strategy reacts
+//!    to [`Trigger::Overflow`], plan with that trigger and apply, at most
+//!    [`MAX_REACTIVE_ATTEMPTS`] times, stopping when a compaction changes nothing.
+//! 4. A request still over the window is an **overflow**: a real API would reject it. The call
+//!    still proceeds, as the recording does.
+//! 5. The recorded assistant message is appended, then the messages after it.
+//!
+//! A compaction whose summary failed and whose strategy keeps the context unchanged is still a
+//! compaction event (with its `fallback`), and counts in `compactions`.
+//!
+//! # Invariants
+//!
+//! [`check_context`](compaction::check_context) runs on every request (incrementally: between compactions only the new
+//! messages are scanned, with the same result) and [`check_compaction`] on every compaction. Every
+//! violation counts, documented deviations included (they are findings). Two rules keep counts
+//! honest: a structural violation of a request (an orphan result, an unanswered call, several
+//! summaries) counts once when it appears, not again on every later request that still carries
+//! it; and the structural violations [`check_compaction`] reports are not counted a second time,
+//! since the request after the compaction reports them. Non-structural ones (system prompt
+//! changed, order, recent window, below threshold, role alternation, unreported overflow) count
+//! once per compaction.
+//!
+//! # Prefix cache
+//!
+//! Each request is compared with the previous one entry by entry (the same shared message, or
+//! byte-identical messages, stop at the first difference); the shared prefix is measured in
+//! exact tokens. With no compaction in between the whole previous request is shared.
+//!
+//! - [`CacheProfile::Openai`]: the shared prefix rounded down to a multiple of 128 when it is at
+//!   least 1,024 tokens, else 0.
+//! - [`CacheProfile::Anthropic`]: cache breakpoints where agents put them with automatic caching:
+//!   at the end of the system prompt and at the end of each request (the last message). A
+//!   request reads the longest prefix written at a breakpoint of the previous request that it
+//!   shares: the whole previous request when it is a prefix, else the system prompt when that
+//!   is shared, else nothing. Prefixes under 1,024 tokens are not cached (Anthropic's minimum for
+//!   Sonnet and Opus). Cache writes are priced as plain input (the price table has no write
+//!   premium).
+//! - [`CacheProfile::None`]: nothing is cached.
+//!
+//! # Cost
+//!
+//! Per call, `(input - cached) x input + cached x cached_input + output x output` per million
+//! tokens, where output is the exact size of the recorded assistant message; summarizer calls
+//! add their input and output tokens at the input and output prices.
+//!
+//! # Probes
+//!
+//! A probe is asked once the replay has appended `asked_at` recorded messages (at the end when
+//! `None`, or when `asked_at` is past the end), before the compaction of the call that follows:
+//! the judge sees the context as it is at that moment. A probe is at risk when its source
+//! message is no longer in the context verbatim.
 
-use compaction::{Context, Conversation, Encoding, Probe, StrategyConfig, SummaryFailure, SummaryRequest};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use compaction::{
+    check_compaction, Budget, Context, Conversation, Encoding, Entry, Exact, Message, Origin, Probe, Role, Strategy,
+    StrategyConfig, SummaryFailure, SummaryOutcome, SummaryRequest, TokenCounter, Trigger, Violation, ViolationKind,
+};
 use serde::{Deserialize, Serialize};
 
-use crate::record::{PairMetrics, ProbeScore};
+use crate::judge::is_verbatim;
+use crate::record::{CallPoint, CompactionRecord, PairMetrics, ProbeScore};
+
+/// Forced compactions tried per call while the request is over the window.
+pub const MAX_REACTIVE_ATTEMPTS: usize = 3;
+/// OpenAI caches prefixes of at least this many tokens...
+pub const OPENAI_CACHE_MIN: u64 = 1_024;
+/// ...in steps of this many tokens.
+pub const OPENAI_CACHE_STEP: u64 = 128;
+/// Anthropic's minimum cacheable prefix (Sonnet and Opus models).
+pub const ANTHROPIC_CACHE_MIN: u64 = 1_024;
 
 /// How the provider's prefix cache is modelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -17,6 +97,41 @@ pub enum CacheProfile {
     Openai,
     /// Anthropic-style: cached up to the last cache breakpoint the request shares.
     Anthropic,
+}
+
+/// What one request shares with the previous one, for the prefix cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PrefixShare {
+    /// Exact tokens of the longest shared prefix.
+    pub shared_tokens: u64,
+    /// Exact tokens of the previous request.
+    pub previous_tokens: u64,
+    /// The whole previous request is a prefix of this one.
+    pub whole_previous: bool,
+    /// Exact tokens of the previous request's system prompt, when it had one and it is shared.
+    pub system_tokens: Option<u64>,
+}
+
+impl CacheProfile {
+    /// Tokens of a request served from the cache, given what it shares with the previous one.
+    pub fn cached_tokens(self, share: &PrefixShare) -> u64 {
+        match self {
+            CacheProfile::None => 0,
+            CacheProfile::Openai if share.shared_tokens >= OPENAI_CACHE_MIN => {
+                share.shared_tokens / OPENAI_CACHE_STEP * OPENAI_CACHE_STEP
+            }
+            CacheProfile::Openai => 0,
+            CacheProfile::Anthropic => {
+                let breakpoint =
+                    if share.whole_previous { share.previous_tokens } else { share.system_tokens.unwrap_or(0) };
+                if breakpoint >= ANTHROPIC_CACHE_MIN {
+                    breakpoint
+                } else {
+                    0
+                }
+            }
+        }
+    }
 }
 
 /// Prices in US dollars per million tokens.
@@ -62,6 +177,11 @@ pub trait Judge: Send + Sync {
     fn name(&self) -> String;
     /// Score `probe` against the compacted context `ctx` (the agent's view when it is asked).
     fn score(&self, conversation: &Conversation, ctx: &Context, probe: &Probe) -> ProbeScore;
+    /// Score every probe asked at one checkpoint against the same context, in order. The
+    /// default scores them one by one; a judge that prepares the context once overrides it.
+    fn score_checkpoint(&self, conversation: &Conversation, ctx: &Context, probes: &[&Probe]) -> Vec<ProbeScore> {
+        probes.iter().map(|p| self.score(conversation, ctx, p)).collect()
+    }
 }
 
 /// Why a replay could not run.
@@ -74,12 +194,496 @@ pub enum ReplayError {
 }
 
 /// Replay `conversation` under `settings`.
+///
+/// ```
+/// use compaction::{Conversation, Encoding, Message, StrategyConfig};
+/// use runner::judge::OfflineJudge;
+/// use runner::replay::{replay, CacheProfile, ReplaySettings};
+/// use runner::summarize::OfflineSummarizer;
+///
+/// let conversation = Conversation::new(
+///     "c1",
+///     vec![Message::user("hi"), Message::assistant("hello"), Message::user("bye"), Message::assistant("bye")],
+/// );
+/// let settings = ReplaySettings {
+///     strategy: StrategyConfig::default_for("none").unwrap(),
+///     window: 10,
+///     encoding: Encoding::O200kBase,
+///     cache: CacheProfile::Openai,
+///     price: None,
+/// };
+/// let m = replay(&conversation, &settings, &OfflineSummarizer::new(), &OfflineJudge).unwrap();
+/// assert_eq!(m.calls, 2);
+/// // "hi" is 4 tokens with the chat template; the second request (12 tokens) overflows 10.
+/// assert_eq!(m.timeline[0].request_tokens, 4);
+/// assert_eq!(m.timeline[1].request_tokens, 12);
+/// assert_eq!(m.overflows, 1);
+/// ```
 pub fn replay(
     conversation: &Conversation,
     settings: &ReplaySettings,
     summarizer: &dyn Summarizer,
     judge: &dyn Judge,
 ) -> Result<PairMetrics, ReplayError> {
-    let _ = (settings, summarizer, judge);
-    Err(ReplayError::Conversation { id: conversation.id.clone(), problem: "replay is not implemented yet".into() })
+    let started = Instant::now();
+    let strategy = settings.strategy.build()?;
+    let n = conversation.messages.len();
+    let mut checkpoints: BTreeMap<usize, Vec<&Probe>> = BTreeMap::new();
+    for p in &conversation.probes {
+        if p.source_message >= n {
+            return Err(ReplayError::Conversation {
+                id: conversation.id.clone(),
+                problem: format!(
+                    "probe {}, field source_message: {} is outside the conversation ({n} messages)",
+                    p.id, p.source_message
+                ),
+            });
+        }
+        checkpoints.entry(p.asked_at.unwrap_or(n).min(n)).or_default().push(p);
+    }
+    let mut r = Replayer::new(conversation, settings, strategy, summarizer, judge);
+    if let Some(probes) = checkpoints.get(&0) {
+        r.ask(probes, 0);
+    }
+    for (i, m) in conversation.messages.iter().enumerate() {
+        let entry = Entry::recorded(i, m.clone());
+        if m.role == Role::Assistant {
+            r.call(i, entry.tokens(&r.exact));
+        }
+        r.append(entry);
+        if m.role == Role::Assistant {
+            r.length_stop = stopped_at_length(m);
+        }
+        if let Some(probes) = checkpoints.get(&(i + 1)) {
+            r.ask(probes, i + 1);
+        }
+    }
+    Ok(r.finish(started))
+}
+
+fn stopped_at_length(m: &Message) -> bool {
+    m.finish_reason.as_deref() == Some("length")
+}
+
+/// The violations [`compaction::check_context`] reports, counted on requests.
+fn is_structural(kind: ViolationKind) -> bool {
+    matches!(
+        kind,
+        ViolationKind::OrphanToolResult | ViolationKind::UnansweredToolCall | ViolationKind::MultipleSummaries
+    )
+}
+
+/// A stable identity for a request's violation, so that one carried from request to request
+/// counts once: the entry and call id of a pairing problem, the live summaries of
+/// [`Violation::MultipleSummaries`].
+fn violation_key(ctx: &Context, checker: &RequestChecker, v: &Violation) -> String {
+    match v {
+        Violation::OrphanToolResult { index, call_id } | Violation::UnansweredToolCall { index, call_id } => {
+            format!("{}|{:?}|{call_id}", v.kind().as_str(), ctx.get(*index).map(|e| e.origin()))
+        }
+        Violation::MultipleSummaries { .. } => format!("{}|{:?}", v.kind().as_str(), checker.summaries),
+        other => other.to_string(),
+    }
+}
+
+/// Two entries that put the same bytes in a request.
+fn same_message(a: &Entry, b: &Entry) -> bool {
+    std::ptr::eq(a.message(), b.message()) || a.message() == b.message()
+}
+
+/// [`compaction::check_context`], kept up to date as the context grows.
+///
+/// Between compactions a request is the previous one plus appended messages, so the checker
+/// scans only the new entries (pairing results with open calls as `check_context` does) and
+/// lists the calls still open; after a compaction it rescans the new context. Its answer is the
+/// same set of violations as `check_context` on the same context (tested below), at O(new
+/// messages) per request.
+#[derive(Debug, Default)]
+struct RequestChecker {
+    /// Entries scanned so far.
+    scanned: usize,
+    /// Unanswered calls by id: the entries that made them, oldest first.
+    open: BTreeMap<String, Vec<usize>>,
+    orphans: Vec<Violation>,
+    last_assistant: Option<usize>,
+    /// Only tool results follow the last assistant message.
+    only_results_after: bool,
+    /// The live summaries: round and first and last recorded message covered.
+    summaries: Vec<(u32, Option<usize>, Option<usize>)>,
+}
+
+impl RequestChecker {
+    /// Forget everything: the context was replaced.
+    fn reset(&mut self) {
+        *self = RequestChecker::default();
+    }
+
+    /// The violations of `ctx`, which extends the context of the previous call (or was reset).
+    fn check(&mut self, ctx: &Context) -> Vec<Violation> {
+        for (i, e) in ctx.entries().iter().enumerate().skip(self.scanned) {
+            let m = e.message();
+            for c in &m.tool_calls {
+                self.open.entry(c.id.clone()).or_default().push(i);
+            }
+            if m.role == Role::Tool {
+                let id = m.tool_call_id.as_deref().unwrap_or("");
+                if self.open.get_mut(id).and_then(|v| v.pop()).is_none() {
+                    self.orphans.push(Violation::OrphanToolResult { index: i, call_id: id.to_string() });
+                }
+            }
+            match m.role {
+                Role::Assistant => {
+                    self.last_assistant = Some(i);
+                    self.only_results_after = true;
+                }
+                Role::Tool => {}
+                _ => self.only_results_after = false,
+            }
+            if let Origin::Summary { round, covers } = e.origin() {
+                self.summaries.push((*round, covers.first().copied(), covers.last().copied()));
+            }
+        }
+        self.scanned = ctx.len();
+        self.open.retain(|_, v| !v.is_empty());
+        let mut out = self.orphans.clone();
+        let mut unanswered: Vec<(usize, String)> = Vec::new();
+        for (id, idxs) in &self.open {
+            for &i in idxs {
+                let in_flight = Some(i) == self.last_assistant && self.only_results_after;
+                if !in_flight {
+                    unanswered.push((i, id.clone()));
+                }
+            }
+        }
+        unanswered.sort();
+        out.extend(unanswered.into_iter().map(|(index, call_id)| Violation::UnansweredToolCall { index, call_id }));
+        if self.summaries.len() > 1 {
+            out.push(Violation::MultipleSummaries { count: self.summaries.len() });
+        }
+        out
+    }
+}
+
+/// What the cache needs to know about the previous request.
+#[derive(Debug, Clone, Copy)]
+struct PreviousRequest {
+    len: usize,
+    tokens: u64,
+    system_tokens: Option<u64>,
+}
+
+/// The state of one replay.
+struct Replayer<'a> {
+    conversation: &'a Conversation,
+    settings: &'a ReplaySettings,
+    strategy: Box<dyn Strategy>,
+    summarizer: &'a dyn Summarizer,
+    judge: &'a dyn Judge,
+    exact: Exact,
+    budget: Budget,
+    ctx: Context,
+    metrics: PairMetrics,
+    /// Exact tokens of every recorded message appended so far.
+    uncompacted: u64,
+    previous: Option<PreviousRequest>,
+    /// The context before this call's first compaction: the previous request is its prefix.
+    pre_compaction: Option<Context>,
+    /// Identities of the previous request's structural violations.
+    open_violations: BTreeSet<String>,
+    checker: RequestChecker,
+    /// The last recorded assistant message stopped at its output limit.
+    length_stop: bool,
+}
+
+impl<'a> Replayer<'a> {
+    fn new(
+        conversation: &'a Conversation,
+        settings: &'a ReplaySettings,
+        strategy: Box<dyn Strategy>,
+        summarizer: &'a dyn Summarizer,
+        judge: &'a dyn Judge,
+    ) -> Replayer<'a> {
+        Replayer {
+            conversation,
+            settings,
+            strategy,
+            summarizer,
+            judge,
+            exact: Exact::new(settings.encoding),
+            budget: Budget::new(settings.window),
+            ctx: Context::new(),
+            metrics: PairMetrics::default(),
+            uncompacted: 0,
+            previous: None,
+            pre_compaction: None,
+            open_violations: BTreeSet::new(),
+            checker: RequestChecker::default(),
+            length_stop: false,
+        }
+    }
+
+    fn append(&mut self, entry: Entry) {
+        self.uncompacted += entry.tokens(&self.exact);
+        self.ctx.push_metered(entry, &[&self.exact, self.strategy.estimator()]);
+    }
+
+    fn count(&mut self, kind: ViolationKind) {
+        self.metrics.violations += 1;
+        *self.metrics.violations_by_kind.entry(kind.as_str().to_string()).or_default() += 1;
+    }
+
+    /// One model call producing recorded message `index`, whose size is `output_tokens`.
+    fn call(&mut self, index: usize, output_tokens: u64) {
+        let call = u32::try_from(self.metrics.calls).unwrap_or(u32::MAX);
+        let events_before = self.metrics.compaction_events.len();
+        self.pre_compaction = None;
+        let length_stop = std::mem::take(&mut self.length_stop);
+        let after_length_stop =
+            length_stop && self.strategy.reacts_to(Trigger::LengthStop) && self.compact(Trigger::LengthStop, call);
+        if !after_length_stop && self.strategy.should_compact(&self.ctx, &self.budget) {
+            self.compact(Trigger::Proactive, call);
+        }
+        let window = self.settings.window;
+        let mut attempts = 0;
+        while attempts < MAX_REACTIVE_ATTEMPTS
+            && self.ctx.tokens(&self.exact) > window
+            && self.strategy.reacts_to(Trigger::Overflow)
+        {
+            attempts += 1;
+            if !self.compact(Trigger::Overflow, call) {
+                break;
+            }
+        }
+
+        let tokens = self.ctx.tokens(&self.exact);
+        let overflow = tokens > window;
+        self.check_request();
+        let share = self.prefix_share();
+        let cached = self.settings.cache.cached_tokens(&share).min(tokens);
+        self.previous = Some(PreviousRequest {
+            len: self.ctx.len(),
+            tokens,
+            system_tokens: self.ctx.system_prompt().map(|e| e.tokens(&self.exact)),
+        });
+        self.pre_compaction = None;
+
+        let m = &mut self.metrics;
+        m.calls += 1;
+        m.overflows += u64::from(overflow);
+        m.peak_tokens = m.peak_tokens.max(tokens);
+        m.input_tokens += tokens;
+        m.cached_tokens += cached;
+        m.output_tokens += output_tokens;
+        m.uncompacted_input_tokens += self.uncompacted;
+        m.timeline.push(CallPoint {
+            call,
+            message_index: index,
+            request_tokens: tokens,
+            estimate: self.strategy.estimate(&self.ctx),
+            cached_tokens: cached,
+            compacted: m.compaction_events.len() > events_before,
+            overflow,
+        });
+    }
+
+    /// Count the request's structural violations that the previous request did not have.
+    fn check_request(&mut self) {
+        let violations = self.checker.check(&self.ctx);
+        let keyed: Vec<(String, ViolationKind)> =
+            violations.iter().map(|v| (violation_key(&self.ctx, &self.checker, v), v.kind())).collect();
+        for (key, kind) in &keyed {
+            if !self.open_violations.contains(key) {
+                self.count(*kind);
+            }
+        }
+        self.open_violations = keyed.into_iter().map(|(key, _)| key).collect();
+    }
+
+    /// What the current request shares with the previous one.
+    fn prefix_share(&self) -> PrefixShare {
+        let Some(prev) = self.previous else { return PrefixShare::default() };
+        let Some(before) = &self.pre_compaction else {
+            // Only appends since the previous request: all of it is shared.
+            return PrefixShare {
+                shared_tokens: prev.tokens,
+                previous_tokens: prev.tokens,
+                whole_previous: true,
+                system_tokens: prev.system_tokens,
+            };
+        };
+        let old = &before.entries()[..prev.len.min(before.len())];
+        let new = self.ctx.entries();
+        let k = old.iter().zip(new).take_while(|(a, b)| same_message(a, b)).count();
+        let units: u64 = new[..k].iter().map(|e| e.units(&self.exact)).sum();
+        PrefixShare {
+            shared_tokens: self.exact.tokens_from_units(units),
+            previous_tokens: prev.tokens,
+            whole_previous: k == prev.len,
+            system_tokens: prev.system_tokens.filter(|_| k >= 1),
+        }
+    }
+
+    /// Plan, summarize and apply one compaction for `trigger`; true when the context changed.
+    fn compact(&mut self, trigger: Trigger, call: u32) -> bool {
+        let Some(plan) = self.strategy.plan(&self.ctx, &self.budget, trigger) else { return false };
+        let mut outcomes: Vec<SummaryOutcome> = Vec::with_capacity(plan.requests.len());
+        for request in &plan.requests {
+            self.metrics.summarizer_calls += 1;
+            match self.summarizer.summarize(&self.ctx, request) {
+                Ok(s) => {
+                    self.metrics.summarizer_input_tokens += s.input_tokens;
+                    self.metrics.summarizer_output_tokens += s.output_tokens;
+                    outcomes.push(Ok(s.text));
+                }
+                Err(e) => {
+                    self.metrics.summarizer_failures += 1;
+                    outcomes.push(Err(e));
+                }
+            }
+        }
+        let out = self.strategy.apply(&self.ctx, &self.budget, &plan, &outcomes);
+        let violations = check_compaction(self.strategy.as_ref(), &self.ctx, &self.budget, trigger, &out);
+        for v in &violations {
+            if !is_structural(v.kind()) {
+                self.count(v.kind());
+            }
+        }
+        let e = &out.event;
+        let record = CompactionRecord {
+            call,
+            trigger,
+            step: e.step.clone(),
+            tokens_before: self.ctx.tokens(&self.exact),
+            tokens_after: out.context.tokens(&self.exact),
+            estimate_before: e.estimate_before,
+            estimate_after: e.estimate_after,
+            messages_before: e.messages_before,
+            messages_after: e.messages_after,
+            removed: e.removed,
+            masked: e.masked,
+            round: e.round,
+            fallback: e.fallback.clone(),
+            shortfall: e.shortfall,
+            summary: e.summaries.join("\n\n"),
+            violations: violations.iter().map(|v| format!("{}: {v}", v.kind().as_str())).collect(),
+        };
+        let changed = !out.event.is_noop();
+        self.metrics.compactions += 1;
+        self.metrics.compaction_events.push(record);
+        let before = std::mem::replace(&mut self.ctx, out.context);
+        self.checker.reset();
+        if self.pre_compaction.is_none() {
+            self.pre_compaction = Some(before);
+        }
+        // Keep the running totals known, so that later appends stay O(1).
+        self.ctx.units(&self.exact);
+        self.ctx.units(self.strategy.estimator());
+        changed
+    }
+
+    /// Ask `probes` now, `count` recorded messages in.
+    fn ask(&mut self, probes: &[&Probe], count: usize) {
+        let mut scores = self.judge.score_checkpoint(self.conversation, &self.ctx, probes);
+        for (s, p) in scores.iter_mut().zip(probes) {
+            s.asked_at = count;
+            s.at_risk = !is_verbatim(&self.ctx, p.source_message);
+        }
+        self.metrics.probes.extend(scores);
+    }
+
+    fn finish(mut self, started: Instant) -> PairMetrics {
+        let m = &mut self.metrics;
+        m.final_tokens = self.ctx.tokens(&self.exact);
+        m.retention = mean(m.probes.iter().map(|p| p.score));
+        m.at_risk_retention = mean(m.probes.iter().filter(|p| p.at_risk).map(|p| p.score));
+        if let Some(price) = self.settings.price {
+            let per_million = |tokens: u64, usd: f64| tokens as f64 * usd / 1_000_000.0;
+            m.cost_usd = per_million(m.input_tokens - m.cached_tokens, price.input)
+                + per_million(m.cached_tokens, price.cached_input)
+                + per_million(m.output_tokens, price.output)
+                + per_million(m.summarizer_input_tokens, price.input)
+                + per_million(m.summarizer_output_tokens, price.output);
+        }
+        m.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.metrics
+    }
+}
+
+fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
+    (n > 0).then(|| sum / n as f64)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use compaction::{check_context, ToolCall};
+    use proptest::prelude::*;
+
+    fn sorted(mut v: Vec<Violation>) -> Vec<String> {
+        let mut out: Vec<String> = v.drain(..).map(|v| format!("{v:?}")).collect();
+        out.sort();
+        out
+    }
+
+    /// A message from a small alphabet: roles, calls and results over three reused ids.
+    fn message(kind: u8, id: u8) -> Message {
+        let id = format!("id{id}");
+        match kind {
+            0 => Message::user("u"),
+            1 => Message::assistant_calls("", vec![ToolCall { id, name: "t".into(), arguments: "{}".into() }]),
+            2 => Message::tool_result(id, "t", "r"),
+            3 => Message::assistant("a"),
+            _ => Message::system("s"),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_incremental_checker_agrees_with_check_context(
+            steps in prop::collection::vec((0u8..5, 0u8..3), 0..40),
+            resets in prop::collection::vec(any::<bool>(), 40),
+            summaries in prop::collection::vec(0usize..40, 0..3),
+        ) {
+            let mut ctx = Context::new();
+            let mut checker = RequestChecker::default();
+            for (i, (kind, id)) in steps.iter().enumerate() {
+                let origin = if summaries.contains(&i) {
+                    Origin::Summary { round: 1, covers: vec![i] }
+                } else {
+                    Origin::Recorded { index: i }
+                };
+                ctx.push(Entry::new(message(*kind, *id), origin));
+                if resets[i] {
+                    checker.reset();
+                }
+                prop_assert_eq!(sorted(checker.check(&ctx)), sorted(check_context(&ctx)));
+            }
+        }
+    }
+
+    #[test]
+    fn cache_profiles() {
+        let share = |shared, previous, whole, system| PrefixShare {
+            shared_tokens: shared,
+            previous_tokens: previous,
+            whole_previous: whole,
+            system_tokens: system,
+        };
+        let all = share(3_100, 3_100, true, Some(1_100));
+        assert_eq!(CacheProfile::Openai.cached_tokens(&all), 3_072);
+        assert_eq!(CacheProfile::Anthropic.cached_tokens(&all), 3_100);
+        assert_eq!(CacheProfile::None.cached_tokens(&all), 0);
+        // A prefix that stops inside the previous request, past the system prompt.
+        let part = share(2_000, 3_100, false, Some(1_100));
+        assert_eq!(CacheProfile::Openai.cached_tokens(&part), 1_920);
+        assert_eq!(CacheProfile::Anthropic.cached_tokens(&part), 1_100);
+        // Below the minimums.
+        assert_eq!(CacheProfile::Openai.cached_tokens(&share(1_023, 1_023, true, None)), 0);
+        assert_eq!(CacheProfile::Openai.cached_tokens(&share(1_024, 1_024, true, None)), 1_024);
+        assert_eq!(CacheProfile::Anthropic.cached_tokens(&share(1_023, 1_023, true, None)), 0);
+        assert_eq!(CacheProfile::Anthropic.cached_tokens(&share(900, 3_000, false, Some(900))), 0);
+        assert_eq!(CacheProfile::Anthropic.cached_tokens(&share(0, 3_000, false, None)), 0);
+    }
 }

@@ -1,0 +1,331 @@
+//! The offline judge: a fact is retained when one of its aliases occurs in the compacted
+//! context, after normalization. Deterministic, fast, no model and no keys.
+//!
+//! - **Rendering**: each entry renders as its content, then for each tool call its name and
+//!   arguments (JSON arguments are flattened to `key value` text so escapes such as `\\` or
+//!   `\u00e9` read as the model reads them; arguments that do not parse stay as written).
+//! - **Normalization** (the same for the context and for the aliases): lowercase; `\` path
+//!   separators become `/`; whitespace runs collapse to one space; every whitespace-separated
+//!   token loses the punctuation around it (leading ``("'`[<*``, trailing ``.,;:)"'`]>*!?``), so
+//!   `(src/a.rs).` and `src/a.rs` match. Tokens made only of such punctuation disappear.
+//! - **Matching**: an alias matches where its normalized text occurs and, when it begins (ends)
+//!   with a letter, digit or `_`, the character before (after) the occurrence is not one:
+//!   `12` does not match inside `2012`, while `a.rs` matches inside `src/a.rs`. Entries are
+//!   joined with a newline, which normalization never produces, so no match spans two entries.
+//! - **Where**: a fact found in a recorded message kept verbatim is [`FoundIn::Verbatim`], else in
+//!   a summary [`FoundIn::Summary`], else in any other entry (a masked placeholder, an inserted
+//!   notice or digest) [`FoundIn::Other`], else [`FoundIn::Lost`].
+//! - **Score**: the share of the probe's facts retained. A probe with no facts is scored on its
+//!   expected answer as a single fact.
+//!
+//! Each context is rendered and normalized once per checkpoint ([`RenderedContext`]), however
+//! many probes and aliases are checked against it.
+//!
+//! ```
+//! use compaction::{Context, Conversation, Message, Probe, ProbeKind};
+//! use runner::judge::OfflineJudge;
+//! use runner::record::FoundIn;
+//! use runner::replay::Judge;
+//!
+//! let ctx = Context::from_messages(vec![Message::user("Fix the crash in (SRC\\Parser.rs).")]);
+//! let probe = Probe {
+//!     id: "p1".into(),
+//!     kind: ProbeKind::Artifact,
+//!     question: "Which file?".into(),
+//!     answer: "src/parser.rs".into(),
+//!     facts: vec![vec!["src/parser.rs".into()], vec!["lexer.rs".into()]],
+//!     source_message: 0,
+//!     asked_at: None,
+//! };
+//! let conversation = Conversation::new("c", ctx.to_messages());
+//! let score = OfflineJudge.score(&conversation, &ctx, &probe);
+//! assert_eq!(score.facts, [FoundIn::Verbatim, FoundIn::Lost]);
+//! assert_eq!(score.score, 0.5);
+//! ```
+
+use compaction::{Context, Conversation, Message, Origin, Probe};
+
+use crate::record::{FoundIn, ProbeScore};
+use crate::replay::Judge;
+
+/// The offline judge (see the module docs).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OfflineJudge;
+
+/// Leading punctuation stripped from every token.
+const LEADING: &[char] = &['(', '"', '\'', '`', '[', '<', '*'];
+/// Trailing punctuation stripped from every token.
+const TRAILING: &[char] = &['.', ',', ';', ':', ')', '"', '\'', '`', ']', '>', '*', '!', '?'];
+/// Separates entries in a rendered group; normalization never produces it.
+const ENTRY_SEPARATOR: char = '\n';
+
+/// Normalize `text` for matching (see the module docs).
+pub fn normalize(text: &str) -> String {
+    let lower = text.to_lowercase();
+    let mut out = String::with_capacity(lower.len());
+    for token in lower.split_whitespace() {
+        let token = token.trim_start_matches(LEADING).trim_end_matches(TRAILING);
+        if token.is_empty() {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        for c in token.chars() {
+            out.push(if c == '\\' { '/' } else { c });
+        }
+    }
+    out
+}
+
+/// A message as the judge reads it: content, then tool call names and arguments.
+pub fn render_message(message: &Message) -> String {
+    let mut out = message.content.clone();
+    for call in &message.tool_calls {
+        out.push('\n');
+        out.push_str(&call.name);
+        out.push(' ');
+        match serde_json::from_str::<serde_json::Value>(&call.arguments) {
+            Ok(v) => flatten_json(&v, &mut out),
+            Err(_) => out.push_str(&call.arguments),
+        }
+    }
+    out
+}
+
+/// JSON as plain text: strings unquoted and unescaped, object keys before their values.
+fn flatten_json(value: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match value {
+        Value::Null => {}
+        Value::String(s) => {
+            out.push_str(s);
+            out.push(' ');
+        }
+        Value::Bool(_) | Value::Number(_) => {
+            out.push_str(&value.to_string());
+            out.push(' ');
+        }
+        Value::Array(items) => items.iter().for_each(|v| flatten_json(v, out)),
+        Value::Object(map) => {
+            for (k, v) in map {
+                out.push_str(k);
+                out.push(' ');
+                flatten_json(v, out);
+            }
+        }
+    }
+}
+
+fn is_word(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// True when normalized `needle` occurs in normalized `haystack` at word boundaries (see the
+/// module docs).
+pub fn occurs(haystack: &str, needle: &str) -> bool {
+    let (Some(first), Some(last)) = (needle.chars().next(), needle.chars().next_back()) else {
+        return false;
+    };
+    let check_start = is_word(first);
+    let check_end = is_word(last);
+    haystack.match_indices(needle).any(|(at, _)| {
+        let before_ok = !check_start || !haystack[..at].chars().next_back().is_some_and(is_word);
+        let after_ok = !check_end || !haystack[at + needle.len()..].chars().next().is_some_and(is_word);
+        before_ok && after_ok
+    })
+}
+
+/// A context rendered and normalized once, grouped by where a fact can be found.
+#[derive(Debug, Clone, Default)]
+pub struct RenderedContext {
+    verbatim: String,
+    summary: String,
+    other: String,
+}
+
+impl RenderedContext {
+    /// Render and normalize every entry of `ctx` once.
+    pub fn new(ctx: &Context) -> RenderedContext {
+        let mut r = RenderedContext::default();
+        for e in ctx.entries() {
+            let group = match e.origin() {
+                Origin::Recorded { .. } => &mut r.verbatim,
+                Origin::Summary { .. } => &mut r.summary,
+                Origin::Masked { .. } | Origin::Inserted { .. } => &mut r.other,
+            };
+            group.push_str(&normalize(&render_message(e.message())));
+            group.push(ENTRY_SEPARATOR);
+        }
+        r
+    }
+
+    /// Where the first alias of `fact` that is found occurs, preferring verbatim messages, then
+    /// summaries, then other entries.
+    pub fn locate<S: AsRef<str>>(&self, fact: &[S]) -> FoundIn {
+        let aliases: Vec<String> = fact.iter().map(|a| normalize(a.as_ref())).filter(|a| !a.is_empty()).collect();
+        let groups =
+            [(&self.verbatim, FoundIn::Verbatim), (&self.summary, FoundIn::Summary), (&self.other, FoundIn::Other)];
+        for (text, found) in groups {
+            if aliases.iter().any(|a| occurs(text, a)) {
+                return found;
+            }
+        }
+        FoundIn::Lost
+    }
+}
+
+/// True when recorded message `index` is in `ctx` verbatim.
+pub fn is_verbatim(ctx: &Context, index: usize) -> bool {
+    ctx.entries().iter().any(|e| e.origin().verbatim_index() == Some(index))
+}
+
+impl OfflineJudge {
+    /// Score `probe` against an already rendered context.
+    pub fn score_rendered(
+        &self,
+        conversation: &Conversation,
+        ctx: &Context,
+        rendered: &RenderedContext,
+        probe: &Probe,
+    ) -> ProbeScore {
+        let facts: Vec<FoundIn> = if probe.facts.is_empty() {
+            vec![rendered.locate(std::slice::from_ref(&probe.answer))]
+        } else {
+            probe.facts.iter().map(|f| rendered.locate(f)).collect()
+        };
+        let retained = facts.iter().filter(|f| **f != FoundIn::Lost).count();
+        let score = if facts.is_empty() { 0.0 } else { retained as f64 / facts.len() as f64 };
+        ProbeScore {
+            probe_id: probe.id.clone(),
+            kind: probe.kind,
+            asked_at: probe.asked_at.unwrap_or(conversation.messages.len()).min(conversation.messages.len()),
+            at_risk: !is_verbatim(ctx, probe.source_message),
+            score,
+            facts,
+            judge: self.name(),
+            llm: None,
+        }
+    }
+}
+
+impl Judge for OfflineJudge {
+    fn name(&self) -> String {
+        "offline".to_string()
+    }
+    fn score(&self, conversation: &Conversation, ctx: &Context, probe: &Probe) -> ProbeScore {
+        self.score_rendered(conversation, ctx, &RenderedContext::new(ctx), probe)
+    }
+    fn score_checkpoint(&self, conversation: &Conversation, ctx: &Context, probes: &[&Probe]) -> Vec<ProbeScore> {
+        let rendered = RenderedContext::new(ctx);
+        probes.iter().map(|p| self.score_rendered(conversation, ctx, &rendered, p)).collect()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use compaction::{Entry, Inserted, Message, ProbeKind, ToolCall};
+
+    fn probe(facts: &[&[&str]], source: usize) -> Probe {
+        Probe {
+            id: "p".into(),
+            kind: ProbeKind::Recall,
+            question: "q".into(),
+            answer: "the answer".into(),
+            facts: facts.iter().map(|f| f.iter().map(|a| a.to_string()).collect()).collect(),
+            source_message: source,
+            asked_at: None,
+        }
+    }
+
+    #[test]
+    fn normalization_lowercases_collapses_and_strips_punctuation() {
+        assert_eq!(normalize("  See (SRC\\Main.rs).\n\n  Then\t\"ABC-12\",  "), "see src/main.rs then abc-12");
+        assert_eq!(normalize("'quoted': [x] ... **bold**"), "quoted x bold");
+        assert_eq!(normalize("C:\\Users\\me"), "c:/users/me");
+        assert_eq!(normalize("..."), "");
+    }
+
+    #[test]
+    fn matching_respects_word_boundaries() {
+        assert!(occurs("built in 2012 ok", "2012"));
+        assert!(!occurs("built in 2012 ok", "12"));
+        assert!(!occurs("abc-1234", "abc-123"));
+        assert!(occurs("edited src/a.rs today", "a.rs"));
+        assert!(occurs("ticket abc-1234's status", "abc-1234"));
+        assert!(occurs("cost $42.50 total", "$42.50"));
+        assert!(occurs("snake my_var_2 here", "my_var_2"));
+        assert!(!occurs("snake my_var_2 here", "var_2"));
+        assert!(!occurs("anything", ""));
+        // No match across entries.
+        assert!(!occurs("first line\nsecond", "line second"));
+    }
+
+    #[test]
+    fn renders_tool_calls_with_unescaped_arguments() {
+        let m = Message::assistant_calls(
+            "Reading.",
+            vec![ToolCall {
+                id: "1".into(),
+                name: "read_file".into(),
+                arguments: r#"{"path":"src\\lib.rs","n":3}"#.into(),
+            }],
+        );
+        let text = normalize(&render_message(&m));
+        assert!(text.starts_with("reading read_file "), "{text}");
+        assert!(text.contains("path src/lib.rs") && text.contains("n 3"), "{text}");
+        let raw = Message::assistant_calls(
+            "",
+            vec![ToolCall { id: "1".into(), name: "bash".into(), arguments: "not json {".into() }],
+        );
+        assert!(render_message(&raw).ends_with("bash not json {"));
+    }
+
+    #[test]
+    fn records_where_each_fact_was_found() {
+        let ctx = Context::from_entries(vec![
+            Entry::recorded(0, Message::system("You are an agent.")),
+            Entry::new(
+                Message::assistant("## Summary\n- reservation ZFA04Y"),
+                Origin::Summary { round: 1, covers: vec![1, 2] },
+            ),
+            Entry::new(Message::tool_result("c", "bash", "[output cleared: 12 lines]"), Origin::Masked { index: 3 }),
+            Entry::new(Message::assistant("Understood."), Origin::Inserted { what: Inserted::Acknowledgement }),
+            Entry::recorded(4, Message::user("Now book flight HAT170.")),
+        ]);
+        let conversation = Conversation::new("c", ctx.to_messages());
+        let p = probe(&[&["hat170"], &["zfa04y", "HAT170"], &["ZFA04Y"], &["output cleared"], &["ABC-1"]], 2);
+        let s = OfflineJudge.score(&conversation, &ctx, &p);
+        assert_eq!(s.facts, [FoundIn::Verbatim, FoundIn::Verbatim, FoundIn::Summary, FoundIn::Other, FoundIn::Lost]);
+        assert_eq!(s.score, 0.8);
+        assert!(s.at_risk, "message 2 is only in the summary");
+        assert_eq!(s.judge, "offline");
+        let kept = probe(&[&["flight"]], 4);
+        assert!(!OfflineJudge.score(&conversation, &ctx, &kept).at_risk);
+    }
+
+    #[test]
+    fn a_probe_without_facts_is_scored_on_its_answer() {
+        let ctx = Context::from_messages(vec![Message::user("The answer is here.")]);
+        let conversation = Conversation::new("c", ctx.to_messages());
+        let mut p = probe(&[], 0);
+        p.answer = "elsewhere".into();
+        assert_eq!(OfflineJudge.score(&conversation, &ctx, &p).score, 0.0);
+        p.answer = "answer is here".into();
+        let s = OfflineJudge.score(&conversation, &ctx, &p);
+        assert_eq!((s.score, s.facts.as_slice()), (1.0, [FoundIn::Verbatim].as_slice()));
+    }
+
+    #[test]
+    fn checkpoint_scoring_matches_one_by_one_scoring() {
+        let ctx = Context::from_messages(vec![Message::user("alpha beta"), Message::assistant("gamma")]);
+        let conversation = Conversation::new("c", ctx.to_messages());
+        let a = probe(&[&["alpha"], &["delta"]], 0);
+        let b = probe(&[&["gamma"]], 1);
+        let all = OfflineJudge.score_checkpoint(&conversation, &ctx, &[&a, &b]);
+        assert_eq!(all, vec![OfflineJudge.score(&conversation, &ctx, &a), OfflineJudge.score(&conversation, &ctx, &b)]);
+        assert_eq!(all[0].score, 0.5);
+    }
+}

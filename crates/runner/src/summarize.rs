@@ -1,0 +1,1122 @@
+//! The offline summarizer: a deterministic, structured summary of a span, with no model.
+//!
+//! It stands in for an LLM summarizer when a run must be free, fast and reproducible: the same
+//! request over the same context always gives the same bytes. It keeps what an agent needs to
+//! continue and what the probes ask about, in markdown sections, one `- item` line each:
+//!
+//! | section | what goes in | priority |
+//! |---|---|---|
+//! | Task | the original task: the previous summary's task, else `request.task`, else the span's first user message | 10 (the first), 5 |
+//! | Earlier summary | lines of a previous summary that are not in this format | 5 |
+//! | User requests | later user messages | 5 |
+//! | Files changed | paths in arguments (`path`, `file_path`, `filename`, `file`, ...) of tools that write, edit, create, patch, move or delete | 8 |
+//! | Files read | paths in arguments of other tools | 6 |
+//! | Files mentioned | paths found in text and tool outputs | 4 |
+//! | Commands | `command` / `cmd` arguments of shell tools | 5 |
+//! | Identifiers | ids like `ABC-1234`, uuids, reservation codes (`ZFA04Y`), `#W2378156`, `mia_li_3668`, hashes, URLs | 6 |
+//! | Numbers | numbers with units (`80%`, `42 ms`, `$120.50`, `3 GB`) | 4 |
+//! | Errors | error tool results and lines with `Error`, `Traceback`, `FAILED`, `error:`, `panicked`, each with its resolution when a later call of the same tool succeeded | 6 |
+//! | Decisions | sentences with decided / chose / will use / rejected / instead of / prefer / going with / opted | 6 |
+//! | Pending | lines with TODO, next, remaining, or `- [ ]` | 7 |
+//! | Last state | the span's last assistant text | 8 (the last), 3 |
+//!
+//! **Budget**: the summary fits `request.max_tokens`, measured with the exact `o200k_base`
+//! counter. Lines are dropped lowest priority first and, within a priority, oldest first (an
+//! LLM summary compresses old detail before recent detail); a section whose lines are all
+//! dropped loses its heading too. Long lines are clipped (a task to 600 characters, other lines
+//! to 200-300).
+//!
+//! **Chaining**: `request.previous`, and any summary, notice or digest inside the span, are
+//! integrated: their `### Section` lines in this format join the same sections ahead of the new
+//! span's lines (duplicates dropped); other text is kept line by line under *Earlier summary*.
+//!
+//! **Accounting**: `input_tokens` is the exact `o200k_base` size of the span's messages,
+//! `output_tokens` that of the summary.
+//!
+//! ```
+//! use compaction::{Context, Message, PromptKind, SummaryRequest};
+//! use runner::replay::Summarizer;
+//! use runner::summarize::OfflineSummarizer;
+//!
+//! let ctx = Context::from_messages(vec![
+//!     Message::system("You are a coding agent."),
+//!     Message::user("Fix ticket PAY-4411 in src/billing.rs"),
+//!     Message::assistant("I decided to use checked arithmetic instead of wrapping."),
+//! ]);
+//! let request = SummaryRequest {
+//!     span: vec![1, 2],
+//!     prompt: PromptKind::SessionSummary,
+//!     previous: None,
+//!     task: None,
+//!     max_tokens: 200,
+//!     round: 1,
+//! };
+//! let summary = OfflineSummarizer::new().summarize(&ctx, &request).unwrap();
+//! assert!(summary.text.starts_with("## Session Summary (Compaction Round 1)"));
+//! assert!(summary.text.contains("### Identifiers\n- PAY-4411"));
+//! assert!(summary.text.contains("### Decisions\n- I decided to use checked arithmetic"));
+//! assert!(summary.output_tokens <= 200);
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use compaction::strategies::split_fraction::SUMMARY_PREFIX;
+use compaction::{Context, Exact, Inserted, Message, Origin, PromptKind, Role, SummaryFailure, SummaryRequest};
+
+use crate::replay::{Summarizer, Summary};
+
+/// The deterministic offline summarizer (see the module docs).
+#[derive(Debug, Clone, Copy)]
+pub struct OfflineSummarizer {
+    exact: Exact,
+}
+
+impl Default for OfflineSummarizer {
+    fn default() -> OfflineSummarizer {
+        OfflineSummarizer::new()
+    }
+}
+
+impl OfflineSummarizer {
+    /// A summarizer measuring with `o200k_base`.
+    pub fn new() -> OfflineSummarizer {
+        OfflineSummarizer { exact: Exact::o200k() }
+    }
+}
+
+/// The sections, in the order they are rendered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Section {
+    Task,
+    Earlier,
+    Requests,
+    FilesChanged,
+    FilesRead,
+    FilesMentioned,
+    Commands,
+    Identifiers,
+    Numbers,
+    Errors,
+    Decisions,
+    Pending,
+    LastState,
+}
+
+impl Section {
+    const ALL: [Section; 13] = [
+        Section::Task,
+        Section::Earlier,
+        Section::Requests,
+        Section::FilesChanged,
+        Section::FilesRead,
+        Section::FilesMentioned,
+        Section::Commands,
+        Section::Identifiers,
+        Section::Numbers,
+        Section::Errors,
+        Section::Decisions,
+        Section::Pending,
+        Section::LastState,
+    ];
+    fn title(self) -> &'static str {
+        match self {
+            Section::Task => "Task",
+            Section::Earlier => "Earlier summary",
+            Section::Requests => "User requests",
+            Section::FilesChanged => "Files changed",
+            Section::FilesRead => "Files read",
+            Section::FilesMentioned => "Files mentioned",
+            Section::Commands => "Commands",
+            Section::Identifiers => "Identifiers",
+            Section::Numbers => "Numbers",
+            Section::Errors => "Errors",
+            Section::Decisions => "Decisions",
+            Section::Pending => "Pending",
+            Section::LastState => "Last state",
+        }
+    }
+    fn from_title(title: &str) -> Option<Section> {
+        Section::ALL.into_iter().find(|s| s.title().eq_ignore_ascii_case(title.trim()))
+    }
+    /// Priority of the section's `k`-th of `n` lines (higher is kept longer).
+    fn priority(self, k: usize, n: usize) -> u8 {
+        match self {
+            Section::Task if k == 0 => 10,
+            Section::Task => 5,
+            Section::LastState if k + 1 == n => 8,
+            Section::LastState => 3,
+            Section::FilesChanged => 8,
+            Section::Pending => 7,
+            Section::Errors | Section::Decisions | Section::Identifiers | Section::FilesRead => 6,
+            Section::Earlier | Section::Commands | Section::Requests => 5,
+            Section::FilesMentioned | Section::Numbers => 4,
+        }
+    }
+    /// Longest line, in characters.
+    fn clip(self) -> usize {
+        match self {
+            Section::Task | Section::LastState => 600,
+            Section::Decisions | Section::Pending | Section::Earlier => 300,
+            Section::Errors => 400,
+            _ => 200,
+        }
+    }
+    /// Most lines collected (the budget usually keeps far fewer).
+    fn cap(self) -> usize {
+        match self {
+            Section::Earlier => 2_000,
+            _ => 300,
+        }
+    }
+}
+
+/// Collapse whitespace and clip to `max` characters (`...` marks a cut).
+fn clip(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    let mut chars = 0;
+    for word in text.split_whitespace() {
+        let extra = word.chars().count() + usize::from(!out.is_empty());
+        if chars + extra > max {
+            if out.is_empty() {
+                out.extend(word.chars().take(max));
+            }
+            out.push_str("...");
+            return out;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+        chars += extra;
+    }
+    out
+}
+
+/// At most `max` bytes of `text`, cut at a character boundary.
+fn head(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// Text scanned per message for paths, identifiers and numbers.
+const SCAN_BYTES: usize = 64 * 1024;
+
+/// The notes gathered from a span, section by section, in order, without duplicates.
+#[derive(Debug, Default)]
+struct Notes {
+    lines: BTreeMap<Section, Vec<String>>,
+    seen: BTreeSet<(Section, String)>,
+}
+
+impl Notes {
+    fn add(&mut self, section: Section, text: &str) {
+        let line = clip(text, section.clip());
+        if line.is_empty() || line == "..." {
+            return;
+        }
+        let lines = self.lines.entry(section).or_default();
+        if lines.len() >= section.cap() {
+            return;
+        }
+        if self.seen.insert((section, line.clone())) {
+            lines.push(line);
+        }
+    }
+    /// True when `text`, clipped for `section`, is already one of its lines.
+    fn contains(&self, section: Section, text: &str) -> bool {
+        self.seen.contains(&(section, clip(text, section.clip())))
+    }
+    fn has(&self, section: Section) -> bool {
+        self.lines.get(&section).is_some_and(|l| !l.is_empty())
+    }
+}
+
+/// An error seen in the span, waiting for its resolution.
+#[derive(Debug)]
+struct ErrorNote {
+    text: String,
+    tool: Option<String>,
+    resolution: Option<String>,
+}
+
+const PATH_KEYS: [&str; 10] =
+    ["path", "file_path", "filepath", "filename", "file", "notebook_path", "target_file", "paths", "files", "dir"];
+const COMMAND_KEYS: [&str; 3] = ["command", "cmd", "script"];
+const CHANGE_WORDS: [&str; 14] = [
+    "write", "edit", "create", "patch", "replace", "update", "delete", "remove", "move", "rename", "insert", "apply",
+    "save", "mkdir",
+];
+/// Editor sub-commands that are not shell commands (`str_replace_editor`-style tools).
+const EDITOR_COMMANDS: [&str; 7] = ["view", "create", "str_replace", "insert", "undo_edit", "write", "edit"];
+const EXTENSIONS: [&str; 44] = [
+    "rs", "py", "ts", "tsx", "js", "jsx", "mjs", "go", "java", "kt", "c", "h", "cc", "cpp", "hpp", "cs", "rb", "php",
+    "swift", "scala", "sh", "md", "txt", "json", "jsonl", "toml", "yaml", "yml", "lock", "xml", "html", "css", "sql",
+    "csv", "cfg", "ini", "env", "log", "ipynb", "proto", "vue", "svelte", "mod", "tex",
+];
+const DECISION_WORDS: [&str; 11] = [
+    "decided",
+    "decide to",
+    "chose",
+    "choose to",
+    "will use",
+    "'ll use",
+    "rejected",
+    "instead of",
+    "prefer",
+    "going with",
+    "opted",
+];
+const UNITS: [&str; 52] = [
+    "%",
+    "ms",
+    "s",
+    "sec",
+    "secs",
+    "second",
+    "seconds",
+    "min",
+    "mins",
+    "minute",
+    "minutes",
+    "h",
+    "hr",
+    "hrs",
+    "hour",
+    "hours",
+    "day",
+    "days",
+    "week",
+    "weeks",
+    "kb",
+    "mb",
+    "gb",
+    "tb",
+    "kib",
+    "mib",
+    "gib",
+    "b",
+    "bytes",
+    "tokens",
+    "k",
+    "x",
+    "usd",
+    "eur",
+    "dollars",
+    "lines",
+    "files",
+    "tests",
+    "passed",
+    "failed",
+    "errors",
+    "warnings",
+    "items",
+    "rows",
+    "px",
+    "kg",
+    "km",
+    "lbs",
+    "nights",
+    "passengers",
+    "bags",
+    "points",
+];
+
+/// Characters that split text into candidate tokens.
+fn is_split(c: char) -> bool {
+    c.is_whitespace() || "\"'`,;()[]{}<>=|".contains(c)
+}
+
+fn trim_token(t: &str) -> &str {
+    t.trim_matches(|c: char| ".:!?*".contains(c))
+}
+
+/// Candidate tokens of `text` (paths, identifiers).
+fn tokens(text: &str) -> impl Iterator<Item = &str> {
+    text.split(is_split).map(trim_token).filter(|t| t.len() >= 3 && t.len() <= 200)
+}
+
+fn has_extension(t: &str) -> bool {
+    let last = t.rsplit('/').next().unwrap_or(t);
+    match last.rsplit_once('.') {
+        Some((stem, ext)) => !stem.is_empty() && EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str()),
+        None => false,
+    }
+}
+
+/// A file path: with a known extension, or absolute / relative with a directory.
+fn is_path(t: &str) -> bool {
+    if t.contains("://") || t.chars().any(|c| c.is_control()) {
+        return false;
+    }
+    let t2 = t.replace('\\', "/");
+    if has_extension(&t2) {
+        return t2.chars().next().is_some_and(|c| c.is_alphanumeric() || "/._~".contains(c));
+    }
+    let rooted = ["/", "./", "../", "~/"].iter().any(|p| t2.starts_with(p));
+    rooted && t2.len() > 2 && t2[1..].chars().any(|c| c.is_alphanumeric()) && !t2.contains("//")
+}
+
+fn is_uuid(t: &str) -> bool {
+    let parts: Vec<&str> = t.split('-').collect();
+    parts.len() == 5
+        && parts.iter().zip([8, 4, 4, 4, 12]).all(|(p, n)| p.len() == n && p.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// An identifier: `ABC-1234`, a uuid, a reservation code, `#W2378156`, `mia_li_3668`, a hash,
+/// a URL.
+fn is_identifier(t: &str) -> bool {
+    if t.len() > 64 && !t.starts_with("http") {
+        return false;
+    }
+    if t.starts_with("http://") || t.starts_with("https://") {
+        return t.len() > 10;
+    }
+    if is_uuid(t) {
+        return true;
+    }
+    let digits = t.chars().filter(|c| c.is_ascii_digit()).count();
+    let letters = t.chars().filter(|c| c.is_alphabetic()).count();
+    // ABC-1234
+    if let Some((a, b)) = t.split_once('-') {
+        if a.len() >= 2
+            && a.chars().all(|c| c.is_ascii_uppercase())
+            && !b.is_empty()
+            && b.chars().all(|c| c.is_ascii_digit())
+        {
+            return true;
+        }
+    }
+    // #W2378156, #123
+    if let Some(rest) = t.strip_prefix('#') {
+        return rest.len() >= 2
+            && rest.chars().all(|c| c.is_ascii_alphanumeric())
+            && rest.chars().any(|c| c.is_ascii_digit());
+    }
+    if digits == 0 || letters == 0 || !t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        return false;
+    }
+    // Reservation codes and similar: ZFA04Y, 8JX2WO.
+    if (5..=10).contains(&t.len()) && t.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) {
+        return true;
+    }
+    // mia_li_3668, user-42-x
+    if t.contains('_') || (t.contains('-') && t.len() >= 6) {
+        return true;
+    }
+    // Hashes: 7-40 lowercase hex characters with letters and digits.
+    (7..=40).contains(&t.len()) && t.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+}
+
+/// The numeric part of a token with an optional currency prefix, and what follows it.
+fn split_number(t: &str) -> Option<(bool, &str)> {
+    let (currency, rest) = match t.chars().next()? {
+        c @ ('$' | '€' | '£') => (true, &t[c.len_utf8()..]),
+        _ => (false, t),
+    };
+    if !rest.chars().next()?.is_ascii_digit() {
+        return None;
+    }
+    let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == ',')).unwrap_or(rest.len());
+    let number = rest[..end].trim_end_matches(['.', ',']);
+    Some((currency, &rest[number.len()..]))
+}
+
+/// Numbers with units in `text`.
+fn numbers(text: &str, notes: &mut Notes) {
+    let words: Vec<&str> = text
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| "()[]{}\"'`,;:*".contains(c)))
+        .map(|w| w.trim_end_matches(['.', '!', '?']))
+        .collect();
+    let mut found = 0;
+    for (i, w) in words.iter().enumerate() {
+        let Some((currency, suffix)) = split_number(w) else { continue };
+        let unit = suffix.to_lowercase();
+        let item = if currency && suffix.is_empty() {
+            Some(w.to_string())
+        } else if !suffix.is_empty() {
+            UNITS.contains(&unit.as_str()).then(|| w.to_string())
+        } else {
+            words.get(i + 1).and_then(|next| {
+                let n = next.to_lowercase();
+                (UNITS.contains(&n.as_str()) && (n.len() >= 2 || n == "%")).then(|| format!("{w} {next}"))
+            })
+        };
+        if let Some(item) = item {
+            notes.add(Section::Numbers, &item);
+            found += 1;
+            if found >= 20 {
+                return;
+            }
+        }
+    }
+}
+
+fn is_error_line(line: &str) -> bool {
+    let t = line.trim_start().to_lowercase();
+    line.contains("Error")
+        || line.contains("Traceback")
+        || line.contains("FAILED")
+        || t.starts_with("error:")
+        || t.starts_with("error[")
+        || t.contains("panicked at")
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("")
+}
+
+fn words_of(line: &str) -> impl Iterator<Item = String> + '_ {
+    line.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase)
+}
+
+/// Sentences of `text`: split at line ends and at `. `, `! `, `? `.
+fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut start = 0;
+        let bytes = line.as_bytes();
+        for i in 0..bytes.len() {
+            if matches!(bytes[i], b'.' | b'!' | b'?') && bytes.get(i + 1) == Some(&b' ') {
+                out.push(line[start..=i].trim());
+                start = i + 1;
+            }
+        }
+        out.push(line[start..].trim());
+    }
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+/// Paths under path-like keys of `value` (depth-limited), in document order.
+fn arg_paths(value: &serde_json::Value, depth: usize, out: &mut Vec<String>) {
+    use serde_json::Value;
+    if depth > 3 {
+        return;
+    }
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                if PATH_KEYS.contains(&k.to_ascii_lowercase().as_str()) {
+                    match v {
+                        Value::String(s) => out.push(s.clone()),
+                        Value::Array(items) => {
+                            out.extend(items.iter().filter_map(|i| i.as_str()).map(str::to_string));
+                        }
+                        _ => {}
+                    }
+                } else {
+                    arg_paths(v, depth + 1, out);
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| arg_paths(v, depth + 1, out)),
+        _ => {}
+    }
+}
+
+/// The string values of `value`, for identifier scanning.
+fn arg_strings<'a>(value: &'a serde_json::Value, out: &mut Vec<&'a str>) {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => out.push(s),
+        Value::Array(items) => items.iter().for_each(|v| arg_strings(v, out)),
+        Value::Object(map) => map.values().for_each(|v| arg_strings(v, out)),
+        _ => {}
+    }
+}
+
+/// Gathers notes from a span, message by message.
+#[derive(Debug, Default)]
+struct Gatherer {
+    notes: Notes,
+    errors: Vec<ErrorNote>,
+    /// Tool name by call id, for results that do not carry one.
+    call_names: BTreeMap<String, String>,
+    last_state: Option<String>,
+}
+
+impl Gatherer {
+    /// Integrate a previous summary (or any text standing for earlier messages).
+    fn previous(&mut self, text: &str) {
+        let text = text.strip_prefix(SUMMARY_PREFIX).unwrap_or(text);
+        let mut section = Section::Earlier;
+        for line in text.lines() {
+            let t = line.trim();
+            if t.is_empty() {
+                continue;
+            }
+            if let Some(title) = t.strip_prefix("### ") {
+                match Section::from_title(title) {
+                    Some(s) => section = s,
+                    None => {
+                        section = Section::Earlier;
+                        self.notes.add(Section::Earlier, t);
+                    }
+                }
+                continue;
+            }
+            if t.starts_with("## Session Summary") || t.starts_with("## Summary") || t == "[COMPACT SUMMARY]" {
+                continue;
+            }
+            self.notes.add(section, t.strip_prefix("- ").unwrap_or(t));
+        }
+    }
+
+    fn scan_text(&mut self, text: &str, paths: bool) {
+        let text = head(text, SCAN_BYTES);
+        for t in tokens(text) {
+            if paths && is_path(t) {
+                self.notes.add(Section::FilesMentioned, &t.replace('\\', "/"));
+            } else if is_identifier(t) {
+                self.notes.add(Section::Identifiers, t);
+            }
+        }
+        numbers(text, &mut self.notes);
+    }
+
+    fn user(&mut self, m: &Message, task_known: bool) -> bool {
+        let injected = m.meta_flag("injected");
+        let mut is_task = false;
+        if !injected && !m.content.trim().is_empty() {
+            if task_known {
+                if !self.notes.contains(Section::Task, &m.content) {
+                    self.notes.add(Section::Requests, &m.content);
+                }
+            } else {
+                self.notes.add(Section::Task, &m.content);
+                is_task = true;
+            }
+            self.decisions_and_pending(&m.content);
+        }
+        for line in m.content.lines().filter(|l| is_error_line(l)).take(3) {
+            self.errors.push(ErrorNote { text: clip(line, 200), tool: None, resolution: None });
+        }
+        self.scan_text(&m.content, true);
+        is_task
+    }
+
+    fn decisions_and_pending(&mut self, text: &str) {
+        for s in sentences(text) {
+            let lower = s.to_lowercase();
+            if DECISION_WORDS.iter().any(|w| lower.contains(w)) {
+                self.notes.add(Section::Decisions, s);
+            }
+        }
+        for line in text.lines() {
+            let pending =
+                line.contains("- [ ]") || words_of(line).any(|w| w == "todo" || w == "next" || w == "remaining");
+            if pending {
+                self.notes.add(Section::Pending, line.trim().trim_start_matches("- ").trim());
+            }
+        }
+    }
+
+    fn assistant(&mut self, m: &Message) {
+        if !m.content.trim().is_empty() {
+            self.decisions_and_pending(&m.content);
+            self.last_state = Some(m.content.clone());
+        }
+        self.scan_text(&m.content, true);
+        for call in &m.tool_calls {
+            self.call_names.insert(call.id.clone(), call.name.clone());
+            let Ok(args) = serde_json::from_str::<serde_json::Value>(&call.arguments) else {
+                self.scan_text(&call.arguments, true);
+                continue;
+            };
+            let name = call.name.to_lowercase();
+            let sub = COMMAND_KEYS.iter().find_map(|k| args.get(*k).and_then(|v| v.as_str())).map(str::to_lowercase);
+            let editor_op = sub.as_deref().is_some_and(|s| EDITOR_COMMANDS.contains(&s));
+            let changes = CHANGE_WORDS.iter().any(|w| name.contains(w))
+                || (editor_op && sub.as_deref().is_some_and(|s| s != "view"));
+            let mut paths = Vec::new();
+            arg_paths(&args, 0, &mut paths);
+            for p in &paths {
+                let p = p.replace('\\', "/");
+                self.notes.add(if changes { Section::FilesChanged } else { Section::FilesRead }, &p);
+            }
+            if !editor_op {
+                for k in COMMAND_KEYS {
+                    match args.get(k) {
+                        Some(serde_json::Value::String(s)) => self.notes.add(Section::Commands, s),
+                        Some(serde_json::Value::Array(items)) => {
+                            let parts: Vec<&str> = items.iter().filter_map(|i| i.as_str()).collect();
+                            self.notes.add(Section::Commands, &parts.join(" "));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            let mut strings = Vec::new();
+            arg_strings(&args, &mut strings);
+            for s in strings {
+                let s = head(s, SCAN_BYTES);
+                for t in tokens(s) {
+                    if !is_path(t) && is_identifier(t) {
+                        self.notes.add(Section::Identifiers, t);
+                    }
+                }
+            }
+        }
+    }
+
+    fn tool(&mut self, m: &Message) {
+        let tool = m.name.clone().or_else(|| m.tool_call_id.as_ref().and_then(|id| self.call_names.get(id).cloned()));
+        let error_lines: Vec<&str> = m.content.lines().filter(|l| is_error_line(l)).take(3).collect();
+        let label = tool.as_deref().map(|t| format!("{t}: ")).unwrap_or_default();
+        if m.is_error {
+            let line = error_lines.first().copied().unwrap_or_else(|| first_line(&m.content));
+            self.errors.push(ErrorNote {
+                text: clip(&format!("{label}{line}"), 200),
+                tool: tool.clone(),
+                resolution: None,
+            });
+        } else if error_lines.is_empty() {
+            // A success resolves the open errors of the same tool.
+            if let Some(t) = &tool {
+                let outcome = clip(first_line(&m.content), 80);
+                for e in
+                    self.errors.iter_mut().filter(|e| e.tool.as_deref() == Some(t.as_str()) && e.resolution.is_none())
+                {
+                    e.resolution = Some(if outcome.is_empty() {
+                        format!("a later {t} call succeeded")
+                    } else {
+                        format!("a later {t} call succeeded: {outcome}")
+                    });
+                }
+            }
+        } else {
+            for line in error_lines {
+                self.errors.push(ErrorNote {
+                    text: clip(&format!("{label}{line}"), 200),
+                    tool: tool.clone(),
+                    resolution: None,
+                });
+            }
+        }
+        self.scan_text(&m.content, true);
+    }
+
+    fn finish(mut self) -> Notes {
+        for e in std::mem::take(&mut self.errors) {
+            match e.resolution {
+                Some(r) => self.notes.add(Section::Errors, &format!("{} (resolved: {r})", e.text)),
+                None => self.notes.add(Section::Errors, &e.text),
+            }
+        }
+        if let Some(s) = self.last_state.take() {
+            // The last state is not repeated as a pending line.
+            let line = clip(&s, Section::Pending.clip());
+            if let Some(pending) = self.notes.lines.get_mut(&Section::Pending) {
+                pending.retain(|p| *p != line);
+            }
+            self.notes.add(Section::LastState, &s);
+        }
+        self.notes
+    }
+}
+
+/// The summary's first line.
+fn title(request: &SummaryRequest) -> String {
+    match &request.prompt {
+        PromptKind::SessionSummary => format!("## Session Summary (Compaction Round {})", request.round),
+        PromptKind::SplitTurnPrefix => "## Summary: Turn Context (split turn)".to_string(),
+        PromptKind::PaperMidStage { stage } => format!("## Summary of stage {stage} (round {})", request.round),
+        _ => format!("## Summary (round {})", request.round),
+    }
+}
+
+/// One line of the summary, with what the budget needs to know.
+#[derive(Debug)]
+struct Line {
+    section: Section,
+    text: String,
+    priority: u8,
+    order: usize,
+    tokens: u64,
+    kept: bool,
+}
+
+fn render(title: &str, lines: &[Line]) -> String {
+    let mut out = String::from(title);
+    out.push('\n');
+    let mut current = None;
+    for l in lines.iter().filter(|l| l.kept) {
+        if current != Some(l.section) {
+            out.push_str("\n### ");
+            out.push_str(l.section.title());
+            out.push('\n');
+            current = Some(l.section);
+        }
+        out.push_str("- ");
+        out.push_str(&l.text);
+        out.push('\n');
+    }
+    out
+}
+
+impl OfflineSummarizer {
+    /// The summary text for `request` over `ctx`, within `request.max_tokens`.
+    pub fn summary_text(&self, ctx: &Context, request: &SummaryRequest) -> Result<String, SummaryFailure> {
+        if request.max_tokens == 0 {
+            return Err(SummaryFailure { reason: "max_tokens is 0".to_string() });
+        }
+        if let Some(&bad) = request.span.iter().find(|&&i| i >= ctx.len()) {
+            return Err(SummaryFailure {
+                reason: format!("span index {bad} is outside the context ({} entries)", ctx.len()),
+            });
+        }
+        let mut g = Gatherer::default();
+        if let Some(p) = &request.previous {
+            g.previous(p);
+        }
+        for &i in &request.span {
+            let Some(e) = ctx.get(i) else { continue };
+            let m = e.message();
+            match e.origin() {
+                Origin::Inserted { what: Inserted::Acknowledgement } => {}
+                Origin::Summary { .. } | Origin::Inserted { .. } => g.previous(&m.content),
+                Origin::Recorded { .. } | Origin::Masked { .. } if m.meta_flag("compact_summary") => {
+                    g.previous(&m.content)
+                }
+                Origin::Recorded { .. } | Origin::Masked { .. } => {}
+            }
+        }
+        if let Some(task) = request.task.as_deref().filter(|t| !t.trim().is_empty()) {
+            if g.notes.has(Section::Task) {
+                g.notes.add(Section::Requests, task);
+            } else {
+                g.notes.add(Section::Task, task);
+            }
+        }
+        for &i in &request.span {
+            let Some(e) = ctx.get(i) else { continue };
+            let m = e.message();
+            if !matches!(e.origin(), Origin::Recorded { .. } | Origin::Masked { .. }) || m.meta_flag("compact_summary")
+            {
+                continue;
+            }
+            match m.role {
+                Role::System => g.scan_text(&m.content, true),
+                Role::User => {
+                    let known = g.notes.has(Section::Task);
+                    g.user(m, known);
+                }
+                Role::Assistant => g.assistant(m),
+                Role::Tool => g.tool(m),
+            }
+        }
+        let notes = g.finish();
+        Ok(self.fit(&title(request), notes, u64::from(request.max_tokens)))
+    }
+
+    /// Render `notes` under `title` within `max` tokens, dropping the lowest-priority lines first.
+    fn fit(&self, title: &str, notes: Notes, max: u64) -> String {
+        let mut lines = Vec::new();
+        let mut order = 0;
+        for (section, items) in notes.lines {
+            let n = items.len();
+            for (k, text) in items.into_iter().enumerate() {
+                let tokens = self.exact.count(&format!("- {text}\n"));
+                lines.push(Line { section, text, priority: section.priority(k, n), order, tokens, kept: true });
+                order += 1;
+            }
+        }
+        let heading = |s: Section| self.exact.count(&format!("\n### {}\n", s.title()));
+        let mut drop_order: Vec<usize> = (0..lines.len()).collect();
+        drop_order.sort_by_key(|&i| (lines[i].priority, lines[i].order));
+        let mut live: BTreeMap<Section, usize> = BTreeMap::new();
+        for l in &lines {
+            *live.entry(l.section).or_default() += 1;
+        }
+        let mut estimate = self.exact.count(title)
+            + 1
+            + lines.iter().map(|l| l.tokens).sum::<u64>()
+            + live.keys().map(|s| heading(*s)).sum::<u64>();
+        let mut next = 0;
+        // Drop the next line in drop order; false when none is left.
+        let mut drop_one = |lines: &mut [Line], estimate: &mut u64| -> bool {
+            let Some(&i) = drop_order.get(next) else { return false };
+            next += 1;
+            let l = &mut lines[i];
+            l.kept = false;
+            *estimate = estimate.saturating_sub(l.tokens);
+            let left = live.entry(l.section).or_default();
+            *left = left.saturating_sub(1);
+            if *left == 0 {
+                *estimate = estimate.saturating_sub(heading(l.section));
+            }
+            true
+        };
+        while estimate > max && drop_one(&mut lines, &mut estimate) {}
+        loop {
+            let text = render(title, &lines);
+            let actual = self.exact.count(&text);
+            if actual <= max {
+                return text;
+            }
+            // Lines are not exactly additive: drop at least one more line and measure again.
+            let target = estimate.saturating_sub(actual - max);
+            if !drop_one(&mut lines, &mut estimate) {
+                return self.cut_to(&text, max);
+            }
+            while estimate > target && drop_one(&mut lines, &mut estimate) {}
+        }
+    }
+
+    /// The longest prefix of `text` (in characters) within `max` tokens.
+    fn cut_to(&self, text: &str, max: u64) -> String {
+        let chars: Vec<(usize, char)> = text.char_indices().collect();
+        let (mut lo, mut hi) = (0, chars.len());
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            let end = chars.get(mid).map_or(text.len(), |(b, _)| *b);
+            if self.exact.count(&text[..end]) <= max {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        let end = chars.get(lo).map_or(text.len(), |(b, _)| *b);
+        text[..end].to_string()
+    }
+}
+
+impl Summarizer for OfflineSummarizer {
+    fn name(&self) -> String {
+        "offline".to_string()
+    }
+    fn summarize(&self, ctx: &Context, request: &SummaryRequest) -> Result<Summary, SummaryFailure> {
+        let text = self.summary_text(ctx, request)?;
+        let input_tokens = request.span.iter().filter_map(|&i| ctx.get(i)).map(|e| e.tokens(&self.exact)).sum();
+        let output_tokens = self.exact.count(&text);
+        Ok(Summary { text, input_tokens, output_tokens })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use compaction::{Entry, ToolCall};
+
+    fn call(id: &str, name: &str, args: &str) -> ToolCall {
+        ToolCall { id: id.into(), name: name.into(), arguments: args.into() }
+    }
+
+    /// A small coding session touching every section.
+    fn session() -> Context {
+        Context::from_messages(vec![
+            Message::system("You are a coding agent."),
+            Message::user("Fix the flaky test in crates/parser/src/lexer.rs for ticket PAY-4411."),
+            Message::assistant_calls(
+                "Let me read the file.",
+                vec![call("c1", "read_file", r#"{"path":"crates\\parser\\src\\lexer.rs"}"#)],
+            ),
+            Message::tool_result("c1", "read_file", "fn lex() {}\n// see crates/parser/src/token.rs"),
+            Message::assistant_calls(
+                "Running the tests.",
+                vec![call("c2", "bash", r#"{"command":"cargo test -p parser"}"#)],
+            ),
+            Message::tool_result(
+                "c2",
+                "bash",
+                "running 12 tests\ntest lex_unicode ... FAILED\nError: index out of bounds",
+            )
+            .with_error(),
+            Message::assistant_calls(
+                "I decided to use char_indices instead of byte offsets. TODO: add a regression test.",
+                vec![call(
+                    "c3",
+                    "str_replace_editor",
+                    r#"{"command":"str_replace","path":"crates/parser/src/lexer.rs","old_str":"a","new_str":"b"}"#,
+                )],
+            ),
+            Message::tool_result("c3", "str_replace_editor", "edited"),
+            Message::assistant_calls("Again.", vec![call("c4", "bash", r#"{"command":"cargo test -p parser"}"#)]),
+            Message::tool_result("c4", "bash", "test result: ok. 12 passed; finished in 340 ms"),
+            Message::user("Session 5f0c2a9e-1b2c-4d3e-8f90-a1b2c3d4e5f6 is done; remaining: update CHANGELOG.md"),
+            Message::assistant("The fix is in; next I will write the regression test."),
+        ])
+    }
+
+    fn request(span: std::ops::Range<usize>, max_tokens: u32) -> SummaryRequest {
+        SummaryRequest {
+            span: span.collect(),
+            prompt: PromptKind::SessionSummary,
+            previous: None,
+            task: None,
+            max_tokens,
+            round: 1,
+        }
+    }
+
+    fn section<'a>(text: &'a str, title: &str) -> Vec<&'a str> {
+        let heading = format!("### {title}");
+        text.lines()
+            .skip_while(|l| *l != heading)
+            .skip(1)
+            .take_while(|l| !l.starts_with("### "))
+            .filter_map(|l| l.strip_prefix("- "))
+            .collect()
+    }
+
+    #[test]
+    fn extracts_every_section() {
+        let ctx = session();
+        let s = OfflineSummarizer::new().summarize(&ctx, &request(1..12, 2_000)).unwrap();
+        let t = &s.text;
+        assert!(t.starts_with("## Session Summary (Compaction Round 1)\n"), "{t}");
+        assert_eq!(section(t, "Task"), ["Fix the flaky test in crates/parser/src/lexer.rs for ticket PAY-4411."]);
+        assert_eq!(section(t, "Files changed"), ["crates/parser/src/lexer.rs"]);
+        assert_eq!(section(t, "Files read"), ["crates/parser/src/lexer.rs"]);
+        assert!(section(t, "Files mentioned").contains(&"crates/parser/src/token.rs"), "{t}");
+        assert!(section(t, "Files mentioned").contains(&"CHANGELOG.md"), "{t}");
+        assert_eq!(section(t, "Commands"), ["cargo test -p parser"]);
+        let ids = section(t, "Identifiers");
+        assert!(ids.contains(&"PAY-4411") && ids.contains(&"5f0c2a9e-1b2c-4d3e-8f90-a1b2c3d4e5f6"), "{ids:?}");
+        let numbers = section(t, "Numbers");
+        assert!(numbers.contains(&"12 tests") && numbers.contains(&"340 ms"), "{numbers:?}");
+        assert_eq!(
+            section(t, "Errors"),
+            ["bash: test lex_unicode ... FAILED (resolved: a later bash call succeeded: test result: ok. 12 passed; finished in 340 ms)"]
+        );
+        assert_eq!(section(t, "Decisions"), ["I decided to use char_indices instead of byte offsets."]);
+        let pending = section(t, "Pending");
+        assert!(pending.iter().any(|p| p.contains("TODO: add a regression test")), "{pending:?}");
+        assert!(pending.iter().any(|p| p.contains("remaining: update CHANGELOG.md")), "{pending:?}");
+        assert_eq!(
+            section(t, "User requests"),
+            ["Session 5f0c2a9e-1b2c-4d3e-8f90-a1b2c3d4e5f6 is done; remaining: update CHANGELOG.md"]
+        );
+        assert_eq!(section(t, "Last state"), ["The fix is in; next I will write the regression test."]);
+        let exact = Exact::o200k();
+        assert_eq!(s.output_tokens, exact.count(t));
+        let span_tokens: u64 = (1..12).map(|i| ctx.get(i).unwrap().tokens(&exact)).sum();
+        assert_eq!(s.input_tokens, span_tokens);
+    }
+
+    #[test]
+    fn same_input_same_bytes() {
+        let ctx = session();
+        let a = OfflineSummarizer::new().summarize(&ctx, &request(1..12, 300)).unwrap();
+        let b = OfflineSummarizer::new().summarize(&ctx, &request(1..12, 300)).unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn fits_max_tokens_dropping_low_priority_lines_first() {
+        let ctx = session();
+        let s = OfflineSummarizer::new();
+        let full = s.summarize(&ctx, &request(1..12, 2_000)).unwrap();
+        for max in [1, 5, 12, 30, 60, 90, 150, 2_000] {
+            let out = s.summarize(&ctx, &request(1..12, max)).unwrap();
+            assert!(out.output_tokens <= u64::from(max), "{max}: {}", out.output_tokens);
+        }
+        assert!(full.output_tokens < 2_000);
+        let tight = s.summarize(&ctx, &request(1..12, 100)).unwrap().text;
+        // The task (priority 10), the changed file and the last state (8) stay; pending lines
+        // (7), identifiers (6), numbers and mentions (4) go.
+        assert_eq!(section(&tight, "Files changed"), ["crates/parser/src/lexer.rs"]);
+        for kept in ["### Task", "### Last state"] {
+            assert!(tight.contains(kept), "{tight}");
+        }
+        for gone in ["### Pending", "### Identifiers", "### Numbers", "### Files mentioned"] {
+            assert!(!tight.contains(gone), "{tight}");
+        }
+        // Tiny budgets cut the heading itself.
+        let tiny = s.summarize(&ctx, &request(1..12, 5)).unwrap();
+        assert!(tiny.output_tokens <= 5 && tiny.text.starts_with("## Session"), "{}", tiny.text);
+    }
+
+    #[test]
+    fn integrates_the_previous_summary_before_the_new_span() {
+        let ctx = session();
+        let s = OfflineSummarizer::new();
+        let first = s.summarize(&ctx, &request(1..6, 2_000)).unwrap().text;
+        let mut second = request(6..12, 2_000);
+        second.previous = Some(first.clone());
+        second.round = 2;
+        second.task = Some("Session 5f0c2a9e".into());
+        let text = s.summarize(&ctx, &second).unwrap().text;
+        assert!(text.starts_with("## Session Summary (Compaction Round 2)"));
+        // The original task comes from the previous summary; `task` becomes a later request.
+        assert_eq!(section(&text, "Task"), ["Fix the flaky test in crates/parser/src/lexer.rs for ticket PAY-4411."]);
+        assert_eq!(section(&text, "User requests")[0], "Session 5f0c2a9e");
+        // Previous lines first, then the new span's, without duplicates.
+        assert_eq!(section(&text, "Files read"), ["crates/parser/src/lexer.rs"]);
+        assert_eq!(section(&text, "Files changed"), ["crates/parser/src/lexer.rs"]);
+        let errors = section(&text, "Errors");
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(
+            section(&text, "Last state"),
+            ["Running the tests.", "The fix is in; next I will write the regression test."]
+        );
+
+        // Free text that is not in this format is kept line by line.
+        let mut third = request(10..12, 2_000);
+        third.previous = Some("The user wants the parser fixed.\nWe agreed on a patch release.".into());
+        let text = s.summarize(&ctx, &third).unwrap().text;
+        assert_eq!(
+            section(&text, "Earlier summary"),
+            ["The user wants the parser fixed.", "We agreed on a patch release."]
+        );
+    }
+
+    #[test]
+    fn summaries_and_notices_inside_the_span_are_integrated() {
+        let mut entries = vec![Entry::recorded(0, Message::system("sys"))];
+        entries.push(Entry::new(
+            Message::user(format!("{SUMMARY_PREFIX}## Summary (round 1)\n\n### Task\n- Book ZFA04Y\n")),
+            Origin::Summary { round: 1, covers: vec![1, 2] },
+        ));
+        entries
+            .push(Entry::new(Message::assistant("Understood."), Origin::Inserted { what: Inserted::Acknowledgement }));
+        entries.push(Entry::recorded(3, Message::user("Also add a bag.")));
+        entries.push(Entry::recorded(4, Message::assistant("Added 1 bag for $35.")));
+        let ctx = Context::from_entries(entries);
+        let text = OfflineSummarizer::new().summary_text(&ctx, &request(1..5, 500)).unwrap();
+        assert_eq!(section(&text, "Task"), ["Book ZFA04Y"]);
+        assert_eq!(section(&text, "User requests"), ["Also add a bag."]);
+        assert_eq!(section(&text, "Numbers"), ["$35"]);
+        assert!(!text.contains("Understood"), "{text}");
+        assert!(!text.contains("[COMPACT SUMMARY]"), "{text}");
+    }
+
+    #[test]
+    fn bad_requests_fail_as_values() {
+        let ctx = session();
+        let s = OfflineSummarizer::new();
+        let err = s.summarize(&ctx, &request(10..20, 100)).unwrap_err();
+        assert_eq!(err.reason, "span index 12 is outside the context (12 entries)");
+        assert_eq!(s.summarize(&ctx, &request(1..3, 0)).unwrap_err().reason, "max_tokens is 0");
+    }
+
+    #[test]
+    fn recognizers() {
+        for id in ["ABC-1234", "ZFA04Y", "8JX2WO", "#W2378156", "mia_li_3668", "3f9a2c1", "https://example.com/x"] {
+            assert!(is_identifier(id), "{id}");
+        }
+        for not in ["hello", "2024", "v1", "and-or", "HTTP", "e.g", "abcdef"] {
+            assert!(!is_identifier(not), "{not}");
+        }
+        for path in ["src/main.rs", "Cargo.toml", "/etc/hosts", "./run.sh", "a\\b.py"] {
+            assert!(is_path(path), "{path}");
+        }
+        for not in ["and/or", "1/2", "e.g", "https://x.io/a.rs", "3.14"] {
+            assert!(!is_path(not), "{not}");
+        }
+        let mut notes = Notes::default();
+        numbers("took 42 ms, used 80% and 3.5GB for $120.50 (10 tests) in 2024", &mut notes);
+        assert_eq!(notes.lines[&Section::Numbers], ["42 ms", "80%", "3.5GB", "$120.50", "10 tests"]);
+        assert_eq!(clip("  a   b  c ", 10), "a b c");
+        assert_eq!(clip("alpha beta gamma", 10), "alpha beta...");
+        assert_eq!(sentences("One. Two! Three?\nFour"), ["One.", "Two!", "Three?", "Four"]);
+    }
+}

@@ -1,0 +1,516 @@
+//! The replay engine on small hand-built conversations, with exact numbers.
+//!
+//! Message sizes are chosen so exact counts are easy to follow: `words(k)` is `k` tokens under
+//! `o200k_base` (`w w w ...`), and a message costs its content plus 3 tokens of chat template.
+
+use compaction::{
+    Context, Conversation, Encoding, Message, Probe, ProbeKind, StrategyConfig, SummaryFailure, SummaryRequest,
+    TokenCounter, Trigger,
+};
+use runner::judge::OfflineJudge;
+use runner::record::{FoundIn, PairMetrics};
+use runner::replay::{replay, CacheProfile, Price, ReplayError, ReplaySettings, Summarizer, Summary};
+use runner::summarize::OfflineSummarizer;
+use serde_json::json;
+use testkit::ContextBuilder;
+
+/// `k` tokens of text.
+fn words(k: usize) -> String {
+    vec!["w"; k].join(" ")
+}
+
+fn exact() -> compaction::Exact {
+    compaction::Exact::o200k()
+}
+
+fn strategy(config: serde_json::Value) -> StrategyConfig {
+    serde_json::from_value(config).expect("a valid strategy config")
+}
+
+fn settings(strategy: StrategyConfig, window: u64) -> ReplaySettings {
+    ReplaySettings { strategy, window, encoding: Encoding::O200kBase, cache: CacheProfile::None, price: None }
+}
+
+fn run(conversation: &Conversation, settings: &ReplaySettings) -> PairMetrics {
+    replay(conversation, settings, &OfflineSummarizer::new(), &OfflineJudge).expect("replay runs")
+}
+
+/// `k` tokens of text starting with the number `t` (`t w w ...`), so that no two turns are
+/// byte-identical; below 10 it has as many characters as `words(k)`.
+fn numbered(t: usize, k: usize) -> String {
+    format!("{t} {}", words(k - 1))
+}
+
+/// A system prompt of `system` tokens, then `turns` of a user message of `user` tokens and an
+/// assistant answer of `assistant` tokens (all including the 3-token template).
+fn chat(system: usize, turns: usize, user: usize, assistant: usize) -> ContextBuilder {
+    assert!(turns <= 10, "numbered() keeps its length below 10");
+    let mut b = ContextBuilder::new().system(words(system - 3));
+    for t in 0..turns {
+        b = b.user(numbered(t, user - 3)).assistant(numbered(t, assistant - 3));
+    }
+    b
+}
+
+fn compaction_calls(m: &PairMetrics) -> Vec<u32> {
+    m.compaction_events.iter().map(|e| e.call).collect()
+}
+
+fn requests(m: &PairMetrics) -> Vec<u64> {
+    m.timeline.iter().map(|c| c.request_tokens).collect()
+}
+
+fn cached(m: &PairMetrics) -> Vec<u64> {
+    m.timeline.iter().map(|c| c.cached_tokens).collect()
+}
+
+/// A summarizer that always fails.
+struct FailingSummarizer;
+
+impl Summarizer for FailingSummarizer {
+    fn name(&self) -> String {
+        "failing".into()
+    }
+    fn summarize(&self, _ctx: &Context, _request: &SummaryRequest) -> Result<Summary, SummaryFailure> {
+        Err(SummaryFailure { reason: "summarizer unavailable".into() })
+    }
+}
+
+#[test]
+fn words_are_one_token_each() {
+    assert_eq!(exact().count(&words(1)), 1);
+    assert_eq!(exact().count(&words(997)), 997);
+    assert_eq!(exact().message_tokens(&Message::user(words(47))), 50);
+    assert_eq!(exact().count(&numbered(7, 47)), 47);
+    assert_eq!(numbered(7, 47).len(), words(47).len());
+}
+
+#[test]
+fn none_counts_calls_tokens_and_overflows() {
+    // Requests: 19 + 50 (k + 1) + 10 k = 69, 129, 189, 249, 309.
+    let conversation = chat(19, 5, 50, 10).conversation("c");
+    let m = run(&conversation, &settings(StrategyConfig::default_for("none").expect("none"), 200));
+    assert_eq!(m.calls, 5);
+    assert_eq!(requests(&m), [69, 129, 189, 249, 309]);
+    assert_eq!(m.timeline.iter().map(|c| c.message_index).collect::<Vec<_>>(), [2, 4, 6, 8, 10]);
+    assert_eq!(m.timeline.iter().filter(|c| c.overflow).map(|c| c.call).collect::<Vec<_>>(), [3, 4]);
+    assert_eq!(m.overflows, 2);
+    assert_eq!(m.compactions, 0);
+    assert_eq!(m.peak_tokens, 309);
+    assert_eq!(m.input_tokens, 945);
+    assert_eq!(m.uncompacted_input_tokens, 945);
+    assert_eq!(m.output_tokens, 50);
+    assert_eq!(m.final_tokens, 319);
+    assert_eq!(m.violations, 0);
+    assert_eq!(m.cost_usd, 0.0);
+    assert_eq!((m.retention, m.at_risk_retention), (None, None));
+    // `none` estimates with 4 + ceil(chars / 4): system 4 + 8, user 4 + 24.
+    assert_eq!(m.timeline[0].estimate, 12 + 28);
+}
+
+#[test]
+fn a_conversation_without_assistant_messages_still_has_metrics() {
+    let mut conversation = ContextBuilder::new().system("Be brief.").user("Book flight HAT170.").conversation("c");
+    conversation.probes.push(probe("p", vec![vec!["HAT170"]], 1, None));
+    let m = run(&conversation, &settings(StrategyConfig::default_for("truncate").expect("truncate"), 1_000));
+    assert_eq!((m.calls, m.compactions, m.input_tokens), (0, 0, 0));
+    assert!(m.timeline.is_empty());
+    assert_eq!(m.final_tokens, exact().messages_tokens(&conversation.messages));
+    assert_eq!(m.retention, Some(1.0));
+    assert_eq!(m.probes[0].asked_at, 2);
+    let empty = Conversation::new("empty", Vec::new());
+    let m = run(&empty, &settings(StrategyConfig::default_for("none").expect("none"), 1_000));
+    assert_eq!((m.calls, m.final_tokens), (0, 0));
+}
+
+#[test]
+fn invalid_params_and_probes_are_errors() {
+    let conversation = chat(19, 2, 50, 10).conversation("c");
+    let bad = strategy(json!({"name": "truncate", "target_ratio": 0.0}));
+    match replay(&conversation, &settings(bad, 1_000), &OfflineSummarizer::new(), &OfflineJudge) {
+        Err(ReplayError::Params(e)) => assert_eq!(e.param, "target_ratio"),
+        other => panic!("expected a params error, got {other:?}"),
+    }
+    let mut conversation = conversation;
+    conversation.probes.push(probe("far", vec![vec!["x"]], 99, None));
+    let err = replay(
+        &conversation,
+        &settings(StrategyConfig::default_for("none").expect("none"), 1_000),
+        &OfflineSummarizer::new(),
+        &OfflineJudge,
+    )
+    .expect_err("source_message out of range");
+    assert_eq!(
+        err.to_string(),
+        "conversation c: probe far, field source_message: 99 is outside the conversation (5 messages)"
+    );
+}
+
+#[test]
+fn truncate_compacts_at_the_call_that_crosses_its_target() {
+    // Window 250, target floor(0.8 x 250) = 200. Requests 69, 129, 189, then 249 > 200 at call 3:
+    // dropping u1 leaves 199, the cut moves on to the next user message: 249 - 60 = 189.
+    let conversation = chat(19, 5, 50, 10).conversation("c");
+    let m = run(&conversation, &settings(StrategyConfig::default_for("truncate").expect("truncate"), 250));
+    assert_eq!(compaction_calls(&m), [3, 4]);
+    assert_eq!(requests(&m), [69, 129, 189, 189, 189]);
+    let e = &m.compaction_events[0];
+    assert_eq!((e.trigger, e.step.as_str()), (Trigger::Proactive, "truncate"));
+    assert_eq!((e.tokens_before, e.tokens_after), (249, 189));
+    assert_eq!((e.messages_before, e.messages_after, e.removed), (8, 6, 2));
+    assert_eq!(e.estimate_before, 249, "truncate estimates with exact o200k_base");
+    assert!(e.violations.is_empty(), "{:?}", e.violations);
+    assert_eq!(m.overflows, 0);
+    assert_eq!(m.compactions, 2);
+    assert_eq!(m.uncompacted_input_tokens, 945);
+    assert_eq!(m.input_tokens, 69 + 129 + 189 * 3);
+    assert_eq!(m.timeline.iter().map(|c| c.compacted).collect::<Vec<_>>(), [false, false, false, true, true]);
+    assert_eq!(m.final_tokens, 189 + 10);
+}
+
+#[test]
+fn truncate_takes_the_reactive_path_when_its_target_is_above_the_window() {
+    // The target (10,000) never triggers; from call 2 the request (189) is over the window
+    // (150): a forced truncation drops one group and moves on to a user message.
+    let conversation = chat(19, 5, 50, 10).conversation("c");
+    let s = settings(strategy(json!({"name": "truncate", "max_tokens": 10_000})), 150);
+    let m = run(&conversation, &s);
+    assert_eq!(compaction_calls(&m), [2, 3, 4]);
+    assert!(m.compaction_events.iter().all(|e| e.trigger == Trigger::Overflow));
+    assert_eq!(requests(&m), [69, 129, 129, 129, 129]);
+    assert_eq!(m.overflows, 0);
+    // The same window without the reactive path: `none` overflows.
+    let none = run(&conversation, &settings(StrategyConfig::default_for("none").expect("none"), 150));
+    assert_eq!(none.overflows, 3);
+}
+
+#[test]
+fn openai_and_anthropic_prefix_caches_and_cost() {
+    // Requests 2,500, 3,100, 3,700; each shares the whole previous request.
+    let conversation = chat(2_000, 3, 500, 100).conversation("c");
+    let mut s = settings(StrategyConfig::default_for("none").expect("none"), 100_000);
+    s.cache = CacheProfile::Openai;
+    s.price = Some(Price { input: 2.0, cached_input: 0.5, output: 8.0 });
+    let m = run(&conversation, &s);
+    assert_eq!(requests(&m), [2_500, 3_100, 3_700]);
+    // floor(2,500 / 128) x 128 = 2,432; floor(3,100 / 128) x 128 = 3,072.
+    assert_eq!(cached(&m), [0, 2_432, 3_072]);
+    assert_eq!((m.input_tokens, m.cached_tokens, m.output_tokens), (9_300, 5_504, 300));
+    // (3,796 x 2 + 5,504 x 0.5 + 300 x 8) / 1e6
+    assert!((m.cost_usd - 0.012_744).abs() < 1e-12, "{}", m.cost_usd);
+
+    s.cache = CacheProfile::Anthropic;
+    let m = run(&conversation, &s);
+    assert_eq!(cached(&m), [0, 2_500, 3_100]);
+    s.cache = CacheProfile::None;
+    assert_eq!(cached(&run(&conversation, &s)), [0, 0, 0]);
+
+    // Below 1,024 shared tokens nothing is cached.
+    let small = chat(19, 5, 50, 10).conversation("small");
+    s.cache = CacheProfile::Openai;
+    assert!(cached(&run(&small, &s)).iter().all(|c| *c == 0));
+    s.cache = CacheProfile::Anthropic;
+    assert!(cached(&run(&small, &s)).iter().all(|c| *c == 0));
+}
+
+#[test]
+fn after_truncation_only_the_system_prompt_is_shared() {
+    // Requests 1,400 + 350 k; max_tokens 2,500 is crossed at call 4 (2,800), which drops one
+    // turn (2,450); so is call 5. Only the 1,100-token system prompt is shared then.
+    let conversation = chat(1_100, 6, 300, 50).conversation("c");
+    let mut s = settings(strategy(json!({"name": "truncate", "max_tokens": 2_500})), 100_000);
+    s.cache = CacheProfile::Openai;
+    let m = run(&conversation, &s);
+    assert_eq!(compaction_calls(&m), [4, 5]);
+    assert_eq!(requests(&m), [1_400, 1_750, 2_100, 2_450, 2_450, 2_450]);
+    // 1,400 -> 1,280; 1,750 -> 1,664; 2,100 -> 2,048; the system prompt 1,100 -> 1,024.
+    assert_eq!(cached(&m), [0, 1_280, 1_664, 2_048, 1_024, 1_024]);
+    s.cache = CacheProfile::Anthropic;
+    // Anthropic reads the system prompt's breakpoint whole.
+    assert_eq!(cached(&run(&conversation, &s)), [0, 1_400, 1_750, 2_100, 1_100, 1_100]);
+}
+
+/// `keep-last-n` with its threshold at floor((4,000 - 2,000) x 0.8) = 1,600 estimated tokens and
+/// the last 4 messages kept.
+fn keep_last_n() -> StrategyConfig {
+    strategy(json!({
+        "name": "keep-last-n",
+        "system_reserve": 2_000,
+        "output_reserve": 0,
+        "safety_buffer": 0,
+        "recent_messages_to_keep": 4,
+        "summary_max_tokens": 200,
+    }))
+}
+
+#[test]
+fn keep_last_n_summary_at_index_1_is_counted_priced_and_cached() {
+    // Estimates (2 + ceil(chars / 4) per message): system 551, user 151, assistant 26, so
+    // request k is 702 + 177 k and reaches 1,600 at call 6 (1,764).
+    let conversation = chat(1_100, 8, 300, 50).conversation("c");
+    let mut s = settings(keep_last_n(), 4_000);
+    s.cache = CacheProfile::Openai;
+    s.price = Some(Price { input: 1.0, cached_input: 0.25, output: 4.0 });
+    let m = run(&conversation, &s);
+    assert_eq!(m.timeline[5].estimate, 1_587);
+    assert_eq!(compaction_calls(&m)[0], 6);
+    let e = &m.compaction_events[0];
+    assert_eq!(e.estimate_before, 1_764);
+    assert_eq!((e.trigger, e.step.as_str(), e.round), (Trigger::Proactive, "summarize", Some(1)));
+    // [system, u0 .. u6 with answers]: the boundary is 14 - 4 = 10; u0 .. a3 (9 messages) go.
+    assert_eq!((e.messages_before, e.messages_after, e.removed), (14, 6, 9));
+    assert_eq!(e.tokens_before, 1_100 + 7 * 300 + 6 * 50);
+    assert!(e.summary.starts_with("## Session Summary (Compaction Round 1)"), "{}", e.summary);
+    let summary_tokens = exact().count(&e.summary);
+    assert!(summary_tokens <= 200);
+    // After: system, summary (+3), a4, u5, a5, u6.
+    assert_eq!(e.tokens_after, 1_100 + summary_tokens + 3 + 2 * 300 + 3 * 50 - 50);
+    assert_eq!(m.timeline[6].request_tokens, e.tokens_after);
+    // The summary replaced u0 at index 1: only the system prompt is shared with call 5.
+    assert_eq!(m.timeline[6].cached_tokens, 1_024);
+    // Call 7 appends to the compacted request, so all of it is shared.
+    assert_eq!(m.timeline[7].cached_tokens, e.tokens_after / 128 * 128);
+    // One summarizer call per compaction, priced at the input and output prices.
+    assert_eq!(m.summarizer_calls, m.compactions);
+    assert_eq!(m.summarizer_failures, 0);
+    // The only compaction: the summary's 5 users and 4 answers in, the summary out.
+    assert_eq!(compaction_calls(&m), [6]);
+    assert_eq!((m.summarizer_calls, m.summarizer_input_tokens), (1, 5 * 300 + 4 * 50));
+    assert_eq!(m.summarizer_output_tokens, summary_tokens);
+    let priced = ((m.input_tokens - m.cached_tokens) as f64
+        + 0.25 * m.cached_tokens as f64
+        + 4.0 * m.output_tokens as f64
+        + m.summarizer_input_tokens as f64
+        + 4.0 * m.summarizer_output_tokens as f64)
+        / 1e6;
+    assert!((m.cost_usd - priced).abs() < 1e-12);
+    assert!(m.input_tokens < m.uncompacted_input_tokens);
+}
+
+#[test]
+fn keep_last_n_with_a_failing_summarizer_keeps_the_context_and_counts_failures() {
+    let conversation = chat(1_100, 8, 300, 50).conversation("c");
+    let s = settings(keep_last_n(), 4_000);
+    let m = replay(&conversation, &s, &FailingSummarizer, &OfflineJudge).expect("replay runs");
+    // Calls 6 and 7 try and fail: the document returns the messages unchanged.
+    assert_eq!(compaction_calls(&m), [6, 7]);
+    assert_eq!((m.summarizer_calls, m.summarizer_failures), (2, 2));
+    assert_eq!((m.summarizer_input_tokens, m.summarizer_output_tokens), (0, 0));
+    assert!(m.compaction_events.iter().all(|e| e.fallback.as_deref() == Some("unchanged: summarizer unavailable")));
+    assert_eq!(m.input_tokens, m.uncompacted_input_tokens);
+}
+
+/// `split-fraction` with 6,000 output tokens reserved: the denominator is 8,000 - 548 - 6,000 =
+/// 1,452 and the threshold floor(1,452 x 0.8) = 1,161 message tokens.
+fn split_fraction() -> StrategyConfig {
+    strategy(json!({"name": "split-fraction", "max_output_tokens": 6_000}))
+}
+
+#[test]
+fn split_fraction_pair_after_the_system_prompt() {
+    // Message tokens (len / 4 + 4): user 152, assistant 27; request k is 152 + 179 k, over
+    // 1,161 at call 6 (1,226).
+    let conversation = chat(1_100, 8, 300, 50).conversation("c");
+    let mut s = settings(split_fraction(), 8_000);
+    s.cache = CacheProfile::Openai;
+    let m = run(&conversation, &s);
+    assert_eq!(m.timeline[5].estimate, 1_047);
+    assert_eq!(compaction_calls(&m)[0], 6);
+    let e = &m.compaction_events[0];
+    assert_eq!(e.estimate_before, 1_226);
+    // 13 messages after the system prompt, floor(13 x 40%) = 5 preserved (u4 .. u6).
+    assert_eq!((e.messages_before, e.messages_after, e.removed), (14, 8, 8));
+    assert!(e.violations.is_empty(), "{:?}", e.violations);
+    let pair = exact().count(&format!("[COMPACT SUMMARY]\n{}", e.summary)) + 3 + exact().count("Understood.") + 3;
+    assert_eq!(e.tokens_after, 1_100 + pair + 3 * 300 + 2 * 50);
+    assert_eq!(m.timeline[6].cached_tokens, 1_024);
+    assert_eq!(m.timeline[7].cached_tokens, e.tokens_after / 128 * 128);
+    assert_eq!(compaction_calls(&m), [6]);
+    assert_eq!((m.summarizer_calls, m.summarizer_input_tokens), (1, 4 * 300 + 4 * 50));
+    assert_eq!(m.summarizer_output_tokens, exact().count(&e.summary));
+}
+
+#[test]
+fn split_fraction_reacts_to_a_length_stop() {
+    let mut conversation = chat(1_100, 8, 300, 50).conversation("c");
+    // a1 (under the threshold) and a5 (before call 6) stopped at their output limit.
+    conversation.messages[4].finish_reason = Some("length".into());
+    conversation.messages[12].finish_reason = Some("length".into());
+    let m = run(&conversation, &settings(split_fraction(), 8_000));
+    assert_eq!(compaction_calls(&m)[0], 6);
+    assert_eq!(m.compaction_events[0].trigger, Trigger::LengthStop);
+    assert!(m.compaction_events[1..].iter().all(|e| e.trigger == Trigger::Proactive));
+    // Truncate does not react to length stops: the same call compacts proactively.
+    let t = run(&conversation, &settings(strategy(json!({"name": "truncate", "max_tokens": 3_000})), 8_000));
+    assert!(t.compaction_events.iter().all(|e| e.trigger == Trigger::Proactive));
+}
+
+#[test]
+fn split_fraction_falls_back_to_truncation_when_the_summary_fails() {
+    let conversation = chat(1_100, 8, 300, 50).conversation("c");
+    let m = replay(&conversation, &settings(split_fraction(), 8_000), &FailingSummarizer, &OfflineJudge)
+        .expect("replay runs");
+    assert_eq!(compaction_calls(&m)[0], 6);
+    let e = &m.compaction_events[0];
+    assert_eq!(e.fallback.as_deref(), Some("truncate: summarizer unavailable"));
+    assert_eq!(e.removed, 8);
+    assert_eq!(compaction_calls(&m), [6]);
+    assert_eq!((m.summarizer_calls, m.summarizer_failures), (1, 1));
+    assert!(m.input_tokens < m.uncompacted_input_tokens);
+}
+
+/// A travel conversation: the reservation code is only in the first user message, the flight
+/// number only in the last one.
+fn travel() -> Conversation {
+    let mut b = ContextBuilder::new()
+        .system("You are a travel agent.")
+        .user("Change reservation ZFA04Y to an aisle seat.")
+        .assistant(words(47));
+    for _ in 0..8 {
+        b = b.user(words(297)).assistant(words(47));
+    }
+    let mut c = b.user("Also book flight HAT170.").assistant("Done.").conversation("travel");
+    let last_user = c.messages.len() - 2;
+    c.probes = vec![
+        probe("code", vec![vec!["ZFA04Y"]], 1, None),
+        probe("flight", vec![vec!["HAT170", "HAT 170"]], last_user, None),
+        probe("early", vec![vec!["zfa04y"]], 1, Some(2)),
+    ];
+    c
+}
+
+#[test]
+fn retention_truncate_loses_the_early_fact_a_summary_keeps_it() {
+    let conversation = travel();
+    let t = run(&conversation, &settings(StrategyConfig::default_for("truncate").expect("truncate"), 3_000));
+    assert!(t.compactions > 0);
+    let scores: Vec<(&str, f64, bool, usize)> =
+        t.probes.iter().map(|p| (p.probe_id.as_str(), p.score, p.at_risk, p.asked_at)).collect();
+    // The early probe is asked after 2 messages, before anything was compacted.
+    assert_eq!(scores, [("early", 1.0, false, 2), ("code", 0.0, true, 21), ("flight", 1.0, false, 21)]);
+    assert_eq!(t.probes[1].facts, [FoundIn::Lost]);
+    assert_eq!(t.retention, Some(2.0 / 3.0));
+    assert_eq!(t.at_risk_retention, Some(0.0));
+
+    let mut s = settings(keep_last_n(), 3_000);
+    s.strategy = strategy(json!({
+        "name": "keep-last-n",
+        "system_reserve": 1_500,
+        "output_reserve": 0,
+        "safety_buffer": 0,
+        "recent_messages_to_keep": 4,
+        "summary_max_tokens": 200,
+    }));
+    let k = run(&conversation, &s);
+    assert!(k.compactions > 0);
+    let code = &k.probes[1];
+    assert_eq!(
+        (code.probe_id.as_str(), code.at_risk, code.facts.as_slice()),
+        ("code", true, [FoundIn::Summary].as_slice())
+    );
+    assert_eq!(k.retention, Some(1.0));
+    assert_eq!(k.at_risk_retention, Some(1.0));
+    assert_eq!(k.probes[2].facts, [FoundIn::Verbatim]);
+}
+
+#[test]
+fn a_violation_carried_from_request_to_request_counts_once() {
+    let conversation = Conversation::new(
+        "c",
+        vec![
+            Message::user("hi"),
+            Message::tool_result("ghost", "bash", "orphan output"),
+            Message::assistant("ok"),
+            Message::user("more"),
+            Message::assistant("done"),
+        ],
+    );
+    let m = run(&conversation, &settings(StrategyConfig::default_for("none").expect("none"), 1_000));
+    assert_eq!(m.calls, 2);
+    assert_eq!(m.violations, 1);
+    assert_eq!(m.violations_by_kind.get("orphan_tool_result"), Some(&1));
+}
+
+#[test]
+fn replays_are_deterministic() {
+    let conversation = travel();
+    let s = settings(keep_last_n(), 3_000);
+    let mut a = run(&conversation, &s);
+    let mut b = run(&conversation, &s);
+    a.elapsed_ms = 0;
+    b.elapsed_ms = 0;
+    assert_eq!(a, b);
+}
+
+fn probe(id: &str, facts: Vec<Vec<&str>>, source: usize, asked_at: Option<usize>) -> Probe {
+    Probe {
+        id: id.into(),
+        kind: ProbeKind::Recall,
+        question: "?".into(),
+        answer: "!".into(),
+        facts: facts.into_iter().map(|f| f.into_iter().map(String::from).collect()).collect(),
+        source_message: source,
+        asked_at,
+    }
+}
+
+mod generated {
+    use super::*;
+    use compaction::strategies::NAMES;
+    use compaction::Role;
+    use proptest::prelude::*;
+
+    /// What holds for any replay, whatever the strategy did.
+    fn check_metrics(conversation: &Conversation, s: &ReplaySettings, m: &PairMetrics) {
+        let assistants: Vec<&Message> = conversation.messages.iter().filter(|m| m.role == Role::Assistant).collect();
+        assert_eq!(m.calls as usize, assistants.len());
+        assert_eq!(m.timeline.len(), assistants.len());
+        assert_eq!(m.output_tokens, assistants.iter().map(|a| exact().message_tokens(a)).sum::<u64>());
+        assert_eq!(m.compactions as usize, m.compaction_events.len());
+        assert_eq!(m.input_tokens, m.timeline.iter().map(|c| c.request_tokens).sum::<u64>());
+        assert_eq!(m.cached_tokens, m.timeline.iter().map(|c| c.cached_tokens).sum::<u64>());
+        assert_eq!(m.peak_tokens, m.timeline.iter().map(|c| c.request_tokens).max().unwrap_or(0));
+        assert_eq!(m.overflows as usize, m.timeline.iter().filter(|c| c.overflow).count());
+        for c in &m.timeline {
+            assert_eq!(c.overflow, c.request_tokens > s.window);
+            assert!(c.cached_tokens <= c.request_tokens);
+            assert_eq!(conversation.messages[c.message_index].role, Role::Assistant);
+        }
+        assert_eq!(m.violations, m.violations_by_kind.values().sum::<u64>());
+        assert!(m.summarizer_failures <= m.summarizer_calls);
+        for e in &m.compaction_events {
+            assert!((e.call as u64) < m.calls.max(1));
+        }
+        if m.compactions == 0 {
+            assert_eq!(m.input_tokens, m.uncompacted_input_tokens);
+        }
+        assert_eq!(m.probes.len(), conversation.probes.len());
+        for p in &m.probes {
+            assert!((0.0..=1.0).contains(&p.score));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        #[test]
+        fn every_strategy_replays_any_conversation(
+            spec in testkit::gen::arb_conversation_with(1..10),
+            fraction in 0.2f64..1.5,
+        ) {
+            let mut conversation = Conversation::new("gen", spec.build().to_messages());
+            let last = conversation.messages.len() - 1;
+            conversation.probes = vec![probe("first", vec![vec!["careful"]], 0, None), probe("last", vec![vec!["x"]], last, Some(last))];
+            let total = exact().messages_tokens(&conversation.messages);
+            let window = ((total as f64 * fraction) as u64).max(1);
+            for name in NAMES {
+                let mut s = settings(StrategyConfig::default_for(name).expect("every name has defaults"), window);
+                s.cache = CacheProfile::Openai;
+                s.price = Some(Price { input: 1.0, cached_input: 0.1, output: 2.0 });
+                let m = run(&conversation, &s);
+                check_metrics(&conversation, &s, &m);
+                prop_assert!(m.cost_usd >= 0.0);
+            }
+        }
+    }
+}
