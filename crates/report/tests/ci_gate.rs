@@ -1,0 +1,44 @@
+//! The project's own gate: `experiments/ci.toml` covers every strategy with the offline
+//! summarizer and judge, and the committed baseline `reports/baseline/summary.csv` holds
+//! exactly its configurations (so a strategy added to the catalog, or a changed experiment,
+//! cannot silently escape the gate).
+
+use std::path::Path;
+
+use runner::experiment::{Experiment, JudgeSpec, SummarizerSpec};
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+fn ci_experiment() -> Experiment {
+    Experiment::load(&Path::new(ROOT).join("experiments/ci.toml")).expect("experiments/ci.toml is valid")
+}
+
+#[test]
+fn the_ci_experiment_runs_every_strategy_offline() {
+    let exp = ci_experiment();
+    let mut names: Vec<&str> = exp.configurations.iter().map(|c| c.strategy.as_str()).collect();
+    names.dedup();
+    let mut expected = compaction::strategies::NAMES.to_vec();
+    expected.sort_unstable();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, expected, "experiments/ci.toml must list every strategy of the catalog");
+    assert_eq!(exp.summarizer, SummarizerSpec::Offline, "the gate must be deterministic and need no key");
+    assert_eq!(exp.judge, JudgeSpec::Offline);
+    assert!(exp.price.is_some(), "the gate checks cost, so the experiment needs a price");
+}
+
+#[test]
+fn the_baseline_holds_exactly_the_ci_configurations() {
+    let exp = ci_experiment();
+    let path = Path::new(ROOT).join("reports/baseline/summary.csv");
+    let baseline =
+        report::gate::SummaryTable::read(&path).expect("reports/baseline/summary.csv is committed (just baseline)");
+    let ids: Vec<&str> = baseline.entries.iter().map(|e| e.config_id.as_str()).collect();
+    let expected: Vec<&str> = exp.configurations.iter().map(|c| c.config_id.as_str()).collect();
+    assert_eq!(ids, expected, "the baseline is stale: refresh it with `just baseline`");
+    for e in &baseline.entries {
+        assert_eq!(e.values.get("failed"), Some(&0.0), "{}: a baseline with failed conversations", e.config_id);
+        assert!(e.values.get("conversations").is_some_and(|n| *n > 0.0), "{}: no conversation", e.config_id);
+    }
+}
