@@ -18,6 +18,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run an experiment: every conversation under every configuration, into a run folder.
+    Run(cmd::run::Args),
+    /// Combine shard folders of one experiment into one run folder.
+    Merge(cmd::merge::Args),
     /// List every strategy with its source document and parameters.
     Strategies(cmd::strategies::Args),
     /// Check dataset files; every problem names file, line and field.
@@ -40,6 +44,8 @@ pub mod exit {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run(args) => cmd::run::run(args),
+        Command::Merge(args) => cmd::merge::run(args),
         Command::Strategies(args) => cmd::strategies::run(args),
         Command::Validate(args) => cmd::validate::run(args),
         Command::Gate(args) => cmd::gate::run(args),

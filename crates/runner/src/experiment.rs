@@ -48,8 +48,10 @@ use std::path::{Path, PathBuf};
 use compaction::{Encoding, StrategyConfig};
 use serde::{Deserialize, Serialize};
 
+use crate::judge::OfflineJudge;
 use crate::llm_setup::{self, LlmSettings, RawLlm, RawRole};
-use crate::replay::{CacheProfile, Price};
+use crate::replay::{CacheProfile, Judge, Price, Summarizer};
+use crate::summarize::OfflineSummarizer;
 
 /// The default price table, looked up beside the experiment file.
 pub const PRICES_FILE: &str = "prices.toml";
@@ -140,6 +142,26 @@ pub enum JudgeSpec {
     /// A model answers from the compacted context and a model grades the answer
     /// ([`crate::llm_judge`]); its endpoint is in [`Experiment::llm`].
     Llm,
+}
+
+impl SummarizerSpec {
+    /// The summarizer this spec names.
+    pub fn build(&self) -> Box<dyn Summarizer> {
+        match self {
+            SummarizerSpec::Offline => Box::new(OfflineSummarizer::default()),
+            SummarizerSpec::Llm => Box::new(crate::llm_setup::NeedsRoles),
+        }
+    }
+}
+
+impl JudgeSpec {
+    /// The judge this spec names.
+    pub fn build(&self) -> Box<dyn Judge> {
+        match self {
+            JudgeSpec::Offline => Box::new(OfflineJudge),
+            JudgeSpec::Llm => Box::new(crate::llm_setup::NeedsRoles),
+        }
+    }
 }
 
 impl fmt::Display for SummarizerSpec {

@@ -354,7 +354,7 @@ fn merging_shards_gives_the_whole_run() {
     assert_eq!(RunData::read(&out).expect("reads back").records, merged.records);
 
     // One shard alone: the other's pairs are missing.
-    let partial = merge(&[s1.clone()], &temp_dir("merge-partial")).expect("merge one");
+    let partial = merge(std::slice::from_ref(&s1), &temp_dir("merge-partial")).expect("merge one");
     assert_eq!(partial.manifest.counts.missing, two.records.len());
 
     // Shards of different experiments do not merge.

@@ -1131,12 +1131,12 @@ fn write_post(rng: &mut Rng, b: &mut Builder, w: &mut World, n: usize) {
         ])
         .clone();
     b.user(format!("Can you write blog post #{} for us? Topic: {title}. Around 800 words, friendly tone.", n + 1));
-    let body = (0..rng.between(6, 10))
+    let body = (0..rng.between(8, 12))
         .map(|i| {
             format!(
                 "## {}\n\n{}",
                 if i == 0 { "Why it matters".to_string() } else { headline(rng, w) },
-                para(rng, w, 5)
+                para(rng, w, 6)
             )
         })
         .collect::<Vec<_>>()

@@ -44,8 +44,8 @@ const COMPANIES: &[Company] = &[
         name: "Cartwheel",
         slug: "cartwheel",
         product: "online grocery marketplace",
-        metric: "checkout conversion",
-        metric_col: "conversion_bp",
+        metric: "weekly active buyers",
+        metric_col: "buyers",
         service: "payments-api",
         code: "E_3DS_TIMEOUT",
         message: "3-D Secure challenge timed out",
@@ -388,9 +388,10 @@ fn by_version(rng: &mut Rng, b: &mut Builder, w: &World, step: usize) {
         .collect();
     for p in PLATFORMS {
         for v in &versions {
+            let base = rng.range(2_000, 40_000) as i64;
             for d in 0..14 {
                 let day = w.week_start(w.week - 1) + d;
-                let mut n = rng.range(200, 40_000) as i64;
+                let mut n = base + (rng.range(0, 100) as i64 - 50) * base / 1000;
                 if *p == w.platform && *v == w.release && d >= 7 {
                     n = n * (100 - 3 * w.drop_pct as i64) / 100;
                 }
@@ -413,7 +414,7 @@ fn by_version(rng: &mut Rng, b: &mut Builder, w: &World, step: usize) {
             w.week_label(w.week)
         )
     } else {
-        format!("Same split again, now with {} days and all versions, to check the pattern holds.", rows.len() / 10)
+        "Repeating the split on the latest backfilled data, to check the pattern holds.".to_string()
     };
     b.tool(text, Call::ok("run_sql", sql(&query), table(&["platform", "app_version", "day", "users"], &rows)));
     b.assistant(format!(
@@ -516,7 +517,7 @@ fn deploys(rng: &mut Rng, b: &mut Builder, w: &World, probe: bool) {
     let mut t = w.deploy_secs - 86_400 * 20;
     let services = ["auth-gateway", "payments-api", "sync-worker", "notify-svc", "web-frontend", "search-indexer"];
     while t < w.deploy_secs + 86_400 * 5 {
-        t += 3600 * rng.range(2, 14) as i64;
+        t += 3600 * rng.range(2, 14) as i64 + 60 * (rng.range(0, 40) as i64 - 20);
         let svc = *rng.pick(&services);
         let ver = format!("{}.{}.{}", rng.range(1, 9), rng.range(0, 30), rng.range(0, 9));
         rows.push((
@@ -629,12 +630,14 @@ fn pandas(rng: &mut Rng, b: &mut Builder, w: &World, files: &mut Vec<String>) {
         }
     );
     let mut table_out = format!("platform     {:>10} {:>10} {:>10}\nweek\n", "android", "ios", "web");
+    let bases: Vec<u64> = PLATFORMS.iter().map(|_| rng.range(20_000, 400_000)).collect();
     for i in (0..12).rev() {
         let wk = w.week - i;
         let vals: Vec<String> = PLATFORMS
             .iter()
-            .map(|p| {
-                let mut v = rng.range(20_000, 400_000);
+            .zip(&bases)
+            .map(|(p, base)| {
+                let mut v = base + rng.range(0, base / 50) - base / 100;
                 if *p == w.platform && i == 0 {
                     v = v * (100 - 2 * w.drop_pct) / 100;
                 }

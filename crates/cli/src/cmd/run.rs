@@ -1,0 +1,255 @@
+//! `compactbench run`: run an experiment into a run folder.
+//!
+//! Loads the experiment and its datasets (problems in either exit 2 before anything runs),
+//! runs every (conversation, configuration) pair in parallel, appending each to
+//! `results.jsonl` as it finishes, then writes `results.csv`, `summary.csv`, `probes.csv`,
+//! `compactions.csv`, `report.html` and `run.json`. A progress bar shows on a terminal
+//! unless `CI` is set.
+//! Exit 0 when every pair ran, 1 when any pair failed or a dataset line was skipped (all
+//! outputs are still written), 2 for a bad experiment, dataset or folder.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use runner::dataset::LoadOptions;
+use runner::experiment::Experiment;
+use runner::llm_setup::LlmRoles;
+use runner::record::PairOutcome;
+use runner::replay::{Judge, Summarizer};
+use runner::run::{self, Engine, Plan, Progress, Provenance, RunData, RunOptions, Shard};
+
+use crate::exit;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The experiment file (TOML; its keys are described in experiments/README.md).
+    #[arg(long, value_name = "FILE", default_value = "experiments/default.toml")]
+    config: PathBuf,
+    /// The run folder [default: reports/<experiment name>-<UTC time>/].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Continue the run in --out: keep the pairs already in its results.jsonl, run the rest.
+    #[arg(long, requires = "out")]
+    resume: bool,
+    /// Worker threads [default: one per core].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    jobs: Option<u16>,
+    /// Run only the K-th of N disjoint slices of the pairs (merge the slices with `merge`).
+    #[arg(long, value_name = "K/N")]
+    shard: Option<Shard>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    let started = Instant::now();
+    let now = SystemTime::now();
+    let experiment = match Experiment::load(&args.config) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
+    let plan = match Plan::load(experiment, &LoadOptions::default()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
+    for problem in &plan.problems {
+        eprintln!("warning: skipped: {problem}");
+    }
+    let out = args.out.unwrap_or_else(|| {
+        PathBuf::from("reports").join(format!("{}-{}", folder_name(&plan.experiment.name), utc(now).compact()))
+    });
+    // A role that uses a model needs its API key: the only place keys are read. They stay in
+    // memory; run.json records the variable's name at most.
+    let roles = match LlmRoles::build(&plan.experiment, &|name| std::env::var(name).ok(), None) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
+    let offline_summarizer = plan.experiment.summarizer.build();
+    let offline_judge = plan.experiment.judge.build();
+    let summarizer: &dyn Summarizer = match &roles.summarizer {
+        Some(s) => s.as_ref(),
+        None => offline_summarizer.as_ref(),
+    };
+    let judge: &dyn Judge = match &roles.judge {
+        Some(j) => j.as_ref(),
+        None => offline_judge.as_ref(),
+    };
+    let engine = Engine::new(summarizer, judge);
+    let options =
+        RunOptions { out: out.clone(), resume: args.resume, jobs: args.jobs.map(usize::from), shard: args.shard };
+    let provenance = Provenance {
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        git_commit: git_commit(&plan.experiment.base_dir()),
+        started_at: utc(now).iso(),
+    };
+
+    let bar = progress_bar();
+    let on_progress = |p: &Progress| {
+        if let Some(bar) = &bar {
+            bar.set_length(p.total as u64);
+            bar.set_position(p.done as u64);
+            let resumed = if p.resumed > 0 { format!(", {} resumed", p.resumed) } else { String::new() };
+            bar.set_message(format!("{} failed{resumed}", p.failed));
+        }
+    };
+    let result = run::run(&plan, &engine, &options, &provenance, &on_progress);
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let data = match result {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
+    report::write_outputs(&out, &data)?;
+    report::html::write_report_for(&out, &data)?;
+    Ok(finish(&data, &out, started, !plan.problems.is_empty()))
+}
+
+/// Print what happened and pick the exit code.
+pub fn finish(data: &RunData, out: &Path, started: Instant, skipped_lines: bool) -> u8 {
+    let c = &data.manifest.counts;
+    let failures: Vec<_> = data
+        .records
+        .iter()
+        .filter_map(|r| match &r.outcome {
+            PairOutcome::Failed { error } => Some((r, error)),
+            PairOutcome::Ok(_) => None,
+        })
+        .collect();
+    const SHOWN: usize = 5;
+    for (r, error) in failures.iter().take(SHOWN) {
+        eprintln!("failed: {} {} under {}: {error}", r.dataset, r.conversation_id, r.config_id);
+    }
+    if failures.len() > SHOWN {
+        eprintln!("failed: {} more (status and error columns of results.csv)", failures.len() - SHOWN);
+    }
+    if c.missing > 0 {
+        eprintln!("warning: {} pairs of the plan have no result", c.missing);
+    }
+    let resumed = if c.resumed > 0 { format!(", {} resumed", c.resumed) } else { String::new() };
+    let shard = data.manifest.shard.as_deref().map(|s| format!(" (shard {s})")).unwrap_or_default();
+    println!(
+        "{}{shard}: {} pairs: {} ok, {} failed{resumed} in {:.1}s",
+        data.manifest.experiment.name,
+        c.pairs_planned,
+        c.ok,
+        c.failed,
+        started.elapsed().as_secs_f64()
+    );
+    println!("{}", out.display());
+    if c.failed > 0 || c.missing > 0 || skipped_lines {
+        exit::FAILED
+    } else {
+        exit::OK
+    }
+}
+
+/// A progress bar on stderr when it is a terminal and `CI` is not set.
+fn progress_bar() -> Option<ProgressBar> {
+    if !std::io::stderr().is_terminal() || std::env::var_os("CI").is_some() {
+        return None;
+    }
+    let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+    let style = ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} pairs, {msg}, ETA {eta}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+    bar.set_style(style);
+    Some(bar)
+}
+
+/// `git rev-parse HEAD` in `dir`, with `-dirty` when the work tree has changes.
+fn git_commit(dir: &Path) -> Option<String> {
+    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+    let head = Command::new("git").arg("-C").arg(dir).args(["rev-parse", "HEAD"]).output().ok()?;
+    if !head.status.success() {
+        return None;
+    }
+    let commit = String::from_utf8(head.stdout).ok()?.trim().to_string();
+    let dirty = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["status", "--porcelain", "--untracked-files=no"])
+        .output()
+        .ok()
+        .is_some_and(|o| o.status.success() && !o.stdout.is_empty());
+    Some(if dirty { format!("{commit}-dirty") } else { commit })
+}
+
+/// An experiment name as a folder name: letters, digits, `.`, `_` and `-`.
+fn folder_name(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' }).collect()
+}
+
+/// A UTC time of day and date.
+pub struct Utc {
+    year: i64,
+    month: u32,
+    day: u32,
+    hour: u64,
+    minute: u64,
+    second: u64,
+}
+
+impl Utc {
+    /// `20250131-235959`
+    pub fn compact(&self) -> String {
+        format!("{:04}{:02}{:02}-{:02}{:02}{:02}", self.year, self.month, self.day, self.hour, self.minute, self.second)
+    }
+    /// `2025-01-31T23:59:59Z`
+    pub fn iso(&self) -> String {
+        format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+            self.year, self.month, self.day, self.hour, self.minute, self.second
+        )
+    }
+}
+
+/// Break a system time into a UTC date and time (days to civil date after H. Hinnant).
+pub fn utc(t: SystemTime) -> Utc {
+    let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    Utc { year, month, day, hour: rem / 3_600, minute: rem % 3_600 / 60, second: rem % 60 }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc(UNIX_EPOCH).iso(), "1970-01-01T00:00:00Z");
+        // 2000-02-29 12:34:56 UTC (a leap day) and 2024-12-31 23:59:59 UTC.
+        assert_eq!(utc(UNIX_EPOCH + Duration::from_secs(951_827_696)).iso(), "2000-02-29T12:34:56Z");
+        assert_eq!(utc(UNIX_EPOCH + Duration::from_secs(1_735_689_599)).compact(), "20241231-235959");
+    }
+
+    #[test]
+    fn folder_names_are_safe() {
+        assert_eq!(folder_name("my run/v2"), "my-run-v2");
+        assert_eq!(folder_name("default"), "default");
+    }
+}

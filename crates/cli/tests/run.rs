@@ -1,0 +1,240 @@
+//! `compactbench run` and `compactbench merge` end to end on a small generated dataset:
+//! outputs, exit codes, resume after a kill, shards and merge.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::json;
+
+const BIN: &str = env!("CARGO_BIN_EXE_compactbench");
+
+fn temp_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("compactbench-cli-run-{}-{test}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("temp dir is writable");
+    dir
+}
+
+/// A coding-agent conversation long enough to need compaction in an 8k window.
+fn conversation(id: &str, window: Option<u64>) -> serde_json::Value {
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are a coding agent."}),
+        json!({"role": "user", "content": format!("Fix ticket TICKET-{id} in src/{id}/main.rs.")}),
+    ];
+    for t in 0..24 {
+        let call = format!("call-{t}");
+        messages.push(json!({"role": "assistant", "content": "", "tool_calls": [
+            {"id": call, "name": "read_file", "arguments": format!("{{\"path\":\"src/{id}/f{t}.rs\"}}")}
+        ]}));
+        let body: Vec<String> = (0..120).map(|i| format!("let v{t}_{i} = {};", (t * 131 + i * 17) % 997)).collect();
+        messages.push(json!({"role": "tool", "tool_call_id": call, "name": "read_file", "content": body.join(" ")}));
+        messages.push(json!({"role": "assistant", "content": format!("Read f{t}.rs.")}));
+        if t % 6 == 5 {
+            messages.push(json!({"role": "user", "content": format!("Go on after step {t}.")}));
+        }
+    }
+    let mut c = json!({
+        "id": id,
+        "source": "test/cli",
+        "messages": messages,
+        "probes": [
+            {"id": "task", "kind": "task", "question": "Which ticket?", "answer": format!("TICKET-{id}"),
+             "facts": [[format!("TICKET-{id}")]], "source_message": 1},
+            {"id": "first-file", "kind": "artifact", "question": "First file read?", "answer": "f0.rs",
+             "facts": [[format!("src/{id}/f0.rs")]], "source_message": 2}
+        ]
+    });
+    if let Some(w) = window {
+        c["context_window"] = json!(w);
+    }
+    c
+}
+
+fn write_dataset(dir: &Path, name: &str, conversations: &[serde_json::Value]) {
+    let data = dir.join("data");
+    fs::create_dir_all(&data).expect("data dir");
+    let text: String = conversations.iter().map(|c| format!("{c}\n")).collect();
+    fs::write(data.join(name), text).expect("write dataset");
+}
+
+const EXPERIMENT: &str = r#"
+name = "cli-run"
+datasets = ["data"]
+windows = [8000, 64000]
+cache = "openai"
+price = { input = 2.0, cached_input = 0.5, output = 8.0 }
+seed = 5
+
+[[strategy]]
+name = "truncate"
+target_ratio = [0.5, 0.8]
+
+[[strategy]]
+name = "observation-mask"
+
+[[strategy]]
+name = "none"
+"#;
+
+/// A folder with a dataset of `n` conversations and `exp.toml`.
+fn setup(test: &str, n: usize, experiment: &str) -> PathBuf {
+    let dir = temp_dir(test);
+    let convs: Vec<_> = (0..n).map(|i| conversation(&format!("c{i}"), None)).collect();
+    write_dataset(&dir, "set.jsonl", &convs);
+    fs::write(dir.join("exp.toml"), experiment).expect("write experiment");
+    dir
+}
+
+struct Outcome {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn compactbench(args: &[&str], cwd: &Path) -> Outcome {
+    let out = Command::new(BIN)
+        .args(args)
+        .current_dir(cwd)
+        .env("OPENAI_API_KEY", "sk-test-must-not-leak")
+        .env_remove("CI")
+        .output()
+        .expect("the binary runs");
+    Outcome {
+        code: out.status.code().expect("exited normally"),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+const CSVS: [&str; 4] = ["results.csv", "summary.csv", "probes.csv", "compactions.csv"];
+
+fn assert_same_csvs(a: &Path, b: &Path) {
+    for name in CSVS {
+        let x = fs::read_to_string(a.join(name)).expect("csv");
+        let y = fs::read_to_string(b.join(name)).expect("csv");
+        assert!(x == y, "{name} differs between {} and {}", a.display(), b.display());
+    }
+}
+
+#[test]
+fn a_run_writes_every_output_and_exits_0() {
+    let dir = setup("ok", 3, EXPERIMENT);
+    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "2"], &dir);
+    assert_eq!(out.code, 0, "stderr: {}", out.stderr);
+    assert!(out.stdout.contains("cli-run: 24 pairs: 24 ok, 0 failed"), "stdout: {}", out.stdout);
+    let run = dir.join("run");
+    for name in CSVS.iter().chain(&["results.jsonl", "run.json", "report.html"]) {
+        assert!(run.join(name).is_file(), "{name} is written");
+    }
+    let results = fs::read_to_string(run.join("results.csv")).expect("results.csv");
+    assert_eq!(results.lines().count(), 1 + 3 * 8, "header and a row per pair");
+    assert!(results.starts_with("conversation_id,dataset,strategy,config_id,params,window,status,error,"));
+    assert!(results.contains(",set.jsonl,") || results.contains(",data/set.jsonl,"), "{results}");
+    let summary = fs::read_to_string(run.join("summary.csv")).expect("summary.csv");
+    assert_eq!(summary.lines().count(), 1 + 8);
+    assert!(!summary.contains("NaN"));
+    // Compaction happened at 8k and left events with summaries or drops.
+    assert!(fs::read_to_string(run.join("compactions.csv")).expect("compactions.csv").lines().count() > 1);
+
+    let manifest: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(run.join("run.json")).expect("run.json")).expect("json");
+    assert_eq!(manifest["counts"]["ok"], 24);
+    assert_eq!(manifest["counts"]["failed"], 0);
+    assert_eq!(manifest["seed"], 5);
+    assert_eq!(manifest["tokenizer"], "o200k_base");
+    assert_eq!(manifest["judge"], "offline");
+    assert_eq!(manifest["experiment"]["configurations"].as_array().map(Vec::len), Some(8));
+    let text = fs::read_to_string(run.join("run.json")).expect("run.json");
+    assert!(!text.contains("sk-test-must-not-leak"), "no environment value in run.json");
+    assert!(!text.contains("OPENAI_API_KEY"));
+}
+
+#[test]
+fn a_failing_pair_is_recorded_and_exits_1_with_all_outputs() {
+    // No `windows`: each conversation's own window; the one without fails alone.
+    let dir = temp_dir("failing");
+    write_dataset(&dir, "set.jsonl", &[conversation("with", Some(8000)), conversation("without", None)]);
+    fs::write(dir.join("exp.toml"), EXPERIMENT.replace("windows = [8000, 64000]\n", "")).expect("experiment");
+    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run"], &dir);
+    assert_eq!(out.code, 1, "stdout: {}\nstderr: {}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("without") && out.stderr.contains("no context_window"), "{}", out.stderr);
+    let results = fs::read_to_string(dir.join("run/results.csv")).expect("results.csv");
+    assert_eq!(results.lines().filter(|l| l.contains(",failed,")).count(), 4);
+    assert_eq!(results.lines().filter(|l| l.contains(",ok,")).count(), 4);
+    let summary = fs::read_to_string(dir.join("run/summary.csv")).expect("summary.csv");
+    assert!(summary.lines().nth(1).expect("a row").contains("-own-"), "{summary}");
+}
+
+#[test]
+fn config_errors_exit_2_and_name_the_key() {
+    let dir = setup("config", 1, &EXPERIMENT.replace("target_ratio = [0.5, 0.8]", "target_ratio = [0.5, 1.8]"));
+    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run"], &dir);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("exp.toml:9: [[strategy]] #1 (truncate), key `target_ratio`: 1.8"), "{}", out.stderr);
+    assert!(!dir.join("run").exists(), "nothing runs");
+
+    fs::write(dir.join("exp.toml"), EXPERIMENT.replace("datasets = [\"data\"]", "datasets = [\"missing\"]"))
+        .expect("experiment");
+    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run"], &dir);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("missing") && out.stderr.contains("not found"), "{}", out.stderr);
+}
+
+#[test]
+fn resume_after_a_kill_gives_the_same_csvs() {
+    let dir = setup("resume", 3, EXPERIMENT);
+    assert_eq!(compactbench(&["run", "--config", "exp.toml", "--out", "whole"], &dir).code, 0);
+    assert_eq!(compactbench(&["run", "--config", "exp.toml", "--out", "killed"], &dir).code, 0);
+    // Running again without --resume is refused.
+    let again = compactbench(&["run", "--config", "exp.toml", "--out", "killed"], &dir);
+    assert_eq!(again.code, 2, "{}", again.stderr);
+    // Simulate a kill: 10 whole lines and part of the 11th, no CSVs yet.
+    let log = dir.join("killed/results.jsonl");
+    let text = fs::read_to_string(&log).expect("log");
+    let mut cut: String = text.lines().take(10).map(|l| format!("{l}\n")).collect();
+    cut.push_str(&text.lines().nth(10).expect("an 11th line")[..40]);
+    fs::write(&log, cut).expect("truncate");
+    for name in CSVS {
+        fs::remove_file(dir.join("killed").join(name)).expect("remove csv");
+    }
+    let out = compactbench(&["run", "--config", "exp.toml", "--out", "killed", "--resume"], &dir);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("10 resumed"), "{}", out.stdout);
+    assert_same_csvs(&dir.join("whole"), &dir.join("killed"));
+}
+
+#[test]
+fn merged_shards_give_the_same_csvs_as_the_whole_run() {
+    let dir = setup("shards", 3, EXPERIMENT);
+    assert_eq!(compactbench(&["run", "--config", "exp.toml", "--out", "whole"], &dir).code, 0);
+    for k in 1..=3 {
+        let shard = format!("{k}/3");
+        let out = compactbench(&["run", "--config", "exp.toml", "--out", &format!("s{k}"), "--shard", &shard], &dir);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+    }
+    let partial = compactbench(&["merge", "s1", "s2", "--out", "partial"], &dir);
+    assert_eq!(partial.code, 1, "a missing shard is a failed merge");
+    assert!(partial.stderr.contains("have no result"), "{}", partial.stderr);
+    let out = compactbench(&["merge", "s1", "s2", "s3", "--out", "merged"], &dir);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("24 pairs: 24 ok"), "{}", out.stdout);
+    assert_same_csvs(&dir.join("whole"), &dir.join("merged"));
+
+    // A folder of another experiment does not merge.
+    fs::write(dir.join("other.toml"), EXPERIMENT.replace("seed = 5", "seed = 6")).expect("experiment");
+    assert_eq!(compactbench(&["run", "--config", "other.toml", "--out", "other"], &dir).code, 0);
+    let out = compactbench(&["merge", "s1", "other", "--out", "bad"], &dir);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("same experiment"), "{}", out.stderr);
+}
+
+#[test]
+fn the_default_out_folder_is_under_reports_and_printed() {
+    let dir = setup("default-out", 1, EXPERIMENT);
+    let out = compactbench(&["run", "--config", "exp.toml"], &dir);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let folder = out.stdout.lines().last().expect("the folder is printed");
+    assert!(folder.starts_with("reports/cli-run-") || folder.starts_with("reports\\cli-run-"), "{folder}");
+    assert!(dir.join(folder).join("summary.csv").is_file());
+}
