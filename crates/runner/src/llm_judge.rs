@@ -481,6 +481,36 @@ mod tests {
     }
 
     #[test]
+    fn unscored_probes_stay_out_of_retention() {
+        use crate::replay::{replay, CacheProfile, ReplaySettings};
+        let server = MockServer::start();
+        // Probe 1: an answer and a verdict; probe 2: an answer and prose instead of a verdict.
+        server.push_all([
+            Reply::text("src/parse/grammar.rs", 1, 1),
+            verdict([5, 5, 5, 5, 5]),
+            Reply::text("no idea", 1, 1),
+            Reply::text("Looks fine to me.", 1, 1),
+        ]);
+        let judge = LlmJudge::new(client(&server, Protocol::Openai), client(&server, Protocol::Openai), 1).unwrap();
+        let mut conversation = conversation();
+        let mut second = probe();
+        second.id = "p-other".into();
+        conversation.probes = vec![probe(), second];
+        let settings = ReplaySettings {
+            strategy: compaction::StrategyConfig::default_for("none").unwrap(),
+            window: 128_000,
+            encoding: compaction::Encoding::O200kBase,
+            cache: CacheProfile::None,
+            price: None,
+        };
+        let summarizer = crate::llm_setup::NeedsRoles;
+        let m = replay(&conversation, &settings, &summarizer, &judge).unwrap();
+        assert_eq!(m.probes.len(), 2);
+        assert_eq!(m.probes.iter().filter(|p| is_scored(p)).count(), 1);
+        assert_eq!(m.retention, Some(1.0), "the unscored probe is not averaged in as 0");
+    }
+
+    #[test]
     fn zero_repeats_is_rejected() {
         let server = MockServer::start();
         assert!(LlmJudge::new(client(&server, Protocol::Openai), client(&server, Protocol::Openai), 0).is_err());
