@@ -35,15 +35,6 @@
 //! changed, order, recent window, below threshold, role alternation, unreported overflow) count
 //! once per compaction.
 //!
-//! # Recorded compactions
-//!
-//! A recording may hold the compactions its agent made: imported Claude Code sessions carry,
-//! right after each cut, the summary Claude Code wrote (a message flagged
-//! `meta.compact_summary`). Only a strategy that [sees recorded
-//! summaries](Strategy::sees_recorded_summaries) (the `recorded` reference, which cuts there)
-//! gets those messages; every other strategy replays the history as if the recording had not
-//! been compacted, so no strategy is scored on Claude Code's summary.
-//!
 //! # Prefix cache
 //!
 //! Each request is compared with the previous one entry by entry (the same shared message, or
@@ -259,12 +250,7 @@ pub fn replay(
         if m.role == Role::Assistant {
             r.call(i, entry.tokens(&r.exact));
         }
-        // A summary the recorded agent wrote (see "Recorded compactions" above) enters the
-        // context only for a strategy that sees recorded summaries.
-        let hidden = m.meta_flag("compact_summary") && !r.strategy.sees_recorded_summaries();
-        if !hidden {
-            r.append(entry);
-        }
+        r.append(entry);
         if m.role == Role::Assistant {
             r.length_stop = stopped_at_length(m);
         }
