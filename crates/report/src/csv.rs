@@ -404,7 +404,8 @@ pub fn probe_rows(records: &[PairRecord]) -> Vec<ProbeRow> {
                 kind: p.kind.as_str().to_string(),
                 asked_at: p.asked_at,
                 at_risk: p.at_risk,
-                score: Some(p.score),
+                // An LLM verdict that did not parse is unscored: an empty field, not 0.
+                score: runner::llm_judge::is_scored(p).then_some(p.score),
                 facts_retained: p.facts.iter().filter(|f| **f != FoundIn::Lost).count(),
                 facts_total: p.facts.len(),
                 found_in: p.facts.iter().map(|f| found_in_str(*f)).collect::<Vec<_>>().join(";"),

@@ -141,8 +141,12 @@ fn summarize_one<'a>(
         let per_conversation: Vec<f64> = ok
             .iter()
             .filter_map(|m| {
-                let scores: Vec<f64> =
-                    m.probes.iter().filter(|p| p.kind == kind && p.score.is_finite()).map(|p| p.score).collect();
+                let scores: Vec<f64> = m
+                    .probes
+                    .iter()
+                    .filter(|p| p.kind == kind && p.score.is_finite() && runner::llm_judge::is_scored(p))
+                    .map(|p| p.score)
+                    .collect();
                 mean(&scores)
             })
             .collect();
