@@ -115,7 +115,18 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     };
     report::write_outputs(&out, &data)?;
     report::html::write_report_for(&out, &data)?;
-    Ok(finish(&data, &out, started, !plan.problems.is_empty()))
+    let code = finish(&data, &out, started, !plan.problems.is_empty());
+    // cache_mode = "only": every request the cache could not answer failed at once; list them.
+    let missing = roles.missing_keys();
+    if !missing.is_empty() {
+        let dir = roles.cache_dir.as_deref().map(|d| d.display().to_string()).unwrap_or_default();
+        eprintln!("error: cache_mode = \"only\": {} responses are not in the cache {dir}:", missing.len());
+        for key in &missing {
+            eprintln!("  missing {key}");
+        }
+        return Ok(exit::FAILED);
+    }
+    Ok(code)
 }
 
 /// Print what happened and pick the exit code.

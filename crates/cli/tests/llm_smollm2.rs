@@ -1,0 +1,114 @@
+//! `compactbench run` with `summarizer = "llm"` and `judge = "llm"` against a real model:
+//! SmolLM2-135M-Instruct served by llama-cpp-python on loopback. Runs only when
+//! `COMPACTBENCH_SMOLLM2_URL` is set (`scripts/test-llm.sh` installs, serves and sets it);
+//! otherwise it prints why it skipped.
+//!
+//! The model is far too small to summarize or judge well; the test proves the whole path
+//! against a real server and real output: odd formatting, verdicts that do not parse (kept raw,
+//! unscored), real latency, and a rerun from the cache alone with identical outputs.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::json;
+
+const BIN: &str = env!("CARGO_BIN_EXE_compactbench");
+
+fn conversation() -> serde_json::Value {
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are a coding agent."}),
+        json!({"role": "user", "content": "Fix ticket CSV-42: parse_row in src/csv/reader.rs drops quoted commas."}),
+    ];
+    for t in 0..6 {
+        let call = format!("call-{t}");
+        messages.push(json!({"role": "assistant", "content": "", "tool_calls": [
+            {"id": call, "name": "read_file", "arguments": format!("{{\"path\":\"src/csv/part{t}.rs\"}}")}
+        ]}));
+        let body: Vec<String> = (0..150).map(|i| format!("let c{t}_{i} = {};", (t * 37 + i * 11) % 257)).collect();
+        messages.push(json!({"role": "tool", "tool_call_id": call, "name": "read_file", "content": body.join(" ")}));
+        messages.push(json!({"role": "assistant", "content": format!("Read part{t}.rs.")}));
+    }
+    json!({
+        "id": "smol",
+        "source": "test/smollm2",
+        "messages": messages,
+        "probes": [
+            {"id": "task", "kind": "task", "question": "Which ticket is being fixed?", "answer": "CSV-42",
+             "facts": [["CSV-42"]], "source_message": 1},
+            {"id": "file", "kind": "artifact", "question": "Which file has the bug?", "answer": "src/csv/reader.rs",
+             "facts": [["src/csv/reader.rs"]], "source_message": 1}
+        ]
+    })
+}
+
+fn experiment(url: &str, cache_mode: &str) -> String {
+    format!(
+        r#"
+name = "smollm2"
+datasets = ["data"]
+windows = [20000]
+summarizer = "llm"
+judge = "llm"
+cache_mode = "{cache_mode}"
+cache_dir = "cache"
+
+[llm]
+base_url = "{url}"
+model = "smollm2"
+api_key_env = ""
+max_tokens = 120
+timeout_s = 600
+max_concurrency = 1
+
+# Small limits keep the model's outputs short on two cores.
+[[strategy]]
+name = "keep-last-n"
+recent_messages_to_keep = 3
+safety_buffer = 11000
+summary_max_tokens = 150
+"#
+    )
+}
+
+fn compactbench(args: &[&str], cwd: &Path) -> (i32, String) {
+    let out = Command::new(BIN).args(args).current_dir(cwd).env_remove("CI").output().expect("the binary runs");
+    (out.status.code().expect("exited"), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_run_with_smollm2_as_summarizer_and_judge() {
+    let Some(url) = std::env::var("COMPACTBENCH_SMOLLM2_URL").ok().filter(|u| !u.is_empty()) else {
+        eprintln!("skipped: COMPACTBENCH_SMOLLM2_URL is not set (run scripts/test-llm.sh)");
+        return;
+    };
+    let dir: PathBuf = std::env::temp_dir().join(format!("compactbench-smollm2-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(dir.join("data")).expect("temp dir");
+    fs::write(dir.join("data/set.jsonl"), format!("{}\n", conversation())).expect("dataset");
+    fs::write(dir.join("exp.toml"), experiment(&url, "use")).expect("experiment");
+
+    let (code, stderr) = compactbench(&["run", "--config", "exp.toml", "--out", "run1"], &dir);
+    assert_eq!(code, 0, "stderr: {stderr}");
+    let results = fs::read_to_string(dir.join("run1/results.csv")).expect("results.csv");
+    assert_eq!(results.lines().count(), 2, "{results}");
+    assert!(results.lines().nth(1).is_some_and(|l| l.contains(",ok,")), "{results}");
+    let compactions = fs::read_to_string(dir.join("run1/compactions.csv")).expect("compactions.csv");
+    assert!(compactions.lines().count() > 1, "keep-last-n compacted: {compactions}");
+    let probes = fs::read_to_string(dir.join("run1/probes.csv")).expect("probes.csv");
+    assert_eq!(probes.lines().count(), 3, "{probes}");
+    assert!(probes.contains("llm:smollm2"), "{probes}");
+    let log = fs::read_to_string(dir.join("run1/results.jsonl")).expect("results.jsonl");
+    assert!(log.contains("\"raw\""), "the judge's raw verdicts are kept");
+
+    // The same run from the cache alone: no network, identical outputs.
+    fs::write(dir.join("exp.toml"), experiment(&url, "only")).expect("experiment");
+    let (code, stderr) = compactbench(&["run", "--config", "exp.toml", "--out", "run2"], &dir);
+    assert_eq!(code, 0, "every response is cached: {stderr}");
+    for name in ["results.csv", "summary.csv", "probes.csv", "compactions.csv"] {
+        let a = fs::read_to_string(dir.join("run1").join(name)).expect("csv");
+        let b = fs::read_to_string(dir.join("run2").join(name)).expect("csv");
+        assert!(a == b, "{name} differs in the rerun from the cache");
+    }
+    let _ = fs::remove_dir_all(&dir);
+}
