@@ -569,10 +569,11 @@ impl Gatherer {
         }
     }
 
-    fn scan_text(&mut self, text: &str, paths: bool) {
+    /// Paths, identifiers and numbers in `text`.
+    fn scan_text(&mut self, text: &str) {
         let text = head(text, SCAN_BYTES);
         for t in tokens(text) {
-            if paths && is_path(t) {
+            if is_path(t) {
                 self.notes.add(Section::FilesMentioned, &t.replace('\\', "/"));
             } else if is_identifier(t) {
                 self.notes.add(Section::Identifiers, t);
@@ -581,9 +582,9 @@ impl Gatherer {
         numbers(text, &mut self.notes);
     }
 
-    fn user(&mut self, m: &Message, task_known: bool) -> bool {
+    /// A user message: the task when none is known yet, else a later request.
+    fn user(&mut self, m: &Message, task_known: bool) {
         let injected = m.meta_flag("injected");
-        let mut is_task = false;
         if !injected && !m.content.trim().is_empty() {
             if task_known {
                 if !self.notes.contains(Section::Task, &m.content) {
@@ -591,15 +592,13 @@ impl Gatherer {
                 }
             } else {
                 self.notes.add(Section::Task, &m.content);
-                is_task = true;
             }
             self.decisions_and_pending(&m.content);
         }
         for line in m.content.lines().filter(|l| is_error_line(l)).take(3) {
             self.errors.push(ErrorNote { text: clip(line, 200), tool: None, resolution: None });
         }
-        self.scan_text(&m.content, true);
-        is_task
+        self.scan_text(&m.content);
     }
 
     fn decisions_and_pending(&mut self, text: &str) {
@@ -623,11 +622,11 @@ impl Gatherer {
             self.decisions_and_pending(&m.content);
             self.last_state = Some(m.content.clone());
         }
-        self.scan_text(&m.content, true);
+        self.scan_text(&m.content);
         for call in &m.tool_calls {
             self.call_names.insert(call.id.clone(), call.name.clone());
             let Ok(args) = serde_json::from_str::<serde_json::Value>(&call.arguments) else {
-                self.scan_text(&call.arguments, true);
+                self.scan_text(&call.arguments);
                 continue;
             };
             let name = call.name.to_lowercase();
@@ -700,7 +699,7 @@ impl Gatherer {
                 });
             }
         }
-        self.scan_text(&m.content, true);
+        self.scan_text(&m.content);
     }
 
     fn finish(mut self) -> Notes {
@@ -803,7 +802,7 @@ impl OfflineSummarizer {
                 continue;
             }
             match m.role {
-                Role::System => g.scan_text(&m.content, true),
+                Role::System => g.scan_text(&m.content),
                 Role::User => {
                     let known = g.notes.has(Section::Task);
                     g.user(m, known);

@@ -359,6 +359,54 @@ fn split_fraction_falls_back_to_truncation_when_the_summary_fails() {
     assert!(m.input_tokens < m.uncompacted_input_tokens);
 }
 
+/// `prune-then-summarize` with its overflow line at 8,000 - 6,500 = 1,500 estimated tokens and
+/// pruning past 300 tokens of protected outputs.
+fn prune_then_summarize() -> StrategyConfig {
+    strategy(json!({
+        "name": "prune-then-summarize",
+        "output_reserve": 6_500,
+        "prune_protect": 300,
+        "prune_minimum": 100,
+    }))
+}
+
+/// A system prompt of 1,100 tokens, then turns of a user message (50 tokens), a `read` call
+/// (6), its output (400) and a reply (10).
+fn tool_chat(turns: usize) -> Conversation {
+    let mut b = ContextBuilder::new().system(words(1_097));
+    for t in 0..turns {
+        b = b.user(numbered(t, 47)).tool_call("read", "{}", numbered(t, 397)).assistant(numbered(t, 7));
+    }
+    b.conversation("tools")
+}
+
+#[test]
+fn prune_then_summarize_masking_keeps_a_longer_cached_prefix() {
+    let conversation = tool_chat(9);
+    let sizes: Vec<u64> = conversation.messages[1..5].iter().map(|m| exact().message_tokens(m)).collect();
+    assert_eq!(sizes, [50, 6, 400, 10]);
+    // Estimates without the system prompt (4 + ceil(chars / 4), outputs as JSON strings): user
+    // 28, call 6, output 203, reply 8. The call before the reply of turn t sees 245 t + 237:
+    // over 1,500 first at turn 6 (1,707), call 13.
+    let mut s = settings(prune_then_summarize(), 8_000);
+    s.cache = CacheProfile::Openai;
+    let m = run(&conversation, &s);
+    assert_eq!(m.timeline[12].estimate, 1_498);
+    assert_eq!(compaction_calls(&m)[0], 13);
+    let e = &m.compaction_events[0];
+    assert_eq!(e.estimate_before, 1_707);
+    // The last 2 turns are skipped; walking back, output 4 (203) stays under 300 and output 3
+    // crosses it: outputs 0-3 are cleared (each saves its 199 tokens of text minus the 4 of
+    // `[Output cleared]`), and no summary is needed.
+    assert_eq!((e.masked, e.removed, e.summary.as_str()), (4, 0, ""));
+    assert_eq!(e.estimate_after, 1_707 - 4 * (199 - 4));
+    assert_eq!(m.summarizer_calls, 0);
+    // The request shares the system prompt, u0 and the first call (1,156 tokens) with call 12.
+    assert_eq!(m.timeline[13].cached_tokens, 1_152);
+    assert_eq!(m.timeline[14].cached_tokens, m.timeline[13].request_tokens / 128 * 128);
+    assert_eq!(m.overflows, 0);
+}
+
 /// A travel conversation: the reservation code is only in the first user message, the flight
 /// number only in the last one.
 fn travel() -> Conversation {
