@@ -10,6 +10,10 @@
 //! `String.length`, which counts UTF-16 code units; the Go seed (003) uses `len(s)`, which
 //! counts bytes. On ASCII text they agree; on CJK or emoji they differ by up to 3x.
 
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::LazyLock;
+
 use crate::message::Message;
 
 /// Where a counter keeps its per-message units inside a [`crate::Context`].
@@ -210,10 +214,76 @@ pub enum Encoding {
 /// A message costs the tokens of its content, of each tool call's name and arguments, plus a
 /// fixed per-message overhead for the chat template (3 tokens per message and 1 per tool call,
 /// as OpenAI's chat format adds).
+///
+/// Text is split by the vocabulary's pre-tokenization pattern; a piece that is itself a token
+/// (most words, numbers and punctuation runs) counts 1 after a hash lookup, and only the other
+/// pieces go through the BPE encoder, as tiktoken does.
 #[derive(Clone, Copy)]
 pub struct Exact {
     encoding: Encoding,
-    bpe: &'static bpe_openai::Tokenizer,
+    vocab: &'static Vocab,
+}
+
+/// A tokenizer with the set of its tokens' bytes, for the one-token fast path of [`Exact`].
+struct Vocab {
+    tokenizer: &'static bpe_openai::Tokenizer,
+    tokens: HashSet<&'static [u8], BuildHasherDefault<Fnv>>,
+    /// Length of the longest token, in bytes: longer pieces skip the lookup.
+    longest: usize,
+}
+
+impl Vocab {
+    fn new(tokenizer: &'static bpe_openai::Tokenizer) -> Vocab {
+        let bpe = &tokenizer.bpe;
+        let mut tokens = HashSet::with_capacity_and_hasher(bpe.num_tokens(), BuildHasherDefault::default());
+        let mut longest = 0;
+        // Token ids are below the vocabulary size, which the BPE stores as u32 ids.
+        for id in 0..bpe.num_tokens() as u32 {
+            let bytes = bpe.token_bytes(id);
+            longest = longest.max(bytes.len());
+            tokens.insert(bytes);
+        }
+        Vocab { tokenizer, tokens, longest }
+    }
+    fn count(&self, text: &str) -> u64 {
+        // o200k_base and cl100k_base do not normalize, so the text is split as it is.
+        self.tokenizer
+            .split(text)
+            .map(|piece| {
+                let bytes = piece.as_bytes();
+                if bytes.len() <= self.longest && self.tokens.contains(bytes) {
+                    1
+                } else {
+                    self.tokenizer.bpe.count(bytes) as u64
+                }
+            })
+            .sum()
+    }
+}
+
+static O200K: LazyLock<Vocab> = LazyLock::new(|| Vocab::new(bpe_openai::o200k_base()));
+static CL100K: LazyLock<Vocab> = LazyLock::new(|| Vocab::new(bpe_openai::cl100k_base()));
+
+/// FNV-1a: a fast hash for the short byte strings of the vocabulary (no untrusted keys: the
+/// set is built from the vocabulary and only looked up).
+#[derive(Debug, Clone, Copy)]
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 impl std::fmt::Debug for Exact {
@@ -229,11 +299,11 @@ pub const EXACT_CALL_OVERHEAD: u64 = 1;
 
 impl Exact {
     pub fn new(encoding: Encoding) -> Exact {
-        let bpe = match encoding {
-            Encoding::O200kBase => bpe_openai::o200k_base(),
-            Encoding::Cl100kBase => bpe_openai::cl100k_base(),
+        let vocab: &'static Vocab = match encoding {
+            Encoding::O200kBase => &O200K,
+            Encoding::Cl100kBase => &CL100K,
         };
-        Exact { encoding, bpe }
+        Exact { encoding, vocab }
     }
     pub fn o200k() -> Exact {
         Exact::new(Encoding::O200kBase)
@@ -246,7 +316,7 @@ impl Exact {
     }
     /// Tokens of `text` under this encoding.
     pub fn count(&self, text: &str) -> u64 {
-        self.bpe.count(text) as u64
+        self.vocab.count(text)
     }
 }
 
@@ -270,5 +340,53 @@ impl TokenCounter for Exact {
             Encoding::O200kBase => CacheSlot::O200k,
             Encoding::Cl100kBase => CacheSlot::Cl100k,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use testkit::text::{huge, render, TextKind};
+
+    /// The one-token fast path counts what the BPE encoder alone counts.
+    #[test]
+    fn exact_fast_path_counts_what_the_encoder_counts() {
+        let mut texts: Vec<String> = vec![
+            String::new(),
+            " ".into(),
+            "hello world".into(),
+            "  leading and trailing  \n\n\t".into(),
+            "fn main() { println!(\"{}\", 1234567); }".into(),
+            "ÄÖÜ straße 日本語のテキスト 👨\u{200d}👩\u{200d}👧 e\u{301}".into(),
+            "a".repeat(500),
+            "1".repeat(77),
+            " ".repeat(300),
+        ];
+        for (i, kind) in TextKind::ALL.into_iter().enumerate() {
+            for len in [1, 7, 60, 400] {
+                texts.push(render(kind, len, (i * 1_000 + len) as u64));
+            }
+        }
+        texts.push(huge(20_000, 3));
+        for (exact, tokenizer) in
+            [(Exact::o200k(), bpe_openai::o200k_base()), (Exact::cl100k(), bpe_openai::cl100k_base())]
+        {
+            for text in &texts {
+                assert_eq!(
+                    exact.count(text),
+                    tokenizer.count(text.as_str()) as u64,
+                    "{:?} on {text:?}",
+                    exact.encoding()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_vocabulary_set_holds_every_token() {
+        let v: &Vocab = &O200K;
+        assert_eq!(v.tokens.len(), v.tokenizer.bpe.num_tokens());
+        assert!(v.tokens.contains(" the".as_bytes()));
+        assert!(v.longest >= 16);
     }
 }

@@ -80,7 +80,7 @@
 //!   Anthropic role-alternation check reports; [`Strategy::promises`] lists it when the cut
 //!   splits a turn.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -562,9 +562,11 @@ impl Strategy for CutPoint {
         }
 
         let turns = turn_ids(ctx, r.sys_end);
+        // First occurrences in order; the set keeps this linear in the covered range.
+        let mut seen: HashSet<&str> = HashSet::new();
         let mut covered_turns: Vec<String> = Vec::new();
         for id in turns[r.boundary..cut].iter().flatten() {
-            if !covered_turns.contains(id) {
+            if seen.insert(id.as_str()) {
                 covered_turns.push(id.clone());
             }
         }

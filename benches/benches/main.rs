@@ -1,0 +1,18 @@
+//! compactbench's benches: one criterion binary, one module per topic.
+//!
+//! ```text
+//! cargo bench -p compactbench-benches                 # everything
+//! cargo bench -p compactbench-benches -- tokens/      # one topic (a name filter)
+//! cargo test -p compactbench-benches --benches        # each bench once, as a smoke test
+//! ```
+//!
+//! Every group keeps criterion's runs short (see [`topics::quick`]): small samples and short
+//! measurement times, so the whole suite fits a two-core machine. `benches/RESULTS.md` records
+//! the figures and how they compare with the targets.
+
+use criterion::{criterion_group, criterion_main};
+
+mod topics;
+
+criterion_group!(benches, topics::tokens::bench, topics::strategies::bench,);
+criterion_main!(benches);
