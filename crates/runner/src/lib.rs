@@ -5,6 +5,7 @@ pub mod dataset;
 pub mod judge;
 pub mod experiment;
 pub mod import;
+pub mod probes;
 pub mod llm_judge;
 pub mod llm_prompts;
 pub mod llm_setup;

@@ -35,6 +35,15 @@
 //! changed, order, recent window, below threshold, role alternation, unreported overflow) count
 //! once per compaction.
 //!
+//! # Recorded compactions
+//!
+//! A recording may hold the compactions its agent made: imported Claude Code sessions carry,
+//! right after each cut, the summary Claude Code wrote (a message flagged
+//! `meta.compact_summary`). Only a strategy that [sees recorded
+//! summaries](Strategy::sees_recorded_summaries) (the `recorded` reference, which cuts there)
+//! gets those messages; every other strategy replays the history as if the recording had not
+//! been compacted, so no strategy is scored on Claude Code's summary.
+//!
 //! # Prefix cache
 //!
 //! Each request is compared with the previous one entry by entry (the same shared message, or
@@ -250,7 +259,12 @@ pub fn replay(
         if m.role == Role::Assistant {
             r.call(i, entry.tokens(&r.exact));
         }
-        r.append(entry);
+        // A summary the recorded agent wrote (see "Recorded compactions" above) enters the
+        // context only for a strategy that sees recorded summaries.
+        let hidden = m.meta_flag("compact_summary") && !r.strategy.sees_recorded_summaries();
+        if !hidden {
+            r.append(entry);
+        }
         if m.role == Role::Assistant {
             r.length_stop = stopped_at_length(m);
         }
@@ -594,11 +608,8 @@ impl<'a> Replayer<'a> {
     fn finish(mut self, started: Instant) -> PairMetrics {
         let m = &mut self.metrics;
         m.final_tokens = self.ctx.tokens(&self.exact);
-        // Probes the LLM judge could not score (no parseable verdict) stay in `probes` but out
-        // of the means: their placeholder 0 is not a score.
-        let scored = || m.probes.iter().filter(|p| crate::llm_judge::is_scored(p));
-        m.retention = mean(scored().map(|p| p.score));
-        m.at_risk_retention = mean(scored().filter(|p| p.at_risk).map(|p| p.score));
+        m.retention = mean(m.probes.iter().map(|p| p.score));
+        m.at_risk_retention = mean(m.probes.iter().filter(|p| p.at_risk).map(|p| p.score));
         if let Some(price) = self.settings.price {
             let per_million = |tokens: u64, usd: f64| tokens as f64 * usd / 1_000_000.0;
             m.cost_usd = per_million(m.input_tokens - m.cached_tokens, price.input)

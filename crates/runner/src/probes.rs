@@ -1,0 +1,970 @@
+//! Derived probes: questions whose answers are in a recording, found without annotation.
+//!
+//! [`derive`] reads one conversation and returns probes of five families, deterministically
+//! (the same conversation and [`DeriveParams`] give the same probes, byte for byte):
+//!
+//! - **task** ([`ProbeKind::Task`]): the first real user request. "Real" skips text the agent
+//!   harness injected (`meta.injected`, Claude Code's task notifications and reminders),
+//!   demonstrations (`meta.demo`), queued duplicates and recorded compaction summaries. Its
+//!   facts are the request's key terms.
+//! - **artifact** ([`ProbeKind::Artifact`]): files the agent wrote, edited or read, from tool-call
+//!   arguments (`file_path`, `path`, ... and the commands of shell calls: redirections,
+//!   `sed -i`, `tee`, `cat`, `head`, ...). Written and edited files come first; one probe per
+//!   file, whose source is the last call that wrote or edited it (the last that read it, for a
+//!   file only read).
+//! - **recall** ([`ProbeKind::Recall`]): error lines of failed tool results and of injected
+//!   error reports (the last error line of a traceback), and identifiers the user gave (ids,
+//!   paths, numbers, commands), those mentioned in the fewest messages first.
+//! - **continuation** ([`ProbeKind::Continuation`]): the last user request with key terms
+//!   (when it is not the task itself), and the items still pending in the last todo list the
+//!   agent wrote (`TodoWrite`).
+//! - **gold** ([`ProbeKind::Decision`] for actions, [`ProbeKind::Artifact`] for patched files,
+//!   [`ProbeKind::Recall`] for a submitted answer): the gold actions of the format
+//!   (`meta.gold_actions`), each sourced at the call that best matches it, with the action's
+//!   name and argument values as facts; the files a submitted patch changes
+//!   (`meta.submission`); a submitted answer that is not a patch.
+//!
+//! Every probe names its source message, and every alias of every fact occurs in that message
+//! as the offline judge reads it ([`crate::judge::render_message`], [`crate::judge::normalize`],
+//! [`crate::judge::occurs`]); an alias that does not is left out, and a fact with no alias left
+//! is dropped. Recorded compaction summaries (`meta.compact_summary`) and placeholder results
+//! (`meta.synthetic`) are never sources. Near-duplicates within a kind (a probe whose facts
+//! are among those of an earlier probe of the same kind) are merged into the earlier one; each
+//! family keeps at most its bound ([`DeriveParams`]), spread evenly over the conversation when
+//! there are more candidates. Derived probe ids start with [`DERIVED_PREFIX`].
+//!
+//! ```
+//! use compaction::{Conversation, Message, ProbeKind, ToolCall};
+//! use runner::probes::{derive, DeriveParams};
+//!
+//! let conv = Conversation::new("c", vec![
+//!     Message::user("Fix the crash in src/parser.rs when the input is empty (issue #4521)."),
+//!     Message::assistant_calls("", vec![ToolCall {
+//!         id: "1".into(), name: "Edit".into(),
+//!         arguments: r#"{"file_path":"/repo/src/parser.rs","old_string":"let x = v[0];","new_string":"let x = v.first()?;"}"#.into(),
+//!     }]),
+//!     Message::tool_result("1", "Edit", "The file /repo/src/parser.rs has been updated."),
+//!     Message::assistant("Fixed."),
+//! ]);
+//! let probes = derive(&conv, &DeriveParams::default());
+//! let task = probes.iter().find(|p| p.kind == ProbeKind::Task).unwrap();
+//! assert_eq!(task.source_message, 0);
+//! assert!(task.facts.iter().any(|f| f.contains(&"src/parser.rs".to_string())));
+//! let artifact = probes.iter().find(|p| p.kind == ProbeKind::Artifact).unwrap();
+//! assert_eq!(artifact.source_message, 1);
+//! assert_eq!(artifact.facts, vec![vec!["/repo/src/parser.rs".to_string(), "parser.rs".to_string()]]);
+//! ```
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use compaction::{Conversation, Message, Probe, ProbeKind, Role};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::import::is_harness_text;
+use crate::judge::{normalize, occurs, render_message};
+
+/// Derived probe ids start with this; [`replace_derived`] replaces only these.
+pub const DERIVED_PREFIX: &str = "derived-";
+
+/// Bounds of the derivation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct DeriveParams {
+    /// Task probes per conversation.
+    pub max_task: usize,
+    /// Artifact probes (files written, edited or read) per conversation.
+    pub max_artifact: usize,
+    /// Recall probes (errors, identifiers the user gave) per conversation.
+    pub max_recall: usize,
+    /// Continuation probes (last request, pending todo items) per conversation.
+    pub max_continuation: usize,
+    /// Gold probes (gold actions, patched files, submitted answer) per conversation.
+    pub max_gold: usize,
+    /// Facts per probe.
+    pub max_facts: usize,
+}
+
+impl Default for DeriveParams {
+    fn default() -> DeriveParams {
+        DeriveParams { max_task: 1, max_artifact: 6, max_recall: 6, max_continuation: 2, max_gold: 8, max_facts: 4 }
+    }
+}
+
+/// The probes derived from `conv` (see the module docs).
+pub fn derive(conv: &Conversation, params: &DeriveParams) -> Vec<Probe> {
+    let d = Deriver::new(conv, params);
+    let mut out = Vec::new();
+    let families: [(&str, Vec<Candidate>, usize); 5] = [
+        ("task", d.task(), params.max_task),
+        ("gold", d.gold(), params.max_gold),
+        ("continuation", d.continuation(), params.max_continuation),
+        ("artifact", d.artifacts(), params.max_artifact),
+        ("recall", d.recall(), params.max_recall),
+    ];
+    // Candidates come ranked; artifacts are spread over the conversation (written and edited
+    // files first, read files filling what is left), the others are taken in rank order.
+    let mut taken: Vec<(ProbeKind, Vec<String>)> = Vec::new();
+    for (family, candidates, bound) in families {
+        let mut kept: Vec<Candidate> = Vec::new();
+        for c in candidates {
+            let Some(c) = d.checked(c) else { continue };
+            let keys: Vec<String> = c.facts.iter().filter_map(|f| f.first()).map(|a| normalize(a)).collect();
+            let duplicate = taken
+                .iter()
+                .any(|(kind, seen)| *kind == c.kind && keys.iter().all(|k| seen.iter().any(|s| same_file(s, k))));
+            if duplicate {
+                continue;
+            }
+            taken.push((c.kind, keys));
+            kept.push(c);
+        }
+        let selected = if family == "artifact" {
+            let (written, read): (Vec<Candidate>, Vec<Candidate>) = kept.into_iter().partition(|c| !c.secondary);
+            let mut s = spread(written, bound);
+            let room = bound - s.len();
+            s.extend(spread(read, room));
+            s.sort_by_key(|c| c.source);
+            s
+        } else {
+            kept.into_iter().take(bound).collect()
+        };
+        for (n, c) in selected.into_iter().enumerate() {
+            out.push(Probe {
+                id: format!("{DERIVED_PREFIX}{family}-{}", n + 1),
+                kind: c.kind,
+                question: c.question,
+                answer: c.answer,
+                facts: c.facts,
+                source_message: c.source,
+                asked_at: None,
+            });
+        }
+    }
+    out
+}
+
+/// Replace the derived probes of `conv` (ids starting with [`DERIVED_PREFIX`]) with fresh
+/// ones, keeping every other probe; the number of probes added.
+pub fn replace_derived(conv: &mut Conversation, params: &DeriveParams) -> usize {
+    conv.probes.retain(|p| !p.id.starts_with(DERIVED_PREFIX));
+    let derived = derive(conv, params);
+    let n = derived.len();
+    conv.probes.extend(derived);
+    n
+}
+
+/// True when a conversation makes at least one tool call.
+pub fn uses_tools(conv: &Conversation) -> bool {
+    conv.messages.iter().any(|m| !m.tool_calls.is_empty())
+}
+
+/// A probe before its aliases are checked.
+#[derive(Debug, Clone)]
+struct Candidate {
+    kind: ProbeKind,
+    question: String,
+    answer: String,
+    facts: Vec<Vec<String>>,
+    source: usize,
+    /// Taken only when the family's bound leaves room (files only read).
+    secondary: bool,
+}
+
+/// Keep at most `bound` candidates, spread evenly over the list (which is in the order the
+/// family ranks them: the first and last are always kept).
+fn spread<T>(items: Vec<T>, bound: usize) -> Vec<T> {
+    let n = items.len();
+    if n <= bound {
+        return items;
+    }
+    if bound == 0 {
+        return Vec::new();
+    }
+    if bound == 1 {
+        return items.into_iter().take(1).collect();
+    }
+    let picks: HashSet<usize> = (0..bound).map(|i| (i * (n - 1) + (bound - 1) / 2) / (bound - 1)).collect();
+    items.into_iter().enumerate().filter(|(i, _)| picks.contains(i)).map(|(_, x)| x).collect()
+}
+
+struct Deriver<'a> {
+    conv: &'a Conversation,
+    params: &'a DeriveParams,
+    /// Each message rendered and normalized as the judge reads it.
+    rendered: Vec<String>,
+    /// Messages that may be a probe's source.
+    usable: Vec<bool>,
+}
+
+impl<'a> Deriver<'a> {
+    fn new(conv: &'a Conversation, params: &'a DeriveParams) -> Deriver<'a> {
+        let rendered = conv.messages.iter().map(|m| normalize(&render_message(m))).collect();
+        let usable =
+            conv.messages.iter().map(|m| !m.meta_flag("compact_summary") && !m.meta_flag("synthetic")).collect();
+        Deriver { conv, params, rendered, usable }
+    }
+
+    fn msg(&self, i: usize) -> &Message {
+        &self.conv.messages[i]
+    }
+
+    /// True when `alias` occurs in message `i` as the judge reads it.
+    fn occurs_in(&self, i: usize, alias: &str) -> bool {
+        let a = normalize(alias);
+        !a.is_empty() && occurs(&self.rendered[i], &a)
+    }
+
+    /// The candidate with only the aliases that occur in its source; `None` when no fact is
+    /// left or the source may not be used.
+    fn checked(&self, mut c: Candidate) -> Option<Candidate> {
+        if !self.usable.get(c.source).copied().unwrap_or(false) {
+            return None;
+        }
+        let mut seen = HashSet::new();
+        c.facts = c
+            .facts
+            .into_iter()
+            .map(|f| {
+                let mut aliases: Vec<String> = Vec::new();
+                for a in f {
+                    let a = a.trim().to_string();
+                    if !a.is_empty() && !aliases.contains(&a) && self.occurs_in(c.source, &a) {
+                        aliases.push(a);
+                    }
+                }
+                aliases
+            })
+            .filter(|f| !f.is_empty() && seen.insert(normalize(&f[0])))
+            .take(self.params.max_facts)
+            .collect();
+        (!c.facts.is_empty()).then_some(c)
+    }
+
+    /// Real user requests, in order.
+    fn user_requests(&self) -> Vec<usize> {
+        (0..self.conv.messages.len()).filter(|&i| self.usable[i] && is_real_user(self.msg(i))).collect()
+    }
+
+    fn task(&self) -> Vec<Candidate> {
+        let Some(&i) = self.user_requests().first() else { return Vec::new() };
+        let text = request_text(&self.msg(i).content);
+        let facts = key_terms(&text, self.params.max_facts).into_iter().map(|t| vec![t]).collect();
+        vec![Candidate {
+            kind: ProbeKind::Task,
+            question: "What task did the user give at the start of the session?".into(),
+            answer: clip(&text, 400),
+            facts,
+            source: i,
+            secondary: false,
+        }]
+    }
+
+    fn continuation(&self) -> Vec<Candidate> {
+        let mut out = Vec::new();
+        let requests = self.user_requests();
+        if requests.len() > 1 {
+            let last = requests[1..].iter().rev().find_map(|&i| {
+                let text = request_text(&self.msg(i).content);
+                let terms = key_terms(&text, self.params.max_facts);
+                (!terms.is_empty()).then_some((i, text, terms))
+            });
+            if let Some((i, text, terms)) = last {
+                out.push(Candidate {
+                    kind: ProbeKind::Continuation,
+                    question: "What did the user ask for most recently?".into(),
+                    answer: clip(&text, 400),
+                    facts: terms.into_iter().map(|t| vec![t]).collect(),
+                    source: i,
+                    secondary: false,
+                });
+            }
+        }
+        if let Some(todo) = self.pending_todos() {
+            out.push(todo);
+        }
+        out
+    }
+
+    /// The pending items of the last todo list the agent wrote.
+    fn pending_todos(&self) -> Option<Candidate> {
+        let (i, args) = self.conv.messages.iter().enumerate().rev().find_map(|(i, m)| {
+            m.tool_calls.iter().rev().find_map(|c| {
+                let todo = c.name.to_ascii_lowercase().contains("todo");
+                let args: Value = serde_json::from_str(&c.arguments).ok()?;
+                (todo && args.get("todos").is_some_and(Value::is_array)).then_some((i, args))
+            })
+        })?;
+        let items = args.get("todos").and_then(Value::as_array)?;
+        let pending: Vec<&str> = items
+            .iter()
+            .filter(|t| t.get("status").and_then(Value::as_str) != Some("completed"))
+            .filter_map(|t| t.get("content").and_then(Value::as_str))
+            .collect();
+        if pending.is_empty() {
+            return None;
+        }
+        let facts = pending
+            .iter()
+            .map(|item| {
+                let mut aliases = vec![item.to_string()];
+                aliases.extend(key_terms(item, 1));
+                aliases
+            })
+            .collect();
+        Some(Candidate {
+            kind: ProbeKind::Continuation,
+            question: "Which items of the agent's todo list were still pending at its last update?".into(),
+            answer: pending.join("; "),
+            facts,
+            source: i,
+            secondary: false,
+        })
+    }
+
+    fn gold(&self) -> Vec<Candidate> {
+        let mut out = Vec::new();
+        let actions = self.conv.meta.get("gold_actions").and_then(Value::as_array).cloned().unwrap_or_default();
+        let total = actions.len();
+        for (n, action) in actions.iter().enumerate() {
+            let Some(name) = action.get("name").and_then(Value::as_str) else { continue };
+            let mut values = Vec::new();
+            if let Some(args) = action.get("arguments") {
+                scalar_values(args, &mut values);
+            }
+            values.retain(|v| v.chars().count() >= 2);
+            // Identifier-like values first: they are what must survive.
+            values.sort_by_key(|v| std::cmp::Reverse(term_score(v, false)));
+            let hits = |i: usize| values.iter().filter(|v| self.occurs_in(i, v)).count();
+            let calls: Vec<usize> = (0..self.conv.messages.len())
+                .filter(|&i| self.usable[i] && self.msg(i).tool_calls.iter().any(|c| c.name == name))
+                .collect();
+            let source = best(&calls, hits).or_else(|| {
+                let all: Vec<usize> = (0..self.conv.messages.len()).filter(|&i| self.usable[i]).collect();
+                best(&all, hits).filter(|&i| hits(i) > 0)
+            });
+            let Some(source) = source else { continue };
+            // An action whose arguments never occur tests nothing the recording holds.
+            if !values.is_empty() && hits(source) == 0 {
+                continue;
+            }
+            let mut facts = vec![vec![name.to_string()]];
+            facts.extend(values.iter().map(|v| vec![v.clone()]));
+            let args = action.get("arguments").map(Value::to_string).unwrap_or_default();
+            out.push(Candidate {
+                kind: ProbeKind::Decision,
+                question: format!(
+                    "Which action, with which arguments, did the task require (gold action {} of {total})?",
+                    n + 1
+                ),
+                answer: format!("{name}({})", clip(&args, 300)),
+                facts,
+                source,
+                secondary: false,
+            });
+        }
+        let Some(submission) = self.conv.meta.get("submission").and_then(Value::as_str) else { return out };
+        let files = patched_files(submission);
+        if files.is_empty() {
+            let answer = submission.trim();
+            let source = (0..self.conv.messages.len()).rev().find(|&i| self.usable[i] && self.occurs_in(i, answer));
+            if let (Some(source), true) = (source, answer.chars().count() <= 200) {
+                out.push(Candidate {
+                    kind: ProbeKind::Recall,
+                    question: "What answer did the agent submit at the end?".into(),
+                    answer: answer.to_string(),
+                    facts: vec![vec![answer.to_string()]],
+                    source,
+                    secondary: false,
+                });
+            }
+            return out;
+        }
+        let total = files.len();
+        for (n, path) in files.iter().enumerate() {
+            let base = basename(path);
+            // The last call naming the path, else the last message naming it, else the same
+            // for the file name alone.
+            let in_call = |i: usize| !self.msg(i).tool_calls.is_empty();
+            let last = |alias: &str, call: bool| {
+                (0..self.conv.messages.len())
+                    .rev()
+                    .find(|&i| self.usable[i] && (!call || in_call(i)) && self.occurs_in(i, alias))
+            };
+            let source = last(path, true)
+                .or_else(|| last(path, false))
+                .or_else(|| last(base, true))
+                .or_else(|| last(base, false));
+            let Some(source) = source else { continue };
+            out.push(Candidate {
+                kind: ProbeKind::Artifact,
+                question: format!("Which file does the agent's final patch change (file {} of {total})?", n + 1),
+                answer: path.clone(),
+                facts: vec![vec![path.clone(), base.to_string()]],
+                source,
+                secondary: false,
+            });
+        }
+        out
+    }
+
+    fn artifacts(&self) -> Vec<Candidate> {
+        // Per file: the strongest verb, the last call with it, first appearance.
+        let mut files: Vec<Touch> = Vec::new();
+        for (i, m) in self.conv.messages.iter().enumerate() {
+            if !self.usable[i] {
+                continue;
+            }
+            for call in &m.tool_calls {
+                for t in touches(&call.name, &call.arguments) {
+                    let t = Touch { message: i, ..t };
+                    match files.iter_mut().find(|f| same_file(&f.path, &t.path)) {
+                        // A change replaces any earlier touch; a read only replaces a read.
+                        Some(f) if t.verb != Verb::Read || f.verb == Verb::Read => {
+                            let first = f.first;
+                            *f = Touch { first, ..t };
+                        }
+                        Some(_) => {}
+                        None => files.push(Touch { first: i, ..t }),
+                    }
+                }
+            }
+        }
+        // Written and edited files first, then files only read; each group in order.
+        let mut ranked: Vec<&Touch> = files.iter().collect();
+        ranked.sort_by_key(|f| (f.verb == Verb::Read, f.first));
+        ranked
+            .into_iter()
+            .map(|f| {
+                let base = basename(&f.path);
+                let mut question = format!("Which file did the agent {} with the {} tool", f.verb.as_str(), f.tool);
+                if let Some(h) = f.hint.as_deref().filter(|h| !h.contains(base) && !h.contains(&f.path)) {
+                    question.push_str(&format!(" ({h})"));
+                }
+                question.push('?');
+                let mut aliases = vec![f.path.clone()];
+                if base != f.path && (base.contains('.') || base.chars().count() >= 6) {
+                    aliases.push(base.to_string());
+                }
+                Candidate {
+                    kind: ProbeKind::Artifact,
+                    question,
+                    answer: f.path.clone(),
+                    facts: vec![aliases],
+                    source: f.message,
+                    secondary: f.verb == Verb::Read,
+                }
+            })
+            .collect()
+    }
+
+    fn recall(&self) -> Vec<Candidate> {
+        let errors = self.errors();
+        let ids = self.user_identifiers();
+        // Errors take up to half the bound (rounded up), identifiers the rest.
+        let half = self.params.max_recall.div_ceil(2);
+        let n_err = errors.len().min(half.max(self.params.max_recall.saturating_sub(ids.len())));
+        let mut out = spread(errors, n_err);
+        out.extend(ids);
+        out
+    }
+
+    /// One candidate per distinct error line, in order.
+    fn errors(&self) -> Vec<Candidate> {
+        let calls: HashMap<&str, (&str, &str)> = self
+            .conv
+            .messages
+            .iter()
+            .flat_map(|m| m.tool_calls.iter().map(|c| (c.id.as_str(), (c.name.as_str(), c.arguments.as_str()))))
+            .collect();
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for (i, m) in self.conv.messages.iter().enumerate() {
+            let reported = m.role == Role::Tool || (m.role == Role::User && m.meta_flag("injected"));
+            if !self.usable[i] || !reported {
+                continue;
+            }
+            let call = m.tool_call_id.as_deref().and_then(|id| calls.get(id));
+            let reads = call.is_some_and(|(name, args)| reads_files(name, args));
+            let Some(line) = error_line(&m.content, m.is_error, reads) else { continue };
+            if !seen.insert(normalize(&line)) {
+                continue;
+            }
+            let mut facts: Vec<Vec<String>> =
+                key_terms(&line, 2).into_iter().filter(|t| term_score(t, false) >= 2).map(|t| vec![t]).collect();
+            if facts.is_empty() {
+                facts.push(vec![clip_words(&line, 80)]);
+            }
+            let during = call
+                .map(|(name, args)| match command_of(args) {
+                    Some(cmd) => format!(" when it ran `{}`", clip(cmd.lines().next().unwrap_or_default(), 60)),
+                    None => format!(" in a {name} call"),
+                })
+                .unwrap_or_default();
+            out.push(Candidate {
+                kind: ProbeKind::Recall,
+                question: format!("What error did the agent get{during}?"),
+                answer: line,
+                facts,
+                source: i,
+                secondary: false,
+            });
+        }
+        out
+    }
+
+    /// Identifiers the user gave, those mentioned in the fewest messages first.
+    fn user_identifiers(&self) -> Vec<Candidate> {
+        let mut found: Vec<(usize, usize, String, String)> = Vec::new();
+        let mut seen = HashSet::new();
+        for i in self.user_requests() {
+            let text = request_text(&self.msg(i).content);
+            for (pos, token, before) in tokens(&text) {
+                if term_score(&token, false) < 3 || !seen.insert(normalize(&token)) {
+                    continue;
+                }
+                let mentions = self.rendered.iter().filter(|r| occurs(r, &normalize(&token))).count();
+                let what = if token.contains('/') {
+                    "path"
+                } else if token.chars().all(|c| c.is_ascii_digit() || ".,-:".contains(c)) {
+                    "number"
+                } else {
+                    "identifier"
+                };
+                let hint = if before.is_empty() { String::new() } else { format!(" right after \"{before}\"") };
+                found.push((mentions, i * 1_000_000 + pos, token, format!("What {what} did the user give{hint}?")));
+            }
+        }
+        found.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        found
+            .into_iter()
+            .map(|(_, at, token, question)| Candidate {
+                kind: ProbeKind::Recall,
+                question,
+                answer: token.clone(),
+                facts: vec![vec![token]],
+                source: at / 1_000_000,
+                secondary: false,
+            })
+            .collect()
+    }
+}
+
+/// The candidate among `messages` with the most hits (the last of equals); `None` when empty.
+fn best(messages: &[usize], hits: impl Fn(usize) -> usize) -> Option<usize> {
+    messages.iter().copied().max_by_key(|&i| (hits(i), i))
+}
+
+/// A user message typed by a person.
+fn is_real_user(m: &Message) -> bool {
+    m.role == Role::User
+        && !m.meta_flag("injected")
+        && !m.meta_flag("compact_summary")
+        && !m.meta_flag("demo")
+        && !is_harness_text(&m.content)
+        && !request_text(&m.content).trim().is_empty()
+}
+
+/// Sections of a user message that are the agent's instructions, not the request.
+const INSTRUCTION_TAGS: [&str; 4] = ["instructions", "example_response", "format_example", "important"];
+
+/// The request a user message makes: without simulator markers (`###STOP###`), without
+/// instruction sections (`<instructions>...</instructions>`, an `INSTRUCTIONS:` tail) that
+/// harnesses append to the task.
+fn request_text(content: &str) -> String {
+    let mut text: String = content
+        .split_inclusive(char::is_whitespace)
+        .filter(|w| {
+            let t = w.trim();
+            !(t.len() > 6 && t.starts_with("###") && t.ends_with("###"))
+        })
+        .collect();
+    for tag in INSTRUCTION_TAGS {
+        loop {
+            let lower = text.to_ascii_lowercase();
+            let Some(start) = lower.find(&format!("<{tag}>")) else { break };
+            let close = format!("</{tag}>");
+            let end = lower[start..].find(&close).map_or(text.len(), |e| start + e + close.len());
+            text.replace_range(start..end, "");
+        }
+    }
+    if let Some(at) = text.find("\nINSTRUCTIONS:") {
+        text.truncate(at);
+    }
+    text.trim().to_string()
+}
+
+/// At most `max` characters of `text`, cut at a character boundary, with `…` when cut.
+fn clip(text: &str, max: usize) -> String {
+    let t = text.trim();
+    match t.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &t[..at]),
+        None => t.to_string(),
+    }
+}
+
+/// The first words of `text` up to `max` characters (whole words only).
+fn clip_words(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    for w in text.split_whitespace() {
+        if !out.is_empty() && out.chars().count() + 1 + w.chars().count() > max {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(w);
+    }
+    out
+}
+
+/// Common words that are never facts.
+#[rustfmt::skip]
+const STOPWORDS: &[&str] = &[
+    "about", "above", "absolutely", "actually", "after", "again", "against", "already", "also", "although", "always",
+    "another", "anymore", "anything", "appreciate", "around", "assistance", "available", "basically", "because",
+    "before", "being", "below", "between", "cannot", "certainly", "change", "changes", "complete", "completed",
+    "consider", "continue", "continuing", "could", "currently", "definitely", "description", "different", "directory",
+    "during", "either", "ensure", "everything", "example", "finished", "following", "further", "great", "having",
+    "hello", "however", "information", "instead", "itself", "looking", "making", "might", "myself", "need", "needs",
+    "nothing", "other", "perfect", "please", "possible", "probably", "provide", "question", "questions", "really",
+    "regarding", "repository", "requirements", "should", "similar", "since", "something", "specifically", "still",
+    "subtasks", "thank", "thanks", "their", "there", "these", "thing", "things", "think", "those", "though",
+    "through", "under", "until", "using", "whether", "which", "while", "within", "without", "would", "yourself",
+];
+
+/// How much a token looks like a fact worth keeping: 3 for identifiers (digits with letters,
+/// `_`, `/`, `file.ext`, `#id`, `--flag`, long CamelCase) and numbers of three digits or more; 2 for a
+/// capitalized word that does not start a sentence; 1 for a long uncommon word; 0 otherwise.
+fn term_score(token: &str, sentence_start: bool) -> u8 {
+    let t = token;
+    let n = t.chars().count();
+    if n < 2 || n > 80 || t.contains("://") {
+        return 0;
+    }
+    let letters = t.chars().filter(|c| c.is_alphabetic()).count();
+    let digits = t.chars().filter(|c| c.is_ascii_digit()).count();
+    let inner = |c: char| t.trim_matches(c).contains(c);
+    let camel = t.chars().skip(1).any(|c| c.is_uppercase()) && t.chars().any(|c| c.is_lowercase());
+    // `file.ext` or `a.b.c`, not an abbreviation like `e.g`.
+    let dotted = inner('.') && t.split('.').filter(|p| p.chars().count() >= 2).count() >= 2;
+    let wordy = t.chars().all(|c| c.is_alphanumeric() || "_-./#:@".contains(c));
+    if !wordy {
+        return 0;
+    }
+    if (letters > 0 && digits > 0)
+        || (t.contains('_') && letters > 1)
+        || (t.contains('/') && letters > 1)
+        || (dotted && letters > 1)
+        || (t.starts_with('#') && n > 2)
+        || (t.starts_with("--") && letters >= 3)
+        || (camel && n >= 8)
+        || digits >= 3
+    {
+        return 3;
+    }
+    let lower = t.to_lowercase();
+    if letters == n && STOPWORDS.contains(&lower.as_str()) {
+        return 0;
+    }
+    let capital = t.chars().next().is_some_and(char::is_uppercase) && t.chars().skip(1).all(char::is_lowercase);
+    if (capital && !sentence_start && n >= 4) || camel {
+        return 2;
+    }
+    if letters == n && n >= 8 {
+        return 1;
+    }
+    0
+}
+
+/// Whitespace tokens of `text` with punctuation trimmed: (position, token, up to five words
+/// before it). Tokens inside XML-like tags are skipped.
+fn tokens(text: &str) -> Vec<(usize, String, String)> {
+    let raw: Vec<&str> = text.split_whitespace().collect();
+    let mut out = Vec::new();
+    for (pos, r) in raw.iter().enumerate() {
+        if (r.starts_with('<') && r.contains('>')) || r.starts_with("</") {
+            continue;
+        }
+        let t = r
+            .trim_start_matches(['(', '"', '\'', '`', '[', '{', '<', '*'])
+            .trim_end_matches(['.', ',', ';', ':', ')', '"', '\'', '`', ']', '}', '>', '*', '!', '?']);
+        // Markdown emphasis (`_Use`, `_Note_`) is not part of a word.
+        let bare = t.trim_matches('_');
+        let t = if !bare.contains('_') && !bare.is_empty() { bare } else { t };
+        if t.is_empty() {
+            continue;
+        }
+        let from = pos.saturating_sub(5);
+        let before = raw[from..pos].join(" ");
+        out.push((pos, t.to_string(), clip(&before, 60)));
+    }
+    out
+}
+
+/// The key terms of `text`: the `max` best-scoring distinct tokens, in text order.
+fn key_terms(text: &str, max: usize) -> Vec<String> {
+    let raw: Vec<&str> = text.split_whitespace().collect();
+    let mut scored: Vec<(u8, usize, String)> = Vec::new();
+    let mut seen = HashSet::new();
+    for (pos, token, _) in tokens(text) {
+        let start = pos == 0 || raw.get(pos - 1).is_some_and(|w| w.ends_with(['.', '!', '?', ':']));
+        let score = term_score(&token, start);
+        if score > 0 && seen.insert(token.to_lowercase()) {
+            scored.push((score, pos, token));
+        }
+    }
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    scored.truncate(max);
+    scored.sort_by_key(|s| s.1);
+    scored.into_iter().map(|s| s.2).collect()
+}
+
+/// The scalar values of a JSON value, in order (strings, and numbers written out).
+fn scalar_values(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Number(n) => out.push(n.to_string()),
+        Value::Array(items) => items.iter().for_each(|x| scalar_values(x, out)),
+        Value::Object(map) => map.values().for_each(|x| scalar_values(x, out)),
+        _ => {}
+    }
+}
+
+/// The files a unified diff changes (`diff --git a/X b/X`), in order.
+fn patched_files(patch: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in patch.lines() {
+        let Some(rest) = line.trim_end_matches('\r').strip_prefix("diff --git ") else { continue };
+        let Some(b) = rest.split(' ').find_map(|p| p.strip_prefix("b/")) else { continue };
+        if !out.iter().any(|x| x == b) {
+            out.push(b.to_string());
+        }
+    }
+    out
+}
+
+fn basename(path: &str) -> &str {
+    path.trim_end_matches('/').rsplit('/').next().unwrap_or(path)
+}
+
+/// Two paths name the same file when one ends with the other at a `/` boundary.
+fn same_file(a: &str, b: &str) -> bool {
+    let a = a.trim_start_matches("./");
+    let b = b.trim_start_matches("./");
+    let (long, short) = if a.len() >= b.len() { (a, b) } else { (b, a) };
+    long == short || (long.ends_with(short) && long[..long.len() - short.len()].ends_with('/'))
+}
+
+/// How a call touched a file; the order is the strength.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Verb {
+    Read,
+    Edit,
+    Write,
+}
+
+impl Verb {
+    fn as_str(self) -> &'static str {
+        match self {
+            Verb::Read => "read",
+            Verb::Edit => "edit",
+            Verb::Write => "write",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Touch {
+    path: String,
+    verb: Verb,
+    tool: String,
+    hint: Option<String>,
+    message: usize,
+    first: usize,
+}
+
+const PATH_KEYS: [&str; 7] = ["file_path", "path", "notebook_path", "filename", "file", "target_file", "filepath"];
+const TEXT_KEYS: [&str; 5] = ["new_string", "new_str", "content", "file_text", "new_source"];
+
+/// The files one call touches.
+fn touches(tool: &str, arguments: &str) -> Vec<Touch> {
+    let Ok(args) = serde_json::from_str::<Value>(arguments) else { return Vec::new() };
+    let lower = tool.to_ascii_lowercase();
+    let touch = |path: &str, verb, hint| Touch {
+        path: path.to_string(),
+        verb,
+        tool: tool.to_string(),
+        hint,
+        message: 0,
+        first: 0,
+    };
+    let mut out = Vec::new();
+    if let Some(path) = PATH_KEYS.iter().find_map(|k| args.get(*k).and_then(Value::as_str)).filter(|p| is_path(p)) {
+        let command = args.get("command").and_then(Value::as_str).unwrap_or("");
+        let verb = if command == "create" || lower.contains("write") || lower.contains("create") {
+            Verb::Write
+        } else if ["str_replace", "insert", "undo_edit"].contains(&command)
+            || ["edit", "replace", "patch", "insert", "update"].iter().any(|w| lower.contains(w)) && command != "view"
+        {
+            Verb::Edit
+        } else {
+            Verb::Read
+        };
+        let hint = TEXT_KEYS
+            .iter()
+            .find_map(|k| args.get(*k).and_then(Value::as_str))
+            .and_then(|t| t.lines().map(str::trim).find(|l| l.chars().count() >= 4))
+            .map(|l| format!("its new text includes \"{}\"", clip(l, 50)));
+        out.push(touch(path, verb, if verb == Verb::Read { None } else { hint }));
+        return out;
+    }
+    if let Some(cmd) = command_of(arguments) {
+        for (path, verb) in shell_files(&cmd) {
+            let first_line = cmd.lines().next().unwrap_or_default();
+            let hint = Some(format!("command `{}`", clip(&first_line.replace(&path, "…"), 60)));
+            out.push(touch(&path, verb, hint));
+        }
+    }
+    out
+}
+
+/// The shell command of a call's arguments (`command`, or `cmd`), if any.
+fn command_of(arguments: &str) -> Option<String> {
+    let args: Value = serde_json::from_str(arguments).ok()?;
+    ["command", "cmd"].iter().find_map(|k| args.get(*k).and_then(Value::as_str)).map(str::to_string)
+}
+
+fn is_path(token: &str) -> bool {
+    let t = token.trim();
+    if t.is_empty() || t.len() > 200 || t.contains("://") || t.starts_with('-') {
+        return false;
+    }
+    if t.chars().any(|c| c.is_whitespace() || "*$`'\"<>|;&(){}=".contains(c)) {
+        return false;
+    }
+    let base = basename(t);
+    let ext = base.rsplit_once('.').map(|(stem, ext)| {
+        !stem.is_empty() && (1..=5).contains(&ext.len()) && ext.chars().all(|c| c.is_ascii_alphanumeric())
+    });
+    ext == Some(true) && base.chars().any(|c| c.is_alphabetic())
+}
+
+/// Programs whose path arguments are read.
+const READERS: [&str; 10] = ["cat", "head", "tail", "less", "more", "nl", "open", "view", "bat", "wc"];
+/// Programs whose path arguments are written.
+const WRITERS: [&str; 3] = ["touch", "create", "tee"];
+
+/// The files a shell command reads or writes, as far as simple rules tell.
+fn shell_files(cmd: &str) -> Vec<(String, Verb)> {
+    let mut out: Vec<(String, Verb)> = Vec::new();
+    let add = |p: &str, v: Verb, out: &mut Vec<(String, Verb)>| {
+        let p = p.trim_matches(|c| c == '"' || c == '\'');
+        if is_path(p) && !out.iter().any(|(x, _)| x == p) {
+            out.push((p.to_string(), v));
+        }
+    };
+    // Only the first line: heredoc bodies and scripts are not commands.
+    let first = cmd.lines().next().unwrap_or("");
+    for segment in first.split(['|', ';', '&']) {
+        let words: Vec<&str> = segment.split_whitespace().collect();
+        let Some(&program) = words.first() else { continue };
+        let program = basename(program);
+        for (k, w) in words.iter().enumerate() {
+            if *w == ">" || *w == ">>" {
+                if let Some(target) = words.get(k + 1) {
+                    add(target, Verb::Write, &mut out);
+                }
+            } else if let Some(target) = w.strip_prefix(">>").or_else(|| w.strip_prefix('>')) {
+                add(target, Verb::Write, &mut out);
+            }
+        }
+        let args = words.iter().skip(1).filter(|w| !w.starts_with('-') && !w.starts_with('>'));
+        match program {
+            "sed" if words.iter().any(|w| w.starts_with("-i")) => {
+                if let Some(last) = words.last() {
+                    add(last, Verb::Edit, &mut out);
+                }
+            }
+            "cp" | "mv" => {
+                if let Some(last) = words.last() {
+                    add(last, Verb::Write, &mut out);
+                }
+            }
+            p if WRITERS.contains(&p) => args.for_each(|w| add(w, Verb::Write, &mut out)),
+            p if READERS.contains(&p) || p == "sed" || p == "grep" => args.for_each(|w| add(w, Verb::Read, &mut out)),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The line of a tool output that states its error: the last `...Error:` / `...Exception:` line
+/// of a traceback, else the first line that starts like an error (`error:`, `fatal:`,
+/// `FAILED`, ...) or reports one (`panicked at`, `No such file or directory`, ...), else, for
+/// an output flagged as an error, its first informative line. A line of a single word (`ERROR:`)
+/// is replaced by the line after it. Outputs of calls that only read files are skipped unless
+/// flagged: file contents mention errors without being errors.
+fn error_line(content: &str, flagged: bool, reads_files: bool) -> Option<String> {
+    if reads_files && !flagged {
+        return None;
+    }
+    let lines: Vec<&str> = content.lines().map(str::trim).filter(|l| !l.is_empty() && l.len() <= 400).collect();
+    let exception = |l: &str| {
+        l.split(':').next().is_some_and(|head| {
+            let head = head.trim();
+            !head.contains(' ') && (head.ends_with("Error") || head.ends_with("Exception")) && head.len() > 5
+        }) && l.contains(':')
+    };
+    const STARTS: [&str; 8] = ["error", "Error", "ERROR", "fatal:", "FAILED", "FAIL:", "panic", "Segmentation fault"];
+    const REPORTS: [&str; 6] = [
+        "panicked at",
+        "No such file or directory",
+        "command not found",
+        "Permission denied",
+        "undefined reference",
+        "Traceback (most recent call last)",
+    ];
+    let marked = |l: &str| STARTS.iter().any(|m| l.starts_with(m)) || REPORTS.iter().any(|m| l.contains(m));
+    let informative = |l: &str| l.split_whitespace().count() >= 2 && !l.starts_with("Exit code") && !l.starts_with('<');
+    let at = lines
+        .iter()
+        .rposition(|l| exception(l))
+        .or_else(|| lines.iter().position(|l| marked(l) && !l.starts_with("Traceback")))
+        .or_else(|| if flagged { lines.iter().position(|l| informative(l)) } else { None })?;
+    let line = if lines[at].split_whitespace().count() < 2 { lines.get(at + 1).copied()? } else { lines[at] };
+    informative(line).then(|| line.to_string())
+}
+
+/// True when a call only reads files (its output is file content).
+fn reads_files(name: &str, arguments: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    if ["read", "view", "open", "read_file", "cat", "grep", "glob"].contains(&lower.as_str()) {
+        return true;
+    }
+    let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
+    if args.get("command").and_then(Value::as_str) == Some("view") {
+        return true;
+    }
+    let Some(cmd) = command_of(arguments) else { return false };
+    let first = cmd.split(['|', ';', '&']).next().unwrap_or_default().trim().to_string();
+    let first = first
+        .strip_prefix("cd ")
+        .map(|_| cmd.split("&&").nth(1).unwrap_or_default().trim().to_string())
+        .unwrap_or(first);
+    let program = first.split_whitespace().next().unwrap_or_default();
+    READERS.contains(&basename(program)) || program == "grep" || (program == "sed" && first.contains(" -n"))
+}
+
+/// Probes of several conversations, counted by kind.
+pub fn count_by_kind<'a>(probes: impl IntoIterator<Item = &'a Probe>) -> BTreeMap<ProbeKind, usize> {
+    let mut out = BTreeMap::new();
+    for p in probes {
+        *out.entry(p.kind).or_default() += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

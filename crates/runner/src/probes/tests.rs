@@ -1,0 +1,299 @@
+//! Unit tests of derived probes.
+
+use compaction::{Conversation, Message, Probe, ProbeKind, ToolCall};
+use serde_json::json;
+
+use super::*;
+
+fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
+    ToolCall { id: id.into(), name: name.into(), arguments: args.to_string() }
+}
+
+fn of(probes: &[Probe], kind: ProbeKind) -> Vec<&Probe> {
+    probes.iter().filter(|p| p.kind == kind).collect()
+}
+
+/// Every alias of every probe occurs in its source message, as the judge reads it.
+fn assert_grounded(conv: &Conversation, probes: &[Probe]) {
+    for p in probes {
+        let rendered = normalize(&render_message(&conv.messages[p.source_message]));
+        for alias in p.facts.iter().flatten() {
+            assert!(occurs(&rendered, &normalize(alias)), "{}: {alias:?} not in message {}", p.id, p.source_message);
+        }
+        assert!(p.id.starts_with(DERIVED_PREFIX));
+    }
+}
+
+fn coding_session() -> Conversation {
+    Conversation::new(
+        "c",
+        vec![
+            Message::user("<system-reminder>Hooks are active.</system-reminder>").with_meta("injected", true.into()),
+            Message::user("Port utils.py to Rust; keep the API of parse_config and the constant MAX_RETRIES = 250."),
+            Message::assistant_calls(
+                "Reading first.",
+                vec![
+                    call("1", "Read", json!({"file_path": "/repo/utils.py"})),
+                    call("2", "Bash", json!({"command": "cat README.md | head -5"})),
+                ],
+            ),
+            Message::tool_result("1", "Read", "def parse_config():\n    raise ValueError('error: bad config')"),
+            Message::tool_result("2", "Bash", "# utils"),
+            Message::assistant_calls(
+                "",
+                vec![
+                    call("3", "Write", json!({"file_path": "/repo/src/lib.rs", "content": "pub fn parse_config() {}"})),
+                    call("4", "Bash", json!({"command": "cargo test > test.log"})),
+                ],
+            ),
+            Message::tool_result("3", "Write", "File created successfully at: /repo/src/lib.rs"),
+            Message::tool_result(
+                "4",
+                "Bash",
+                "Exit code 101\nerror[E0425]: cannot find value `MAX_RETRIES` in this scope\nwarning: unused",
+            )
+            .with_error(),
+            Message::assistant_calls(
+                "",
+                vec![call(
+                    "5",
+                    "TodoWrite",
+                    json!({"todos": [
+                        {"content": "Port parse_config", "status": "completed", "activeForm": "Porting"},
+                        {"content": "Add MAX_RETRIES constant", "status": "in_progress", "activeForm": "Adding"},
+                        {"content": "Delete utils.py", "status": "pending", "activeForm": "Deleting"}
+                    ]}),
+                )],
+            ),
+            Message::tool_result("5", "TodoWrite", "Todos have been modified successfully."),
+            Message::user("This session is being continued. Summary: porting utils.py, MAX_RETRIES missing.")
+                .with_meta("compact_summary", true.into()),
+            Message::user("Also run cargo clippy --all-targets when done."),
+            Message::assistant_calls(
+                "",
+                vec![call(
+                    "6",
+                    "Edit",
+                    json!({"file_path": "src/lib.rs", "old_string": "{}", "new_string": "const MAX_RETRIES: u32 = 250;"}),
+                )],
+            ),
+            Message::tool_result("6", "Edit", "The file src/lib.rs has been updated."),
+            Message::assistant("Done."),
+        ],
+    )
+}
+
+#[test]
+fn the_task_is_the_first_real_request() {
+    let conv = coding_session();
+    let probes = derive(&conv, &DeriveParams::default());
+    assert_grounded(&conv, &probes);
+    let task = of(&probes, ProbeKind::Task);
+    assert_eq!(task.len(), 1);
+    assert_eq!(task[0].source_message, 1);
+    let facts: Vec<&str> = task[0].facts.iter().map(|f| f[0].as_str()).collect();
+    assert_eq!(facts, ["utils.py", "parse_config", "MAX_RETRIES", "250"]);
+    assert_eq!(task[0].id, "derived-task-1");
+}
+
+#[test]
+fn artifacts_come_from_call_arguments_and_commands() {
+    let conv = coding_session();
+    let probes = derive(&conv, &DeriveParams::default());
+    let artifacts = of(&probes, ProbeKind::Artifact);
+    let answers: Vec<(&str, usize)> = artifacts.iter().map(|p| (p.answer.as_str(), p.source_message)).collect();
+    // Written and edited files first; `/repo/src/lib.rs` and `src/lib.rs` are one file, last
+    // touched by the Edit at message 12 (which names it `src/lib.rs`).
+    assert_eq!(answers, [("/repo/utils.py", 2), ("README.md", 2), ("test.log", 5), ("src/lib.rs", 12)]);
+    let lib = artifacts.iter().find(|p| p.answer == "src/lib.rs").expect("lib.rs");
+    assert_eq!(lib.facts, vec![vec!["src/lib.rs".to_string(), "lib.rs".to_string()]]);
+    assert!(lib.question.starts_with("Which file did the agent edit with the Edit tool"), "{}", lib.question);
+    let read = artifacts.iter().find(|p| p.answer == "/repo/utils.py").expect("utils.py");
+    assert_eq!(read.question, "Which file did the agent read with the Read tool?");
+}
+
+#[test]
+fn recall_takes_errors_and_identifiers_the_user_gave() {
+    let conv = coding_session();
+    let probes = derive(&conv, &DeriveParams::default());
+    let recall = of(&probes, ProbeKind::Recall);
+    // The Read result mentions an error but is file content; the failed cargo test is an error.
+    let errors: Vec<&&Probe> = recall.iter().filter(|p| p.question.starts_with("What error")).collect();
+    assert_eq!(errors.len(), 1, "{recall:#?}");
+    assert_eq!(errors[0].answer, "error[E0425]: cannot find value `MAX_RETRIES` in this scope");
+    assert_eq!(errors[0].question, "What error did the agent get when it ran `cargo test > test.log`?");
+    assert_eq!(errors[0].source_message, 7);
+    let ids: Vec<&str> =
+        recall.iter().filter(|p| p.question.contains("did the user give")).map(|p| p.answer.as_str()).collect();
+    assert!(ids.contains(&"250") && ids.contains(&"parse_config"), "{ids:?}");
+    let number = recall.iter().find(|p| p.answer == "250").expect("the number");
+    assert_eq!(number.question, "What number did the user give right after \"and the constant MAX_RETRIES =\"?");
+}
+
+#[test]
+fn continuation_is_the_last_request_and_the_pending_todos() {
+    let conv = coding_session();
+    let probes = derive(&conv, &DeriveParams::default());
+    let cont = of(&probes, ProbeKind::Continuation);
+    assert_eq!(cont.len(), 2);
+    assert_eq!(cont[0].source_message, 11, "the recorded summary at 10 is never a source");
+    assert_eq!(cont[0].facts, vec![vec!["--all-targets".to_string()]]);
+    assert_eq!(cont[1].source_message, 8);
+    assert_eq!(
+        cont[1].facts,
+        vec![
+            vec!["Add MAX_RETRIES constant".to_string(), "MAX_RETRIES".to_string()],
+            vec!["Delete utils.py".to_string(), "utils.py".to_string()],
+        ]
+    );
+    assert!(probes.iter().all(|p| p.source_message != 10));
+}
+
+#[test]
+fn gold_actions_are_sourced_at_the_matching_call() {
+    let mut conv = Conversation::new(
+        "t",
+        vec![
+            Message::system("# Airline policy"),
+            Message::user("Cancel reservation Q69X3R please, my id is mia_li_3668."),
+            Message::assistant_calls(
+                "",
+                vec![call("a", "get_reservation_details", json!({"reservation_id": "Q69X3R"}))],
+            ),
+            Message::tool_result("a", "get_reservation_details", "{\"status\": \"active\"}"),
+            Message::assistant_calls("", vec![call("b", "cancel_reservation", json!({"reservation_id": "Q69X3R"}))]),
+            Message::tool_result("b", "cancel_reservation", "{\"status\": \"cancelled\"}"),
+            Message::assistant("Cancelled."),
+        ],
+    );
+    conv.meta.insert(
+        "gold_actions".into(),
+        json!([
+            {"name": "cancel_reservation", "arguments": {"reservation_id": "Q69X3R"}},
+            {"name": "send_certificate", "arguments": {"user_id": "noah_1", "amount": 150}},
+            {"name": "transfer_to_human_agents", "arguments": {}}
+        ]),
+    );
+    let probes = derive(&conv, &DeriveParams::default());
+    assert_grounded(&conv, &probes);
+    let gold = of(&probes, ProbeKind::Decision);
+    // The second action's values never occur: it tests nothing the recording holds. The third
+    // has no arguments and was never called.
+    assert_eq!(gold.len(), 1, "{gold:#?}");
+    assert_eq!(gold[0].source_message, 4);
+    assert_eq!(gold[0].facts, vec![vec!["cancel_reservation".to_string()], vec!["Q69X3R".to_string()]]);
+    assert_eq!(gold[0].id, "derived-gold-1");
+    assert!(gold[0].question.ends_with("(gold action 1 of 3)?"));
+}
+
+#[test]
+fn a_submitted_patch_gives_one_probe_per_changed_file() {
+    let mut conv = Conversation::new(
+        "s",
+        vec![
+            Message::user("Fix SIZE in widgets/core.py"),
+            Message::assistant_calls(
+                "",
+                vec![call("1", "bash", json!({"command": "sed -i 's/0/1/' widgets/core.py"}))],
+            ),
+            Message::tool_result("1", "bash", ""),
+            Message::assistant("The flag is FLAG{d0n3}."),
+        ],
+    );
+    conv.meta
+        .insert("submission".into(), json!("diff --git a/widgets/core.py b/widgets/core.py\n-SIZE = 0\n+SIZE = 1\n"));
+    let probes = derive(&conv, &DeriveParams::default());
+    assert_grounded(&conv, &probes);
+    let gold: Vec<&Probe> = probes.iter().filter(|p| p.id.starts_with("derived-gold")).collect();
+    assert_eq!(gold.len(), 1);
+    assert_eq!(gold[0].kind, ProbeKind::Artifact);
+    assert_eq!(gold[0].source_message, 1);
+    assert_eq!(gold[0].facts, vec![vec!["widgets/core.py".to_string(), "core.py".to_string()]]);
+    // The heuristic artifact for the same file is merged into the gold one.
+    assert!(of(&probes, ProbeKind::Artifact).len() == 1, "{probes:#?}");
+
+    conv.meta.insert("submission".into(), json!("FLAG{d0n3}"));
+    let probes = derive(&conv, &DeriveParams::default());
+    let answer = probes.iter().find(|p| p.id == "derived-gold-1").expect("the submitted answer");
+    assert_eq!((answer.kind, answer.source_message, answer.answer.as_str()), (ProbeKind::Recall, 3, "FLAG{d0n3}"));
+}
+
+#[test]
+fn bounds_are_kept_and_selection_spreads_over_the_conversation() {
+    let mut messages = vec![Message::user("Create the report files.")];
+    for i in 0..20 {
+        let id = i.to_string();
+        messages.push(Message::assistant_calls(
+            "",
+            vec![call(&id, "Write", json!({"file_path": format!("out/report_{i}.txt"), "content": "x"}))],
+        ));
+        messages.push(Message::tool_result(&id, "Write", "ok"));
+    }
+    let conv = Conversation::new("b", messages);
+    let params = DeriveParams { max_artifact: 3, ..DeriveParams::default() };
+    let probes = derive(&conv, &params);
+    let answers: Vec<&str> = of(&probes, ProbeKind::Artifact).iter().map(|p| p.answer.as_str()).collect();
+    assert_eq!(answers, ["out/report_0.txt", "out/report_10.txt", "out/report_19.txt"]);
+    let none = DeriveParams { max_artifact: 0, max_task: 0, ..DeriveParams::default() };
+    assert!(derive(&conv, &none).iter().all(|p| p.kind != ProbeKind::Artifact && p.kind != ProbeKind::Task));
+    assert_eq!(spread(vec![1, 2, 3, 4, 5], 2), vec![1, 5]);
+    assert_eq!(spread(vec![1, 2, 3], 5), vec![1, 2, 3]);
+}
+
+#[test]
+fn replacing_derived_probes_keeps_the_others_and_is_deterministic() {
+    let mut conv = coding_session();
+    conv.probes.push(Probe {
+        id: "hand-1".into(),
+        kind: ProbeKind::Decision,
+        question: "Which language?".into(),
+        answer: "Rust".into(),
+        facts: vec![vec!["Rust".into()]],
+        source_message: 1,
+        asked_at: None,
+    });
+    let first = replace_derived(&mut conv, &DeriveParams::default());
+    let once = conv.probes.clone();
+    let second = replace_derived(&mut conv, &DeriveParams::default());
+    assert_eq!(first, second);
+    assert_eq!(conv.probes, once);
+    assert_eq!(conv.probes[0].id, "hand-1");
+    assert_eq!(conv.probes.len(), 1 + first);
+    assert!(uses_tools(&conv));
+    assert!(crate::dataset::check_conversation(&conv).is_empty());
+}
+
+#[test]
+fn terms_and_error_lines() {
+    assert_eq!(
+        key_terms("Hi! I'm looking to book a flight from New York to Seattle on May 20th.", 3),
+        ["York", "Seattle", "20th"]
+    );
+    assert_eq!(term_score("e.g", false), 0);
+    assert_eq!(term_score("config.yaml", false), 3);
+    assert_eq!(term_score("PayPal", false), 2);
+    assert_eq!(term_score("everything", false), 0);
+    assert_eq!(request_text("Thanks! ###STOP###"), "Thanks!");
+    assert_eq!(
+        request_text("<pr_description>Fix x</pr_description>\n<instructions>Be careful</instructions>"),
+        "<pr_description>Fix x</pr_description>"
+    );
+    let traceback = "Traceback (most recent call last):\n  File \"a.py\", line 1\nKeyError: 'user_id'";
+    assert_eq!(error_line(traceback, false, false).as_deref(), Some("KeyError: 'user_id'"));
+    assert_eq!(
+        error_line("ERROR:\nInvalid `path` parameter: /x", true, false).as_deref(),
+        Some("Invalid `path` parameter: /x")
+    );
+    assert_eq!(error_line("all good", false, false), None);
+    assert_eq!(error_line("error: in a file", false, true), None);
+    assert_eq!(
+        shell_files("cd /r && sed -i 's/a/b/' src/x.py && cat notes.md > out/all.txt"),
+        vec![
+            ("src/x.py".to_string(), Verb::Edit),
+            ("out/all.txt".to_string(), Verb::Write),
+            ("notes.md".to_string(), Verb::Read)
+        ]
+    );
+    assert!(same_file("/repo/src/lib.rs", "./src/lib.rs"));
+    assert!(!same_file("/repo/src/lib.rs", "b.rs"));
+}

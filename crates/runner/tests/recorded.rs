@@ -1,0 +1,124 @@
+//! The `recorded` reference through the replay engine: it cuts where the recording's agent
+//! compacted and is scored on that agent's summary, while every other strategy replays the
+//! history without the recorded summary. On an imported Claude Code session when the corpora
+//! are present.
+
+use compaction::{Conversation, Encoding, Message, Probe, ProbeKind, StrategyConfig, ToolCall};
+use runner::judge::OfflineJudge;
+use runner::record::{FoundIn, PairMetrics};
+use runner::replay::{replay, CacheProfile, ReplaySettings};
+use runner::summarize::OfflineSummarizer;
+use serde_json::json;
+
+fn run(conversation: &Conversation, strategy: &str, window: u64) -> PairMetrics {
+    let settings = ReplaySettings {
+        strategy: StrategyConfig::default_for(strategy).expect("known strategy"),
+        window,
+        encoding: Encoding::O200kBase,
+        cache: CacheProfile::Anthropic,
+        price: None,
+    };
+    replay(conversation, &settings, &OfflineSummarizer::new(), &OfflineJudge).expect("replays")
+}
+
+/// A session whose agent compacted once: the summary keeps the ticket id, not the port.
+fn session() -> Conversation {
+    let mut messages = vec![Message::user("Deploy ticket OPS-4711 to the staging host on port 8443.")];
+    for i in 0..6 {
+        let id = format!("t{i}");
+        messages.push(Message::assistant_calls(
+            "",
+            vec![ToolCall {
+                id: id.clone(),
+                name: "Bash".into(),
+                arguments: json!({"command": format!("step {i}")}).to_string(),
+            }],
+        ));
+        messages.push(Message::tool_result(id, "Bash", "ok ".repeat(200)));
+    }
+    messages.push(
+        Message::user("This session is being continued from a previous conversation. Summary: deploying OPS-4711.")
+            .with_meta("compact_summary", true.into())
+            .with_meta("compact_boundary", json!({"trigger": "auto", "pre_tokens": 150000})),
+    );
+    messages.push(Message::assistant("Continuing the deployment."));
+    let probe = Probe {
+        id: "p".into(),
+        kind: ProbeKind::Recall,
+        question: "Which ticket and port?".into(),
+        answer: "OPS-4711 on 8443".into(),
+        facts: vec![vec!["OPS-4711".into()], vec!["8443".into()]],
+        source_message: 0,
+        asked_at: None,
+    };
+    let mut conv = Conversation::new("s", messages);
+    conv.probes.push(probe);
+    conv
+}
+
+#[test]
+fn recorded_cuts_at_the_recorded_summary_and_is_scored_on_it() {
+    let conv = session();
+    let m = run(&conv, "recorded", 1_000_000);
+    assert_eq!(m.compactions, 1);
+    let event = &m.compaction_events[0];
+    assert_eq!(event.removed, 13, "everything before the summary");
+    assert!(event.summary.contains("deploying OPS-4711"));
+    assert_eq!(m.violations, 0, "{:?}", m.violations_by_kind);
+    let p = &m.probes[0];
+    assert!(p.at_risk);
+    assert_eq!(p.facts, vec![FoundIn::Summary, FoundIn::Lost]);
+    assert_eq!(p.score, 0.5);
+}
+
+#[test]
+fn other_strategies_never_see_the_recorded_summary() {
+    let conv = session();
+    let without: Conversation = {
+        let mut c = conv.clone();
+        c.messages.retain(|m| !m.meta_flag("compact_summary"));
+        c
+    };
+    let mut compacted = 0;
+    for name in compaction::strategies::NAMES {
+        let a = run(&conv, name, 1_000_000);
+        let b = run(&without, name, 1_000_000);
+        assert_eq!(a.final_tokens, b.final_tokens, "{name}: the summary is not in the context");
+        assert_eq!(a.probes[0].facts, vec![FoundIn::Verbatim, FoundIn::Verbatim], "{name}");
+        // Compacting, they see the same history too (the probe is asked one message later).
+        let a = run(&conv, name, 600);
+        let b = run(&without, name, 600);
+        let seen = |m: &PairMetrics| (m.final_tokens, m.compactions, m.probes[0].facts.clone(), m.probes[0].at_risk);
+        assert_eq!(seen(&a), seen(&b), "{name}");
+        compacted += usize::from(a.compactions > 0);
+    }
+    assert!(compacted >= 5, "the small window makes most strategies compact ({compacted})");
+}
+
+#[test]
+fn recorded_replays_the_compaction_of_a_real_claude_code_session() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/corpora/claude-code-spotter/fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl"
+    );
+    let Ok(text) = std::fs::read_to_string(path) else {
+        println!("skipped: no corpus file at {path}");
+        return;
+    };
+    let options = runner::import::ImportOptions { format: runner::import::FormatChoice::Auto, strict: true };
+    let out = runner::import::import_str(&text, path.as_ref(), "fa812bfe", &options);
+    assert!(out.errors.is_empty(), "{:?}", out.errors);
+    let mut conv = out.conversations.into_iter().next().expect("one session");
+    runner::probes::replace_derived(&mut conv, &runner::probes::DeriveParams::default());
+    let boundary = conv.messages.iter().position(|m| m.meta_flag("compact_summary")).expect("a recorded compaction");
+    assert_eq!(conv.messages[boundary].meta["compact_boundary"], json!({"trigger": "auto", "pre_tokens": 167117}));
+
+    let recorded = run(&conv, "recorded", 200_000);
+    assert_eq!(recorded.compactions, 1);
+    assert_eq!(recorded.compaction_events[0].removed, boundary);
+    assert_eq!(recorded.overflows, 0);
+    let none = run(&conv, "none", 200_000);
+    assert_eq!(none.compactions, 0);
+    assert!(none.final_tokens > recorded.final_tokens);
+    assert_eq!(none.probes.len(), recorded.probes.len());
+}
