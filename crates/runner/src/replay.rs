@@ -608,8 +608,11 @@ impl<'a> Replayer<'a> {
     fn finish(mut self, started: Instant) -> PairMetrics {
         let m = &mut self.metrics;
         m.final_tokens = self.ctx.tokens(&self.exact);
-        m.retention = mean(m.probes.iter().map(|p| p.score));
-        m.at_risk_retention = mean(m.probes.iter().filter(|p| p.at_risk).map(|p| p.score));
+        // Probes the LLM judge could not score (no parseable verdict) stay in `probes` but out
+        // of the means: their placeholder 0 is not a score.
+        let scored = || m.probes.iter().filter(|p| crate::llm_judge::is_scored(p));
+        m.retention = mean(scored().map(|p| p.score));
+        m.at_risk_retention = mean(scored().filter(|p| p.at_risk).map(|p| p.score));
         if let Some(price) = self.settings.price {
             let per_million = |tokens: u64, usd: f64| tokens as f64 * usd / 1_000_000.0;
             m.cost_usd = per_million(m.input_tokens - m.cached_tokens, price.input)
