@@ -276,6 +276,7 @@ pub(crate) fn timeline_chart(t: &Timeline<'_>) -> String {
             tick.round()
         ));
     }
+    s.push_str(&format!(r#"<text x="{}" y="{}" text-anchor="end">call</text>"#, px(w - right), px(h - 6.0)));
     s.push_str(&format!(
         r#"<line class="axis" x1="{l}" x2="{r}" y1="{b}" y2="{b}"/><line class="axis" x1="{l}" x2="{l}" y1="{t}" y2="{b}"/>"#,
         l = px(left),
