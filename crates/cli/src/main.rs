@@ -26,6 +26,11 @@ enum Command {
     Strategies(cmd::strategies::Args),
     /// Check dataset files; every problem names file, line and field.
     Validate(cmd::validate::Args),
+    /// Import recorded sessions (openai, anthropic, claude-code, mini-swe-agent, swe-agent,
+    /// openhands, tau-bench, tau2) into one dataset; repairs are counted, or errors with --strict.
+    Import(cmd::import::Args),
+    /// Probes from the recordings themselves (`probes derive IN --out OUT`).
+    Probes(cmd::probes::Args),
     /// Compare a run's summary.csv with a baseline; exit 1 on a regression.
     Gate(cmd::gate::Args),
     /// Re-render report.html in a run folder from its run.json and results.jsonl.
@@ -48,6 +53,8 @@ fn main() -> ExitCode {
         Command::Merge(args) => cmd::merge::run(args),
         Command::Strategies(args) => cmd::strategies::run(args),
         Command::Validate(args) => cmd::validate::run(args),
+        Command::Import(args) => cmd::import::run(args),
+        Command::Probes(args) => cmd::probes::run(args),
         Command::Gate(args) => cmd::gate::run(args),
         Command::Report(args) => cmd::report::run(args),
         Command::Synth(args) => cmd::synth::run(args),

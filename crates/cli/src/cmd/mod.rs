@@ -1,7 +1,9 @@
 //! One module per subcommand; each exposes `Args` and `run(Args) -> anyhow::Result<u8>`.
 
 pub mod gate;
+pub mod import;
 pub mod merge;
+pub mod probes;
 pub mod report;
 pub mod run;
 pub mod strategies;

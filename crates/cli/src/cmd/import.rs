@@ -1,0 +1,91 @@
+//! `compactbench import --format F IN... --out FILE [--strict] [--probes]`: recorded sessions
+//! in public formats -> one dataset file.
+//!
+//! Folders are walked for `*.json`, `*.jsonl` and `*.traj` files; a Claude Code session file
+//! brings its `<session>/subagents/*.jsonl`. Per file, one line to stdout: the format used (and,
+//! with `auto`, why), the conversations imported and the repair counts; then a total. Every
+//! problem goes to stderr as `file:line: conversation ID, field F: what`. The conversations
+//! that imported are written even when others could not be; the exit code is 2 when anything
+//! could not be imported (with `--strict`: when anything needed a repair).
+
+use std::io::{BufWriter, Write as _};
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use runner::import::{self, FormatChoice, ImportOptions, RepairReport};
+use runner::probes::{self, DeriveParams};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The inputs' format: auto (sniff each file and say which it chose), openai, anthropic,
+    /// claude-code, mini-swe-agent, swe-agent, openhands, tau-bench, tau2.
+    #[arg(long, default_value = "auto", value_name = "F", value_parser = parse_format)]
+    format: FormatChoice,
+    /// Files or folders to import.
+    #[arg(required = true, value_name = "IN")]
+    inputs: Vec<PathBuf>,
+    /// The dataset to write: JSONL, one conversation per line (folders created if missing).
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Turn every repair into an error naming file, line and field, and leave the conversation
+    /// out, instead of repairing it.
+    #[arg(long)]
+    strict: bool,
+    /// Also derive probes, as `compactbench probes derive` does with its default bounds.
+    #[arg(long)]
+    probes: bool,
+}
+
+fn parse_format(s: &str) -> Result<FormatChoice, String> {
+    s.parse()
+}
+
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    let options = ImportOptions { format: args.format, strict: args.strict };
+    let files = import::import(&args.inputs, &options);
+    if files.is_empty() {
+        eprintln!("no *.json, *.jsonl or *.traj files in {}", list(&args.inputs));
+        return Ok(crate::exit::USAGE);
+    }
+    if let Some(dir) = args.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let file = std::fs::File::create(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+    let mut out = BufWriter::new(file);
+    let mut total = RepairReport::default();
+    let (mut conversations, mut errors, mut derived) = (0usize, 0usize, 0usize);
+    let params = DeriveParams::default();
+    for f in files {
+        for e in &f.errors {
+            eprintln!("{e}");
+        }
+        let format = match (f.format, f.sniffed) {
+            (Some(format), Some(why)) => format!("format {format} (auto: {why})"),
+            (Some(format), None) => format!("format {format}"),
+            (None, _) => "format unknown".to_string(),
+        };
+        println!("{}: {format}: {} conversations; {}", f.path.display(), f.conversations.len(), f.report);
+        for mut conv in f.conversations {
+            if args.probes {
+                derived += probes::replace_derived(&mut conv, &params);
+            }
+            serde_json::to_writer(&mut out, &conv).context("serializing a conversation")?;
+            out.write_all(b"\n").with_context(|| format!("writing {}", args.out.display()))?;
+            conversations += 1;
+        }
+        errors += f.errors.len();
+        total.merge(&f.report);
+    }
+    out.flush().with_context(|| format!("writing {}", args.out.display()))?;
+    let probes = if args.probes { format!(", {derived} derived probes") } else { String::new() };
+    println!(
+        "{}: {conversations} conversations{probes}; {total}; {errors} error{}",
+        args.out.display(),
+        if errors == 1 { "" } else { "s" }
+    );
+    Ok(if errors > 0 { crate::exit::USAGE } else { crate::exit::OK })
+}
+
+fn list(paths: &[PathBuf]) -> String {
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}

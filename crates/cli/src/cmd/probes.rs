@@ -1,0 +1,111 @@
+//! `compactbench probes derive IN --out OUT`: add probes derived from each recording.
+//!
+//! Reads a dataset (JSONL), replaces each conversation's derived probes (ids starting with
+//! `derived-`) with fresh ones and keeps every other probe, and writes the result. The
+//! derivation is deterministic (see `runner::probes`). One summary line goes to stdout: probes
+//! by kind. Load problems go to stderr; the conversations that loaded are written, and the exit
+//! code is 2 when any line could not be loaded.
+
+use std::io::{BufWriter, Write as _};
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use runner::dataset::{self, LoadOptions};
+use runner::probes::{self, DeriveParams};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Derive probes from the recordings themselves: the original task, files touched, errors
+    /// and identifiers, the last request and pending todos, gold actions.
+    Derive(DeriveArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct DeriveArgs {
+    /// The dataset to read (JSONL, one conversation per line).
+    #[arg(value_name = "IN")]
+    input: PathBuf,
+    /// The dataset to write (may be IN itself).
+    #[arg(long, value_name = "OUT")]
+    out: PathBuf,
+    /// Task probes per conversation [default: 1].
+    #[arg(long, value_name = "N")]
+    max_task: Option<usize>,
+    /// Artifact probes per conversation [default: 6].
+    #[arg(long, value_name = "N")]
+    max_artifact: Option<usize>,
+    /// Recall probes per conversation [default: 6].
+    #[arg(long, value_name = "N")]
+    max_recall: Option<usize>,
+    /// Continuation probes per conversation [default: 2].
+    #[arg(long, value_name = "N")]
+    max_continuation: Option<usize>,
+    /// Gold probes per conversation [default: 8].
+    #[arg(long, value_name = "N")]
+    max_gold: Option<usize>,
+    /// Facts per probe [default: 4].
+    #[arg(long, value_name = "N")]
+    max_facts: Option<usize>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    match args.command {
+        Command::Derive(a) => derive(a),
+    }
+}
+
+fn derive(args: DeriveArgs) -> anyhow::Result<u8> {
+    let d = DeriveParams::default();
+    let params = DeriveParams {
+        max_task: args.max_task.unwrap_or(d.max_task),
+        max_artifact: args.max_artifact.unwrap_or(d.max_artifact),
+        max_recall: args.max_recall.unwrap_or(d.max_recall),
+        max_continuation: args.max_continuation.unwrap_or(d.max_continuation),
+        max_gold: args.max_gold.unwrap_or(d.max_gold),
+        max_facts: args.max_facts.unwrap_or(d.max_facts),
+    };
+    let ds = dataset::load_file(&args.input, &LoadOptions::default());
+    for e in &ds.problems {
+        eprintln!("{e}");
+    }
+    let mut conversations = ds.conversations;
+    let mut added = 0usize;
+    let mut without = Vec::new();
+    for conv in &mut conversations {
+        let n = probes::replace_derived(conv, &params);
+        added += n;
+        if n == 0 && probes::uses_tools(conv) {
+            without.push(conv.id.clone());
+        }
+    }
+    if let Some(dir) = args.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let file = std::fs::File::create(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+    let mut out = BufWriter::new(file);
+    for conv in &conversations {
+        serde_json::to_writer(&mut out, conv).context("serializing a conversation")?;
+        out.write_all(b"\n").with_context(|| format!("writing {}", args.out.display()))?;
+    }
+    out.flush().with_context(|| format!("writing {}", args.out.display()))?;
+    let kinds = probes::count_by_kind(
+        conversations.iter().flat_map(|c| &c.probes).filter(|p| p.id.starts_with(probes::DERIVED_PREFIX)),
+    );
+    let by_kind: Vec<String> = kinds.iter().map(|(k, n)| format!("{} {n}", k.as_str())).collect();
+    println!(
+        "{}: {} conversations, {added} derived probes ({})",
+        args.out.display(),
+        conversations.len(),
+        by_kind.join(", ")
+    );
+    if !without.is_empty() {
+        eprintln!("no probe could be derived for {} tool-using conversations: {}", without.len(), without.join(", "));
+    }
+    Ok(if ds.problems.is_empty() { crate::exit::OK } else { crate::exit::USAGE })
+}
