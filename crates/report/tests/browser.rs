@@ -71,6 +71,8 @@ struct Browser {
     /// Every event received so far, in order.
     events: Vec<Value>,
     deadline: Instant,
+    /// Chromium's stderr, quoted when it stops answering.
+    log: PathBuf,
 }
 
 impl Browser {
@@ -126,7 +128,15 @@ impl Browser {
                 }
             }
         });
-        Browser { child, commands, messages: rx, next_id: 0, events: Vec::new(), deadline: Instant::now() + DEADLINE }
+        Browser {
+            child,
+            commands,
+            messages: rx,
+            next_id: 0,
+            events: Vec::new(),
+            deadline: Instant::now() + DEADLINE,
+            log: log.to_path_buf(),
+        }
     }
 
     fn next_message(&mut self, until: Instant) -> Option<Value> {
@@ -134,7 +144,10 @@ impl Browser {
         match self.messages.recv_timeout(wait) {
             Ok(v) => Some(v),
             Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => panic!("chromium closed the DevTools pipe"),
+            Err(RecvTimeoutError::Disconnected) => {
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                panic!("chromium closed the DevTools pipe; its log:\n{log}")
+            }
         }
     }
 
