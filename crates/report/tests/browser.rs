@@ -428,7 +428,8 @@ fn the_report_opens_in_chromium_with_no_errors_no_requests_and_no_injected_code(
     let _ = std::fs::remove_dir_all(&root);
 }
 
-/// A real run's report, named by `COMPACTBENCH_REPORT_DIR` (CI points it at the gate's run):
+/// A real run's report, named by `COMPACTBENCH_REPORT_DIR` (absolute, or relative to the workspace
+/// root; CI points it at the gate's run):
 /// it must open as cleanly as the adversarial one. Without the variable there is nothing to
 /// check.
 #[test]
@@ -437,6 +438,8 @@ fn the_run_folder_named_by_the_environment_opens_cleanly() {
         eprintln!("skipped: set COMPACTBENCH_REPORT_DIR to a run folder to open its report.html");
         return;
     };
+    // A relative path is taken from the workspace root (tests run in the crate's folder).
+    let dir = if dir.is_relative() { Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join(dir) } else { dir };
     let Some(chromium) = chromium_or_skip() else { return };
     let data = runner::run::RunData::read(&dir).expect("COMPACTBENCH_REPORT_DIR is a run folder");
     let scratch = common::temp_dir("browser-run");
