@@ -37,6 +37,14 @@ test-llm:
 setup-browser:
     command -v chromium >/dev/null 2>&1 || (apt-get update && apt-get install -y chromium) || (sudo apt-get update && sudo apt-get install -y chromium)
 
+# Import ../shared/corpora (with derived probes) into target/corpora/, then run experiments/corpora.toml.
+corpora *ARGS:
+    bash scripts/corpora.sh run {{ARGS}}
+
+# The CI slice of the corpora experiment (experiments/ci-corpora.toml); skips when ../shared/corpora is absent.
+corpora-ci *ARGS:
+    bash scripts/corpora.sh ci {{ARGS}}
+
 # Re-render report.html of a run folder.
 report DIR:
     cargo run --release -p compactbench -- report {{DIR}}

@@ -104,3 +104,21 @@ fn every_corpus_file_imports_and_validates() {
     println!("all: {conversations} conversations: {total}");
     println!("derived probes by kind: {kinds:?}");
 }
+
+#[test]
+fn the_corpora_experiments_run_every_strategy_and_the_recorded_reference() {
+    use runner::experiment::Experiment;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+    let mut want: Vec<&str> = compaction::strategies::NAMES.to_vec();
+    want.extend(compaction::strategies::REFERENCE_NAMES);
+    want.sort_unstable();
+    for file in ["corpora.toml", "ci-corpora.toml"] {
+        let exp = Experiment::load(&root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let mut names: Vec<&str> = exp.configurations.iter().map(|c| c.strategy.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names, want, "{file}");
+        assert!(exp.datasets.iter().all(|d| d.starts_with("../target/corpora")), "{file}: imported datasets only");
+        assert!(exp.windows.contains(&128_000), "{file}: the window where the strategies meet the recorded cuts");
+    }
+}
