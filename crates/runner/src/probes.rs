@@ -536,7 +536,7 @@ impl<'a> Deriver<'a> {
                 found.push((mentions, i * 1_000_000 + pos, token, format!("What {what} did the user give{hint}?")));
             }
         }
-        found.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        found.sort_by_key(|f| (f.0, f.1));
         found
             .into_iter()
             .map(|(_, at, token, question)| Candidate {
@@ -640,7 +640,7 @@ const STOPWORDS: &[&str] = &[
 fn term_score(token: &str, sentence_start: bool) -> u8 {
     let t = token;
     let n = t.chars().count();
-    if n < 2 || n > 80 || t.contains("://") {
+    if !(2..=80).contains(&n) || t.contains("://") {
         return 0;
     }
     let letters = t.chars().filter(|c| c.is_alphabetic()).count();

@@ -3,6 +3,9 @@
 //! conversation that uses tools. Skipped, with the reason printed, when the corpora folder is
 //! absent.
 
+// The test prints why it skips, and the repair counts it found.
+#![allow(clippy::print_stdout)]
+
 use std::path::{Path, PathBuf};
 
 use compaction::ProbeKind;

@@ -90,7 +90,7 @@ fn check(format: Format, input: &Path) -> Vec<String> {
     for e in &strict.errors {
         let _ = writeln!(report, "  {e}");
     }
-    let stem = input.with_file_name(&key.rsplit('/').next().unwrap_or(&key).to_string());
+    let stem = input.with_file_name(key.rsplit('/').next().unwrap_or(&key));
     let stem = stem.to_string_lossy();
     problems.extend(expect(Path::new(&format!("{stem}.expected.jsonl")), &jsonl));
     problems.extend(expect(Path::new(&format!("{stem}.strict.txt")), &report));

@@ -3,6 +3,9 @@
 //! history without the recorded summary. On an imported Claude Code session when the corpora
 //! are present.
 
+// The test prints why it skips.
+#![allow(clippy::print_stdout)]
+
 use compaction::{Conversation, Encoding, Message, Probe, ProbeKind, StrategyConfig, ToolCall};
 use runner::judge::OfflineJudge;
 use runner::record::{FoundIn, PairMetrics};

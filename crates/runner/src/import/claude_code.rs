@@ -210,10 +210,8 @@ pub(crate) fn parse(source: &str, file: &FileCtx) -> Vec<Result<Draft, Located>>
                         st.delivered.push(q);
                     }
                 }
-                Some("dequeue") => {
-                    if !st.queued.is_empty() {
-                        st.queued.remove(0);
-                    }
+                Some("dequeue") if !st.queued.is_empty() => {
+                    st.queued.remove(0);
                 }
                 Some("popAll") | Some("clear") => st.queued.clear(),
                 _ => {}

@@ -92,12 +92,10 @@ pub(crate) fn message(m: &Value, at: &At, legacy: &mut Legacy) -> Result<Sourced
         "assistant" => {
             let mut msg = Message::assistant(content);
             let mut calls_at = Vec::new();
-            if let Some(calls) = m.get("tool_calls").and_then(json::maybe_embedded) {
-                if let Value::Array(calls) = calls {
-                    for (j, c) in calls.iter().enumerate() {
-                        msg.tool_calls.push(tool_call(c));
-                        calls_at.push(at.key("tool_calls").at(j));
-                    }
+            if let Some(Value::Array(calls)) = m.get("tool_calls").and_then(json::maybe_embedded) {
+                for (j, c) in calls.iter().enumerate() {
+                    msg.tool_calls.push(tool_call(c));
+                    calls_at.push(at.key("tool_calls").at(j));
                 }
             }
             if let Some(fc) = m.get("function_call").filter(|v| v.is_object()) {
