@@ -14,5 +14,11 @@ use criterion::{criterion_group, criterion_main};
 
 mod topics;
 
-criterion_group!(benches, topics::tokens::bench, topics::strategies::bench,);
+criterion_group!(
+    benches,
+    topics::tokens::bench,
+    topics::strategies::bench,
+    topics::replay::bench,
+    topics::experiment::bench
+);
 criterion_main!(benches);

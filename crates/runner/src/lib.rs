@@ -2,16 +2,16 @@
 //! summarize and judge offline, run experiment matrices and keep a resumable result log.
 
 pub mod dataset;
-pub mod judge;
 pub mod experiment;
 pub mod import;
-pub mod probes;
+pub mod judge;
 pub mod llm_judge;
 pub mod llm_prompts;
 pub mod llm_setup;
 pub mod llm_summarize;
+pub mod probes;
 pub mod record;
 pub mod replay;
+pub mod run;
 pub mod summarize;
 pub mod synth;
-pub mod run;
