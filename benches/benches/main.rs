@@ -10,6 +10,8 @@
 //! measurement times, so the whole suite fits a two-core machine. `benches/RESULTS.md` records
 //! the figures and how they compare with the targets.
 
+#![allow(clippy::print_stderr)] // a bench that cannot load its input says so and the others go on
+
 use criterion::{criterion_group, criterion_main};
 
 mod topics;

@@ -7,6 +7,8 @@
 //! against a real server and real output: odd formatting, verdicts that do not parse (kept raw,
 //! unscored), real latency, and a rerun from the cache alone with identical outputs.
 
+#![allow(clippy::print_stderr)] // a skipped model test says why
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;

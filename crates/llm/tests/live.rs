@@ -11,6 +11,8 @@
 //!
 //! Without them each test prints why it skipped and passes. The calls are tiny (a few tokens).
 
+#![allow(clippy::print_stderr)] // a skipped live test says why
+
 use std::sync::Arc;
 
 use llm::cache::{CacheMode, ResponseCache};
