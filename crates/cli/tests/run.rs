@@ -238,3 +238,29 @@ fn the_default_out_folder_is_under_reports_and_printed() {
     assert!(folder.starts_with("reports/cli-run-") || folder.starts_with("reports\\cli-run-"), "{folder}");
     assert!(dir.join(folder).join("summary.csv").is_file());
 }
+
+#[test]
+fn outside_a_checkout_run_uses_the_built_in_default_experiment_with_the_same_results() {
+    let dir = temp_dir("built-in-default");
+    // A slice of the default experiment keeps the test short; the slice is the same pairs in both runs.
+    let out = compactbench(&["run", "--shard", "1/48", "--out", "built-in"], &dir);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("built-in default experiment"), "{}", out.stderr);
+    let manifest = fs::read_to_string(dir.join("built-in/run.json")).expect("run.json");
+    assert!(manifest.contains("\"default\""), "{manifest}");
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let checkout = dir.join("checkout");
+    let out = compactbench(
+        &["run", "--config", "experiments/default.toml", "--shard", "1/48", "--out", checkout.to_str().expect("utf-8")],
+        &root,
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!fs::read_to_string(dir.join("built-in/results.csv"))
+        .expect("csv")
+        .lines()
+        .nth(1)
+        .unwrap_or("")
+        .is_empty());
+    assert_same_csvs(&dir.join("built-in"), &checkout);
+}

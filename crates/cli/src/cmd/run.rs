@@ -23,11 +23,62 @@ use runner::run::{self, Engine, Plan, Progress, Provenance, RunData, RunOptions,
 
 use crate::exit;
 
+/// The experiment `run` reads when `--config` is not given.
+const DEFAULT_CONFIG: &str = "experiments/default.toml";
+/// The same file, built into the binary for runs started outside a checkout.
+const EMBEDDED_DEFAULT: &str = include_str!("../../../../experiments/default.toml");
+/// The price table beside it, which the default experiment's `price` key reads.
+const EMBEDDED_PRICES: &str = include_str!("../../../../experiments/prices.toml");
+/// The seed and size of the shipped synthetic datasets (`datasets/synthetic/README.md`).
+const SHIPPED_SEED: u64 = 42;
+const SHIPPED_PER_FAMILY: usize = 3;
+
+/// `experiments/default.toml` when the working directory has it (a checkout); otherwise the
+/// embedded copy, written with the datasets it names into a folder under the system's temp
+/// directory. The datasets are generated from the seed the shipped ones use, which gives the
+/// same bytes (a test in the runner checks the committed files against the generator), so
+/// the run is the same as in a checkout without embedding megabytes of JSONL.
+fn default_experiment() -> anyhow::Result<PathBuf> {
+    use anyhow::Context as _;
+    let local = PathBuf::from(DEFAULT_CONFIG);
+    if local.is_file() {
+        return Ok(local);
+    }
+    let root = std::env::temp_dir().join(format!("compactbench-default-{}", env!("CARGO_PKG_VERSION")));
+    let config = root.join(DEFAULT_CONFIG);
+    let datasets = root.join("datasets").join("synthetic");
+    std::fs::create_dir_all(config.parent().unwrap_or(&root))
+        .and_then(|()| std::fs::create_dir_all(&datasets))
+        .with_context(|| format!("creating {}", root.display()))?;
+    write_if_changed(&config, EMBEDDED_DEFAULT.as_bytes())?;
+    write_if_changed(&config.with_file_name("prices.toml"), EMBEDDED_PRICES.as_bytes())?;
+    for family in runner::synth::Family::ALL {
+        let conversations = runner::synth::generate_family(SHIPPED_SEED, family, SHIPPED_PER_FAMILY);
+        let text = runner::synth::to_jsonl(&conversations).context("serializing the synthetic datasets")?;
+        write_if_changed(&datasets.join(format!("{}.jsonl", family.name())), text.as_bytes())?;
+    }
+    eprintln!("note: no {DEFAULT_CONFIG} here; running the built-in default experiment from {}", config.display());
+    Ok(config)
+}
+
+fn write_if_changed(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(());
+    }
+    // Write then rename, so a run started at the same moment never reads half a file.
+    let partial = path.with_extension(format!("partial-{}", std::process::id()));
+    std::fs::write(&partial, bytes)
+        .and_then(|()| std::fs::rename(&partial, path))
+        .with_context(|| format!("writing {}", path.display()))
+}
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The experiment file (TOML; its keys are described in experiments/README.md).
-    #[arg(long, value_name = "FILE", default_value = "experiments/default.toml")]
-    config: PathBuf,
+    /// The experiment file (TOML; its keys are described in experiments/README.md)
+    /// [default: experiments/default.toml, or the embedded copy of it outside a checkout].
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// The run folder [default: reports/<experiment name>-<UTC time>/].
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -45,7 +96,11 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let started = Instant::now();
     let now = SystemTime::now();
-    let experiment = match Experiment::load(&args.config) {
+    let config = match args.config {
+        Some(path) => path,
+        None => default_experiment()?,
+    };
+    let experiment = match Experiment::load(&config) {
         Ok(e) => e,
         Err(e) => {
             eprintln!("error: {e}");
