@@ -61,3 +61,8 @@ baseline:
     cargo run --release -p compactbench -- run --config experiments/ci.toml --out target/ci-baseline-run
     mkdir -p reports/baseline
     cp target/ci-baseline-run/summary.csv reports/baseline/summary.csv
+
+# Rewrite the generated parameter tables in experiments/README.md from the strategy catalog.
+docs:
+    cargo run -q -p compactbench -- strategies --markdown > target/strategies.md
+    python3 scripts/splice.py experiments/README.md strategies target/strategies.md

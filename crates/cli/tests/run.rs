@@ -264,3 +264,47 @@ fn outside_a_checkout_run_uses_the_built_in_default_experiment_with_the_same_res
         .is_empty());
     assert_same_csvs(&dir.join("built-in"), &checkout);
 }
+
+#[test]
+fn a_real_kill_mid_run_then_resume_gives_the_same_csvs() {
+    // A run slow enough to be caught mid-way: long synthetic sessions, one worker.
+    let dir = temp_dir("real-kill");
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/synthetic/data.jsonl");
+    let experiment = format!(
+        "name = \"kill\"\ndatasets = [{:?}]\nwindows = [32000]\nseed = 3\n\n[[strategy]]\nname = \"keep-last-n\"\n\n[[strategy]]\nname = \"cut-point\"\n",
+        data.to_str().expect("a UTF-8 path")
+    );
+    fs::write(dir.join("exp.toml"), experiment).expect("experiment");
+    let whole = compactbench(&["run", "--config", "exp.toml", "--out", "whole", "--jobs", "1"], &dir);
+    assert_eq!(whole.code, 0, "{}", whole.stderr);
+    let total = fs::read_to_string(dir.join("whole/results.jsonl")).expect("log").lines().count();
+    assert!(total >= 4, "{total} pairs");
+
+    let mut child = Command::new(BIN)
+        .args(["run", "--config", "exp.toml", "--out", "killed", "--jobs", "1"])
+        .current_dir(&dir)
+        .env_remove("CI")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the binary starts");
+    let log = dir.join("killed/results.jsonl");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    // Whole lines only: the kill may cut the last one.
+    let lines = || fs::read_to_string(&log).map(|t| t.matches('\n').count()).unwrap_or(0);
+    while lines() < 1 {
+        assert!(child.try_wait().expect("wait").is_none(), "the run ended before it could be killed");
+        assert!(std::time::Instant::now() < deadline, "no pair finished in time");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    let kept = lines();
+    assert!(kept < total, "killed after {kept} of {total} pairs: the kill came too late to test anything");
+    assert!(!dir.join("killed/summary.csv").exists(), "a killed run wrote no views");
+
+    let out = compactbench(&["run", "--config", "exp.toml", "--out", "killed", "--resume", "--jobs", "1"], &dir);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains(&format!("{kept} resumed")), "{}", out.stdout);
+    assert_same_csvs(&dir.join("whole"), &dir.join("killed"));
+}

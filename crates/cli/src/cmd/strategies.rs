@@ -1,16 +1,26 @@
-//! `compactbench strategies [--json]`.
+//! `compactbench strategies [--json | --markdown]`.
+
+use std::fmt::Write as _;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Print JSON: an array of {name, source, summary, params}.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "markdown")]
     json: bool,
+    /// Print Markdown: a table of parameters per strategy (the section of experiments/README.md
+    /// between its `strategies:begin` and `strategies:end` markers is this output).
+    #[arg(long)]
+    markdown: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let catalog = compaction::catalog();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&catalog)?);
+        return Ok(crate::exit::OK);
+    }
+    if args.markdown {
+        print!("{}", markdown(&catalog));
         return Ok(crate::exit::OK);
     }
     for s in &catalog {
@@ -22,4 +32,30 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         println!();
     }
     Ok(crate::exit::OK)
+}
+
+/// The catalog as Markdown: a heading and a parameter table per strategy.
+fn markdown(catalog: &[compaction::StrategyInfo]) -> String {
+    let mut out = String::new();
+    for s in catalog {
+        let _ = writeln!(out, "#### `{}`\n", s.name);
+        let source = if s.source == "baseline" { "a baseline".to_string() } else { format!("seed `{}`", s.source) };
+        let _ = writeln!(out, "{} ({source})\n", s.summary.trim());
+        if s.params.is_empty() {
+            let _ = writeln!(out, "No parameters.\n");
+            continue;
+        }
+        let _ = writeln!(out, "| parameter | type | default | meaning |");
+        let _ = writeln!(out, "| --- | --- | --- | --- |");
+        for p in &s.params {
+            let _ = writeln!(out, "| `{}` | {} | `{}` | {} |", p.name, cell(&p.ty), p.default, cell(&p.meaning));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Text made safe for one Markdown table cell.
+fn cell(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ").replace('|', "\\|")
 }
