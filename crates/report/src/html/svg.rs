@@ -92,7 +92,7 @@ pub(crate) fn frontier(points: &[ParetoPoint]) -> Vec<usize> {
 }
 
 /// A scatter of retention against a cost axis, with confidence bars and the frontier as a
-/// dashed step line.
+/// dashed step line that continues level from its last point to the right edge.
 pub(crate) fn pareto_chart(x_label: &str, x_fmt: fn(f64) -> String, points: &[ParetoPoint]) -> String {
     let (w, h) = (640.0, 380.0);
     let (left, right, top, bottom) = (58.0, 18.0, 14.0, 46.0);
@@ -146,7 +146,7 @@ pub(crate) fn pareto_chart(x_label: &str, x_fmt: fn(f64) -> String, points: &[Pa
         px((top + h - bottom) / 2.0)
     ));
     let front = frontier(points);
-    if front.len() > 1 {
+    if !front.is_empty() {
         let mut d = String::new();
         for (k, &i) in front.iter().enumerate() {
             let (x, y) = (xs.at(points[i].x), ys.at(points[i].y));
@@ -157,6 +157,9 @@ pub(crate) fn pareto_chart(x_label: &str, x_fmt: fn(f64) -> String, points: &[Pa
                 d.push_str(&format!(" H{} V{}", px(x), px(y)));
             }
         }
+        // Past its last point the frontier stays level to the chart's edge: paying more buys
+        // no more retention. So a frontier of one point is drawn too.
+        d.push_str(&format!(" H{}", px(w - right)));
         s.push_str(&format!(r#"<path class="frontier" d="{d}"><title>Pareto frontier</title></path>"#));
     }
     for (i, p) in points.iter().enumerate() {

@@ -322,10 +322,11 @@ fn both_pareto_charts_draw_the_frontier_and_the_page_shows_kinds_and_markers() {
     assert_eq!(charts.len(), 2, "cost and tokens kept");
     for chart in &charts {
         assert_eq!(chart.matches("<path class=\"frontier\" d=\"M").count(), 1, "a frontier path: {chart}");
-        // Two points on it: a move and one step (a horizontal then a vertical segment).
+        // Two points on it: a move, one step (a horizontal then a vertical segment), and the
+        // level line to the edge.
         let d = &chart[chart.find(" d=\"").expect("d") + 4..];
         let d = &d[..d.find('"').expect("end of d")];
-        assert_eq!(d.matches(" H").count(), 1, "{d}");
+        assert_eq!((d.matches(" H").count(), d.matches(" V").count()), (2, 1), "{d}");
     }
     // Retention by probe kind: a heat cell per kind and the mean, per configuration.
     let kinds = &html[html.find("id=\"kinds-table\"").expect("kinds table")..];
