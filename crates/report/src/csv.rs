@@ -562,4 +562,23 @@ mod tests {
         write_rows::<_, CompactionRow>(&mut out, &COMPACTIONS_HEADER, &[]).expect("writes");
         assert_eq!(String::from_utf8(out).expect("utf-8"), format!("{}\n", COMPACTIONS_HEADER.join(",")));
     }
+
+    #[test]
+    fn probe_spread_and_repeats_come_from_the_llm_detail_and_default_for_the_offline_judge() {
+        let probe = |llm: Option<serde_json::Value>| runner::record::ProbeScore {
+            probe_id: "p".into(),
+            kind: compaction::ProbeKind::Recall,
+            asked_at: 1,
+            at_risk: false,
+            score: 0.5,
+            facts: vec![FoundIn::Verbatim],
+            judge: "j".into(),
+            llm,
+        };
+        assert_eq!((score_spread(&probe(None)), scored_repeats(&probe(None))), (Some(0.0), Some(1)));
+        let llm = probe(Some(serde_json::json!({"scored": true, "repeats": 3, "scored_repeats": 2, "spread": 0.25})));
+        assert_eq!((score_spread(&llm), scored_repeats(&llm)), (Some(0.25), Some(2)));
+        let unscored = probe(Some(serde_json::json!({"scored": false, "error": "answer: timeout"})));
+        assert_eq!((score_spread(&unscored), scored_repeats(&unscored)), (None, Some(0)));
+    }
 }
