@@ -430,7 +430,7 @@ fn every_pair_lists_its_first_and_last_compactions_and_the_page_says_what_it_lef
     let mut small = template.clone();
     small.conversation_id = "conv-small".into();
     if let PairOutcome::Ok(m) = &mut small.outcome {
-        m.compaction_events = (0..2 as u32).map(|c| event(100 + c)).collect();
+        m.compaction_events = (0..2_u32).map(|c| event(100 + c)).collect();
     }
     data.records.push(small);
     let html = render(&data, &ProbeTexts::default());
