@@ -22,7 +22,8 @@
 //! the baseline has and the current run no longer reports (an empty cell) regresses too.
 //!
 //! Every other numeric column that changed (compression ratio, cache-hit rate, peak tokens,
-//! ...) is listed as information. The library returns the verdict and a markdown table; the
+//! at-risk retention per kind, ...) is listed as information, when both files have it: a
+//! baseline written before a column existed still gates, and that column is not compared. The library returns the verdict and a markdown table; the
 //! command prints it and picks the exit code.
 //!
 //! ```
