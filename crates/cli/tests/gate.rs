@@ -331,3 +331,73 @@ fn report_re_renders_the_page_of_a_run_folder() {
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("run.json"), "{}", out.stderr);
 }
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+/// Run `plan` into `out` with the offline summarizer and judge, and write the CSVs.
+fn run_plan(plan: &Plan, out: &Path) -> RunData {
+    let summarizer = OfflineSummarizer::new();
+    let options = RunOptions { out: out.to_path_buf(), resume: false, jobs: Some(2), shard: None };
+    let provenance = Provenance { tool_version: "test".into(), git_commit: None, started_at: "t".into() };
+    let data =
+        run::run(plan, &Engine::new(&summarizer, &OfflineJudge), &options, &provenance, &|_| {}).expect("the run runs");
+    report::write_outputs(out, &data).expect("outputs written");
+    data
+}
+
+/// A real information loss fails the gate: the project's gate experiment (`experiments/ci.toml`,
+/// its `keep-last-n` configuration over the synthetic conversations) against the same slice run
+/// with `keep-last-n` damaged, written under the baseline configuration's `config_id` as a
+/// broken change to the strategy would be: 2 recent messages kept instead of the document's 10,
+/// and summaries capped at 60 tokens instead of 1,000. (Fewer recent messages alone loses
+/// little: the offline summaries carry the facts, and retention stays inside the baseline's
+/// interval.)
+#[test]
+fn a_damaged_strategy_that_loses_information_fails_the_gate() {
+    let ci_path = Path::new(ROOT).join("experiments/ci.toml");
+    let mut ci = Experiment::load(&ci_path).expect("experiments/ci.toml is valid");
+    ci.configurations.retain(|c| c.strategy == "keep-last-n");
+    assert_eq!(ci.configurations.len(), 1, "the gate experiment runs keep-last-n once");
+    let config_id = ci.configurations[0].config_id.clone();
+
+    // The same experiment text with keep-last-n damaged.
+    let text = std::fs::read_to_string(&ci_path).expect("readable");
+    let head = &text[..text.find("[[strategy]]").expect("a strategy table")];
+    let damaged_text =
+        format!("{head}[[strategy]]\nname = \"keep-last-n\"\nrecent_messages_to_keep = 2\nsummary_max_tokens = 60\n");
+    let mut damaged = Experiment::parse(&damaged_text, &ci_path).expect("the damaged experiment is valid");
+    assert_ne!(damaged.configurations[0].resolved, ci.configurations[0].resolved, "the damage changes the strategy");
+    damaged.configurations[0].config_id = config_id.clone();
+
+    let base_plan = Plan::load(ci, &runner::dataset::LoadOptions::default()).expect("the synthetic datasets load");
+    assert!(base_plan.conversations.len() >= 10, "the slice has the synthetic conversations");
+    let damaged_plan = Plan::from_conversations(damaged, base_plan.conversations.clone(), Vec::new());
+    let dir = temp_dir("damaged");
+    let (base_dir, damaged_dir) = (dir.join("baseline"), dir.join("damaged"));
+    run_plan(&base_plan, &base_dir);
+    run_plan(&damaged_plan, &damaged_dir);
+
+    let args = |current: &Path| {
+        let (b, c) = (base_dir.join("summary.csv"), current.join("summary.csv"));
+        vec![
+            "gate".to_string(),
+            "--baseline".into(),
+            b.display().to_string(),
+            "--current".into(),
+            c.display().to_string(),
+        ]
+    };
+    let run_gate = |current: &Path| {
+        let a = args(current);
+        compactbench(&a.iter().map(String::as_str).collect::<Vec<_>>(), &[])
+    };
+    // The undamaged slice reproduces its baseline exactly.
+    let same = run_gate(&base_dir);
+    assert_eq!(same.code, 0, "{}{}", same.stdout, same.stderr);
+    // The damaged one loses facts: retention falls below the baseline's interval.
+    let out = run_gate(&damaged_dir);
+    assert_eq!(out.code, 1, "the gate must fail:\n{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains(&format!("regression: {config_id} retention")), "{}", out.stderr);
+    assert!(out.stdout.contains(&format!("| {config_id} | retention |")), "{}", out.stdout);
+    let _ = std::fs::remove_dir_all(&dir);
+}

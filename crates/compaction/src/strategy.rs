@@ -230,6 +230,12 @@ pub trait Strategy: Send + Sync {
     }
     /// The estimate above which the strategy compacts proactively (`None`: never).
     fn threshold(&self, ctx: &Context, budget: &Budget) -> Option<u64>;
+    /// Every trigger threshold the strategy checks, each with a short label, lowest first
+    /// (what a report draws as lines). Default: the one [`Strategy::threshold`], labelled
+    /// `trigger`; a strategy with several staged thresholds lists each.
+    fn thresholds(&self, ctx: &Context, budget: &Budget) -> Vec<(&'static str, u64)> {
+        self.threshold(ctx, budget).map(|t| ("trigger", t)).into_iter().collect()
+    }
     /// The strategy's proactive trigger.
     fn should_compact(&self, ctx: &Context, budget: &Budget) -> bool {
         self.threshold(ctx, budget).is_some_and(|t| self.estimate(ctx) > t)

@@ -17,7 +17,7 @@ use crate::summary::ConfigSummary;
 use crate::ReportError;
 
 /// Columns of `results.csv`.
-pub const RESULTS_HEADER: [&str; 25] = [
+pub const RESULTS_HEADER: [&str; 27] = [
     "conversation_id",
     "dataset",
     "strategy",
@@ -43,10 +43,12 @@ pub const RESULTS_HEADER: [&str; 25] = [
     "retention",
     "at_risk_probes",
     "at_risk_retention",
+    "cache_hit_rate",
+    "judge",
 ];
 
 /// Columns of `summary.csv`.
-pub const SUMMARY_HEADER: [&str; 26] = [
+pub const SUMMARY_HEADER: [&str; 32] = [
     "config_id",
     "strategy",
     "params",
@@ -73,10 +75,16 @@ pub const SUMMARY_HEADER: [&str; 26] = [
     "peak_tokens_max",
     "cost_usd_mean",
     "cache_hit_rate",
+    "at_risk_retention_task",
+    "at_risk_retention_recall",
+    "at_risk_retention_artifact",
+    "at_risk_retention_decision",
+    "at_risk_retention_continuation",
+    "judge",
 ];
 
 /// Columns of `probes.csv`.
-pub const PROBES_HEADER: [&str; 14] = [
+pub const PROBES_HEADER: [&str; 16] = [
     "conversation_id",
     "dataset",
     "config_id",
@@ -91,6 +99,8 @@ pub const PROBES_HEADER: [&str; 14] = [
     "facts_total",
     "found_in",
     "judge",
+    "score_spread",
+    "scored_repeats",
 ];
 
 /// Columns of `compactions.csv`.
@@ -173,6 +183,11 @@ pub struct ResultRow {
     pub at_risk_probes: Option<u64>,
     #[serde(serialize_with = "ratio6")]
     pub at_risk_retention: Option<f64>,
+    /// Cached request tokens / request tokens; empty with no request tokens.
+    #[serde(serialize_with = "ratio6")]
+    pub cache_hit_rate: Option<f64>,
+    /// The judge that scored the pair's probes.
+    pub judge: String,
 }
 
 impl ResultRow {
@@ -184,6 +199,7 @@ impl ResultRow {
             config_id: r.config_id.clone(),
             params: canonical_json(&r.params),
             window: (r.window > 0).then_some(r.window),
+            judge: r.judge.clone(),
             ..ResultRow::default()
         };
         match &r.outcome {
@@ -210,6 +226,7 @@ impl ResultRow {
                 row.retention = m.retention;
                 row.at_risk_probes = Some(m.probes.iter().filter(|p| p.at_risk).count() as u64);
                 row.at_risk_retention = m.at_risk_retention;
+                row.cache_hit_rate = (m.input_tokens > 0).then(|| m.cached_tokens as f64 / m.input_tokens as f64);
             }
         }
         row
@@ -262,11 +279,25 @@ pub struct SummaryRow {
     pub cost_usd_mean: Option<f64>,
     #[serde(serialize_with = "ratio6")]
     pub cache_hit_rate: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub at_risk_retention_task: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub at_risk_retention_recall: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub at_risk_retention_artifact: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub at_risk_retention_decision: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub at_risk_retention_continuation: Option<f64>,
+    /// The judges that scored the configuration's pairs, `;`-separated.
+    pub judge: String,
 }
 
 impl SummaryRow {
     pub fn from_summary(s: &ConfigSummary) -> SummaryRow {
         let [task, recall, artifact, decision, continuation] = s.retention_by_kind;
+        let [at_risk_task, at_risk_recall, at_risk_artifact, at_risk_decision, at_risk_continuation] =
+            s.at_risk_retention_by_kind;
         SummaryRow {
             config_id: s.config.config_id.clone(),
             strategy: s.config.strategy.clone(),
@@ -294,6 +325,12 @@ impl SummaryRow {
             peak_tokens_max: s.peak_tokens_max,
             cost_usd_mean: s.cost_usd_mean,
             cache_hit_rate: s.cache_hit_rate,
+            at_risk_retention_task: at_risk_task,
+            at_risk_retention_recall: at_risk_recall,
+            at_risk_retention_artifact: at_risk_artifact,
+            at_risk_retention_decision: at_risk_decision,
+            at_risk_retention_continuation: at_risk_continuation,
+            judge: s.judge.clone(),
         }
     }
 }
@@ -317,6 +354,12 @@ pub struct ProbeRow {
     /// Where each fact was found, `;`-separated, in the probe's fact order.
     pub found_in: String,
     pub judge: String,
+    /// The LLM judge's standard deviation over its parsed repeats; 0 for the offline judge
+    /// (one deterministic score); empty when no verdict parsed.
+    #[serde(serialize_with = "ratio6")]
+    pub score_spread: Option<f64>,
+    /// Repeats whose verdict parsed; 1 for the offline judge.
+    pub scored_repeats: Option<u64>,
 }
 
 /// A row of `compactions.csv`: one compaction event with its summary text.
@@ -383,6 +426,24 @@ fn found_in_str(f: FoundIn) -> &'static str {
     }
 }
 
+/// The spread of a probe's score over the judge's repeats: the LLM judge's recorded standard
+/// deviation, 0 for a judge without repeats (no `llm` detail).
+fn score_spread(p: &runner::record::ProbeScore) -> Option<f64> {
+    match &p.llm {
+        None => Some(0.0),
+        Some(detail) => detail.get("spread").and_then(serde_json::Value::as_f64),
+    }
+}
+
+/// Repeats whose verdict parsed: the LLM judge's count, 1 for a judge without repeats.
+fn scored_repeats(p: &runner::record::ProbeScore) -> Option<u64> {
+    match &p.llm {
+        None => Some(1),
+        // No count recorded: the answer itself failed, so no verdict was graded.
+        Some(detail) => Some(detail.get("scored_repeats").and_then(serde_json::Value::as_u64).unwrap_or(0)),
+    }
+}
+
 /// The rows of `results.csv`, in record order.
 pub fn result_rows(records: &[PairRecord]) -> Vec<ResultRow> {
     records.iter().map(ResultRow::from_record).collect()
@@ -410,6 +471,8 @@ pub fn probe_rows(records: &[PairRecord]) -> Vec<ProbeRow> {
                 facts_total: p.facts.len(),
                 found_in: p.facts.iter().map(|f| found_in_str(*f)).collect::<Vec<_>>().join(";"),
                 judge: p.judge.clone(),
+                score_spread: score_spread(p),
+                scored_repeats: scored_repeats(p),
             });
         }
     }
@@ -498,5 +561,24 @@ mod tests {
         let mut out = Vec::new();
         write_rows::<_, CompactionRow>(&mut out, &COMPACTIONS_HEADER, &[]).expect("writes");
         assert_eq!(String::from_utf8(out).expect("utf-8"), format!("{}\n", COMPACTIONS_HEADER.join(",")));
+    }
+
+    #[test]
+    fn probe_spread_and_repeats_come_from_the_llm_detail_and_default_for_the_offline_judge() {
+        let probe = |llm: Option<serde_json::Value>| runner::record::ProbeScore {
+            probe_id: "p".into(),
+            kind: compaction::ProbeKind::Recall,
+            asked_at: 1,
+            at_risk: false,
+            score: 0.5,
+            facts: vec![FoundIn::Verbatim],
+            judge: "j".into(),
+            llm,
+        };
+        assert_eq!((score_spread(&probe(None)), scored_repeats(&probe(None))), (Some(0.0), Some(1)));
+        let llm = probe(Some(serde_json::json!({"scored": true, "repeats": 3, "scored_repeats": 2, "spread": 0.25})));
+        assert_eq!((score_spread(&llm), scored_repeats(&llm)), (Some(0.25), Some(2)));
+        let unscored = probe(Some(serde_json::json!({"scored": false, "error": "answer: timeout"})));
+        assert_eq!((score_spread(&unscored), scored_repeats(&unscored)), (None, Some(0)));
     }
 }

@@ -22,7 +22,8 @@
 //! the baseline has and the current run no longer reports (an empty cell) regresses too.
 //!
 //! Every other numeric column that changed (compression ratio, cache-hit rate, peak tokens,
-//! ...) is listed as information. The library returns the verdict and a markdown table; the
+//! at-risk retention per kind, ...) is listed as information, when both files have it: a
+//! baseline written before a column existed still gates, and that column is not compared. The library returns the verdict and a markdown table; the
 //! command prints it and picks the exit code.
 //!
 //! ```
@@ -254,7 +255,7 @@ pub struct SummaryTable {
 }
 
 /// Columns that hold text, not numbers.
-const TEXT_COLUMNS: [&str; 3] = ["config_id", "strategy", "params"];
+const TEXT_COLUMNS: [&str; 4] = ["config_id", "strategy", "params", "judge"];
 
 impl SummaryTable {
     /// Read a `summary.csv` (or the `summary.csv` of a run folder).
@@ -418,7 +419,9 @@ pub fn compare(baseline: &SummaryTable, current: &SummaryTable, tolerances: &Tol
                 [m.column(), lo, hi]
             })
             .collect();
-        for column in &baseline.columns {
+        // Only columns both files have: a baseline written before a column existed (or a
+        // current run without it) has nothing to compare it with.
+        for column in baseline.columns.iter().filter(|c| current.columns.contains(c)) {
             if gated_columns.contains(&column.as_str()) {
                 continue;
             }
@@ -732,6 +735,7 @@ mod tests {
                 config_id: "x".into(),
                 params: "{\"a\":1}".into(),
                 retention_mean: Some(0.5),
+                judge: "offline;llm:a-model".into(),
                 ..Default::default()
             }],
         )
@@ -744,5 +748,34 @@ mod tests {
                 assert!(crate::csv::SUMMARY_HEADER.contains(&lo) && crate::csv::SUMMARY_HEADER.contains(&hi));
             }
         }
+    }
+
+    #[test]
+    fn an_older_baseline_without_the_newer_columns_still_gates() {
+        // A baseline written before the per-kind at-risk and judge columns existed.
+        let old = "config_id,strategy,retention_mean,retention_ci_low,retention_ci_high,violations\n\
+                   a,s,0.9,0.85,0.95,0\n";
+        let new_header = "config_id,strategy,retention_mean,retention_ci_low,retention_ci_high,violations,\
+                          at_risk_retention_task,judge\n";
+        let base = SummaryTable::parse(old, "base.csv").expect("parses");
+        let same = SummaryTable::parse(&format!("{new_header}a,s,0.9,0.85,0.95,0,0.5,offline\n"), "cur.csv")
+            .expect("the judge column is text");
+        let report = compare(&base, &same, &Tolerances::default());
+        assert!(report.passed(), "{}", report.markdown());
+        assert!(report.changes.is_empty(), "a column only one side has is not compared: {:?}", report.changes);
+        // Both sides have the per-kind column: a move is listed as information, not a failure.
+        let base =
+            SummaryTable::parse(&format!("{new_header}a,s,0.9,0.85,0.95,0,0.5,offline\n"), "base.csv").expect("parses");
+        let moved =
+            SummaryTable::parse(&format!("{new_header}a,s,0.9,0.85,0.95,0,0.25,offline\n"), "cur.csv").expect("parses");
+        let report = compare(&base, &moved, &Tolerances::default());
+        assert!(report.passed());
+        let change = report.changes.iter().find(|c| c.metric == "at_risk_retention_task").expect("listed");
+        assert_eq!((change.baseline, change.current, change.verdict), (Some(0.5), Some(0.25), Verdict::Changed));
+        // And an older current run against a newer baseline still compares the gated metrics.
+        let worse = SummaryTable::parse(old.replace("0.9,0.85", "0.5,0.85").as_str(), "cur.csv").expect("parses");
+        let report = compare(&base, &worse, &Tolerances::default());
+        assert!(!report.passed());
+        assert!(report.changes.iter().all(|c| c.metric != "at_risk_retention_task"));
     }
 }

@@ -16,9 +16,10 @@
 //! Size: the page stays small for large runs by drawing at most [`MAX_TIMELINE_POINTS`] points
 //! per timeline (min/max per bucket, so every peak and trough of the sawtooth survives), the
 //! timelines of the first [`MAX_TIMELINE_CONVERSATIONS`] conversations, at most
-//! [`MAX_PROBE_ROWS`] lost-fact rows and [`MAX_COMPACTION_EVENTS`] compaction events, and
-//! summaries cut at [`MAX_SUMMARY_CHARS`] characters. The page says when it left something
-//! out; the CSV files always hold everything.
+//! [`MAX_PROBE_ROWS`] lost-fact rows, the first and last [`MAX_COMPACTION_EVENTS_PER_PAIR`]
+//! compaction events of each (conversation, configuration) pair up to [`MAX_COMPACTION_BYTES`]
+//! for the whole section, and summaries cut at [`MAX_SUMMARY_CHARS`] characters. The page says
+//! when it left something out; the CSV files always hold everything.
 //!
 //! ```no_run
 //! let path = report::html::write_report(std::path::Path::new("reports/default-20250101-000000")).unwrap();
@@ -50,8 +51,12 @@ pub const MAX_TIMELINE_CONVERSATIONS: usize = 30;
 pub const MAX_TIMELINE_MARKERS: usize = 200;
 /// Rows of the lost-facts table at most.
 pub const MAX_PROBE_ROWS: usize = 2_000;
-/// Compaction events listed with their summaries at most.
-pub const MAX_COMPACTION_EVENTS: usize = 600;
+/// Compaction events listed with their summaries per (conversation, configuration) pair: the
+/// first and the last this many (all of them when a pair has at most twice as many).
+pub const MAX_COMPACTION_EVENTS_PER_PAIR: usize = 3;
+/// Bytes of the compaction section after which further pairs are named with their event
+/// count but not listed.
+pub const MAX_COMPACTION_BYTES: usize = 4 * 1024 * 1024;
 /// Characters of one summary shown at most.
 pub const MAX_SUMMARY_CHARS: usize = 4_000;
 /// Failed pairs listed at most.
@@ -291,6 +296,52 @@ fn metrics(r: &PairRecord) -> Option<&PairMetrics> {
     }
 }
 
+/// Indices of a pair's events listed on the page: all of them when there are at most twice
+/// [`MAX_COMPACTION_EVENTS_PER_PAIR`], otherwise the first and the last that many.
+fn events_shown(n: usize) -> Vec<usize> {
+    let k = MAX_COMPACTION_EVENTS_PER_PAIR;
+    if n <= 2 * k {
+        (0..n).collect()
+    } else {
+        (0..k).chain(n - k..n).collect()
+    }
+}
+
+/// One row of a pair's compaction table.
+fn compaction_row(e: &runner::record::CompactionRecord) -> String {
+    let summary = if e.summary.is_empty() {
+        "–".to_string()
+    } else {
+        let chars = e.summary.chars().count();
+        let shown: String = e.summary.chars().take(MAX_SUMMARY_CHARS).collect();
+        let cut = if chars > MAX_SUMMARY_CHARS {
+            format!("\n… ({} more characters)", chars - MAX_SUMMARY_CHARS)
+        } else {
+            String::new()
+        };
+        format!("<details><summary>{chars} characters</summary><pre>{}{}</pre></details>", escape(&shown), escape(&cut))
+    };
+    format!(
+        "<tr><td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"num\">{} → {}</td>\
+         <td class=\"num\">{} → {}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+         <td>{}</td><td class=\"{}\">{}</td><td>{}</td></tr>\n",
+        e.call,
+        e.trigger.as_str(),
+        escape(&e.step),
+        e.tokens_before,
+        e.tokens_after,
+        e.messages_before,
+        e.messages_after,
+        e.removed,
+        e.masked,
+        e.round.map(|r| r.to_string()).unwrap_or_else(|| "–".into()),
+        escape(e.fallback.as_deref().unwrap_or("–")),
+        if e.violations.is_empty() { "" } else { "bad" },
+        escape(&e.violations.join(", ")),
+        summary
+    )
+}
+
 /// A value's serde name (`o200k_base`, `openai`).
 fn serde_name<T: serde::Serialize>(value: &T) -> String {
     match serde_json::to_value(value) {
@@ -450,8 +501,13 @@ impl Page<'_> {
                 c.window.map(|w| w.to_string()).unwrap_or_else(|| "own".into())
             ));
             out.push_str(&format!("<td class=\"mono params\">{}</td>", escape(&canonical_json(&c.params))));
-            out.push_str(&format!("<td class=\"num\">{}</td>", s.conversations));
-            out.push_str(&format!("<td class=\"num{}\">{}</td>", if s.failed > 0 { " bad" } else { "" }, s.failed));
+            out.push_str(&format!("<td class=\"num\"{}>{}</td>", dv(Some(s.conversations as f64)), s.conversations));
+            out.push_str(&format!(
+                "<td class=\"num{}\"{}>{}</td>",
+                if s.failed > 0 { " bad" } else { "" },
+                dv(Some(s.failed as f64)),
+                s.failed
+            ));
             out.push_str(&format!(
                 "<td class=\"num\"{}>{}{}</td>",
                 dv(s.retention.mean),
@@ -477,8 +533,9 @@ impl Page<'_> {
                 pct(s.overflow_rate)
             ));
             out.push_str(&format!(
-                "<td class=\"num{}\">{}</td>",
+                "<td class=\"num{}\"{}>{}</td>",
                 if s.violations > 0 { " bad" } else { "" },
+                dv(Some(s.violations as f64)),
                 s.violations
             ));
             out.push_str(&format!(
@@ -497,7 +554,11 @@ impl Page<'_> {
                 s.cost_usd_mean.map(usd).unwrap_or_else(|| "–".into())
             ));
             out.push_str(&format!("<td class=\"num\"{}>{}</td>", dv(s.cache_hit_rate), pct(s.cache_hit_rate)));
-            out.push_str(&format!("<td class=\"num\">{}</td>", s.at_risk_retention.n));
+            out.push_str(&format!(
+                "<td class=\"num\"{}>{}</td>",
+                dv(Some(s.at_risk_retention.n as f64)),
+                s.at_risk_retention.n
+            ));
             out.push_str("</tr>\n");
         }
         out.push_str("</tbody>\n</table></div>\n");
@@ -592,18 +653,22 @@ impl Page<'_> {
         out.push_str("</tbody>\n</table></div>\n");
     }
 
-    fn threshold(&self, r: &PairRecord) -> Option<u64> {
-        let config = self.configs.get(r.config_id.as_str())?;
-        let strategy = config.resolved.build().ok()?;
-        strategy.threshold(&Context::new(), &Budget::new(r.window))
+    /// The configuration's trigger thresholds with their labels (empty when it never
+    /// compacts proactively or cannot be built any more).
+    fn thresholds(&self, r: &PairRecord) -> Vec<(&'static str, u64)> {
+        let Some(config) = self.configs.get(r.config_id.as_str()) else { return Vec::new() };
+        match config.resolved.build() {
+            Ok(strategy) => strategy.thresholds(&Context::new(), &Budget::new(r.window)),
+            Err(_) => Vec::new(),
+        }
     }
 
     fn timelines(&self, out: &mut String) {
         out.push_str("<h2 id=\"timelines\">Context size per call</h2>\n");
         out.push_str(&format!(
             "<p class=\"note\">For each conversation, one chart per configuration: request tokens per call (blue, exact \
-             tokenizer), the strategy's own estimate (grey, dotted), the window (red) and the strategy's trigger \
-             threshold (orange, dashed; on the estimate's scale), each compaction as a green drop from the tokens \
+             tokenizer), the strategy's own estimate (grey, dotted), the window (red) and each of the strategy's \
+             trigger thresholds (orange, dashed, labelled; on the estimate's scale), each compaction as a green drop from the tokens \
              before to the tokens after, overflowing calls as red dots. Long timelines are drawn with at most {} \
              points (the smallest and largest request of each stretch of calls, so peaks and troughs stay).{}</p>\n",
             MAX_TIMELINE_POINTS,
@@ -661,7 +726,7 @@ impl Page<'_> {
                             points: &m.timeline,
                             events: &m.compaction_events,
                             window: r.window,
-                            threshold: self.threshold(r),
+                            thresholds: &self.thresholds(r),
                             max_points: MAX_TIMELINE_POINTS,
                             max_events: MAX_TIMELINE_MARKERS,
                         }));
@@ -786,90 +851,89 @@ impl Page<'_> {
 
     fn compactions(&self, out: &mut String) {
         out.push_str("<h2 id=\"compactions\">Compaction events</h2>\n");
-        out.push_str(&format!(
-            "<p class=\"note\">Per conversation and configuration, every compaction with the summary it inserted \
-             (cut at {MAX_SUMMARY_CHARS} characters; compactions.csv has the full text).</p>\n"
-        ));
-        let mut listed = 0usize;
         let total: usize = self.data.records.iter().filter_map(metrics).map(|m| m.compaction_events.len()).sum();
         if total == 0 {
             out.push_str("<p>No compaction ran.</p>\n");
             return;
         }
+        let mut section = String::new();
+        let mut listed = 0usize;
+        // Pairs whose events were left out entirely because the section reached its size bound.
+        let mut pairs_over_bound = 0usize;
+        let mut pairs_cut = 0usize;
         for c in &self.conversations {
             let n: usize = c.records.iter().filter_map(|r| metrics(r)).map(|m| m.compaction_events.len()).sum();
-            if n == 0 || listed >= MAX_COMPACTION_EVENTS {
+            if n == 0 {
                 continue;
             }
-            out.push_str(&format!(
+            section.push_str(&format!(
                 "<details><summary>{}</summary>\n",
                 escape(&format!("{} / {}: {} events", c.dataset, c.id, n))
             ));
             for r in &c.records {
                 let Some(m) = metrics(r) else { continue };
-                if m.compaction_events.is_empty() || listed >= MAX_COMPACTION_EVENTS {
+                let events = &m.compaction_events;
+                if events.is_empty() {
                     continue;
                 }
-                out.push_str(&format!(
-                    "<h4>{}<span class=\"mono\">{}</span></h4>\n",
+                section.push_str(&format!(
+                    "<h4 class=\"pair-events\">{}<span class=\"mono\">{}</span> <span class=\"ci\">({} events)</span></h4>\n",
                     self.swatch(&r.strategy),
-                    escape(&r.config_id)
+                    escape(&r.config_id),
+                    events.len()
                 ));
-                out.push_str(
+                if section.len() >= MAX_COMPACTION_BYTES {
+                    pairs_over_bound += 1;
+                    section.push_str(
+                        "<p class=\"note omitted\">Not listed: the page reached its size bound; compactions.csv has \
+                         these events.</p>\n",
+                    );
+                    continue;
+                }
+                section.push_str(
                     "<div class=\"scroll\"><table><thead><tr><th class=\"num\">call</th><th>trigger</th><th>step</th><th class=\"num\">tokens</th>\
                      <th class=\"num\">messages</th><th class=\"num\">removed</th><th class=\"num\">masked</th><th class=\"num\">round</th>\
                      <th>fallback</th><th>violations</th><th>summary</th></tr></thead>\n<tbody>\n",
                 );
-                for e in &m.compaction_events {
-                    if listed >= MAX_COMPACTION_EVENTS {
-                        break;
+                let shown = events_shown(events.len());
+                for (k, &i) in shown.iter().enumerate() {
+                    if k > 0 && shown[k - 1] + 1 != i {
+                        let gap = i - shown[k - 1] - 1;
+                        pairs_cut += 1;
+                        section.push_str(&format!(
+                            "<tr class=\"omitted\"><td colspan=\"11\" class=\"note\">… {gap} events left out (the first \
+                             and last {MAX_COMPACTION_EVENTS_PER_PAIR} of each pair are listed; compactions.csv has them \
+                             all) …</td></tr>\n"
+                        ));
                     }
                     listed += 1;
-                    let summary = if e.summary.is_empty() {
-                        "–".to_string()
-                    } else {
-                        let chars = e.summary.chars().count();
-                        let shown: String = e.summary.chars().take(MAX_SUMMARY_CHARS).collect();
-                        let cut = if chars > MAX_SUMMARY_CHARS {
-                            format!("\n… ({} more characters)", chars - MAX_SUMMARY_CHARS)
-                        } else {
-                            String::new()
-                        };
-                        format!(
-                            "<details><summary>{chars} characters</summary><pre>{}{}</pre></details>",
-                            escape(&shown),
-                            escape(&cut)
-                        )
-                    };
-                    out.push_str(&format!(
-                        "<tr><td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"num\">{} → {}</td>\
-                         <td class=\"num\">{} → {}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-                         <td>{}</td><td class=\"{}\">{}</td><td>{}</td></tr>\n",
-                        e.call,
-                        e.trigger.as_str(),
-                        escape(&e.step),
-                        e.tokens_before,
-                        e.tokens_after,
-                        e.messages_before,
-                        e.messages_after,
-                        e.removed,
-                        e.masked,
-                        e.round.map(|r| r.to_string()).unwrap_or_else(|| "–".into()),
-                        escape(e.fallback.as_deref().unwrap_or("–")),
-                        if e.violations.is_empty() { "" } else { "bad" },
-                        escape(&e.violations.join(", ")),
-                        summary
-                    ));
+                    section.push_str(&compaction_row(&events[i]));
                 }
-                out.push_str("</tbody></table></div>\n");
+                section.push_str("</tbody></table></div>\n");
             }
-            out.push_str("</details>\n");
+            section.push_str("</details>\n");
         }
+        out.push_str(&format!(
+            "<p class=\"note\">Per conversation and configuration, the compactions with the summaries they inserted: \
+             all of them when a pair has at most {}, otherwise its first and last {MAX_COMPACTION_EVENTS_PER_PAIR} \
+             (summaries cut at {MAX_SUMMARY_CHARS} characters). compactions.csv has every event with its full text.</p>\n",
+            2 * MAX_COMPACTION_EVENTS_PER_PAIR
+        ));
         if listed < total {
+            let mut why = Vec::new();
+            if pairs_cut > 0 {
+                why.push(format!("{pairs_cut} pairs are shown by their first and last events"));
+            }
+            if pairs_over_bound > 0 {
+                why.push(format!("{pairs_over_bound} pairs are not listed because the page reached its size bound"));
+            }
             out.push_str(&format!(
-                "<p class=\"note\">Listed {listed} of {total} compaction events; compactions.csv has them all.</p>\n"
+                "<p class=\"note\" id=\"compactions-left-out\">Listed {listed} of {total} compaction events: {}; \
+                 compactions.csv has them all.</p>\n",
+                why.join("; ")
             ));
         }
+        out.push_str(&section);
     }
 
     fn problems(&self, out: &mut String) {

@@ -38,6 +38,11 @@ pub struct ConfigSummary {
     pub at_risk_retention: Estimate,
     /// Mean retention per probe kind, in [`ProbeKind::ALL`] order.
     pub retention_by_kind: [Option<f64>; 5],
+    /// Mean retention of the at-risk probes per kind (over the conversations with at-risk
+    /// probes of that kind), in [`ProbeKind::ALL`] order.
+    pub at_risk_retention_by_kind: [Option<f64>; 5],
+    /// The judges that scored the configuration's pairs, distinct, in record order, `;`-joined.
+    pub judge: String,
     /// Request tokens sent / request tokens had nothing been compacted.
     pub compression_ratio: Option<f64>,
     /// Overflowing calls / calls.
@@ -129,7 +134,9 @@ fn summarize_one<'a>(
 ) -> ConfigSummary {
     let mut failed = 0;
     let mut ok = Vec::new();
+    let mut scored_by: Vec<&String> = Vec::new();
     for r in records {
+        scored_by.push(&r.judge);
         match &r.outcome {
             PairOutcome::Ok(m) => ok.push(m.as_ref()),
             PairOutcome::Failed { .. } => failed += 1,
@@ -137,21 +144,30 @@ fn summarize_one<'a>(
     }
     let retention: Vec<f64> = ok.iter().filter_map(|m| m.retention).filter(|v| v.is_finite()).collect();
     let at_risk: Vec<f64> = ok.iter().filter_map(|m| m.at_risk_retention).filter(|v| v.is_finite()).collect();
-    let by_kind = ProbeKind::ALL.map(|kind| {
+    let kind_mean = |kind: ProbeKind, at_risk_only: bool| {
         let per_conversation: Vec<f64> = ok
             .iter()
             .filter_map(|m| {
                 let scores: Vec<f64> = m
                     .probes
                     .iter()
-                    .filter(|p| p.kind == kind && p.score.is_finite() && runner::llm_judge::is_scored(p))
+                    .filter(|p| p.kind == kind && (p.at_risk || !at_risk_only))
+                    .filter(|p| p.score.is_finite() && runner::llm_judge::is_scored(p))
                     .map(|p| p.score)
                     .collect();
                 mean(&scores)
             })
             .collect();
         mean(&per_conversation)
-    });
+    };
+    let by_kind = ProbeKind::ALL.map(|kind| kind_mean(kind, false));
+    let at_risk_by_kind = ProbeKind::ALL.map(|kind| kind_mean(kind, true));
+    let mut judges: Vec<&str> = Vec::new();
+    for r in &scored_by {
+        if !judges.contains(&r.as_str()) {
+            judges.push(r);
+        }
+    }
     let sum = |f: fn(&runner::record::PairMetrics) -> u64| ok.iter().map(|m| f(m)).sum::<u64>();
     let calls = sum(|m| m.calls);
     let input = sum(|m| m.input_tokens);
@@ -163,6 +179,8 @@ fn summarize_one<'a>(
         retention: Estimate::of(&retention, metric_seed(seed, &config.config_id, "retention")),
         at_risk_retention: Estimate::of(&at_risk, metric_seed(seed, &config.config_id, "at_risk_retention")),
         retention_by_kind: by_kind,
+        at_risk_retention_by_kind: at_risk_by_kind,
+        judge: judges.join(";"),
         compression_ratio: ratio(input, sum(|m| m.uncompacted_input_tokens)),
         overflow_rate: ratio(sum(|m| m.overflows), calls),
         calls,

@@ -15,7 +15,9 @@
 //!   CSP blocks still shows up there, and as a `Network.loadingFailed`);
 //!   `performance.getEntriesByType('resource')` must be empty as well;
 //! - the page's own script ran (it sets `data-ready`, so the CSP hash matches), the leaderboard
-//!   has one row per configuration and sorts on a click, the charts are there;
+//!   has one row per configuration and sorts on a click (numeric columns by value), the charts
+//!   are there with the frontier in both Pareto charts, retention by kind and compaction
+//!   markers;
 //! - the hostile text executed nothing: the title is the page's, no global was set, no `blink`,
 //!   `img`, `iframe`, `link` or `javascript:` link exists, the body is visible, and the text
 //!   `<script>document.title=` is on the page as text.
@@ -251,6 +253,14 @@ const PROBE_PAGE: &str = r#"(() => {
   const afterFirst = rows().map(r => r.cells[strategyCol].textContent.trim());
   heads[strategyCol].click();
   const afterSecond = rows().map(r => r.cells[strategyCol].textContent.trim());
+  // Numeric columns sort by value (data-v), not as text: the first click sorts descending.
+  const numericSorts = ['violations', 'conversations', 'failed', 'peak tokens', 'compactions / conv.', 'at-risk conv.']
+    .map(name => {
+      const col = heads.findIndex(th => th.textContent.trim() === name);
+      if (col < 0) { return { name, values: null }; }
+      heads[col].click();
+      return { name, values: rows().map(r => parseFloat(r.cells[col].textContent)) };
+    });
   const filter = document.querySelector('input[data-filter="leaderboard-table"]');
   filter.value = 'truncate';
   filter.dispatchEvent(new Event('input'));
@@ -272,6 +282,12 @@ const PROBE_PAGE: &str = r#"(() => {
     bodyDisplay: getComputedStyle(document.body).display,
     svgs: document.querySelectorAll('svg').length,
     paretoPoints: document.querySelectorAll('#pareto ~ .charts svg circle.point').length,
+    paretoCharts: document.querySelectorAll('#pareto ~ .charts svg').length,
+    frontiers: document.querySelectorAll('#pareto ~ .charts svg path.frontier').length,
+    kindCells: document.querySelectorAll('#kinds-table td.heat').length,
+    compactionMarkers: document.querySelectorAll('svg[aria-label="context size per call"] line.event').length,
+    thresholdLines: document.querySelectorAll('svg[aria-label="context size per call"] line.threshold').length,
+    numericSorts,
     timelines: document.querySelectorAll('svg[aria-label="context size per call"]').length,
     visibleTimelines: Array.from(document.querySelectorAll('[data-conversation]')).filter(e => !e.hidden).length,
     leaderboardRows: rows().length,
@@ -385,6 +401,20 @@ fn assert_clean_page(v: &Visit, name: &str, configurations: usize) {
     assert_eq!(column("afterFirst"), descending, "the first click sorts descending");
     descending.reverse();
     assert_eq!(column("afterSecond"), descending, "the second click sorts ascending");
+    // Each count column sorts by its number, not its text (70 after 354, not before).
+    for sort in facts["numericSorts"].as_array().expect("numericSorts") {
+        let values: Vec<f64> = sort["values"]
+            .as_array()
+            .unwrap_or_else(|| panic!("the leaderboard has a {} column", sort["name"]))
+            .iter()
+            .map(|v| v.as_f64().unwrap_or_else(|| panic!("{}: a cell that is not a number: {v}", sort["name"])))
+            .collect();
+        assert_eq!(values.len(), configurations);
+        assert!(values.windows(2).all(|w| w[0] >= w[1]), "{} sorted descending by value: {values:?}", sort["name"]);
+    }
+    // The retention-by-kind table has a cell per kind and the mean for each configuration.
+    assert_eq!(facts["kindCells"], 6 * configurations, "{facts}");
+    assert_eq!(facts["paretoCharts"], 2, "cost and tokens kept");
     // The screenshot is a real picture of the page, not a blank one.
     assert!(v.png.len() > 20_000, "screenshot of {} bytes looks blank", v.png.len());
 }
@@ -425,6 +455,11 @@ fn the_report_opens_in_chromium_with_no_errors_no_requests_and_no_injected_code(
     assert_eq!(facts["timelines"], 2 * configurations, "a timeline per conversation and configuration");
     assert!(facts["svgs"].as_u64().unwrap_or(0) >= 2 + 2 * configurations as u64);
     assert_eq!(facts["visibleAfterFilter"], 1, "the filter keeps the truncate row");
+    // Both Pareto charts draw their frontier.
+    assert_eq!(facts["frontiers"], 2, "a frontier path in each Pareto chart: {facts}");
+    // Compactions are marked on the timelines, and every compacting strategy draws a trigger.
+    assert!(facts["compactionMarkers"].as_u64().unwrap_or(0) > 0, "compaction markers: {facts}");
+    assert!(facts["thresholdLines"].as_u64().unwrap_or(0) > 0, "trigger lines: {facts}");
     let _ = std::fs::remove_dir_all(&root);
 }
 

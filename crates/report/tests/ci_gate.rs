@@ -42,3 +42,32 @@ fn the_baseline_holds_exactly_the_ci_configurations() {
         assert!(e.values.get("conversations").is_some_and(|n| *n > 0.0), "{}: no conversation", e.config_id);
     }
 }
+
+/// The story the synthetic set is built to tell, read from the committed baseline by column
+/// name: `none` overflows, `truncate` loses early facts, and every strategy that summarizes,
+/// masks or prunes keeps more of the at-risk facts than plain truncation.
+#[test]
+fn the_baseline_tells_the_synthetic_sets_story() {
+    let path = Path::new(ROOT).join("reports/baseline/summary.csv");
+    let baseline = report::gate::SummaryTable::read(&path).expect("reports/baseline/summary.csv is committed");
+    let value = |strategy: &str, column: &str| -> f64 {
+        let entry = baseline
+            .entries
+            .iter()
+            .find(|e| e.strategy == strategy)
+            .unwrap_or_else(|| panic!("the baseline has no {strategy} configuration"));
+        *entry.values.get(column).unwrap_or_else(|| panic!("{strategy}: no {column} value in the baseline"))
+    };
+    assert!(value("none", "overflow_rate") > 0.0, "none never compacts, so a 32k window overflows");
+    assert!(value("truncate", "retention_task") < 1.0, "truncate drops the first messages, and the task with them");
+    let truncate = value("truncate", "at_risk_retention_mean");
+    for strategy in
+        ["priority-chain", "keep-last-n", "cut-point", "split-fraction", "prune-then-summarize", "observation-mask"]
+    {
+        let kept = value(strategy, "at_risk_retention_mean");
+        assert!(
+            kept > truncate,
+            "{strategy} keeps {kept} of the at-risk facts, truncate {truncate}: it must keep more"
+        );
+    }
+}

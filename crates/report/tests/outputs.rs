@@ -207,19 +207,22 @@ fn headers_are_pinned() {
         RESULTS_HEADER.join(","),
         "conversation_id,dataset,strategy,config_id,params,window,status,error,calls,compactions,overflows,\
          violations,peak_tokens,input_tokens,cached_tokens,output_tokens,uncompacted_input_tokens,final_tokens,\
-         summarizer_calls,summarizer_failures,cost_usd,probes,retention,at_risk_probes,at_risk_retention"
+         summarizer_calls,summarizer_failures,cost_usd,probes,retention,at_risk_probes,at_risk_retention,cache_hit_rate,\
+         judge"
     );
     assert_eq!(
         SUMMARY_HEADER.join(","),
         "config_id,strategy,params,window,conversations,failed,retention_mean,retention_ci_low,retention_ci_high,\
          at_risk_conversations,at_risk_retention_mean,at_risk_retention_ci_low,at_risk_retention_ci_high,\
          retention_task,retention_recall,retention_artifact,retention_decision,retention_continuation,\
-         compression_ratio,overflow_rate,calls,compactions_mean,violations,peak_tokens_max,cost_usd_mean,cache_hit_rate"
+         compression_ratio,overflow_rate,calls,compactions_mean,violations,peak_tokens_max,cost_usd_mean,cache_hit_rate,\
+         at_risk_retention_task,at_risk_retention_recall,at_risk_retention_artifact,at_risk_retention_decision,\
+         at_risk_retention_continuation,judge"
     );
     assert_eq!(
         PROBES_HEADER.join(","),
         "conversation_id,dataset,config_id,strategy,window,probe_id,kind,asked_at,at_risk,score,facts_retained,\
-         facts_total,found_in,judge"
+         facts_total,found_in,judge,score_spread,scored_repeats"
     );
     assert_eq!(
         COMPACTIONS_HEADER.join(","),
@@ -243,6 +246,19 @@ fn outputs_have_a_row_per_pair_and_per_configuration() {
     assert_eq!(failed.len(), configs);
     assert!(failed[0][error].contains("unreplayable, \"quoted\""), "errors survive CSV quoting");
     assert_eq!(&failed[0][status + 2], "", "a failed pair has no metrics");
+    let rh = results.headers().expect("header").clone();
+    let rcol = |name: &str| rh.iter().position(|x| x == name).expect("column");
+    for r in &rows {
+        assert_eq!(&r[rcol("judge")], "kept", "every row names its judge");
+        if &r[status] == "ok" {
+            let input: f64 = r[rcol("input_tokens")].parse().expect("tokens");
+            let cached: f64 = r[rcol("cached_tokens")].parse().expect("tokens");
+            let rate: f64 = r[rcol("cache_hit_rate")].parse().expect("a rate");
+            assert!((rate - cached / input).abs() < 1e-6, "cache_hit_rate is cached / input per pair");
+        } else {
+            assert_eq!(&r[rcol("cache_hit_rate")], "");
+        }
+    }
 
     let mut summary = csv::Reader::from_path(dir.join(report::SUMMARY_CSV)).expect("summary.csv");
     let h = summary.headers().expect("header").clone();
@@ -258,7 +274,24 @@ fn outputs_have_a_row_per_pair_and_per_configuration() {
         assert!(low <= mean && mean <= high, "{low} <= {mean} <= {high}");
         let cache: f64 = r[col("cache_hit_rate")].parse().expect("a rate");
         assert!((cache - 0.4).abs() < 1e-9);
+        assert_eq!(&r[col("judge")], "kept");
+        // At-risk retention per kind: each a share, and the overall one lies among them.
+        let per_kind: Vec<f64> = ["task", "recall", "artifact", "decision", "continuation"]
+            .iter()
+            .filter_map(|k| r[col(&format!("at_risk_retention_{k}"))].parse().ok())
+            .collect();
+        assert!(per_kind.iter().all(|v| (0.0..=1.0).contains(v)), "{per_kind:?}");
+        if let Ok(all) = r[col("at_risk_retention_mean")].parse::<f64>() {
+            assert!(!per_kind.is_empty(), "at-risk probes have a kind");
+            let (lo, hi) = per_kind.iter().fold((1.0f64, 0.0f64), |(l, h), v| (l.min(*v), h.max(*v)));
+            assert!(lo <= all + 1e-6 && all <= hi + 1e-6, "{lo} <= {all} <= {hi}");
+        }
     }
+    assert!(
+        rows.iter()
+            .any(|r| !r[col("at_risk_retention_recall")].is_empty() || !r[col("at_risk_retention_task")].is_empty()),
+        "some configuration has at-risk probes of a kind"
+    );
     // At 60k tokens the stand-in keeps everything: nothing compacted, nothing at risk.
     let big = rows.iter().find(|r| r[col("config_id")].contains("-60k-")).expect("a 60k row");
     assert_eq!(&big[col("compression_ratio")], "1");
@@ -269,7 +302,15 @@ fn outputs_have_a_row_per_pair_and_per_configuration() {
 
     let compactions = fs::read_to_string(dir.join(report::COMPACTIONS_CSV)).expect("compactions.csv");
     assert!(compactions.contains("\"dropped"), "summary text is quoted: {compactions}");
-    let probes = csv::Reader::from_path(dir.join(report::PROBES_CSV)).expect("probes.csv").records().count();
+    let mut probes_csv = csv::Reader::from_path(dir.join(report::PROBES_CSV)).expect("probes.csv");
+    let ph = probes_csv.headers().expect("header").clone();
+    let pcol = |name: &str| ph.iter().position(|x| x == name).expect("column");
+    let probe_rows: Vec<csv::StringRecord> = probes_csv.records().map(|r| r.expect("row")).collect();
+    for r in &probe_rows {
+        // A judge without repeats: one deterministic score, no spread.
+        assert_eq!((&r[pcol("score_spread")], &r[pcol("scored_repeats")]), ("0", "1"));
+    }
+    let probes = probe_rows.len();
     let expected: usize = data
         .records
         .iter()

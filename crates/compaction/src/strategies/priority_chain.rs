@@ -576,6 +576,13 @@ impl Strategy for PriorityChain {
         let b = self.check_context_budget(0, budget.context_window);
         Some(b.compaction_threshold.min(b.prune_threshold))
     }
+    /// The prune's threshold (P5) and the chain's trigger, lowest first.
+    fn thresholds(&self, _ctx: &Context, budget: &Budget) -> Vec<(&'static str, u64)> {
+        let b = self.check_context_budget(0, budget.context_window);
+        let mut out = vec![("prune (P5)", b.prune_threshold), ("chain trigger", b.compaction_threshold)];
+        out.sort_by_key(|(_, t)| *t);
+        out
+    }
     fn reacts_to(&self, _trigger: Trigger) -> bool {
         false
     }
@@ -878,6 +885,7 @@ mod tests {
         let s = chain();
         let budget = Budget::new(1_000);
         assert_eq!(s.threshold(&Context::new(), &budget), Some(800));
+        assert_eq!(s.thresholds(&Context::new(), &budget), vec![("prune (P5)", 800), ("chain trigger", 850)]);
         let ctx = Context::from_messages(convo(4, 790)); // ~800 tokens, not over 800
         assert!(s.estimate(&ctx) <= 800);
         assert!(!s.should_compact(&ctx, &budget));

@@ -92,7 +92,7 @@ pub(crate) fn frontier(points: &[ParetoPoint]) -> Vec<usize> {
 }
 
 /// A scatter of retention against a cost axis, with confidence bars and the frontier as a
-/// dashed step line.
+/// dashed step line that continues level from its last point to the right edge.
 pub(crate) fn pareto_chart(x_label: &str, x_fmt: fn(f64) -> String, points: &[ParetoPoint]) -> String {
     let (w, h) = (640.0, 380.0);
     let (left, right, top, bottom) = (58.0, 18.0, 14.0, 46.0);
@@ -146,7 +146,7 @@ pub(crate) fn pareto_chart(x_label: &str, x_fmt: fn(f64) -> String, points: &[Pa
         px((top + h - bottom) / 2.0)
     ));
     let front = frontier(points);
-    if front.len() > 1 {
+    if !front.is_empty() {
         let mut d = String::new();
         for (k, &i) in front.iter().enumerate() {
             let (x, y) = (xs.at(points[i].x), ys.at(points[i].y));
@@ -157,6 +157,9 @@ pub(crate) fn pareto_chart(x_label: &str, x_fmt: fn(f64) -> String, points: &[Pa
                 d.push_str(&format!(" H{} V{}", px(x), px(y)));
             }
         }
+        // Past its last point the frontier stays level to the chart's edge: paying more buys
+        // no more retention. So a frontier of one point is drawn too.
+        d.push_str(&format!(" H{}", px(w - right)));
         s.push_str(&format!(r#"<path class="frontier" d="{d}"><title>Pareto frontier</title></path>"#));
     }
     for (i, p) in points.iter().enumerate() {
@@ -236,8 +239,8 @@ pub(crate) struct Timeline<'a> {
     pub points: &'a [CallPoint],
     pub events: &'a [CompactionRecord],
     pub window: u64,
-    /// The strategy's proactive trigger, on its own estimate's scale.
-    pub threshold: Option<u64>,
+    /// The strategy's proactive triggers with their labels, on its own estimate's scale.
+    pub thresholds: &'a [(&'static str, u64)],
     /// At most this many points are drawn per line.
     pub max_points: usize,
     /// At most this many compaction markers are drawn.
@@ -251,7 +254,8 @@ pub(crate) fn timeline_chart(t: &Timeline<'_>) -> String {
     let (w, h) = (420.0, 170.0);
     let (left, right, top, bottom) = (46.0, 8.0, 8.0, 22.0);
     let peak = t.points.iter().map(|p| p.request_tokens.max(p.estimate)).max().unwrap_or(0);
-    let y_top = [peak, t.window, t.threshold.unwrap_or(0)].into_iter().max().unwrap_or(0).max(1) as f64 * 1.06;
+    let highest_threshold = t.thresholds.iter().map(|(_, v)| *v).max().unwrap_or(0);
+    let y_top = [peak, t.window, highest_threshold].into_iter().max().unwrap_or(0).max(1) as f64 * 1.06;
     let last_call = t.points.iter().map(|p| p.call).max().unwrap_or(0).max(1) as f64;
     let xs = Scale { d0: 0.0, d1: last_call, r0: left, r1: w - right };
     let ys = Scale { d0: 0.0, d1: y_top, r0: h - bottom, r1: top };
@@ -293,13 +297,25 @@ pub(crate) fn timeline_chart(t: &Timeline<'_>) -> String {
             t.window
         ));
     }
-    if let Some(th) = t.threshold {
-        let y = px(ys.at(th as f64));
+    for (k, (label, th)) in t.thresholds.iter().enumerate() {
+        let y = ys.at(*th as f64);
         s.push_str(&format!(
-            r#"<line class="threshold" x1="{}" x2="{}" y1="{y}" y2="{y}"><title>trigger threshold {} (strategy estimate)</title></line>"#,
+            r#"<line class="threshold" data-label="{}" x1="{}" x2="{}" y1="{}" y2="{}"><title>{}</title></line>"#,
+            escape(label),
             px(left),
             px(w - right),
-            th
+            px(y),
+            px(y),
+            escape(&format!("{label} threshold {th} (strategy estimate)"))
+        ));
+        // The label sits just above its line at the right end; with several lines, alternate
+        // the ends so close thresholds do not print over each other.
+        let (x, anchor) = if k % 2 == 0 { (w - right - 2.0, "end") } else { (left + 2.0, "start") };
+        s.push_str(&format!(
+            r#"<text class="threshold-label" x="{}" y="{}" text-anchor="{anchor}">{}</text>"#,
+            px(x),
+            px(y - 2.0),
+            escape(label)
         ));
     }
     let drawn = downsample(t.points, t.max_points);
@@ -448,13 +464,14 @@ mod tests {
             points: &points,
             events: &events,
             window: 1_000,
-            threshold: Some(800),
+            thresholds: &[("trigger", 800)],
             max_points: 100,
             max_events: 100,
         });
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
         assert!(svg.contains(r#"class="window""#) && svg.contains("window 1000"));
         assert!(svg.contains("trigger threshold 800"));
+        assert!(svg.contains(r#"class="threshold-label""#));
         assert!(svg.contains("compaction before call 5: proactive summarize, 600 -&gt; 200 tokens"));
         assert_eq!(svg.matches(r#"class="overflow""#).count(), 1);
         assert_eq!(svg.matches("<polyline").count(), 2);

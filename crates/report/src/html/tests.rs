@@ -272,3 +272,213 @@ fn write_report_reads_a_run_folder_and_names_a_bad_one() {
     assert!(!dir.join("report.html.tmp").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The cells of the leaderboard's body, as their opening tags.
+fn leaderboard_cells(html: &str) -> Vec<&str> {
+    let table = &html[html.find("id=\"leaderboard-table\"").expect("table")..];
+    let body = &table[table.find("<tbody>").expect("tbody")..table.find("</tbody>").expect("end")];
+    tags(body).into_iter().filter(|t| t.starts_with("td")).collect()
+}
+
+#[test]
+fn every_numeric_leaderboard_cell_carries_its_value_for_sorting() {
+    let data = run_data();
+    let html = render(&data, &ProbeTexts::default());
+    let cells = leaderboard_cells(&html);
+    let numeric: Vec<&&str> = cells.iter().filter(|t| t.contains("class=\"num")).collect();
+    // 13 numeric columns per configuration (window to at-risk conversations).
+    assert_eq!(numeric.len(), 13 * data.manifest.experiment.configurations.len(), "{cells:#?}");
+    for cell in numeric {
+        assert!(cell.contains(" data-v=\""), "a numeric cell sorts as text: <{cell}>");
+    }
+    // The counts sort by value: the failed pair of the first configuration is its data-v.
+    assert!(cells.iter().any(|t| t.contains("class=\"num bad\" data-v=\"1\"")), "failed = 1 carries data-v");
+}
+
+/// `run_data` with costs and token counts that put both configurations on the frontier of
+/// both Pareto charts (the cheaper one retains less).
+fn run_data_with_a_frontier() -> RunData {
+    let mut data = run_data();
+    for (i, r) in data.records.iter_mut().enumerate() {
+        if let PairOutcome::Ok(m) = &mut r.outcome {
+            m.cost_usd = 0.001 * (i + 1) as f64;
+            m.input_tokens = 3_000 + 1_000 * i as u64;
+        }
+    }
+    data
+}
+
+/// The `<svg>` elements of the Pareto section.
+fn pareto_svgs(html: &str) -> Vec<&str> {
+    let section = &html[html.find("id=\"pareto\"").expect("pareto")..html.find("id=\"kinds\"").expect("kinds")];
+    section.split("<svg").skip(1).map(|s| &s[..s.find("</svg>").expect("closed")]).collect()
+}
+
+#[test]
+fn both_pareto_charts_draw_the_frontier_and_the_page_shows_kinds_and_markers() {
+    let data = run_data_with_a_frontier();
+    let html = render(&data, &ProbeTexts::default());
+    let charts = pareto_svgs(&html);
+    assert_eq!(charts.len(), 2, "cost and tokens kept");
+    for chart in &charts {
+        assert_eq!(chart.matches("<path class=\"frontier\" d=\"M").count(), 1, "a frontier path: {chart}");
+        // Two points on it: a move, one step (a horizontal then a vertical segment), and the
+        // level line to the edge.
+        let d = &chart[chart.find(" d=\"").expect("d") + 4..];
+        let d = &d[..d.find('"').expect("end of d")];
+        assert_eq!((d.matches(" H").count(), d.matches(" V").count()), (2, 1), "{d}");
+    }
+    // Retention by probe kind: a heat cell per kind and the mean, per configuration.
+    let kinds = &html[html.find("id=\"kinds-table\"").expect("kinds table")..];
+    let kinds = &kinds[..kinds.find("</table>").expect("end")];
+    let configurations = data.manifest.experiment.configurations.len();
+    assert_eq!(kinds.matches("class=\"heat\"").count(), configurations * (ProbeKind::ALL.len() + 1));
+    assert!(kinds.contains(">recall<"), "the kind is a column");
+    // Compaction markers on the timelines: a drop and its dot per event.
+    let charts = &html[html.find("id=\"timeline-select\"").expect("picker")..];
+    assert_eq!(charts.matches("<line class=\"event\" x1=").count(), configurations);
+    assert_eq!(charts.matches("class=\"event-dot\"").count(), configurations);
+}
+
+#[test]
+fn priority_chain_timelines_draw_both_thresholds_with_their_labels() {
+    const CHAIN: &str = r#"
+name = "chain-unit"
+datasets = ["none.jsonl"]
+windows = [2000]
+
+[[strategy]]
+name = "priority-chain"
+
+[[strategy]]
+name = "truncate"
+"#;
+    let experiment = Experiment::parse(CHAIN, Path::new("experiments/chain-unit.toml")).expect("valid");
+    let mut data = run_data();
+    data.records = experiment
+        .configurations
+        .iter()
+        .map(|c| PairRecord {
+            conversation_id: "c".into(),
+            dataset: "d.jsonl".into(),
+            config_id: c.config_id.clone(),
+            strategy: c.strategy.clone(),
+            params: c.params.clone(),
+            window: 2_000,
+            judge: "offline".into(),
+            outcome: PairOutcome::Ok(Box::new(metrics(0.5, "s", false))),
+        })
+        .collect();
+    data.manifest.experiment = experiment;
+    let html = render(&data, &ProbeTexts::default());
+    let charts: Vec<&str> = html.split("aria-label=\"context size per call\"").skip(1).collect();
+    assert_eq!(charts.len(), 2);
+    let chart = |i: usize| &charts[i][..charts[i].find("</svg>").expect("closed")];
+    // priority-chain: the prune at 80% and the chain at 85% of 2,000 tokens, each labelled.
+    let chain = chart(0);
+    assert_eq!(chain.matches("<line class=\"threshold\"").count(), 2, "{chain}");
+    assert!(chain.contains("<title>prune (P5) threshold 1600 (strategy estimate)</title>"), "{chain}");
+    assert!(chain.contains("<title>chain trigger threshold 1700 (strategy estimate)</title>"), "{chain}");
+    assert!(chain.contains(">prune (P5)</text>") && chain.contains(">chain trigger</text>"));
+    // truncate: its one trigger.
+    let truncate = chart(1);
+    assert_eq!(truncate.matches("<line class=\"threshold\"").count(), 1, "{truncate}");
+    assert!(truncate.contains(">trigger</text>"));
+}
+
+/// A compaction event at `call` with a summary naming it.
+fn event(call: u32) -> CompactionRecord {
+    CompactionRecord {
+        call,
+        trigger: Trigger::Proactive,
+        step: "summarize".into(),
+        tokens_before: 1_900,
+        tokens_after: 600,
+        estimate_before: 1_800,
+        estimate_after: 580,
+        messages_before: 9,
+        messages_after: 4,
+        removed: 5,
+        masked: 0,
+        round: Some(call),
+        fallback: None,
+        shortfall: None,
+        summary: format!("summary-of-call-{call}"),
+        violations: vec![],
+    }
+}
+
+#[test]
+fn every_pair_lists_its_first_and_last_compactions_and_the_page_says_what_it_left_out() {
+    let k = MAX_COMPACTION_EVENTS_PER_PAIR;
+    let mut data = run_data();
+    // Many pairs with more events than the per-pair cap, well over what a global cap in
+    // record order would have reached: each pair still shows its own.
+    let many = 2 * k + 7;
+    let template = data.records[0].clone();
+    data.records = (0..40)
+        .map(|i| {
+            let mut r = template.clone();
+            r.conversation_id = format!("conv-{i:02}");
+            if let PairOutcome::Ok(m) = &mut r.outcome {
+                m.compaction_events = (0..many as u32).map(event).collect();
+            }
+            r
+        })
+        .collect();
+    // One pair under the cap lists all of its events.
+    let mut small = template.clone();
+    small.conversation_id = "conv-small".into();
+    if let PairOutcome::Ok(m) = &mut small.outcome {
+        m.compaction_events = (0..2_u32).map(|c| event(100 + c)).collect();
+    }
+    data.records.push(small);
+    let html = render(&data, &ProbeTexts::default());
+    let section = &html[html.find("id=\"compactions\"").expect("section")..html.find("id=\"problems\"").expect("end")];
+    // Every pair has its table, with the first k and the last k events.
+    assert_eq!(section.matches("class=\"pair-events\"").count(), 41);
+    for call in (0..k).chain(many - k..many) {
+        assert_eq!(section.matches(&format!(">summary-of-call-{call}<")).count(), 40, "call {call}");
+    }
+    for call in k..many - k {
+        assert!(!section.contains(&format!(">summary-of-call-{call}<")), "call {call} is in the left-out middle");
+    }
+    assert!(section.contains(">summary-of-call-100<") && section.contains(">summary-of-call-101<"));
+    assert_eq!(section.matches(&format!("… {} events left out", many - 2 * k)).count(), 40);
+    let listed = 40 * 2 * k + 2;
+    let total = 40 * many + 2;
+    assert!(
+        section.contains(&format!("Listed {listed} of {total} compaction events: 40 pairs are shown by their first and last events; compactions.csv has them all.")),
+        "{}",
+        &section[..section.len().min(2_000)]
+    );
+}
+
+#[test]
+fn the_compaction_section_stops_listing_at_its_size_bound() {
+    let mut data = run_data();
+    let template = data.records[0].clone();
+    // Summaries of MAX_SUMMARY_CHARS each: enough pairs to pass the byte bound.
+    let per_pair = 2 * MAX_COMPACTION_EVENTS_PER_PAIR * MAX_SUMMARY_CHARS;
+    let pairs = MAX_COMPACTION_BYTES / per_pair + 10;
+    data.records = (0..pairs)
+        .map(|i| {
+            let mut r = template.clone();
+            r.conversation_id = format!("conv-{i:04}");
+            if let PairOutcome::Ok(m) = &mut r.outcome {
+                m.compaction_events = (0..(2 * MAX_COMPACTION_EVENTS_PER_PAIR) as u32)
+                    .map(|c| CompactionRecord { summary: "x".repeat(MAX_SUMMARY_CHARS), ..event(c) })
+                    .collect();
+            }
+            r
+        })
+        .collect();
+    let html = render(&data, &ProbeTexts::default());
+    let section = &html[html.find("id=\"compactions\"").expect("section")..html.find("id=\"problems\"").expect("end")];
+    assert!(section.len() < MAX_COMPACTION_BYTES + 2 * per_pair, "{} bytes", section.len());
+    let omitted = section.matches("Not listed: the page reached its size bound").count();
+    assert!(omitted >= 5, "{omitted} pairs left out");
+    assert!(section.contains(&format!("{omitted} pairs are not listed because the page reached its size bound")));
+    // Every pair is still named with its count.
+    assert_eq!(section.matches("class=\"pair-events\"").count(), pairs);
+}

@@ -35,6 +35,7 @@ name = "browser-adversarial"
 description = "A conversation full of markup: <script>document.title='pwned'</script>"
 datasets = ["adversarial.jsonl"]
 windows = [6000]
+price = { input = 2.0, cached_input = 0.5, output = 8.0 }
 seed = 7
 
 [[strategy]]
