@@ -130,6 +130,8 @@ fn probes_derive_adds_grounded_probes_deterministically() {
         imported.to_str().expect("utf-8"),
     ]);
     assert_eq!(o.code, 0, "{}", o.stderr);
+    // The trajectory ends on its submit call, with no result: in flight, counted, not repaired.
+    assert!(o.stdout.contains("2 conversations; 0 repairs; 1 in-flight calls kept;"), "{}", o.stdout);
 
     let o = run(&["probes", "derive", imported.to_str().expect("utf-8"), "--out", derived.to_str().expect("utf-8")]);
     assert_eq!(o.code, 0, "{}", o.stderr);

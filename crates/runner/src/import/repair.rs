@@ -463,6 +463,36 @@ mod tests {
     }
 
     #[test]
+    fn only_the_final_assistant_messages_calls_are_in_flight() {
+        // b (an earlier message, followed by another response) gets a placeholder; d (the final
+        // message, with only results after it) is in flight.
+        let r = run(vec![
+            Message::user("go"),
+            Message::assistant_calls("", vec![call("a", "read"), call("b", "read")]),
+            Message::tool_result("a", "read", "1"),
+            Message::assistant_calls("", vec![call("c", "read"), call("d", "read")]),
+            Message::tool_result("c", "read", "3"),
+        ]);
+        let m = &r.conversation.messages;
+        let ids: Vec<Option<&str>> = m.iter().map(|m| m.tool_call_id.as_deref()).collect();
+        assert_eq!(ids, vec![None, None, Some("a"), Some("b"), None, Some("c")]);
+        assert!(m[3].meta_flag("synthetic"));
+        assert_eq!(r.report.count(RepairKind::MissingResult), 1);
+        assert_eq!(r.report.in_flight_calls, 1);
+        assert!(compaction::check_context(&compaction::Context::from_messages(m.clone())).is_empty());
+
+        // Calls followed by a user message are not in flight: the recording went on without them.
+        let r = run(vec![
+            Message::user("go"),
+            Message::assistant_calls("", vec![call("e", "read")]),
+            Message::user("[Request interrupted by user]"),
+        ]);
+        assert_eq!(r.report.count(RepairKind::MissingResult), 1);
+        assert_eq!(r.report.in_flight_calls, 0);
+        assert!(r.report.to_string().ends_with("; 0 in-flight calls kept; 0 same-role pairs kept"), "{}", r.report);
+    }
+
+    #[test]
     fn orphans_and_empty_messages_are_dropped_and_same_roles_kept() {
         let mut no_id = Message::tool_result("", "read", "late");
         no_id.tool_call_id = None;
