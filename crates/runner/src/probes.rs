@@ -76,9 +76,11 @@ pub const DERIVED_PREFIX: &str = "derived-";
 pub struct DeriveParams {
     /// Task probes per conversation.
     pub max_task: usize,
-    /// Artifact probes (files written, edited or read) per conversation.
+    /// Artifact probes per conversation: files written, edited or read, and the files a
+    /// submitted patch changes (gold), which are taken first.
     pub max_artifact: usize,
-    /// Recall probes (errors, identifiers the user gave) per conversation.
+    /// Recall probes per conversation: a submitted answer (gold) first, then errors and
+    /// identifiers the user gave.
     pub max_recall: usize,
     /// Continuation probes (last request, pending todo items) per conversation.
     pub max_continuation: usize,
