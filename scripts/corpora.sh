@@ -4,7 +4,14 @@
 #
 #   scripts/corpora.sh import   every corpus -> target/corpora/<corpus>.jsonl
 #   scripts/corpora.sh run      import, then experiments/corpora.toml (every strategy + recorded)
-#   scripts/corpora.sh ci       the CI slice: import, then experiments/ci-corpora.toml
+#   scripts/corpora.sh ci       the CI slice: import, then experiments/ci-corpora.toml, then check
+#   scripts/corpora.sh check DIR   check that run folder DIR is complete (below)
+#
+# `ci` ends with `check`: the run's summary.csv must hold exactly the eight strategies
+# (`compactbench strategies --json`) and the `recorded` reference, each with a row for every
+# window of the experiment, and its results.csv a row for every (conversation, configuration)
+# of every dataset the experiment names, all `ok`; otherwise it says what is missing and exits 1.
+# `check` needs python3 (the standard library only), not the corpora.
 #
 # Skips with a printed reason (exit 0) when ../shared/corpora is absent. The corpora are never
 # copied into the repository: the imported datasets live under target/ (git-ignored).
@@ -14,11 +21,108 @@ cd "$(dirname "$0")/.."
 corpora="../shared/corpora"
 mode="${1:-run}"
 shift || true
+bin="${COMPACTBENCH:-cargo run --release -q -p compactbench --}"
+
+# check DIR: the run in DIR covers its experiment (from DIR/run.json) with the eight strategies
+# and `recorded`. Dataset entries are resolved as the run resolved them: relative to the
+# experiment file's folder; a folder entry stands for every *.jsonl file under it.
+check() {
+    local dir="$1"
+    local names
+    names="$($bin strategies --json)"
+    python3 - "$dir" "$names" <<'PY'
+import csv, json, os, sys
+from collections import Counter
+
+run_dir, names_json = sys.argv[1], sys.argv[2]
+problems = []
+# The eight strategies, and the reference that replays the recorded compactions.
+want = sorted([s["name"] for s in json.loads(names_json)] + ["recorded"])
+
+def read(name):
+    path = os.path.join(run_dir, name)
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f))
+    except OSError as e:
+        sys.exit(f"check: {path}: {e.strerror}")
+
+try:
+    with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as f:
+        manifest = json.load(f)
+except (OSError, ValueError) as e:
+    sys.exit(f"check: {os.path.join(run_dir, 'run.json')}: {e}")
+experiment = manifest["experiment"]
+windows = sorted(int(w) for w in experiment["windows"])
+base = os.path.dirname(experiment["file"])
+
+# Every dataset the experiment names, with its conversation count (non-blank lines).
+datasets = {}
+for entry in experiment["datasets"]:
+    path = os.path.join(base, entry)
+    files = []
+    if os.path.isdir(path):
+        prefix = os.path.basename(os.path.normpath(path))
+        for root, _, names in os.walk(path):
+            for n in names:
+                if n.endswith(".jsonl"):
+                    full = os.path.join(root, n)
+                    files.append((prefix + "/" + os.path.relpath(full, path).replace(os.sep, "/"), full))
+    elif os.path.isfile(path):
+        files.append((os.path.basename(path), path))
+    else:
+        problems.append(f"dataset {entry}: not found at {path}")
+    for label, full in files:
+        with open(full, encoding="utf-8") as f:
+            datasets[label] = sum(1 for line in f if line.strip())
+
+summary = read("summary.csv")
+got = sorted({r["strategy"] for r in summary})
+if got != want:
+    missing = sorted(set(want) - set(got))
+    extra = sorted(set(got) - set(want))
+    problems.append(f"summary.csv: strategies missing {missing}, unexpected {extra} (want exactly {want})")
+for s in want:
+    have = sorted({int(r["window"]) for r in summary if r["strategy"] == s})
+    if have != windows and s in got:
+        problems.append(f"summary.csv: {s} has windows {have}, the experiment names {windows}")
+
+results = read("results.csv")
+rows = Counter((r["config_id"], r["dataset"], r["window"]) for r in results)
+ok = Counter((r["config_id"], r["dataset"], r["window"]) for r in results if r["status"] == "ok")
+for r in summary:
+    for label, n in sorted(datasets.items()):
+        key = (r["config_id"], label, r["window"])
+        if rows[key] != n or ok[key] != n:
+            problems.append(
+                f"results.csv: {r['strategy']} at window {r['window']} ({r['config_id']}) on {label}: "
+                f"{rows[key]} rows, {ok[key]} ok, the dataset has {n} conversations"
+            )
+
+if problems:
+    print(f"check {run_dir}: incomplete run:", file=sys.stderr)
+    for p in problems[:40]:
+        print(f"  {p}", file=sys.stderr)
+    if len(problems) > 40:
+        print(f"  ... and {len(problems) - 40} more", file=sys.stderr)
+    sys.exit(1)
+print(f"check {run_dir}: {len(want)} strategies x {len(windows)} windows x {len(datasets)} datasets, "
+      f"{sum(ok.values())} pairs ok")
+PY
+}
+
+if [ "$mode" = check ]; then
+    if [ $# -ne 1 ]; then
+        echo "usage: scripts/corpora.sh check RUN_DIR" >&2
+        exit 2
+    fi
+    check "$1"
+    exit 0
+fi
 if [ ! -d "$corpora" ]; then
     echo "skipped: no corpora folder at $corpora"
     exit 0
 fi
-bin="${COMPACTBENCH:-cargo run --release -q -p compactbench --}"
 
 import() {
     local out="$1"
@@ -43,9 +147,10 @@ case "$mode" in
         import target/corpora
         rm -rf target/ci-corpora-run
         $bin run --config experiments/ci-corpora.toml --out target/ci-corpora-run "$@"
+        check target/ci-corpora-run
         ;;
     *)
-        echo "usage: scripts/corpora.sh import|run|ci [run options]" >&2
+        echo "usage: scripts/corpora.sh import|run|ci [run options] | check RUN_DIR" >&2
         exit 2
         ;;
 esac

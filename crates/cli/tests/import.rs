@@ -1,5 +1,9 @@
 //! `compactbench import` and `compactbench probes derive` on the runner's import fixtures:
-//! what they print, what they write, and their exit codes.
+//! what they print, what they write, and their exit codes; and the check that ends the corpora
+//! CI slice (`scripts/corpora.sh check`).
+
+// A test that needs python3 says why it skips.
+#![allow(clippy::print_stderr)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -126,6 +130,8 @@ fn probes_derive_adds_grounded_probes_deterministically() {
         imported.to_str().expect("utf-8"),
     ]);
     assert_eq!(o.code, 0, "{}", o.stderr);
+    // The trajectory ends on its submit call, with no result: in flight, counted, not repaired.
+    assert!(o.stdout.contains("2 conversations; 0 repairs; 1 in-flight calls kept;"), "{}", o.stdout);
 
     let o = run(&["probes", "derive", imported.to_str().expect("utf-8"), "--out", derived.to_str().expect("utf-8")]);
     assert_eq!(o.code, 0, "{}", o.stderr);
@@ -165,4 +171,137 @@ fn probes_derive_adds_grounded_probes_deterministically() {
     ]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(std::fs::read(&derived).expect("read"), std::fs::read(&again).expect("read"));
+}
+
+/// `scripts/corpora.sh check DIR`: the check the corpora CI slice ends with. A run of the eight
+/// strategies and `recorded` over imported fixtures passes; the same run without `recorded`, or
+/// without one dataset's rows for one configuration, fails with exit 1 and says what is missing.
+#[test]
+fn the_corpora_check_passes_a_complete_run_and_names_what_an_incomplete_one_lacks() {
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("skipped: the corpora check needs python3, which is not installed");
+        return;
+    }
+    let tmp = TempDir::new("corpora-check");
+    let data = tmp.join("data");
+    for (input, name) in [("claude-code/session.jsonl", "cc.jsonl"), ("tau2/simulations.json", "tau2.jsonl")] {
+        let out = data.join(name);
+        let o = run(&["import", "--probes", &fixture(input), "--out", out.to_str().expect("utf-8")]);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+    }
+    let mut strategies: Vec<&str> = vec!["recorded"];
+    let o = run(&["strategies", "--json"]);
+    let listed: serde_json::Value = serde_json::from_str(&o.stdout).expect("strategies --json is JSON");
+    let names: Vec<String> =
+        listed.as_array().expect("a list").iter().map(|s| s["name"].as_str().expect("a name").to_string()).collect();
+    assert_eq!(names.len(), 8);
+    strategies.extend(names.iter().map(String::as_str));
+    let mut toml = String::from(
+        "name = \"check\"\ndatasets = [\"data\"]\nwindows = [4000, 16000]\ntokenizer = \"o200k_base\"\n\
+         cache = \"anthropic\"\nsummarizer = \"offline\"\njudge = \"offline\"\nseed = 42\n",
+    );
+    for s in &strategies {
+        toml.push_str(&format!("\n[[strategy]]\nname = \"{s}\"\n"));
+    }
+    let experiment = tmp.join("check.toml");
+    std::fs::write(&experiment, toml).expect("experiment written");
+    let run_dir = tmp.join("run");
+    let o = run(&["run", "--config", experiment.to_str().expect("utf-8"), "--out", run_dir.to_str().expect("utf-8")]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/corpora.sh");
+    let check = |dir: &Path| {
+        let out = Command::new("bash")
+            .arg(&script)
+            .arg("check")
+            .arg(dir)
+            .env("COMPACTBENCH", BIN)
+            .output()
+            .expect("bash runs");
+        Outcome {
+            code: out.status.code().expect("exited normally"),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    };
+    let o = check(&run_dir);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("9 strategies x 2 windows x 2 datasets"), "{}", o.stdout);
+
+    // Without `recorded` in summary.csv.
+    let summary = run_dir.join("summary.csv");
+    let full = std::fs::read_to_string(&summary).expect("summary.csv");
+    let without: String = full.lines().filter(|l| !l.starts_with("recorded-")).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&summary, &without).expect("write");
+    let o = check(&run_dir);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("strategies missing ['recorded']"), "{}", o.stderr);
+    std::fs::write(&summary, &full).expect("write");
+
+    // Without one dataset's rows for one configuration in results.csv.
+    let results = run_dir.join("results.csv");
+    let text = std::fs::read_to_string(&results).expect("results.csv");
+    let dropped: String = text
+        .lines()
+        .filter(|l| !(l.contains(",data/tau2.jsonl,") && l.contains(",keep-last-n-16k-")))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(dropped.len() < text.len(), "the run has tau2 rows for keep-last-n at 16k");
+    std::fs::write(&results, dropped).expect("write");
+    let o = check(&run_dir);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("keep-last-n at window 16000"), "{}", o.stderr);
+    assert!(o.stderr.contains("on data/tau2.jsonl: 0 rows, 0 ok"), "{}", o.stderr);
+}
+
+/// A Claude Code session brings its `<session>/subagents/` files, given as a file or found in a
+/// folder: the session, a subagent and a compaction side-call, each its own conversation with
+/// its kind, and the compact boundary on the session's summary.
+#[test]
+fn a_claude_code_session_imports_with_its_subagent_and_compaction_side_call() {
+    let tmp = TempDir::new("subagents");
+    for (input, name) in [("claude-code/tree/session.jsonl", "file.jsonl"), ("claude-code/tree", "folder.jsonl")] {
+        let out = tmp.join(name);
+        let o = run(&["import", "--strict", &fixture(input), "--out", out.to_str().expect("utf-8")]);
+        assert_eq!(o.code, 0, "{input}: {}", o.stderr);
+        assert!(o.stdout.contains(": 3 conversations; 0 repairs"), "{input}: {}", o.stdout);
+        let mut convs = lines(&out);
+        // A folder lists `session/` before `session.jsonl`; the order does not matter here.
+        convs.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+        let got: Vec<(&str, &str, Option<&str>)> = convs
+            .iter()
+            .map(|c| {
+                (
+                    c["id"].as_str().expect("an id"),
+                    c["meta"]["kind"].as_str().expect("a kind"),
+                    c["meta"]["agent_id"].as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("session", "session", None),
+                ("session/subagents/agent-a1", "subagent", Some("a1")),
+                ("session/subagents/agent-acompact-x", "compaction", Some("acompact-x")),
+            ],
+            "{input}"
+        );
+        let session = &convs[0];
+        assert_eq!(session["meta"]["recorded_compactions"], 1);
+        let carried: Vec<&serde_json::Value> = session["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter(|m| m["meta"]["compact_boundary"].is_object())
+            .collect();
+        assert_eq!(carried.len(), 1, "{input}");
+        assert_eq!(carried[0]["meta"]["compact_summary"], true);
+        assert_eq!(
+            carried[0]["meta"]["compact_boundary"],
+            serde_json::json!({"trigger": "manual", "pre_tokens": 142311})
+        );
+        let side_call = convs[2]["messages"].as_array().expect("messages");
+        assert!(side_call[1]["content"].as_str().expect("text").contains("Summary: the parser is src/config/parse.rs"));
+    }
 }

@@ -31,7 +31,9 @@
 //! (`meta.synthetic`) are never sources. Near-duplicates within a kind (a probe whose facts
 //! are among those of an earlier probe of the same kind) are merged into the earlier one; each
 //! family keeps at most its bound ([`DeriveParams`]), spread evenly over the conversation when
-//! there are more candidates. Derived probe ids start with [`DERIVED_PREFIX`].
+//! there are more candidates, and each kind at most its bound ([`DeriveParams::max_of`]) over
+//! all families (families are taken in the order task, gold, continuation, artifact, recall).
+//! Derived probe ids start with [`DERIVED_PREFIX`].
 //!
 //! ```
 //! use compaction::{Conversation, Message, ProbeKind, ToolCall};
@@ -74,9 +76,11 @@ pub const DERIVED_PREFIX: &str = "derived-";
 pub struct DeriveParams {
     /// Task probes per conversation.
     pub max_task: usize,
-    /// Artifact probes (files written, edited or read) per conversation.
+    /// Artifact probes per conversation: files written, edited or read, and the files a
+    /// submitted patch changes (gold), which are taken first.
     pub max_artifact: usize,
-    /// Recall probes (errors, identifiers the user gave) per conversation.
+    /// Recall probes per conversation: a submitted answer (gold) first, then errors and
+    /// identifiers the user gave.
     pub max_recall: usize,
     /// Continuation probes (last request, pending todo items) per conversation.
     pub max_continuation: usize,
@@ -84,6 +88,20 @@ pub struct DeriveParams {
     pub max_gold: usize,
     /// Facts per probe.
     pub max_facts: usize,
+}
+
+impl DeriveParams {
+    /// The most probes of `kind` a conversation gets, over all families: decisions come only
+    /// from gold actions, so their bound is `max_gold`.
+    pub fn max_of(&self, kind: ProbeKind) -> usize {
+        match kind {
+            ProbeKind::Task => self.max_task,
+            ProbeKind::Recall => self.max_recall,
+            ProbeKind::Artifact => self.max_artifact,
+            ProbeKind::Decision => self.max_gold,
+            ProbeKind::Continuation => self.max_continuation,
+        }
+    }
 }
 
 impl Default for DeriveParams {
@@ -104,7 +122,10 @@ pub fn derive(conv: &Conversation, params: &DeriveParams) -> Vec<Probe> {
         ("recall", d.recall(), params.max_recall),
     ];
     // Candidates come ranked; artifacts are spread over the conversation (written and edited
-    // files first, read files filling what is left), the others are taken in rank order.
+    // files first, read files filling what is left), the others are taken in rank order. A
+    // family keeps at most its bound, and every kind at most its own ([`DeriveParams::max_of`]):
+    // the gold family's patched files and submitted answer take artifact and recall room first.
+    let mut room: BTreeMap<ProbeKind, usize> = ProbeKind::ALL.iter().map(|&k| (k, params.max_of(k))).collect();
     let mut taken: Vec<(ProbeKind, Vec<String>)> = Vec::new();
     for (family, candidates, bound) in families {
         let mut kept: Vec<Candidate> = Vec::new();
@@ -120,15 +141,27 @@ pub fn derive(conv: &Conversation, params: &DeriveParams) -> Vec<Probe> {
             taken.push((c.kind, keys));
             kept.push(c);
         }
-        let selected = if family == "artifact" {
+        let selected: Vec<Candidate> = if family == "artifact" {
+            let bound = bound.min(room.get(&ProbeKind::Artifact).copied().unwrap_or(0));
             let (written, read): (Vec<Candidate>, Vec<Candidate>) = kept.into_iter().partition(|c| !c.secondary);
             let mut s = spread(written, bound);
-            let room = bound - s.len();
-            s.extend(spread(read, room));
+            let left = bound - s.len();
+            s.extend(spread(read, left));
             s.sort_by_key(|c| c.source);
+            if let Some(left) = room.get_mut(&ProbeKind::Artifact) {
+                *left -= s.len();
+            }
             s
         } else {
-            kept.into_iter().take(bound).collect()
+            let mut s = Vec::new();
+            for c in kept {
+                let left = room.entry(c.kind).or_default();
+                if s.len() < bound && *left > 0 {
+                    *left -= 1;
+                    s.push(c);
+                }
+            }
+            s
         };
         for (n, c) in selected.into_iter().enumerate() {
             out.push(Probe {

@@ -1,11 +1,14 @@
 //! Every conversation file of the shared corpora imports: each file's format is sniffed, the
 //! repairs are counted, `validate` is clean on the output, and derived probes exist for every
-//! conversation that uses tools. Skipped, with the reason printed, when the corpora folder is
-//! absent.
+//! conversation that uses tools. Every data file of the folder (walked independently of the
+//! importer) is imported, each corpus gives the conversation count its SOURCE.md states, and
+//! the Claude Code sessions keep their subagents, compaction side-calls and recorded
+//! compactions. Skipped, with the reason printed, when the corpora folder is absent.
 
 // The test prints why it skips, and the repair counts it found.
 #![allow(clippy::print_stdout)]
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use compaction::ProbeKind;
@@ -34,7 +37,7 @@ fn every_corpus_file_imports_and_validates() {
     let options = ImportOptions { format: FormatChoice::Auto, strict: false };
     let mut total = RepairReport::default();
     let mut conversations = 0;
-    let mut kinds: std::collections::BTreeMap<ProbeKind, usize> = Default::default();
+    let mut kinds: BTreeMap<ProbeKind, usize> = Default::default();
     for dir in &dirs {
         let files = import(std::slice::from_ref(dir), &options);
         assert!(!files.is_empty(), "{}: no files", dir.display());
@@ -124,4 +127,121 @@ fn the_corpora_experiments_run_every_strategy_and_the_recorded_reference() {
         assert!(exp.datasets.iter().all(|d| d.starts_with("../target/corpora")), "{file}: imported datasets only");
         assert!(exp.windows.contains(&128_000), "{file}: the window where the strategies meet the recorded cuts");
     }
+}
+
+/// Every file under `dir`, hidden ones included, whatever its extension.
+fn walk_all(dir: &Path, out: &mut Vec<PathBuf>) {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            walk_all(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The `Conversations: **N**` count of a corpus's SOURCE.md.
+fn stated_conversations(dir: &Path) -> usize {
+    let path = dir.join("SOURCE.md");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let rest = text
+        .split("Conversations: **")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{}: no \"Conversations: **N**\" line", path.display()));
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().unwrap_or_else(|e| panic!("{}: conversation count {digits:?}: {e}", path.display()))
+}
+
+#[test]
+fn every_data_file_is_imported_and_each_corpus_has_the_conversations_its_source_states() {
+    let Some(dirs) = corpora() else { return };
+    // Every file of the corpora folder but the SOURCE.md files, at any depth (top-level files
+    // and hidden files too): a file the importer does not reach is a file the runs never see.
+    let mut on_disk = Vec::new();
+    walk_all(Path::new(CORPORA), &mut on_disk);
+    let on_disk: BTreeSet<PathBuf> =
+        on_disk.iter().filter(|p| p.file_name().is_none_or(|n| n != "SOURCE.md")).map(|p| canonical(p)).collect();
+    let options = ImportOptions { format: FormatChoice::Auto, strict: false };
+    let mut imported = BTreeSet::new();
+    for dir in &dirs {
+        let files = import(std::slice::from_ref(dir), &options);
+        let conversations: usize = files.iter().map(|f| f.conversations.len()).sum();
+        assert_eq!(conversations, stated_conversations(dir), "{}: conversations against SOURCE.md", dir.display());
+        for f in &files {
+            assert!(imported.insert(canonical(&f.path)), "{}: imported twice", f.path.display());
+        }
+    }
+    let skipped: Vec<&PathBuf> = on_disk.difference(&imported).collect();
+    let extra: Vec<&PathBuf> = imported.difference(&on_disk).collect();
+    assert!(skipped.is_empty() && extra.is_empty(), "not imported: {skipped:#?}\nimported, not on disk: {extra:#?}");
+    assert!(!on_disk.is_empty());
+}
+
+#[test]
+fn claude_code_sessions_keep_subagents_side_calls_and_their_recorded_compaction() {
+    let Some(dirs) = corpora() else { return };
+    let Some(dir) = dirs.iter().find(|d| d.ends_with("claude-code-spotter")) else {
+        println!("skipped: no claude-code-spotter corpus");
+        return;
+    };
+    let options = ImportOptions { format: FormatChoice::Exact(Format::ClaudeCode), strict: true };
+    let files = import(std::slice::from_ref(dir), &options);
+    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+    let mut compacted = 0;
+    for f in &files {
+        assert!(f.errors.is_empty(), "{}: {:?}", f.path.display(), f.errors);
+        assert_eq!(f.conversations.len(), 1, "{}: one conversation per file", f.path.display());
+        let conv = &f.conversations[0];
+        let kind = conv.meta["kind"].as_str().expect("a kind").to_string();
+        *kinds.entry(kind.clone()).or_default() += 1;
+        let name = f.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let expected_kind = if name.starts_with("agent-acompact-") {
+            "compaction"
+        } else if name.starts_with("agent-") {
+            "subagent"
+        } else {
+            "session"
+        };
+        assert_eq!(kind, expected_kind, "{}", f.path.display());
+
+        // The compact_boundary lines of the raw file, read independently of the importer.
+        let text = std::fs::read_to_string(&f.path).expect("readable");
+        let raw: Vec<serde_json::Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|d| d["subtype"] == "compact_boundary")
+            .map(|d| {
+                let m = &d["compactMetadata"];
+                serde_json::json!({"trigger": m["trigger"], "pre_tokens": m["preTokens"]})
+            })
+            .collect();
+        let carried: Vec<&compaction::Message> =
+            conv.messages.iter().filter(|m| m.meta.contains_key("compact_boundary")).collect();
+        let summaries = conv.messages.iter().filter(|m| m.meta_flag("compact_summary")).count();
+        if raw.is_empty() {
+            assert!(carried.is_empty() && !conv.meta.contains_key("recorded_compactions"), "{}", f.path.display());
+            continue;
+        }
+        compacted += 1;
+        assert_eq!(kind, "session", "{}: only main sessions compact", f.path.display());
+        assert_eq!(conv.meta["recorded_compactions"], 1, "{}", f.path.display());
+        assert_eq!(summaries, 1, "{}: one recorded summary", f.path.display());
+        assert_eq!(carried.len(), 1, "{}: one message carries the boundary", f.path.display());
+        assert!(carried[0].meta_flag("compact_summary"), "{}: the boundary is on the summary", f.path.display());
+        assert_eq!(carried[0].meta["compact_boundary"], raw[0], "{}", f.path.display());
+        assert_eq!(carried[0].meta["compact_boundary"]["trigger"], "auto", "{}", f.path.display());
+    }
+    // SOURCE.md of claude-code-spotter: 4 session files (subagent.jsonl is a subagent's file
+    // kept without its parent and reads as a session), 4 subagents, 3 compaction side-calls;
+    // the three main sessions with subagents each compacted once.
+    let want: BTreeMap<String, usize> =
+        [("compaction", 3), ("session", 4), ("subagent", 4)].into_iter().map(|(k, n)| (k.to_string(), n)).collect();
+    assert_eq!(kinds, want);
+    assert_eq!(compacted, 3);
 }

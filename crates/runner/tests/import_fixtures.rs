@@ -7,6 +7,10 @@
 //! errors `--strict` gives, which name file, line and field). It also checks that `auto` picks
 //! the same format and that every imported conversation validates.
 //!
+//! For the cases in [`PROBE_CASES`], a third file, `<case>.probes.jsonl`, holds the probes
+//! `compactbench probes derive` gives with its default bounds (one line per probe, with its
+//! conversation id), so a change to the derivation shows up as a reviewed diff.
+//!
 //! Run with `COMPACTBENCH_BLESS=1` to rewrite the expected files after a deliberate change,
 //! then review the diff.
 
@@ -16,12 +20,17 @@ use std::path::{Path, PathBuf};
 
 use runner::dataset::check_conversation;
 use runner::import::{import_str, sniff, Format, FormatChoice, ImportOptions};
+use runner::probes::{derive, DeriveParams};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/import");
 
+/// Fixtures whose derived probes are pinned: a Claude Code session (task, artifact, recall and
+/// continuation probes from the recording) and a tau2 simulation file (gold actions).
+const PROBE_CASES: [(Format, &str); 2] = [(Format::ClaudeCode, "session.jsonl"), (Format::Tau2, "simulations.json")];
+
 fn is_expectation(path: &Path) -> bool {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    name.ends_with(".expected.jsonl") || name.ends_with(".strict.txt")
+    name.ends_with(".expected.jsonl") || name.ends_with(".strict.txt") || name.ends_with(".probes.jsonl")
 }
 
 /// The inputs of one format's folder, in name order.
@@ -95,6 +104,35 @@ fn check(format: Format, input: &Path) -> Vec<String> {
     problems.extend(expect(Path::new(&format!("{stem}.expected.jsonl")), &jsonl));
     problems.extend(expect(Path::new(&format!("{stem}.strict.txt")), &report));
     problems
+}
+
+#[test]
+fn derived_probes_of_the_pinned_fixtures_are_as_expected() {
+    let mut problems = Vec::new();
+    for (format, name) in PROBE_CASES {
+        let input = Path::new(FIXTURES).join(format.name()).join(name);
+        let text = fs::read_to_string(&input).unwrap_or_else(|e| panic!("{}: {e}", input.display()));
+        let key = runner::import::file_key(Path::new(name));
+        let out =
+            import_str(&text, &input, &key, &ImportOptions { format: FormatChoice::Exact(format), strict: false });
+        assert!(out.errors.is_empty(), "{}: {:?}", input.display(), out.errors);
+        let mut jsonl = String::new();
+        let mut count = 0;
+        for conv in &out.conversations {
+            let probes = derive(conv, &DeriveParams::default());
+            assert!(!probes.is_empty(), "{}: {} has no derived probe", input.display(), conv.id);
+            count += probes.len();
+            for p in &probes {
+                let line = serde_json::json!({"conversation": conv.id, "probe": p});
+                jsonl.push_str(&serde_json::to_string(&line).expect("a probe serializes"));
+                jsonl.push('\n');
+            }
+        }
+        assert!(count > 0);
+        let stem = input.with_file_name(&key);
+        problems.extend(expect(Path::new(&format!("{}.probes.jsonl", stem.display())), &jsonl));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
 
 #[test]

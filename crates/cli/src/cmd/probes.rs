@@ -37,16 +37,17 @@ struct DeriveArgs {
     /// Task probes per conversation [default: 1].
     #[arg(long, value_name = "N")]
     max_task: Option<usize>,
-    /// Artifact probes per conversation [default: 6].
+    /// Artifact probes per conversation, patched files of the gold family included [default: 6].
     #[arg(long, value_name = "N")]
     max_artifact: Option<usize>,
-    /// Recall probes per conversation [default: 6].
+    /// Recall probes per conversation, a submitted answer included [default: 6].
     #[arg(long, value_name = "N")]
     max_recall: Option<usize>,
     /// Continuation probes per conversation [default: 2].
     #[arg(long, value_name = "N")]
     max_continuation: Option<usize>,
-    /// Gold probes per conversation [default: 8].
+    /// Gold probes per conversation (gold actions, patched files, submitted answer); also the
+    /// bound of decision probes [default: 8].
     #[arg(long, value_name = "N")]
     max_gold: Option<usize>,
     /// Facts per probe [default: 4].

@@ -10,8 +10,12 @@
 //!   interrupt markers, system reminders) are flagged `meta.injected = true`; the
 //!   `isCompactSummary` line is flagged `meta.compact_summary = true`.
 //! - `system` lines with subtype `compact_boundary` are kept as a marker: their
-//!   `compactMetadata` becomes `meta.compact_boundary = {trigger, pre_tokens}` on the next user
-//!   message (the compact summary), which is where Claude Code cut the history.
+//!   `compactMetadata` becomes `meta.compact_boundary = {trigger, pre_tokens}` on the
+//!   `isCompactSummary` message that follows it (where Claude Code cut the history), and
+//!   `meta.recorded_compactions` counts the summaries that carry one. A boundary whose summary
+//!   does not come before the next response, the next boundary or the end of the file is a
+//!   repair ([`RepairKind::LostCompactBoundary`]): the marker is dropped and counted (with
+//!   `--strict`, an error naming its line and field). Other user text never takes the marker.
 //! - `queue-operation` lines: a message the user typed while the agent was busy is enqueued;
 //!   when it is `remove`d from the queue without appearing as a user line, Claude Code handed
 //!   it to the model mid-turn. It is imported as a user message flagged `meta.queued = true`,
@@ -30,7 +34,7 @@ use serde_json::Value;
 use super::anthropic;
 use super::json::{self, str_of, text};
 use super::source::At;
-use super::{Draft, FileCtx, Format, ImportProblem, Located, Sourced};
+use super::{Draft, FileCtx, Format, ImportProblem, Located, RepairKind, Sourced};
 
 /// The window of the Claude models Claude Code runs, in tokens.
 pub const CLAUDE_WINDOW: u64 = 200_000;
@@ -59,7 +63,10 @@ struct State {
     draft: Draft,
     /// The message id and draft index of the response being merged.
     open: Option<(String, usize)>,
-    boundary: Option<Value>,
+    /// A compact boundary waiting for its summary, and where it is.
+    boundary: Option<(Value, At)>,
+    /// Boundaries attached to their summary.
+    compactions: u64,
     queued: Vec<(String, At)>,
     delivered: Vec<(String, At)>,
 }
@@ -70,9 +77,23 @@ impl State {
             self.draft.push(Message::user(content).with_meta("queued", true.into()), at);
         }
     }
+    /// A pending boundary whose summary did not come: a repair.
+    fn lose_boundary(&mut self, why: &str) {
+        if let Some((b, at)) = self.boundary.take() {
+            let detail = format!(
+                "compact_boundary (trigger {}, pre_tokens {}) has no compact summary before {why}; marker dropped",
+                b.get("trigger").unwrap_or(&Value::Null),
+                b.get("pre_tokens").unwrap_or(&Value::Null)
+            );
+            self.draft.repair(RepairKind::LostCompactBoundary, at, detail);
+        }
+    }
     fn user_text(&mut self, mut msg: Message, at: At) {
-        if let Some(b) = self.boundary.take() {
-            msg.meta.insert("compact_boundary".into(), b);
+        if msg.meta_flag("compact_summary") {
+            if let Some((b, _)) = self.boundary.take() {
+                msg.meta.insert("compact_boundary".into(), b);
+                self.compactions += 1;
+            }
         }
         // A queued message that shows up as a user line was delivered the ordinary way.
         if let Some(k) = self.queued.iter().position(|(q, _)| q.trim() == msg.content.trim()) {
@@ -89,6 +110,7 @@ pub(crate) fn parse(source: &str, file: &FileCtx) -> Vec<Result<Draft, Located>>
         draft: Draft::new(file.key.clone(), Format::ClaudeCode, file),
         open: None,
         boundary: None,
+        compactions: 0,
         queued: Vec::new(),
         delivered: Vec::new(),
     };
@@ -100,7 +122,6 @@ pub(crate) fn parse(source: &str, file: &FileCtx) -> Vec<Result<Draft, Located>>
     } else {
         "session"
     };
-    let mut compactions = 0u64;
     let mut first = true;
     for (i, line) in source.trim_start_matches('\u{feff}').lines().enumerate() {
         if line.trim().is_empty() {
@@ -147,6 +168,7 @@ pub(crate) fn parse(source: &str, file: &FileCtx) -> Vec<Result<Draft, Located>>
                 match st.open.clone() {
                     Some((open_id, idx)) if open_id == id && !id.is_empty() => merge(&mut st.draft.messages[idx], part),
                     _ => {
+                        st.lose_boundary("the next response");
                         st.deliver();
                         let mut part = part;
                         if model == "<synthetic>" {
@@ -190,12 +212,13 @@ pub(crate) fn parse(source: &str, file: &FileCtx) -> Vec<Result<Draft, Located>>
                 }
             }
             Some("system") if str_of(&d, "subtype") == Some("compact_boundary") => {
-                compactions += 1;
+                st.lose_boundary("the next compact boundary");
                 let meta = d.get("compactMetadata");
                 let mut b = serde_json::Map::new();
                 b.insert("trigger".into(), meta.and_then(|m| m.get("trigger")).cloned().unwrap_or(Value::Null));
                 b.insert("pre_tokens".into(), meta.and_then(|m| m.get("preTokens")).cloned().unwrap_or(Value::Null));
-                st.boundary = Some(Value::Object(b));
+                let field = if meta.is_some() { at.key("compactMetadata") } else { at.key("subtype") };
+                st.boundary = Some((Value::Object(b), field));
                 st.open = None;
             }
             Some("queue-operation") => match str_of(&d, "operation") {
@@ -219,6 +242,7 @@ pub(crate) fn parse(source: &str, file: &FileCtx) -> Vec<Result<Draft, Located>>
             _ => {}
         }
     }
+    st.lose_boundary("the end of the file");
     st.deliver();
     for s in &mut st.draft.messages {
         if s.message.role == compaction::Role::Assistant {
@@ -229,8 +253,9 @@ pub(crate) fn parse(source: &str, file: &FileCtx) -> Vec<Result<Draft, Located>>
         }
     }
     st.draft.meta("kind", kind);
-    if compactions > 0 {
-        st.draft.meta("recorded_compactions", compactions);
+    if st.compactions > 0 {
+        let n = st.compactions;
+        st.draft.meta("recorded_compactions", n);
     }
     if st.draft.conversation.model.as_deref().is_some_and(|m| m.starts_with("claude")) {
         st.draft.conversation.context_window = Some(CLAUDE_WINDOW);
@@ -298,5 +323,78 @@ mod tests {
         );
         assert_eq!(d.messages[3].at.line, Some(3));
         assert_eq!(d.conversation.context_window, Some(CLAUDE_WINDOW));
+    }
+
+    fn import(lines: &[&str], strict: bool) -> super::super::FileImport {
+        let options =
+            super::super::ImportOptions { format: super::super::FormatChoice::Exact(Format::ClaudeCode), strict };
+        super::super::import_str(&lines.join("\n"), "s.jsonl".as_ref(), "s", &options)
+    }
+
+    const BOUNDARY: &str = r#"{"type":"system","subtype":"compact_boundary","sessionId":"s","compactMetadata":{"trigger":"manual","preTokens":142000}}"#;
+
+    #[test]
+    fn the_compact_boundary_goes_on_the_compact_summary_only() {
+        let lines = [
+            r#"{"type":"user","sessionId":"s","message":{"role":"user","content":"start"}}"#,
+            r#"{"type":"assistant","message":{"id":"m1","model":"claude-x","content":[{"type":"text","text":"ok"}]}}"#,
+            BOUNDARY,
+            r#"{"type":"user","isMeta":true,"message":{"role":"user","content":"<system-reminder>hook ran</system-reminder>"}}"#,
+            r#"{"type":"user","isCompactSummary":true,"message":{"role":"user","content":"This session is being continued from a previous conversation. Summary: start."}}"#,
+            r#"{"type":"assistant","message":{"id":"m2","model":"claude-x","content":[{"type":"text","text":"resuming"}]}}"#,
+        ];
+        let out = import(&lines, true);
+        assert!(out.errors.is_empty(), "{:?}", out.errors);
+        let conv = &out.conversations[0];
+        let marked: Vec<usize> = conv
+            .messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.meta.contains_key("compact_boundary"))
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(marked, vec![3]);
+        assert!(conv.messages[3].meta_flag("compact_summary"));
+        assert!(conv.messages[2].meta_flag("injected"));
+        assert_eq!(
+            conv.messages[3].meta["compact_boundary"],
+            serde_json::json!({"trigger": "manual", "pre_tokens": 142000})
+        );
+        assert_eq!(conv.meta["recorded_compactions"], 1);
+    }
+
+    #[test]
+    fn a_compact_boundary_with_no_summary_is_a_repair() {
+        let lines = [
+            r#"{"type":"user","sessionId":"s","message":{"role":"user","content":"start"}}"#,
+            r#"{"type":"assistant","message":{"id":"m1","model":"claude-x","content":[{"type":"text","text":"ok"}]}}"#,
+            BOUNDARY,
+            r#"{"type":"user","message":{"role":"user","content":"go on"}}"#,
+            r#"{"type":"assistant","message":{"id":"m2","model":"claude-x","content":[{"type":"text","text":"resuming"}]}}"#,
+            BOUNDARY,
+        ];
+        let out = import(&lines, false);
+        assert!(out.errors.is_empty(), "{:?}", out.errors);
+        let conv = &out.conversations[0];
+        // Neither boundary lands on the user text after it, and no compaction is counted.
+        assert!(conv.messages.iter().all(|m| !m.meta.contains_key("compact_boundary")));
+        assert!(!conv.meta.contains_key("recorded_compactions"));
+        assert_eq!(out.report.count(RepairKind::LostCompactBoundary), 2);
+        let lines_of: Vec<Option<usize>> = out.report.repairs.iter().map(|r| r.line).collect();
+        assert_eq!(lines_of, vec![Some(3), Some(6)]);
+        assert!(out.report.repairs[0].detail.contains("before the next response"), "{}", out.report.repairs[0].detail);
+        assert!(
+            out.report.repairs[1].detail.contains("before the end of the file"),
+            "{}",
+            out.report.repairs[1].detail
+        );
+
+        let strict = import(&lines, true);
+        assert!(strict.conversations.is_empty());
+        assert_eq!(
+            strict.errors[0].to_string(),
+            "s.jsonl:3: conversation s, field compactMetadata: strict: lost_compact_boundary: compact_boundary \
+             (trigger \"manual\", pre_tokens 142000) has no compact summary before the next response; marker dropped"
+        );
     }
 }

@@ -25,7 +25,7 @@
 //! repair pass), `injected` (text the agent harness injected, not typed by a person: Claude
 //! Code's `isMeta` lines, task notifications, interrupt markers; OpenHands loop errors),
 //! `compact_summary` (the summary Claude Code inserted after compacting), `compact_boundary`
-//! (on that summary: `{trigger, pre_tokens}` of the recorded compaction), `queued` (a message
+//! (on that summary only: `{trigger, pre_tokens}` of the recorded compaction), `queued` (a message
 //! the user typed while Claude Code was busy, delivered before its next call), `demo` (a
 //! SWE-agent in-context demonstration). On conversations: `format`, `file`, and where the
 //! format has them `gold_actions` (`[{name, arguments}]`: tau-bench `info.task.actions`, tau2
@@ -271,6 +271,9 @@ pub(crate) struct Draft {
     /// Everything but the messages.
     pub conversation: Conversation,
     pub messages: Vec<Sourced>,
+    /// Repairs the importer made itself (what it dropped while reading), reported by the
+    /// repair pass with its own.
+    pub repairs: Vec<(RepairKind, At, String)>,
 }
 
 impl Draft {
@@ -279,7 +282,11 @@ impl Draft {
         conversation.source = format.source();
         conversation.meta.insert("format".into(), format.name().into());
         conversation.meta.insert("file".into(), file.key.clone().into());
-        Draft { conversation, messages: Vec::new() }
+        Draft { conversation, messages: Vec::new(), repairs: Vec::new() }
+    }
+    /// Record a repair the importer made at `at`.
+    pub fn repair(&mut self, kind: RepairKind, at: At, detail: String) {
+        self.repairs.push((kind, at, detail));
     }
     pub fn push(&mut self, message: Message, at: At) {
         self.messages.push(Sourced::new(message, at));

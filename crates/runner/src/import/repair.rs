@@ -24,6 +24,9 @@
 //! - **Empty message** ([`RepairKind::EmptyMessage`]): a user or system message with no text,
 //!   or an assistant message with neither text nor calls (a response that only thought), is
 //!   dropped.
+//! - **Compaction marker with no summary** ([`RepairKind::LostCompactBoundary`]): found by the
+//!   importer (Claude Code's `compact_boundary` with no `isCompactSummary` message after it),
+//!   dropped, and reported here with the others.
 //!
 //! Consecutive messages of the same role are kept as they are (they are what the agent sent)
 //! and counted in [`RepairReport::same_role_pairs`]. With `strict`, the importer turns every
@@ -53,10 +56,11 @@ pub enum RepairKind {
     MissingResultId,
     ResultNameMismatch,
     EmptyMessage,
+    LostCompactBoundary,
 }
 
 impl RepairKind {
-    pub const ALL: [RepairKind; 8] = [
+    pub const ALL: [RepairKind; 9] = [
         RepairKind::ReusedCallId,
         RepairKind::MissingCallId,
         RepairKind::MissingToolName,
@@ -65,6 +69,7 @@ impl RepairKind {
         RepairKind::MissingResultId,
         RepairKind::ResultNameMismatch,
         RepairKind::EmptyMessage,
+        RepairKind::LostCompactBoundary,
     ];
     pub fn as_str(self) -> &'static str {
         match self {
@@ -76,6 +81,7 @@ impl RepairKind {
             RepairKind::MissingResultId => "missing_result_id",
             RepairKind::ResultNameMismatch => "result_name_mismatch",
             RepairKind::EmptyMessage => "empty_message",
+            RepairKind::LostCompactBoundary => "lost_compact_boundary",
         }
     }
 }
@@ -190,9 +196,12 @@ struct Open {
 
 /// Run the pass over one imported conversation. `line_of` turns a location into a line.
 pub(crate) fn repair(draft: Draft, line_of: &dyn Fn(&At) -> Option<usize>) -> Repaired {
-    let Draft { mut conversation, messages } = draft;
+    let Draft { mut conversation, messages, repairs } = draft;
     let mut notes = Notes { conversation: conversation.id.clone(), line_of, report: RepairReport::default() };
     notes.report.conversations = 1;
+    for (kind, at, detail) in repairs {
+        notes.add(kind, &at, "", detail);
+    }
 
     // Ids in use, so that renamed and generated ids never collide with recorded ones.
     let mut used: HashSet<String> =
@@ -373,7 +382,7 @@ mod tests {
                 Sourced { message: m, at, calls }
             })
             .collect();
-        Draft { conversation: Conversation::new("c", Vec::new()), messages }
+        Draft { conversation: Conversation::new("c", Vec::new()), messages, repairs: Vec::new() }
     }
 
     fn run(messages: Vec<Message>) -> Repaired {
@@ -451,6 +460,36 @@ mod tests {
         assert_eq!(r.conversation.messages.len(), 2);
         assert_eq!(r.report.total(), 0);
         assert_eq!(r.report.in_flight_calls, 1);
+    }
+
+    #[test]
+    fn only_the_final_assistant_messages_calls_are_in_flight() {
+        // b (an earlier message, followed by another response) gets a placeholder; d (the final
+        // message, with only results after it) is in flight.
+        let r = run(vec![
+            Message::user("go"),
+            Message::assistant_calls("", vec![call("a", "read"), call("b", "read")]),
+            Message::tool_result("a", "read", "1"),
+            Message::assistant_calls("", vec![call("c", "read"), call("d", "read")]),
+            Message::tool_result("c", "read", "3"),
+        ]);
+        let m = &r.conversation.messages;
+        let ids: Vec<Option<&str>> = m.iter().map(|m| m.tool_call_id.as_deref()).collect();
+        assert_eq!(ids, vec![None, None, Some("a"), Some("b"), None, Some("c")]);
+        assert!(m[3].meta_flag("synthetic"));
+        assert_eq!(r.report.count(RepairKind::MissingResult), 1);
+        assert_eq!(r.report.in_flight_calls, 1);
+        assert!(compaction::check_context(&compaction::Context::from_messages(m.clone())).is_empty());
+
+        // Calls followed by a user message are not in flight: the recording went on without them.
+        let r = run(vec![
+            Message::user("go"),
+            Message::assistant_calls("", vec![call("e", "read")]),
+            Message::user("[Request interrupted by user]"),
+        ]);
+        assert_eq!(r.report.count(RepairKind::MissingResult), 1);
+        assert_eq!(r.report.in_flight_calls, 0);
+        assert!(r.report.to_string().ends_with("; 0 in-flight calls kept; 0 same-role pairs kept"), "{}", r.report);
     }
 
     #[test]

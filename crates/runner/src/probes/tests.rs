@@ -297,3 +297,38 @@ fn terms_and_error_lines() {
     assert!(same_file("/repo/src/lib.rs", "./src/lib.rs"));
     assert!(!same_file("/repo/src/lib.rs", "b.rs"));
 }
+
+#[test]
+fn each_kind_is_bounded_over_all_families() {
+    // A submitted patch changes five files (gold artifact probes) and the agent writes five
+    // others (artifact probes): both families give artifacts, and the kind keeps its bound.
+    let mut messages = vec![Message::user("Update the modules and write the notes.")];
+    for i in 0..5 {
+        let (a, b) = (format!("a{i}"), format!("b{i}"));
+        messages.push(Message::assistant_calls(
+            "",
+            vec![
+                call(&a, "Edit", json!({"file_path": format!("pkg/mod_{i}.py"), "old_string": "x", "new_string": "y"})),
+                call(&b, "Write", json!({"file_path": format!("notes/note_{i}.md"), "content": "n"})),
+            ],
+        ));
+        messages.push(Message::tool_result(&a, "Edit", "ok"));
+        messages.push(Message::tool_result(&b, "Write", "ok"));
+    }
+    let mut conv = Conversation::new("k", messages);
+    let patch: String = (0..5).map(|i| format!("diff --git a/pkg/mod_{i}.py b/pkg/mod_{i}.py\n-x\n+y\n")).collect();
+    conv.meta.insert("submission".into(), json!(patch));
+    for max_artifact in [0, 3, 6, 20] {
+        let params = DeriveParams { max_artifact, ..DeriveParams::default() };
+        let probes = derive(&conv, &params);
+        assert_grounded(&conv, &probes);
+        for (kind, n) in count_by_kind(&probes) {
+            assert!(n <= params.max_of(kind), "max_artifact {max_artifact}: {n} {kind:?} probes");
+        }
+        let artifacts = of(&probes, ProbeKind::Artifact);
+        assert_eq!(artifacts.len(), max_artifact.min(10), "max_artifact {max_artifact}");
+        // The gold family comes first: the patched files take the room before the notes.
+        let gold = artifacts.iter().filter(|p| p.id.starts_with("derived-gold")).count();
+        assert_eq!(gold, max_artifact.min(5), "max_artifact {max_artifact}");
+    }
+}
