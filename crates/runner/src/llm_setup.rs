@@ -14,8 +14,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use llm::cache::{CacheMode, ResponseCache};
-use llm::{Client, LlmConfig, LlmError};
+pub use llm::cache::CacheMode;
+use llm::cache::ResponseCache;
+use llm::{Client, ClientStats, Limits, LlmConfig, LlmError};
 use serde::{Deserialize, Serialize};
 
 use compaction::{Context, Conversation, Probe, SummaryFailure, SummaryRequest};
@@ -24,7 +25,7 @@ use crate::experiment::{Experiment, JudgeSpec, SummarizerSpec};
 use crate::llm_judge::LlmJudge;
 use crate::llm_summarize::{LlmSetupError, LlmSummarizer, Prompts};
 use crate::record::ProbeScore;
-use crate::replay::{Judge, Summarizer, Summary};
+use crate::replay::{Judge, Price, Summarizer, Summary};
 
 /// The default response cache folder, relative to the experiment file.
 pub const DEFAULT_CACHE_DIR: &str = "llm-cache";
@@ -47,6 +48,13 @@ pub struct LlmSettings {
     pub cache_mode: CacheMode,
     /// The response cache folder, relative to the experiment file.
     pub cache_dir: String,
+    /// The LLM summarizer model's price from the price table, when the experiment sets a
+    /// `price` and the table has the model; `None` prices its tokens like the replayed model's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarizer_price: Option<Price>,
+    /// Why the summarizer's tokens are priced at the replayed model's price, when they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarizer_price_note: Option<String>,
 }
 
 impl LlmSettings {
@@ -65,12 +73,16 @@ impl LlmSettings {
                 })
             })
         };
-        serde_json::json!({
+        let mut id = serde_json::json!({
             "summarizer": endpoint(&self.summarizer),
             "prompt_file": self.prompt_file,
             "judge": endpoint(&self.judge),
             "judge_repeats": self.judge_repeats,
-        })
+        });
+        if let Some(p) = &self.summarizer_price {
+            id["summarizer_price"] = serde_json::json!(p);
+        }
+        id
     }
 }
 
@@ -107,6 +119,9 @@ pub(crate) struct RawLlm {
     pub judge_repeats: Option<u32>,
     pub cache_mode: Option<CacheMode>,
     pub cache_dir: Option<String>,
+    /// The price table, when the experiment prices its calls (`price` is set): the LLM
+    /// summarizer's model is looked up in it.
+    pub price_table: Option<PathBuf>,
 }
 
 /// A bad LLM key: (key, problem).
@@ -180,6 +195,13 @@ pub(crate) fn resolve(
         }
         return Ok((s_spec, j_spec, None));
     }
+    let (summarizer_price, summarizer_price_note) = match (&summarizer, &raw.price_table) {
+        (Some(cfg), Some(table)) => match table_price(table, &cfg.model) {
+            Ok(p) => (Some(p), None),
+            Err(why) => (None, Some(format!("{why}: its tokens are priced at the replayed model's price"))),
+        },
+        _ => (None, None),
+    };
     let settings = LlmSettings {
         summarizer,
         prompt_file,
@@ -187,8 +209,31 @@ pub(crate) fn resolve(
         judge_repeats: repeats,
         cache_mode: raw.cache_mode.unwrap_or_default(),
         cache_dir: raw.cache_dir.unwrap_or_else(|| DEFAULT_CACHE_DIR.to_string()),
+        summarizer_price,
+        summarizer_price_note,
     };
     Ok((s_spec, j_spec, Some(settings)))
+}
+
+/// The price of `model` in the price table at `path`, or why there is none.
+fn table_price(path: &Path, model: &str) -> Result<Price, String> {
+    #[derive(Deserialize)]
+    struct Table {
+        models: std::collections::BTreeMap<String, Price>,
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("price table {}: {e}", path.display()))?;
+    let table: Table = toml::from_str(&text).map_err(|e| format!("price table {}: {}", path.display(), e.message()))?;
+    let price = table
+        .models
+        .get(model)
+        .copied()
+        .ok_or_else(|| format!("the summarizer model {model:?} is not in the price table {}", path.display()))?;
+    let ok = [price.input, price.cached_input, price.output].iter().all(|v| v.is_finite() && *v >= 0.0);
+    if ok {
+        Ok(price)
+    } else {
+        Err(format!("the summarizer model {model:?} has a negative or missing price in {}", path.display()))
+    }
 }
 
 /// The LLM roles of a run; a role that is `None` is offline.
@@ -198,6 +243,53 @@ pub struct LlmRoles {
     pub judge: Option<Arc<LlmJudge>>,
     /// The response cache folder, when a role uses a model.
     pub cache_dir: Option<PathBuf>,
+    /// The cache mode in force, when a role uses a model.
+    pub cache_mode: Option<CacheMode>,
+    /// Why the summarizer's tokens are priced at the replayed model's price, when they are.
+    pub summarizer_price_note: Option<String>,
+}
+
+/// What the LLM roles did in one run: the `llm` section of `run.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LlmRunStats {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_mode: Option<CacheMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarizer: Option<SummarizerRunStats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<JudgeRunStats>,
+}
+
+/// The LLM summarizer's part of [`LlmRunStats`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SummarizerRunStats {
+    pub model: String,
+    /// The price its tokens were charged at; `None`: the replayed model's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<Price>,
+    /// Why its tokens are priced at the replayed model's price, when they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_note: Option<String>,
+    /// Summaries asked for, and those that failed, by kind (`context_length_exceeded`,
+    /// `cache_miss`, `empty`, ...).
+    pub calls: u64,
+    pub failures: u64,
+    pub failures_by_kind: std::collections::BTreeMap<String, u64>,
+    /// Requests, HTTP attempts, retries, cache hits and misses, failures by kind and tokens
+    /// (prompt, cached, completion) of its client.
+    pub client: ClientStats,
+}
+
+/// The LLM judge's part of [`LlmRunStats`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JudgeRunStats {
+    pub model: String,
+    pub probes: u64,
+    pub scored: u64,
+    pub unscored: u64,
+    pub unparsed_verdicts: u64,
+    /// Its client's counters (the answering and the grading calls).
+    pub client: ClientStats,
 }
 
 impl LlmRoles {
@@ -213,9 +305,26 @@ impl LlmRoles {
         let base = experiment.base_dir();
         let dir = base.join(&settings.cache_dir);
         let cache = Arc::new(ResponseCache::new(&dir, cache_mode.unwrap_or(settings.cache_mode)));
-        let client = |cfg: &LlmConfig| -> Result<Arc<Client>, LlmSetupError> {
+        // One set of limits per endpoint: a shared [llm] serves both roles through one
+        // concurrency cap and one rate limit, as the endpoint sees them.
+        let mut limits: Vec<(serde_json::Value, Arc<Limits>)> = Vec::new();
+        let mut client = |cfg: &LlmConfig| -> Result<Arc<Client>, LlmSetupError> {
             let key = cfg.resolve_key(lookup).map_err(LlmError::from)?;
-            Ok(Arc::new(Client::new(cfg.clone(), key)?.with_cache(cache.clone())))
+            let endpoint = serde_json::json!([
+                cfg.protocol,
+                cfg.base_url(),
+                cfg.max_concurrency,
+                cfg.requests_per_minute
+            ]);
+            let shared = match limits.iter().find(|(e, _)| *e == endpoint) {
+                Some((_, l)) => l.clone(),
+                None => {
+                    let l = Arc::new(Limits::new(cfg.max_concurrency, cfg.requests_per_minute));
+                    limits.push((endpoint, l.clone()));
+                    l
+                }
+            };
+            Ok(Arc::new(Client::new(cfg.clone(), key)?.with_cache(cache.clone()).sharing_limits(shared)))
         };
         let mut roles = LlmRoles { cache_dir: Some(dir.clone()), ..LlmRoles::default() };
         if let Some(cfg) = &settings.summarizer {
@@ -223,13 +332,49 @@ impl LlmRoles {
                 Some(p) => Prompts::custom(&base.join(p))?,
                 None => Prompts::seeds()?,
             };
-            roles.summarizer = Some(Arc::new(LlmSummarizer::new(client(cfg)?, prompts)?));
+            let s = LlmSummarizer::new(client(cfg)?, prompts)?.with_price(settings.summarizer_price);
+            roles.summarizer = Some(Arc::new(s));
         }
         if let Some(cfg) = &settings.judge {
             let c = client(cfg)?;
             roles.judge = Some(Arc::new(LlmJudge::new(c.clone(), c, settings.judge_repeats)?));
         }
+        roles.cache_mode = Some(cache.mode());
+        roles.summarizer_price_note = settings.summarizer_price_note.clone();
         Ok(roles)
+    }
+
+    /// What the roles did, for `run.json`; `None` when both are offline.
+    pub fn stats(&self) -> Option<LlmRunStats> {
+        if self.summarizer.is_none() && self.judge.is_none() {
+            return None;
+        }
+        Some(LlmRunStats {
+            cache_mode: self.cache_mode,
+            summarizer: self.summarizer.as_ref().map(|s| {
+                let st = s.stats();
+                SummarizerRunStats {
+                    model: s.client().config().model.clone(),
+                    price: s.price(),
+                    price_note: self.summarizer_price_note.clone(),
+                    calls: st.calls,
+                    failures: st.failures,
+                    failures_by_kind: st.failures_by_kind,
+                    client: st.client,
+                }
+            }),
+            judge: self.judge.as_ref().map(|j| {
+                let st = j.stats();
+                JudgeRunStats {
+                    model: j.name(),
+                    probes: st.probes,
+                    scored: st.scored,
+                    unscored: st.unscored,
+                    unparsed_verdicts: st.unparsed_verdicts,
+                    client: st.client,
+                }
+            }),
+        })
     }
 
     /// Cache keys missed in cache mode `only`, by either role, in order of first miss.

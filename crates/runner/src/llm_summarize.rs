@@ -25,7 +25,7 @@ use compaction::{Context, PromptKind, SummaryFailure, SummaryRequest};
 use llm::{ChatRequest, Client, ClientStats, LlmError};
 
 use crate::llm_prompts::{seed_call, PromptError, PromptTemplate, Transcript, Vars, SUMMARY_VARS};
-use crate::replay::{Summarizer, Summary};
+use crate::replay::{FailureKind, Price, Summarizer, Summary, SummaryError};
 
 /// Seed 001's text for "no previous summary".
 pub const NO_PREVIOUS_SUMMARY: &str = "None - this is the first compaction round.";
@@ -116,11 +116,26 @@ pub struct LlmSummarizer {
     runtime: tokio::runtime::Runtime,
     calls: AtomicU64,
     failures: Mutex<BTreeMap<String, u64>>,
+    /// The summarizer model's own price, when the price table has it.
+    price: Option<Price>,
 }
 
 impl LlmSummarizer {
     pub fn new(client: Arc<Client>, prompts: Prompts) -> Result<LlmSummarizer, LlmSetupError> {
-        Ok(LlmSummarizer { client, prompts, runtime: runtime()?, calls: AtomicU64::new(0), failures: Mutex::default() })
+        Ok(LlmSummarizer {
+            client,
+            prompts,
+            runtime: runtime()?,
+            calls: AtomicU64::new(0),
+            failures: Mutex::default(),
+            price: None,
+        })
+    }
+    /// Price this summarizer's tokens at `price` (its model's entry in the price table) rather
+    /// than at the replayed model's.
+    pub fn with_price(mut self, price: Option<Price>) -> LlmSummarizer {
+        self.price = price;
+        self
     }
     /// With the seeds' prompts.
     pub fn with_seed_prompts(client: Arc<Client>) -> Result<LlmSummarizer, LlmSetupError> {
@@ -190,19 +205,35 @@ impl Summarizer for LlmSummarizer {
     }
 
     fn summarize(&self, ctx: &Context, request: &SummaryRequest) -> Result<Summary, SummaryFailure> {
+        self.summarize_with_kind(ctx, request).map_err(|e| e.failure)
+    }
+
+    fn summarize_with_kind(&self, ctx: &Context, request: &SummaryRequest) -> Result<Summary, SummaryError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         let (chat, empty_fails) = self.chat_request(ctx, request);
         match self.runtime.block_on(self.client.complete(chat)) {
-            Ok(r) if empty_fails && r.text.trim().is_empty() => {
-                Err(self.failed("empty", "the model returned an empty summary".to_string()))
-            }
+            Ok(r) if empty_fails && r.text.trim().is_empty() => Err(SummaryError::from(
+                self.failed("empty", "the model returned an empty summary".to_string()),
+            )),
             Ok(r) => Ok(Summary {
                 text: r.text,
                 input_tokens: r.usage.prompt_tokens,
                 output_tokens: r.usage.completion_tokens,
+                cached_tokens: r.usage.cached_tokens,
             }),
-            Err(e) => Err(self.failed(e.kind(), format!("{}: {e}", e.kind()))),
+            Err(e) => {
+                let kind = match e {
+                    LlmError::ContextLengthExceeded { .. } => FailureKind::ContextLength,
+                    LlmError::CacheMiss { .. } => FailureKind::CacheMiss,
+                    _ => FailureKind::Other,
+                };
+                Err(SummaryError::new(self.failed(e.kind(), format!("{}: {e}", e.kind())), kind))
+            }
         }
+    }
+
+    fn price(&self) -> Option<Price> {
+        self.price
     }
 }
 
