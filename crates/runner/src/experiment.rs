@@ -230,9 +230,9 @@ struct RawExperiment {
     price: Option<toml::Value>,
     #[serde(default)]
     prices: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "llm_setup::summarizer_role")]
     summarizer: RawRole,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "llm_setup::judge_role")]
     judge: RawRole,
     #[serde(default)]
     llm: Option<llm::LlmConfig>,

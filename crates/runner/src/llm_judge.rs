@@ -221,6 +221,10 @@ impl LlmJudge {
             },
         }
     }
+    /// The client that answers probes.
+    pub fn answerer(&self) -> &Client {
+        &self.answerer
+    }
     /// Cache keys missed in cache mode `only`, by either client.
     pub fn missing_keys(&self) -> Vec<String> {
         let mut keys = self.answerer.cache().map(|c| c.missing()).unwrap_or_default();

@@ -40,6 +40,10 @@ pub struct LlmSettings {
     /// A custom summary prompt file, relative to the experiment file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_file: Option<String>,
+    /// A hash of the custom prompt file's text (what enters configuration ids, so an edited
+    /// prompt is a new configuration and a moved one is not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_hash: Option<String>,
     /// The LLM judge's endpoint (`[judge.llm]`, else `[llm]`); `None` when the judge is offline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<LlmConfig>,
@@ -59,8 +63,9 @@ pub struct LlmSettings {
 
 impl LlmSettings {
     /// What enters every configuration id: the endpoints' identity (protocol, base URL, model,
-    /// temperature, output limit), the prompt file and the repeats; not the limits, retries,
-    /// key variable or cache mode, which do not change results.
+    /// temperature, output limit), the custom prompt's text (as a hash, not its path), the
+    /// repeats and the summarizer's own price; not the limits, retries, key variable, cache
+    /// mode or cache namespace, which do not change results.
     pub fn identity(&self) -> serde_json::Value {
         let endpoint = |c: &Option<LlmConfig>| {
             c.as_ref().map(|c| {
@@ -75,7 +80,7 @@ impl LlmSettings {
         };
         let mut id = serde_json::json!({
             "summarizer": endpoint(&self.summarizer),
-            "prompt_file": self.prompt_file,
+            "prompt_file": self.prompt_hash.as_ref().or(self.prompt_file.as_ref()),
             "judge": endpoint(&self.judge),
             "judge_repeats": self.judge_repeats,
         });
@@ -86,22 +91,70 @@ impl LlmSettings {
     }
 }
 
-/// One role as written: `"offline"`, `"llm"`, or a table.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+/// One role as written: `"offline"`, `"llm"`, or a table. Read by [`summarizer_role`] and
+/// [`judge_role`], whose errors name the table and the key (`[summarizer]: unknown key
+/// `promt_file``) where an untagged enum would only say that no variant matched.
+#[derive(Debug, Clone)]
 pub(crate) enum RawRole {
     Name(String),
     Table(RawRoleTable),
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone)]
 pub(crate) struct RawRoleTable {
     kind: String,
-    #[serde(default)]
     llm: Option<LlmConfig>,
-    #[serde(default)]
     prompt_file: Option<String>,
+}
+
+struct RoleVisitor(&'static str);
+
+impl<'de> serde::de::Visitor<'de> for RoleVisitor {
+    type Value = RawRole;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "\"offline\", \"llm\", or a [{}] table with `kind`", self.0)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawRole, E> {
+        Ok(RawRole::Name(v.to_string()))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<RawRole, A::Error> {
+        use serde::de::Error;
+        let role = self.0;
+        let (mut kind, mut llm, mut prompt_file) = (None, None, None);
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "kind" => kind = Some(map.next_value::<String>().map_err(|e| A::Error::custom(format!("[{role}] kind: {e}")))?),
+                "llm" => {
+                    llm = Some(map.next_value::<LlmConfig>().map_err(|e| A::Error::custom(format!("[{role}.llm]: {e}")))?)
+                }
+                "prompt_file" => {
+                    prompt_file = Some(
+                        map.next_value::<String>().map_err(|e| A::Error::custom(format!("[{role}] prompt_file: {e}")))?,
+                    )
+                }
+                other => {
+                    return Err(A::Error::custom(format!(
+                        "[{role}]: unknown key `{other}` (allowed: kind, llm, prompt_file)"
+                    )))
+                }
+            }
+        }
+        let kind = kind.ok_or_else(|| A::Error::custom(format!("[{role}]: missing key `kind` (offline or llm)")))?;
+        Ok(RawRole::Table(RawRoleTable { kind, llm, prompt_file }))
+    }
+}
+
+/// Read the `summarizer` key (a name or a table).
+pub(crate) fn summarizer_role<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RawRole, D::Error> {
+    d.deserialize_any(RoleVisitor("summarizer"))
+}
+
+/// Read the `judge` key (a name or a table).
+pub(crate) fn judge_role<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RawRole, D::Error> {
+    d.deserialize_any(RoleVisitor("judge"))
 }
 
 impl Default for RawRole {
@@ -170,11 +223,15 @@ pub(crate) fn resolve(
     };
     let summarizer = pick("summarizer", &s_kind, s_llm)?;
     let judge = pick("judge", &j_kind, j_llm)?;
+    let mut prompt_hash = None;
     if let Some(p) = &prompt_file {
         if summarizer.is_none() {
             return Err(problem("summarizer.prompt_file", "only the LLM summarizer uses a prompt file".into()));
         }
-        Prompts::custom(&base.join(p)).map_err(|e| problem("summarizer.prompt_file", e.to_string()))?;
+        let path = base.join(p);
+        Prompts::custom(&path).map_err(|e| problem("summarizer.prompt_file", e.to_string()))?;
+        let text = std::fs::read(&path).map_err(|e| problem("summarizer.prompt_file", format!("{}: {e}", path.display())))?;
+        prompt_hash = Some(format!("{:016x}", crate::experiment::fnv1a(&text)));
     }
     let repeats = raw.judge_repeats.unwrap_or(1);
     if repeats == 0 {
@@ -205,6 +262,7 @@ pub(crate) fn resolve(
     let settings = LlmSettings {
         summarizer,
         prompt_file,
+        prompt_hash,
         judge,
         judge_repeats: repeats,
         cache_mode: raw.cache_mode.unwrap_or_default(),
@@ -514,6 +572,96 @@ mod tests {
         assert!(roles.missing_keys().is_empty());
         let offline = LlmRoles::build(&parse("").unwrap(), &|_| None, None).unwrap();
         assert!(offline.summarizer.is_none() && offline.judge.is_none() && offline.cache_dir.is_none());
+    }
+
+    #[test]
+    fn typos_in_role_tables_name_the_table_and_the_key() {
+        let cases = [
+            ("[summarizer]\nkind = \"llm\"\npromt_file = \"p.md\"\n[summarizer.llm]\nmodel = \"m\"", "[summarizer]: unknown key `promt_file`"),
+            ("[judge]\nkind = \"llm\"\npromt_file = \"p.md\"", "[judge]: unknown key `promt_file`"),
+            ("[summarizer]\nkind = \"llm\"\n[summarizer.llm]\nmodle = \"m\"", "[summarizer.llm]: unknown field `modle`"),
+            ("[judge]\nkind = \"llm\"\n[judge.llm]\nmodle = \"m\"", "[judge.llm]: unknown field `modle`"),
+            ("[judge]\n[judge.llm]\nmodel = \"m\"", "[judge]: missing key `kind`"),
+        ];
+        for (head, expected) in cases {
+            let err = parse(head).unwrap_err();
+            assert!(err.contains(expected), "{head}: {err}");
+            assert!(!err.contains("did not match any variant"), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_prompt_text_enters_the_configuration_id_not_its_path() {
+        let dir = std::env::temp_dir().join(format!("runner-prompt-id-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = "<!-- system -->\nSummarize.\n<!-- user -->\n{{messages}}\n";
+        std::fs::write(dir.join("a.md"), text).unwrap();
+        std::fs::write(dir.join("b.md"), text).unwrap();
+        let id = |file: &str| {
+            let head = format!(
+                "name = \"t\"\ndatasets = [\"data\"]\nwindows = [32000]\n[summarizer]\nkind = \"llm\"\nprompt_file = \"{file}\"\n\
+                 [summarizer.llm]\nmodel = \"m\"\n{STRATEGY}"
+            );
+            Experiment::parse(&head, &dir.join("t.toml")).unwrap().configurations[0].config_id.clone()
+        };
+        let before = id("a.md");
+        assert_eq!(before, id("b.md"), "the same text under another name is the same configuration");
+        std::fs::write(dir.join("a.md"), text.replace("Summarize.", "Summarize tersely.")).unwrap();
+        assert_ne!(before, id("a.md"), "an edited prompt is a new configuration");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn the_summarizer_is_priced_at_its_own_model_when_the_table_has_it() {
+        let dir = std::env::temp_dir().join(format!("runner-summarizer-price-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("prices.toml"),
+            "[models.big]\ninput = 10.0\ncached_input = 1.0\noutput = 40.0\n\
+             [models.small]\ninput = 0.5\ncached_input = 0.05\noutput = 2.0\n",
+        )
+        .unwrap();
+        let parse_in = |model: &str| {
+            let text = format!(
+                "name = \"t\"\ndatasets = [\"data\"]\nwindows = [32000]\nprice = \"big\"\nsummarizer = \"llm\"\n\
+                 [llm]\nmodel = \"{model}\"\n{STRATEGY}"
+            );
+            Experiment::parse(&text, &dir.join("t.toml")).unwrap()
+        };
+        let known = parse_in("small");
+        let s = known.llm.as_ref().unwrap();
+        assert_eq!(s.summarizer_price, Some(Price { input: 0.5, cached_input: 0.05, output: 2.0 }));
+        assert!(s.summarizer_price_note.is_none());
+        let unknown = parse_in("not-in-the-table");
+        let s = unknown.llm.as_ref().unwrap();
+        assert_eq!(s.summarizer_price, None);
+        let note = s.summarizer_price_note.as_deref().unwrap();
+        assert!(note.contains("not-in-the-table") && note.contains("replayed model's price"), "{note}");
+        // The note travels with the experiment into run.json.
+        let json = serde_json::to_string(&unknown).unwrap();
+        assert!(json.contains("summarizer_price_note"), "{json}");
+        let roles = LlmRoles::build(&known, &|_| None, None).unwrap();
+        assert_eq!(roles.summarizer.as_ref().unwrap().price().map(|p| p.output), Some(2.0));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_shared_llm_table_gives_both_roles_one_set_of_limits() {
+        let e = parse("summarizer = \"llm\"\njudge = \"llm\"\n[llm]\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9/v1\"")
+            .unwrap();
+        let roles = LlmRoles::build(&e, &|_| None, None).unwrap();
+        let s = roles.summarizer.as_ref().unwrap().client().limits();
+        let j = roles.judge.as_ref().unwrap().answerer().limits();
+        assert!(Arc::ptr_eq(&s, &j), "one endpoint, one limit");
+        let apart = parse(
+            "judge = \"llm\"\n[summarizer]\nkind = \"llm\"\n[summarizer.llm]\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:8/v1\"\n\
+             [llm]\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9/v1\"",
+        )
+        .unwrap();
+        let roles = LlmRoles::build(&apart, &|_| None, None).unwrap();
+        let s = roles.summarizer.as_ref().unwrap().client().limits();
+        let j = roles.judge.as_ref().unwrap().answerer().limits();
+        assert!(!Arc::ptr_eq(&s, &j), "two endpoints, two limits");
     }
 
     #[test]
