@@ -126,13 +126,19 @@ impl<'de> serde::de::Visitor<'de> for RoleVisitor {
         let (mut kind, mut llm, mut prompt_file) = (None, None, None);
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
-                "kind" => kind = Some(map.next_value::<String>().map_err(|e| A::Error::custom(format!("[{role}] kind: {e}")))?),
+                "kind" => {
+                    kind =
+                        Some(map.next_value::<String>().map_err(|e| A::Error::custom(format!("[{role}] kind: {e}")))?)
+                }
                 "llm" => {
-                    llm = Some(map.next_value::<LlmConfig>().map_err(|e| A::Error::custom(format!("[{role}.llm]: {e}")))?)
+                    llm = Some(
+                        map.next_value::<LlmConfig>().map_err(|e| A::Error::custom(format!("[{role}.llm]: {e}")))?,
+                    )
                 }
                 "prompt_file" => {
                     prompt_file = Some(
-                        map.next_value::<String>().map_err(|e| A::Error::custom(format!("[{role}] prompt_file: {e}")))?,
+                        map.next_value::<String>()
+                            .map_err(|e| A::Error::custom(format!("[{role}] prompt_file: {e}")))?,
                     )
                 }
                 other => {
@@ -230,7 +236,8 @@ pub(crate) fn resolve(
         }
         let path = base.join(p);
         Prompts::custom(&path).map_err(|e| problem("summarizer.prompt_file", e.to_string()))?;
-        let text = std::fs::read(&path).map_err(|e| problem("summarizer.prompt_file", format!("{}: {e}", path.display())))?;
+        let text =
+            std::fs::read(&path).map_err(|e| problem("summarizer.prompt_file", format!("{}: {e}", path.display())))?;
         prompt_hash = Some(format!("{:016x}", crate::experiment::fnv1a(&text)));
     }
     let repeats = raw.judge_repeats.unwrap_or(1);
@@ -368,12 +375,8 @@ impl LlmRoles {
         let mut limits: Vec<(serde_json::Value, Arc<Limits>)> = Vec::new();
         let mut client = |cfg: &LlmConfig| -> Result<Arc<Client>, LlmSetupError> {
             let key = cfg.resolve_key(lookup).map_err(LlmError::from)?;
-            let endpoint = serde_json::json!([
-                cfg.protocol,
-                cfg.base_url(),
-                cfg.max_concurrency,
-                cfg.requests_per_minute
-            ]);
+            let endpoint =
+                serde_json::json!([cfg.protocol, cfg.base_url(), cfg.max_concurrency, cfg.requests_per_minute]);
             let shared = match limits.iter().find(|(e, _)| *e == endpoint) {
                 Some((_, l)) => l.clone(),
                 None => {
@@ -577,9 +580,15 @@ mod tests {
     #[test]
     fn typos_in_role_tables_name_the_table_and_the_key() {
         let cases = [
-            ("[summarizer]\nkind = \"llm\"\npromt_file = \"p.md\"\n[summarizer.llm]\nmodel = \"m\"", "[summarizer]: unknown key `promt_file`"),
+            (
+                "[summarizer]\nkind = \"llm\"\npromt_file = \"p.md\"\n[summarizer.llm]\nmodel = \"m\"",
+                "[summarizer]: unknown key `promt_file`",
+            ),
             ("[judge]\nkind = \"llm\"\npromt_file = \"p.md\"", "[judge]: unknown key `promt_file`"),
-            ("[summarizer]\nkind = \"llm\"\n[summarizer.llm]\nmodle = \"m\"", "[summarizer.llm]: unknown field `modle`"),
+            (
+                "[summarizer]\nkind = \"llm\"\n[summarizer.llm]\nmodle = \"m\"",
+                "[summarizer.llm]: unknown field `modle`",
+            ),
             ("[judge]\nkind = \"llm\"\n[judge.llm]\nmodle = \"m\"", "[judge.llm]: unknown field `modle`"),
             ("[judge]\n[judge.llm]\nmodel = \"m\"", "[judge]: missing key `kind`"),
         ];
@@ -647,8 +656,9 @@ mod tests {
 
     #[test]
     fn a_shared_llm_table_gives_both_roles_one_set_of_limits() {
-        let e = parse("summarizer = \"llm\"\njudge = \"llm\"\n[llm]\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9/v1\"")
-            .unwrap();
+        let e =
+            parse("summarizer = \"llm\"\njudge = \"llm\"\n[llm]\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9/v1\"")
+                .unwrap();
         let roles = LlmRoles::build(&e, &|_| None, None).unwrap();
         let s = roles.summarizer.as_ref().unwrap().client().limits();
         let j = roles.judge.as_ref().unwrap().answerer().limits();

@@ -164,7 +164,9 @@ impl Price {
     pub fn cost(&self, input: u64, cached: u64, output: u64) -> f64 {
         let per_million = |tokens: u64, usd: f64| tokens as f64 * usd / 1_000_000.0;
         let cached = cached.min(input);
-        per_million(input - cached, self.input) + per_million(cached, self.cached_input) + per_million(output, self.output)
+        per_million(input - cached, self.input)
+            + per_million(cached, self.cached_input)
+            + per_million(output, self.output)
     }
 }
 
