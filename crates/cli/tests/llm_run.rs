@@ -270,7 +270,8 @@ fn cache_mode_only_fails_the_pairs_it_cannot_answer_and_a_resume_reruns_them() {
     assert!(stats["summarizer"]["client"]["failures_by_kind"]["cache_miss"].as_u64() > Some(0), "{stats}");
 
     // --cache-mode overrides the file's mode for every role: fill the cache in another folder...
-    let fill = compactbench(&["run", "--config", "exp.toml", "--out", "fill", "--jobs", "1", "--cache-mode", "use"], &dir);
+    let fill =
+        compactbench(&["run", "--config", "exp.toml", "--out", "fill", "--jobs", "1", "--cache-mode", "use"], &dir);
     assert_eq!(fill.code, 0, "{}", fill.stderr);
     let requests = server.count();
     assert!(requests > 0);
@@ -329,7 +330,11 @@ fn setup_small(test: &str, experiment: &str, conversations: &[&str]) -> PathBuf 
 fn answer(r: &Recorded) -> Reply {
     let body = r.json()["messages"].to_string();
     if body.contains("accuracy") {
-        Reply::text(r#"{"accuracy": 4, "completeness": 4, "artifact_trail": 4, "continuity": 4, "decisions": 4}"#, 200, 20)
+        Reply::text(
+            r#"{"accuracy": 4, "completeness": 4, "artifact_trail": 4, "continuity": 4, "decisions": 4}"#,
+            200,
+            20,
+        )
     } else {
         Reply::Text { text: "- Fixed the ticket; read f0.rs.".into(), prompt: 1000, cached: 400, completion: 50 }
     }
@@ -365,7 +370,8 @@ fn a_full_run_survives_hangs_malformed_bodies_and_context_length_rejections() {
     // The summarizer's tokens are priced at its own price, the replayed calls at gpt-4.1's.
     for m in &ok {
         let t = |f: &str| m[f].as_u64().unwrap_or(0) as f64 / 1e6;
-        let replay = (t("input_tokens") - t("cached_tokens")) * 2.0 + t("cached_tokens") * 0.5 + t("output_tokens") * 8.0;
+        let replay =
+            (t("input_tokens") - t("cached_tokens")) * 2.0 + t("cached_tokens") * 0.5 + t("output_tokens") * 8.0;
         let summ = (t("summarizer_input_tokens") - t("summarizer_cached_tokens")) * 0.1
             + t("summarizer_cached_tokens") * 0.01
             + t("summarizer_output_tokens") * 0.4;
@@ -383,7 +389,8 @@ fn a_full_run_survives_hangs_malformed_bodies_and_context_length_rejections() {
     }
     assert!(kinds.iter().any(|k| k == "context_length_exceeded"), "{stats}");
     assert!(kinds.iter().any(|k| k == "malformed"), "{stats}");
-    let retries = s["client"]["retries"].as_u64().unwrap_or(0) + stats["judge"]["client"]["retries"].as_u64().unwrap_or(0);
+    let retries =
+        s["client"]["retries"].as_u64().unwrap_or(0) + stats["judge"]["client"]["retries"].as_u64().unwrap_or(0);
     assert!(retries >= 1, "the hang timed out and was retried: {stats}");
     let _ = fs::remove_dir_all(&dir);
 }
@@ -403,7 +410,9 @@ fn a_summarizer_missing_from_the_price_table_is_priced_like_the_replay_and_run_j
     let (ok, _) = results(&dir.join("run"));
     let m = &ok[0];
     let t = |f: &str| m[f].as_u64().unwrap_or(0) as f64 / 1e6;
-    let expected = (t("input_tokens") - t("cached_tokens")) * 2.0 + t("cached_tokens") * 0.5 + t("output_tokens") * 8.0
+    let expected = (t("input_tokens") - t("cached_tokens")) * 2.0
+        + t("cached_tokens") * 0.5
+        + t("output_tokens") * 8.0
         + (t("summarizer_input_tokens") - t("summarizer_cached_tokens")) * 2.0
         + t("summarizer_cached_tokens") * 0.5
         + t("summarizer_output_tokens") * 8.0;

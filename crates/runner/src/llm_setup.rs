@@ -674,6 +674,62 @@ mod tests {
         assert!(!Arc::ptr_eq(&s, &j), "two endpoints, two limits");
     }
 
+    /// Every provider example of experiments/README.md parses as an experiment and names the
+    /// model and protocol it shows.
+    #[test]
+    fn the_provider_examples_of_the_experiments_readme_parse() {
+        let readme =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/README.md")).unwrap();
+        let after = readme.split("### Pointing a run at a provider").nth(1).unwrap();
+        let block = after.split("```toml\n").nth(1).unwrap().split("```").next().unwrap();
+        let mut sections: Vec<(String, String)> = Vec::new();
+        for line in block.lines() {
+            match line.strip_prefix("# ") {
+                Some(title) => sections.push((title.to_string(), String::new())),
+                None => {
+                    let (_, body) = sections.last_mut().unwrap();
+                    body.push_str(line);
+                    body.push('\n');
+                }
+            }
+        }
+        let titles: Vec<&str> = sections.iter().map(|(t, _)| t.as_str()).collect();
+        for provider in ["OpenAI", "Anthropic", "vLLM", "llama.cpp", "Ollama"] {
+            assert!(
+                titles.iter().any(|t| t.starts_with(provider) || t.contains(&format!(" {provider} "))),
+                "{provider}: {titles:?}"
+            );
+        }
+        let dir = std::env::temp_dir().join(format!("runner-readme-examples-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("prompts")).unwrap();
+        std::fs::write(dir.join("prompts/terse.md"), "Summarize tersely.\n").unwrap();
+        for (title, body) in &sections {
+            let roles = if body.contains("summarizer") || body.contains("judge") {
+                ""
+            } else {
+                "summarizer = \"llm\"\njudge = \"llm\"\n"
+            };
+            let text = format!("name = \"t\"\ndatasets = [\"data\"]\nwindows = [32000]\n{roles}{body}{STRATEGY}");
+            let e = Experiment::parse(&text, &dir.join("t.toml")).unwrap_or_else(|err| panic!("{title}: {err}"));
+            let s = e.llm.as_ref().unwrap();
+            let used: Vec<&LlmConfig> = s.summarizer.iter().chain(s.judge.iter()).collect();
+            assert_eq!(used.len(), 2, "{title}: both roles use a model");
+            for line in body.lines().filter(|l| l.starts_with("model = ")) {
+                let model = line.split('"').nth(1).unwrap();
+                assert!(used.iter().any(|c| c.model == model), "{title}: {model}");
+            }
+            let anthropic = body.contains("protocol = \"anthropic\"");
+            assert_eq!(used.iter().any(|c| c.protocol == llm::Protocol::Anthropic), anthropic, "{title}");
+            if let Some(url) = body.lines().find_map(|l| l.strip_prefix("base_url = ")) {
+                assert!(
+                    used.iter().any(|c| format!("{:?}", c.base_url()) == url.split_whitespace().next().unwrap()),
+                    "{title}"
+                );
+            }
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
     #[test]
     fn a_spec_alone_cannot_call_a_model() {
         assert!(SummarizerSpec::Llm.to_string() == "llm" && JudgeSpec::Llm.to_string() == "llm");
