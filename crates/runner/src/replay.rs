@@ -179,7 +179,8 @@ pub struct ReplaySettings {
     /// The exact meter.
     pub encoding: Encoding,
     pub cache: CacheProfile,
-    /// Prices of the replayed model (and of the summarizer's calls); `None` prices at zero.
+    /// Prices of the replayed model, and of the summarizer's calls unless it has its own
+    /// ([`Summarizer::price`]); `None` prices everything at zero.
     pub price: Option<Price>,
 }
 

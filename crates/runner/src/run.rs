@@ -370,9 +370,10 @@ pub struct Manifest {
     pub dataset_problems: Vec<String>,
     /// `true` once the run (or merge) finished writing its records.
     pub complete: bool,
-    /// What the LLM summarizer and judge did (requests, retries, cache hits and misses,
-    /// failures by kind, tokens), when a role used a model. The caller that built the roles
-    /// fills it in (see [`crate::llm_setup::LlmRoles::stats`]).
+    /// What the LLM summarizer and judge did in this invocation (requests, retries, cache hits
+    /// and misses, failures by kind, tokens), when a role used a model. The caller that built
+    /// the roles fills it in (see [`crate::llm_setup::LlmRoles::stats`]). A merge leaves it out:
+    /// each shard's `run.json` keeps its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<crate::llm_setup::LlmRunStats>,
 }
@@ -822,6 +823,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<RunData, RunError> {
         timings: Timings { wall_ms, replay_ms: replay_ms(&records) },
         dataset_problems: problems,
         complete: true,
+        llm: None,
         ..first
     };
     write_manifest(out, &manifest)?;
