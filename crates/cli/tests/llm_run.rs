@@ -1,12 +1,16 @@
 //! `compactbench run` with `summarizer = "llm"` and `judge = "llm"` against the scripted local
-//! server: faults survived, a warm rerun with zero requests and identical CSVs, cache mode
-//! `only` listing what is missing, and the API key in no file.
+//! server: faults survived (500, 429, a truncated body, a hang past the time-out, malformed
+//! JSON, a context-length rejection), a warm rerun with zero requests and identical CSVs, cache
+//! mode `only` failing the pairs it cannot answer and listing what is missing, `--cache-mode`,
+//! the models' usage and client counters in run.json, the summarizer priced at its own price,
+//! one concurrency cap and rate limit per endpoint, and the API key in no file and no output.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use testkit::server::{MockServer, Recorded, Reply};
@@ -131,6 +135,7 @@ struct Outcome {
     stderr: String,
 }
 
+/// Run the binary with the key in its environment; the key must never reach its output.
 fn compactbench(args: &[&str], cwd: &Path) -> Outcome {
     let out = Command::new(BIN)
         .args(args)
@@ -139,7 +144,29 @@ fn compactbench(args: &[&str], cwd: &Path) -> Outcome {
         .env_remove("CI")
         .output()
         .expect("the binary runs");
-    Outcome { code: out.status.code().expect("exited"), stderr: String::from_utf8_lossy(&out.stderr).into_owned() }
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stdout.contains(KEY), "the API key is on stdout: {stdout}");
+    assert!(!stderr.contains(KEY), "the API key is on stderr: {stderr}");
+    Outcome { code: out.status.code().expect("exited"), stderr }
+}
+
+fn run_json(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&fs::read_to_string(dir.join("run.json")).expect("run.json")).expect("run.json is JSON")
+}
+
+/// The metrics of every ok pair of a run folder, and the errors of the failed ones.
+fn results(dir: &Path) -> (Vec<serde_json::Value>, Vec<String>) {
+    let text = fs::read_to_string(dir.join("results.jsonl")).expect("results.jsonl");
+    let (mut ok, mut failed) = (Vec::new(), Vec::new());
+    for line in text.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).expect("a record");
+        match r["outcome"]["status"].as_str() {
+            Some("ok") => ok.push(r["outcome"].clone()),
+            _ => failed.push(r["outcome"]["error"].as_str().unwrap_or_default().to_string()),
+        }
+    }
+    (ok, failed)
 }
 
 fn files(dir: &Path) -> Vec<PathBuf> {
@@ -197,11 +224,31 @@ fn an_llm_run_survives_faults_and_replays_from_the_cache() {
     }
     let manifest = fs::read_to_string(run1.join("run.json")).expect("run.json");
     assert!(manifest.contains("COMPACTBENCH_TEST_KEY"), "the manifest names the variable, not its value");
+
+    // Both roles' usage and client counters are in run.json: the first run went to the
+    // network, retrying the scripted faults; the rerun was served by the cache alone.
+    let (one, two) = (run_json(&run1)["llm"].clone(), run_json(&dir.join("run2"))["llm"].clone());
+    for role in ["summarizer", "judge"] {
+        let c = &one[role]["client"];
+        assert!(c["requests"].as_u64() > Some(0), "{role}: {one}");
+        assert!(c["usage"]["prompt_tokens"].as_u64() > Some(0), "{role}: {one}");
+        assert!(c["cache_misses"].as_u64() > Some(0), "{role}: the cold cache missed: {one}");
+        let (hits, misses) = (c["cache_hits"].as_u64().unwrap_or(0), c["cache_misses"].as_u64().unwrap_or(0));
+        assert_eq!(Some(hits + misses), c["requests"].as_u64(), "{role}: each request hits or misses: {one}");
+        let c2 = &two[role]["client"];
+        assert_eq!((c2["http_attempts"].as_u64(), &c2["cache_hits"]), (Some(0), &c2["requests"]), "{role}: {two}");
+        assert_eq!(c2["usage"], c["usage"], "{role}: the cache replays the recorded usage");
+    }
+    let retries = one["summarizer"]["client"]["retries"].as_u64().unwrap_or(0)
+        + one["judge"]["client"]["retries"].as_u64().unwrap_or(0);
+    assert!(retries > 0, "the faults were retried: {one}");
+    assert_eq!(one["judge"]["client"]["usage"]["completion_tokens"].as_u64().map(|t| t % 30), Some(0), "{one}");
+    assert_eq!(one["cache_mode"], "use");
     let _ = fs::remove_dir_all(&dir);
 }
 
 #[test]
-fn cache_mode_only_makes_no_request_and_lists_what_is_missing() {
+fn cache_mode_only_fails_the_pairs_it_cannot_answer_and_a_resume_reruns_them() {
     let server = MockServer::start();
     script(&server);
     let dir = setup("only", &server.url(), "only");
@@ -211,5 +258,193 @@ fn cache_mode_only_makes_no_request_and_lists_what_is_missing() {
     let listed: Vec<&str> = out.stderr.lines().filter(|l| l.trim_start().starts_with("missing ")).collect();
     assert!(!listed.is_empty(), "every missing key is listed: {}", out.stderr);
     assert!(listed.iter().all(|l| l.trim_start().len() == "missing ".len() + 64), "{listed:?}");
+    // No degraded result is recorded as finished: every pair failed on the missing responses.
+    let (ok, failed) = results(&dir.join("run"));
+    assert!(ok.is_empty(), "{ok:?}");
+    assert_eq!(failed.len(), 4);
+    assert!(failed.iter().all(|e| e.starts_with("response cache miss (cache mode only)")), "{failed:?}");
+    let csv = fs::read_to_string(dir.join("run/results.csv")).expect("results.csv");
+    assert_eq!(csv.matches(",failed,").count(), 4, "{csv}");
+    let stats = &run_json(&dir.join("run"))["llm"];
+    assert_eq!(stats["cache_mode"], "only");
+    assert!(stats["summarizer"]["client"]["failures_by_kind"]["cache_miss"].as_u64() > Some(0), "{stats}");
+
+    // --cache-mode overrides the file's mode for every role: fill the cache in another folder...
+    let fill =
+        compactbench(&["run", "--config", "exp.toml", "--out", "fill", "--jobs", "1", "--cache-mode", "use"], &dir);
+    assert_eq!(fill.code, 0, "{}", fill.stderr);
+    let requests = server.count();
+    assert!(requests > 0);
+    assert_eq!(run_json(&dir.join("fill"))["llm"]["cache_mode"], "use");
+    // ...then resume the failed run in mode only: its failed pairs run again, from the cache.
+    let resumed = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--resume", "--jobs", "1"], &dir);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert_eq!(server.count(), requests, "the resume made no request");
+    let (ok, failed) = results(&dir.join("run"));
+    assert_eq!((ok.len(), failed.len()), (4, 0), "{failed:?}");
+    for name in ["results.csv", "probes.csv"] {
+        let a = fs::read_to_string(dir.join("fill").join(name)).expect("csv");
+        let b = fs::read_to_string(dir.join("run").join(name)).expect("csv");
+        assert!(a == b, "{name}: the resumed run equals the run that filled the cache");
+    }
+    let bad = compactbench(&["run", "--config", "exp.toml", "--out", "x", "--cache-mode", "sometimes"], &dir);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(bad.stderr.contains("sometimes"), "{}", bad.stderr);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// One conversation, one strategy, both roles on one `[llm]` endpoint.
+fn small_experiment(url: &str, llm_extra: &str, top_extra: &str) -> String {
+    format!(
+        r#"
+name = "llm-small"
+datasets = ["data"]
+windows = [32000]
+summarizer = "llm"
+judge = "llm"
+cache_mode = "off"
+{top_extra}
+
+[llm]
+base_url = "{url}/v1"
+model = "summarizer-model"
+api_key_env = "COMPACTBENCH_TEST_KEY"
+backoff_initial_ms = 5
+{llm_extra}
+
+[[strategy]]
+name = "split-fraction"
+"#
+    )
+}
+
+fn setup_small(test: &str, experiment: &str, conversations: &[&str]) -> PathBuf {
+    let dir = temp_dir(test);
+    let text: String = conversations.iter().map(|id| format!("{}\n", conversation(id))).collect();
+    fs::write(dir.join("data/set.jsonl"), text).expect("dataset");
+    fs::write(dir.join("exp.toml"), experiment).expect("experiment");
+    dir
+}
+
+/// Every reply: a summary for summary prompts, a verdict for grading prompts, an answer else.
+fn answer(r: &Recorded) -> Reply {
+    let body = r.json()["messages"].to_string();
+    if body.contains("accuracy") {
+        Reply::text(
+            r#"{"accuracy": 4, "completeness": 4, "artifact_trail": 4, "continuity": 4, "decisions": 4}"#,
+            200,
+            20,
+        )
+    } else {
+        Reply::Text { text: "- Fixed the ticket; read f0.rs.".into(), prompt: 1000, cached: 400, completion: 50 }
+    }
+}
+
+#[test]
+fn a_full_run_survives_hangs_malformed_bodies_and_context_length_rejections() {
+    let server = MockServer::start();
+    let n = Arc::new(AtomicUsize::new(0));
+    server.respond_with(move |r: &Recorded| {
+        let i = n.fetch_add(1, Ordering::Relaxed);
+        match i {
+            0 => Reply::ContextLength,
+            1 => Reply::Hang(Duration::from_secs(3)),
+            3 => Reply::Malformed,
+            5 => Reply::ContextLength,
+            7 => Reply::Malformed,
+            _ => answer(r),
+        }
+    });
+    let prices = "[models.\"gpt-4.1\"]\ninput = 2.0\ncached_input = 0.5\noutput = 8.0\n\
+                  [models.\"summarizer-model\"]\ninput = 0.1\ncached_input = 0.01\noutput = 0.4\n";
+    let exp = small_experiment(&server.url(), "timeout_s = 1\nmax_retries = 2", "price = \"gpt-4.1\"");
+    let dir = setup_small("faults", &exp, &["a", "b"]);
+    fs::write(dir.join("prices.toml"), prices).expect("prices");
+    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "1"], &dir);
+    assert_eq!(out.code, 0, "faults are survived: {}", out.stderr);
+    let (ok, failed) = results(&dir.join("run"));
+    assert_eq!((ok.len(), failed.len()), (2, 0), "{failed:?}");
+    let sum = |field: &str| ok.iter().map(|m| m[field].as_u64().unwrap_or(0)).sum::<u64>();
+    assert!(sum("summarizer_context_retries") >= 1, "the rejected summary took the reactive path");
+    assert!(sum("summarizer_cached_tokens") > 0, "the summarizer's cached tokens are kept");
+    // The summarizer's tokens are priced at its own price, the replayed calls at gpt-4.1's.
+    for m in &ok {
+        let t = |f: &str| m[f].as_u64().unwrap_or(0) as f64 / 1e6;
+        let replay =
+            (t("input_tokens") - t("cached_tokens")) * 2.0 + t("cached_tokens") * 0.5 + t("output_tokens") * 8.0;
+        let summ = (t("summarizer_input_tokens") - t("summarizer_cached_tokens")) * 0.1
+            + t("summarizer_cached_tokens") * 0.01
+            + t("summarizer_output_tokens") * 0.4;
+        let cost = m["cost_usd"].as_f64().unwrap_or(-1.0);
+        assert!((cost - (replay + summ)).abs() < 1e-9, "{cost} vs {}", replay + summ);
+    }
+    let stats = run_json(&dir.join("run"))["llm"].clone();
+    let s = &stats["summarizer"];
+    assert_eq!(s["price"]["input"], 0.1, "{stats}");
+    assert!(s.get("price_note").is_none(), "{stats}");
+    let mut kinds: Vec<String> = Vec::new();
+    for role in ["summarizer", "judge"] {
+        let c = &stats[role]["client"];
+        kinds.extend(c["failures_by_kind"].as_object().into_iter().flatten().map(|(k, _)| k.clone()));
+    }
+    assert!(kinds.iter().any(|k| k == "context_length_exceeded"), "{stats}");
+    assert!(kinds.iter().any(|k| k == "malformed"), "{stats}");
+    let retries =
+        s["client"]["retries"].as_u64().unwrap_or(0) + stats["judge"]["client"]["retries"].as_u64().unwrap_or(0);
+    assert!(retries >= 1, "the hang timed out and was retried: {stats}");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_summarizer_missing_from_the_price_table_is_priced_like_the_replay_and_run_json_says_so() {
+    let server = MockServer::start();
+    server.respond_with(answer);
+    let prices = "[models.\"gpt-4.1\"]\ninput = 2.0\ncached_input = 0.5\noutput = 8.0\n";
+    let dir = setup_small("price-note", &small_experiment(&server.url(), "", "price = \"gpt-4.1\""), &["a"]);
+    fs::write(dir.join("prices.toml"), prices).expect("prices");
+    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run"], &dir);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let manifest = run_json(&dir.join("run"));
+    let note = manifest["llm"]["summarizer"]["price_note"].as_str().unwrap_or_default();
+    assert!(note.contains("summarizer-model") && note.contains("replayed model's price"), "{manifest}");
+    let (ok, _) = results(&dir.join("run"));
+    let m = &ok[0];
+    let t = |f: &str| m[f].as_u64().unwrap_or(0) as f64 / 1e6;
+    let expected = (t("input_tokens") - t("cached_tokens")) * 2.0
+        + t("cached_tokens") * 0.5
+        + t("output_tokens") * 8.0
+        + (t("summarizer_input_tokens") - t("summarizer_cached_tokens")) * 2.0
+        + t("summarizer_cached_tokens") * 0.5
+        + t("summarizer_output_tokens") * 8.0;
+    assert!((m["cost_usd"].as_f64().unwrap_or(-1.0) - expected).abs() < 1e-9);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_shared_endpoint_sees_its_concurrency_cap_once() {
+    let server = MockServer::start();
+    server.respond_with(|r: &Recorded| answer(r).delayed(Duration::from_millis(20)));
+    let dir = setup_small("concurrency", &small_experiment(&server.url(), "max_concurrency = 1", ""), &["a", "b", "c"]);
+    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "3"], &dir);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(server.count() > 6, "both roles called the endpoint: {}", server.count());
+    assert_eq!(server.max_in_flight(), 1, "summarizer and judge share max_concurrency = 1");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn requests_per_minute_spaces_the_requests_of_a_run() {
+    let server = MockServer::start();
+    server.respond_with(answer);
+    // 600 a minute: one start every 100 ms, for both roles together.
+    let dir = setup_small("rpm", &small_experiment(&server.url(), "requests_per_minute = 600", ""), &["a"]);
+    let started = Instant::now();
+    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "2"], &dir);
+    let elapsed = started.elapsed();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let n = server.count() as u32;
+    assert!(n >= 4, "{n} requests");
+    let least = Duration::from_millis(100) * (n - 1);
+    assert!(elapsed >= least, "{n} requests in {elapsed:?}, faster than 600 a minute allows ({least:?})");
     let _ = fs::remove_dir_all(&dir);
 }

@@ -5,7 +5,8 @@
 //!
 //! The model is far too small to summarize or judge well; the test proves the whole path
 //! against a real server and real output: odd formatting, verdicts that do not parse (kept raw,
-//! unscored), real latency, and a rerun from the cache alone with identical outputs.
+//! unscored), real latency, and a rerun from the cache alone (`--cache-mode only`) with
+//! identical outputs and no HTTP request, the models' counters in run.json.
 
 #![allow(clippy::print_stderr)] // a skipped model test says why
 
@@ -44,7 +45,7 @@ fn conversation() -> serde_json::Value {
     })
 }
 
-fn experiment(url: &str, cache_mode: &str) -> String {
+fn experiment(url: &str) -> String {
     format!(
         r#"
 name = "smollm2"
@@ -52,13 +53,14 @@ datasets = ["data"]
 windows = [20000]
 summarizer = "llm"
 judge = "llm"
-cache_mode = "{cache_mode}"
 cache_dir = "cache"
 
 [llm]
 base_url = "{url}"
 model = "smollm2"
 api_key_env = ""
+# serve-llm.sh picks a free port each time: key the cache by a name, not the URL.
+cache_namespace = "smollm2-135m-q4_1"
 max_tokens = 120
 timeout_s = 600
 max_concurrency = 1
@@ -78,6 +80,10 @@ fn compactbench(args: &[&str], cwd: &Path) -> (i32, String) {
     (out.status.code().expect("exited"), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
+fn run_json(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&fs::read_to_string(dir.join("run.json")).expect("run.json")).expect("run.json is JSON")
+}
+
 #[test]
 fn a_run_with_smollm2_as_summarizer_and_judge() {
     let Some(url) = std::env::var("COMPACTBENCH_SMOLLM2_URL").ok().filter(|u| !u.is_empty()) else {
@@ -88,7 +94,7 @@ fn a_run_with_smollm2_as_summarizer_and_judge() {
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(dir.join("data")).expect("temp dir");
     fs::write(dir.join("data/set.jsonl"), format!("{}\n", conversation())).expect("dataset");
-    fs::write(dir.join("exp.toml"), experiment(&url, "use")).expect("experiment");
+    fs::write(dir.join("exp.toml"), experiment(&url)).expect("experiment");
 
     let (code, stderr) = compactbench(&["run", "--config", "exp.toml", "--out", "run1"], &dir);
     assert_eq!(code, 0, "stderr: {stderr}");
@@ -103,10 +109,20 @@ fn a_run_with_smollm2_as_summarizer_and_judge() {
     let log = fs::read_to_string(dir.join("run1/results.jsonl")).expect("results.jsonl");
     assert!(log.contains("\"raw\""), "the judge's raw verdicts are kept");
 
+    let stats = run_json(&dir.join("run1"));
+    for role in ["summarizer", "judge"] {
+        let c = &stats["llm"][role]["client"];
+        assert!(c["http_attempts"].as_u64() > Some(0), "{role}: {stats}");
+        assert!(c["usage"]["prompt_tokens"].as_u64() > Some(0), "{role}: {stats}");
+    }
+
     // The same run from the cache alone: no network, identical outputs.
-    fs::write(dir.join("exp.toml"), experiment(&url, "only")).expect("experiment");
-    let (code, stderr) = compactbench(&["run", "--config", "exp.toml", "--out", "run2"], &dir);
+    let (code, stderr) = compactbench(&["run", "--config", "exp.toml", "--out", "run2", "--cache-mode", "only"], &dir);
     assert_eq!(code, 0, "every response is cached: {stderr}");
+    let stats = run_json(&dir.join("run2"));
+    for role in ["summarizer", "judge"] {
+        assert_eq!(stats["llm"][role]["client"]["http_attempts"], 0, "{role}: {stats}");
+    }
     for name in ["results.csv", "summary.csv", "probes.csv", "compactions.csv"] {
         let a = fs::read_to_string(dir.join("run1").join(name)).expect("csv");
         let b = fs::read_to_string(dir.join("run2").join(name)).expect("csv");

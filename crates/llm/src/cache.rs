@@ -1,7 +1,9 @@
 //! The on-disk response cache, content-addressed.
 //!
 //! The key is the SHA-256 of a canonical JSON document holding what determines a response:
-//! the protocol, base URL, model, messages, output limit, temperature and draw number. Never the
+//! the protocol, base URL (or, when the endpoint sets one, its `cache_namespace`, which stands
+//! in for the URL so a local server on another port still hits), model, messages, output
+//! limit, temperature and draw number. Never the
 //! API key or any header, so the key cannot leak into the cache and a key rotation keeps hits.
 //! Each response is one file, `<dir>/<key[0..2]>/<key>.json`, holding the key document (for
 //! inspection) and the response; it is written to a temporary file in the same folder and

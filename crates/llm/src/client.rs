@@ -1,5 +1,6 @@
 //! The client: one endpoint, its limits, its retries, its cache, and what it spent.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -13,7 +14,7 @@ use crate::types::{ChatRequest, ChatResponse, Usage};
 use crate::wire::{self, Outcome};
 
 /// Counters of one client, all monotonic.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ClientStats {
     /// Completions asked for.
     pub requests: u64,
@@ -23,8 +24,14 @@ pub struct ClientStats {
     pub retries: u64,
     /// Completions served from the cache.
     pub cache_hits: u64,
+    /// Completions the cache was asked for and did not have (modes `use` and `only`).
+    #[serde(default)]
+    pub cache_misses: u64,
     /// Completions that ended in an error.
     pub failures: u64,
+    /// Failures by [`LlmError::kind`].
+    #[serde(default)]
+    pub failures_by_kind: BTreeMap<String, u64>,
     /// Usage of every successful completion, cached ones included (their recorded usage), so
     /// a run replayed from the cache accounts the same tokens as the run that filled it.
     pub usage: Usage,
@@ -36,7 +43,8 @@ struct Counters {
     http_attempts: AtomicU64,
     retries: AtomicU64,
     cache_hits: AtomicU64,
-    failures: AtomicU64,
+    cache_misses: AtomicU64,
+    failures: Mutex<BTreeMap<String, u64>>,
     prompt: AtomicU64,
     cached: AtomicU64,
     completion: AtomicU64,
@@ -80,6 +88,21 @@ impl Pacer {
     }
 }
 
+/// The limits of one endpoint: requests in flight and requests per minute. Clients of the same
+/// endpoint share one (see [`Client::sharing_limits`]), so the endpoint sees the limit once,
+/// however many clients call it.
+#[derive(Debug)]
+pub struct Limits {
+    gate: Semaphore,
+    pacer: Pacer,
+}
+
+impl Limits {
+    pub fn new(max_concurrency: usize, requests_per_minute: u32) -> Limits {
+        Limits { gate: Semaphore::new(max_concurrency), pacer: Pacer::new(requests_per_minute) }
+    }
+}
+
 /// A client for one endpoint. Cheap to share behind an `Arc`; every method takes `&self`.
 ///
 /// ```no_run
@@ -98,8 +121,7 @@ pub struct Client {
     key: Option<Secret>,
     endpoint: String,
     http: reqwest::Client,
-    gate: Arc<Semaphore>,
-    pacer: Pacer,
+    limits: Arc<Limits>,
     cache: Option<Arc<ResponseCache>>,
     counters: Counters,
     jitter: AtomicU64,
@@ -117,8 +139,7 @@ impl Client {
         let seed = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(7);
         Ok(Client {
             endpoint: wire::endpoint(cfg.protocol, cfg.base_url()),
-            gate: Arc::new(Semaphore::new(cfg.max_concurrency)),
-            pacer: Pacer::new(cfg.requests_per_minute),
+            limits: Arc::new(Limits::new(cfg.max_concurrency, cfg.requests_per_minute)),
             cfg,
             key,
             http,
@@ -132,6 +153,17 @@ impl Client {
         self.cache = Some(cache);
         self
     }
+    /// Take `limits` (shared with other clients of the same endpoint) instead of this
+    /// client's own; its `max_concurrency` and `requests_per_minute` then apply to all of them
+    /// together.
+    pub fn sharing_limits(mut self, limits: Arc<Limits>) -> Client {
+        self.limits = limits;
+        self
+    }
+    /// The limits this client obeys, to share with another client of the same endpoint.
+    pub fn limits(&self) -> Arc<Limits> {
+        self.limits.clone()
+    }
     pub fn config(&self) -> &LlmConfig {
         &self.cfg
     }
@@ -142,12 +174,18 @@ impl Client {
     pub fn stats(&self) -> ClientStats {
         let c = &self.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let failures_by_kind = match c.failures.lock() {
+            Ok(m) => m.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
         ClientStats {
             requests: get(&c.requests),
             http_attempts: get(&c.http_attempts),
             retries: get(&c.retries),
             cache_hits: get(&c.cache_hits),
-            failures: get(&c.failures),
+            cache_misses: get(&c.cache_misses),
+            failures: failures_by_kind.values().sum(),
+            failures_by_kind,
             usage: Usage {
                 prompt_tokens: get(&c.prompt),
                 cached_tokens: get(&c.cached),
@@ -159,7 +197,7 @@ impl Client {
     pub fn cache_key(&self, request: &ChatRequest) -> CacheKey {
         CacheKey::new(
             self.cfg.protocol,
-            self.cfg.base_url(),
+            self.cfg.cache_namespace.as_deref().unwrap_or(self.cfg.base_url()),
             &self.cfg.model,
             &request.messages,
             request.max_tokens.unwrap_or(self.cfg.max_tokens),
@@ -174,8 +212,12 @@ impl Client {
         let result = self.complete_inner(&request).await;
         match &result {
             Ok(r) => self.counters.used(r.usage),
-            Err(_) => {
-                self.counters.failures.fetch_add(1, Ordering::Relaxed);
+            Err(e) => {
+                let mut m = match self.counters.failures.lock() {
+                    Ok(m) => m,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+                *m.entry(e.kind().to_string()).or_insert(0) += 1;
             }
         }
         result
@@ -187,6 +229,9 @@ impl Client {
             if let Some(hit) = cache.get(&key)? {
                 self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
                 return Ok(hit);
+            }
+            if matches!(cache.mode(), CacheMode::Use | CacheMode::Only) {
+                self.counters.cache_misses.fetch_add(1, Ordering::Relaxed);
             }
             if cache.mode() == CacheMode::Only {
                 return Err(cache.miss(&key));
@@ -235,8 +280,8 @@ impl Client {
     }
 
     async fn attempt(&self, body: &serde_json::Value) -> Attempt {
-        self.pacer.wait().await;
-        let _permit = match self.gate.acquire().await {
+        self.limits.pacer.wait().await;
+        let _permit = match self.limits.gate.acquire().await {
             Ok(p) => p,
             Err(e) => return Attempt::Fail(LlmError::Client(e.to_string())),
         };

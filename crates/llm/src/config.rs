@@ -52,6 +52,11 @@ pub struct LlmConfig {
     pub base_url: Option<String>,
     /// The model name sent with every request.
     pub model: String,
+    /// A name that stands for the endpoint in response cache keys instead of `base_url`, so
+    /// a cache recorded against a local server keeps hitting when the server comes back on
+    /// another port (`"local-smollm2"`). Default: the base URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_namespace: Option<String>,
     /// The NAME of the environment variable that holds the API key (never the key itself).
     /// Default: `OPENAI_API_KEY` or `ANTHROPIC_API_KEY` by protocol; `""` for no key (local
     /// servers).
@@ -112,6 +117,7 @@ impl LlmConfig {
             protocol,
             base_url: None,
             model: model.into(),
+            cache_namespace: None,
             api_key_env: None,
             max_concurrency: default_max_concurrency(),
             requests_per_minute: 0,
@@ -171,6 +177,9 @@ impl LlmConfig {
         }
         if !(self.backoff_max_s.is_finite() && self.backoff_max_s >= 0.0) {
             return bad("backoff_max_s", "must be a non-negative number of seconds");
+        }
+        if self.cache_namespace.as_deref().is_some_and(|n| n.trim().is_empty()) {
+            return bad("cache_namespace", "must not be empty (leave it out to key the cache by base_url)");
         }
         let url = self.base_url();
         if !(url.starts_with("http://") || url.starts_with("https://")) {

@@ -35,7 +35,7 @@ pub mod types;
 pub mod wire;
 
 pub use cache::{CacheKey, CacheMode, ResponseCache};
-pub use client::{Client, ClientStats};
+pub use client::{Client, ClientStats, Limits};
 pub use config::{ConfigError, LlmConfig, Protocol, Secret};
 pub use error::LlmError;
 pub use types::{ChatMessage, ChatRequest, ChatResponse, ChatRole, Usage};

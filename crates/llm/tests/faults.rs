@@ -335,3 +335,55 @@ async fn errors_are_not_cached() {
     assert_eq!(server.count(), 2);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[tokio::test]
+async fn a_cache_namespace_keeps_hits_when_the_server_moves() {
+    let dir = tempdir("namespace");
+    let first = MockServer::start();
+    first.push(Reply::text("recorded", 7, 3));
+    let moved = MockServer::start();
+    let cache = Arc::new(ResponseCache::new(&dir, CacheMode::Use));
+    let with_namespace = |server: &MockServer| {
+        let mut cfg = config(server, Protocol::Openai);
+        cfg.cache_namespace = Some("local-smollm2".into());
+        cfg
+    };
+    let a = client(with_namespace(&first)).with_cache(cache.clone());
+    assert_eq!(a.complete(ask("same question")).await.expect("answer").text, "recorded");
+    // The same server on another port: the namespace stands in for the URL, so it hits.
+    let b = client(with_namespace(&moved)).with_cache(cache.clone());
+    let hit = b.complete(ask("same question")).await.expect("answer");
+    assert_eq!((hit.text.as_str(), hit.from_cache, moved.count()), ("recorded", true, 0));
+    assert_eq!(b.stats().cache_hits, 1);
+    // Without a namespace the URL is in the key: the moved server is asked.
+    let c = client(config(&moved, Protocol::Openai)).with_cache(cache.clone());
+    assert!(!c.complete(ask("same question")).await.expect("answer").from_cache);
+    assert_eq!((moved.count(), c.stats().cache_misses), (1, 1));
+    // A namespace is not a URL and changes nothing else of the key.
+    assert_ne!(a.cache_key(&ask("same question")), c.cache_key(&ask("same question")));
+    assert_ne!(a.cache_key(&ask("same question")), a.cache_key(&ask("another question")));
+    let mut empty = with_namespace(&first);
+    empty.cache_namespace = Some(" ".into());
+    assert_eq!(empty.validate().expect_err("empty").field, "cache_namespace");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test]
+async fn clients_sharing_limits_never_exceed_the_endpoints_cap() {
+    let server = MockServer::start();
+    server.respond_with(|_| Reply::text("ok", 1, 1).delayed(Duration::from_millis(30)));
+    let mut cfg = config(&server, Protocol::Openai);
+    cfg.max_concurrency = 1;
+    let a = Arc::new(client(cfg.clone()));
+    let b = Arc::new(client(cfg).sharing_limits(a.limits()));
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let c = if i % 2 == 0 { a.clone() } else { b.clone() };
+        tasks.push(tokio::spawn(async move { c.complete(ask(&format!("q{i}"))).await }));
+    }
+    for t in tasks {
+        t.await.expect("joined").expect("answer");
+    }
+    assert_eq!((server.count(), server.max_in_flight()), (6, 1));
+    assert_eq!((a.stats().requests, b.stats().requests), (3, 3), "each client keeps its own counters");
+}

@@ -230,9 +230,9 @@ struct RawExperiment {
     price: Option<toml::Value>,
     #[serde(default)]
     prices: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "llm_setup::summarizer_role")]
     summarizer: RawRole,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "llm_setup::judge_role")]
     judge: RawRole,
     #[serde(default)]
     llm: Option<llm::LlmConfig>,
@@ -310,6 +310,10 @@ impl Experiment {
             judge_repeats: raw.judge_repeats,
             cache_mode: raw.cache_mode,
             cache_dir: raw.cache_dir.clone(),
+            price_table: raw
+                .price
+                .as_ref()
+                .map(|_| path.parent().unwrap_or(Path::new("")).join(raw.prices.as_deref().unwrap_or(PRICES_FILE))),
         };
         let base = path.parent().unwrap_or(Path::new(""));
         let (summarizer, judge, llm) =

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use compaction::{Context, Conversation, Probe, Role};
-use llm::{ChatMessage, ChatRequest, Client, ClientStats};
+use llm::{ChatMessage, ChatRequest, Client, ClientStats, LlmError};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -105,6 +105,12 @@ pub fn is_scored(score: &ProbeScore) -> bool {
     score.llm.as_ref().and_then(|v| v.get("scored")).and_then(Value::as_bool).unwrap_or(true)
 }
 
+/// True for a probe a completion of which the response cache could not answer in mode `only`
+/// (its score, if any, is not what the cached run would give).
+pub fn missed_cache(score: &ProbeScore) -> bool {
+    score.llm.as_ref().and_then(|v| v.get("cache_miss")).and_then(Value::as_bool).unwrap_or(false)
+}
+
 /// The compacted context as the answering model reads it.
 pub fn context_messages(ctx: &Context) -> Vec<ChatMessage> {
     let mut out = Vec::new();
@@ -136,7 +142,7 @@ pub fn context_messages(ctx: &Context) -> Vec<ChatMessage> {
 }
 
 /// Counters of an [`LlmJudge`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JudgeStats {
     pub probes: u64,
     pub scored: u64,
@@ -145,6 +151,24 @@ pub struct JudgeStats {
     pub unparsed_verdicts: u64,
     pub answerer: ClientStats,
     pub grader: ClientStats,
+    /// The answering and grading clients' counters together (once when they are the same).
+    pub client: ClientStats,
+}
+
+/// Two clients' counters added up.
+fn sum_stats(a: &ClientStats, b: &ClientStats) -> ClientStats {
+    let mut out = a.clone();
+    out.requests += b.requests;
+    out.http_attempts += b.http_attempts;
+    out.retries += b.retries;
+    out.cache_hits += b.cache_hits;
+    out.cache_misses += b.cache_misses;
+    out.failures += b.failures;
+    for (k, v) in &b.failures_by_kind {
+        *out.failures_by_kind.entry(k.clone()).or_insert(0) += v;
+    }
+    out.usage.add(b.usage);
+    out
 }
 
 /// The LLM judge (see the module docs).
@@ -190,7 +214,16 @@ impl LlmJudge {
             unparsed_verdicts: self.unparsed.load(Ordering::Relaxed),
             answerer: self.answerer.stats(),
             grader: self.grader.stats(),
+            client: if Arc::ptr_eq(&self.answerer, &self.grader) {
+                self.answerer.stats()
+            } else {
+                sum_stats(&self.answerer.stats(), &self.grader.stats())
+            },
         }
+    }
+    /// The client that answers probes.
+    pub fn answerer(&self) -> &Client {
+        &self.answerer
     }
     /// Cache keys missed in cache mode `only`, by either client.
     pub fn missing_keys(&self) -> Vec<String> {
@@ -233,7 +266,11 @@ impl LlmJudge {
         let answer = match self.answerer.complete(self.answer_request(ctx, probe)).await {
             Ok(r) => r.text,
             Err(e) => {
-                return (None, json!({"scored": false, "error": format!("answer: {}: {e}", e.kind())}));
+                let mut detail = json!({"scored": false, "error": format!("answer: {}: {e}", e.kind())});
+                if matches!(e, LlmError::CacheMiss { .. }) {
+                    detail["cache_miss"] = json!(true);
+                }
+                return (None, detail);
             }
         };
         let mut raw = Vec::new();
@@ -241,6 +278,7 @@ impl LlmJudge {
         let mut scores = Vec::new();
         let mut per_dim = [0f64; 5];
         let mut errors = Vec::new();
+        let mut cache_miss = false;
         for sample in 0..self.repeats {
             match self.grader.complete(self.grade_request(probe, &answer, sample)).await {
                 Ok(r) => {
@@ -261,6 +299,7 @@ impl LlmJudge {
                     raw.push(Value::String(r.text));
                 }
                 Err(e) => {
+                    cache_miss |= matches!(e, LlmError::CacheMiss { .. });
                     errors.push(format!("grade {sample}: {}: {e}", e.kind()));
                     grades.push(Value::Null);
                     raw.push(Value::Null);
@@ -278,6 +317,9 @@ impl LlmJudge {
         });
         if !errors.is_empty() {
             detail["errors"] = json!(errors);
+        }
+        if cache_miss {
+            detail["cache_miss"] = json!(true);
         }
         if n == 0 {
             return (None, detail);

@@ -14,8 +14,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use llm::cache::{CacheMode, ResponseCache};
-use llm::{Client, LlmConfig, LlmError};
+pub use llm::cache::CacheMode;
+use llm::cache::ResponseCache;
+use llm::{Client, ClientStats, Limits, LlmConfig, LlmError};
 use serde::{Deserialize, Serialize};
 
 use compaction::{Context, Conversation, Probe, SummaryFailure, SummaryRequest};
@@ -24,7 +25,7 @@ use crate::experiment::{Experiment, JudgeSpec, SummarizerSpec};
 use crate::llm_judge::LlmJudge;
 use crate::llm_summarize::{LlmSetupError, LlmSummarizer, Prompts};
 use crate::record::ProbeScore;
-use crate::replay::{Judge, Summarizer, Summary};
+use crate::replay::{Judge, Price, Summarizer, Summary};
 
 /// The default response cache folder, relative to the experiment file.
 pub const DEFAULT_CACHE_DIR: &str = "llm-cache";
@@ -39,6 +40,10 @@ pub struct LlmSettings {
     /// A custom summary prompt file, relative to the experiment file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_file: Option<String>,
+    /// A hash of the custom prompt file's text (what enters configuration ids, so an edited
+    /// prompt is a new configuration and a moved one is not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_hash: Option<String>,
     /// The LLM judge's endpoint (`[judge.llm]`, else `[llm]`); `None` when the judge is offline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<LlmConfig>,
@@ -47,12 +52,20 @@ pub struct LlmSettings {
     pub cache_mode: CacheMode,
     /// The response cache folder, relative to the experiment file.
     pub cache_dir: String,
+    /// The LLM summarizer model's price from the price table, when the experiment sets a
+    /// `price` and the table has the model; `None` prices its tokens like the replayed model's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarizer_price: Option<Price>,
+    /// Why the summarizer's tokens are priced at the replayed model's price, when they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarizer_price_note: Option<String>,
 }
 
 impl LlmSettings {
     /// What enters every configuration id: the endpoints' identity (protocol, base URL, model,
-    /// temperature, output limit), the prompt file and the repeats; not the limits, retries,
-    /// key variable or cache mode, which do not change results.
+    /// temperature, output limit), the custom prompt's text (as a hash, not its path), the
+    /// repeats and the summarizer's own price; not the limits, retries, key variable, cache
+    /// mode or cache namespace, which do not change results.
     pub fn identity(&self) -> serde_json::Value {
         let endpoint = |c: &Option<LlmConfig>| {
             c.as_ref().map(|c| {
@@ -65,31 +78,89 @@ impl LlmSettings {
                 })
             })
         };
-        serde_json::json!({
+        let mut id = serde_json::json!({
             "summarizer": endpoint(&self.summarizer),
-            "prompt_file": self.prompt_file,
+            "prompt_file": self.prompt_hash.as_ref().or(self.prompt_file.as_ref()),
             "judge": endpoint(&self.judge),
             "judge_repeats": self.judge_repeats,
-        })
+        });
+        if let Some(p) = &self.summarizer_price {
+            id["summarizer_price"] = serde_json::json!(p);
+        }
+        id
     }
 }
 
-/// One role as written: `"offline"`, `"llm"`, or a table.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+/// One role as written: `"offline"`, `"llm"`, or a table. Read by [`summarizer_role`] and
+/// [`judge_role`], whose errors name the table and the key (`[summarizer]: unknown key
+/// `promt_file``) where an untagged enum would only say that no variant matched.
+#[derive(Debug, Clone)]
 pub(crate) enum RawRole {
     Name(String),
     Table(RawRoleTable),
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone)]
 pub(crate) struct RawRoleTable {
     kind: String,
-    #[serde(default)]
     llm: Option<LlmConfig>,
-    #[serde(default)]
     prompt_file: Option<String>,
+}
+
+struct RoleVisitor(&'static str);
+
+impl<'de> serde::de::Visitor<'de> for RoleVisitor {
+    type Value = RawRole;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "\"offline\", \"llm\", or a [{}] table with `kind`", self.0)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawRole, E> {
+        Ok(RawRole::Name(v.to_string()))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<RawRole, A::Error> {
+        use serde::de::Error;
+        let role = self.0;
+        let (mut kind, mut llm, mut prompt_file) = (None, None, None);
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "kind" => {
+                    kind =
+                        Some(map.next_value::<String>().map_err(|e| A::Error::custom(format!("[{role}] kind: {e}")))?)
+                }
+                "llm" => {
+                    llm = Some(
+                        map.next_value::<LlmConfig>().map_err(|e| A::Error::custom(format!("[{role}.llm]: {e}")))?,
+                    )
+                }
+                "prompt_file" => {
+                    prompt_file = Some(
+                        map.next_value::<String>()
+                            .map_err(|e| A::Error::custom(format!("[{role}] prompt_file: {e}")))?,
+                    )
+                }
+                other => {
+                    return Err(A::Error::custom(format!(
+                        "[{role}]: unknown key `{other}` (allowed: kind, llm, prompt_file)"
+                    )))
+                }
+            }
+        }
+        let kind = kind.ok_or_else(|| A::Error::custom(format!("[{role}]: missing key `kind` (offline or llm)")))?;
+        Ok(RawRole::Table(RawRoleTable { kind, llm, prompt_file }))
+    }
+}
+
+/// Read the `summarizer` key (a name or a table).
+pub(crate) fn summarizer_role<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RawRole, D::Error> {
+    d.deserialize_any(RoleVisitor("summarizer"))
+}
+
+/// Read the `judge` key (a name or a table).
+pub(crate) fn judge_role<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RawRole, D::Error> {
+    d.deserialize_any(RoleVisitor("judge"))
 }
 
 impl Default for RawRole {
@@ -107,6 +178,9 @@ pub(crate) struct RawLlm {
     pub judge_repeats: Option<u32>,
     pub cache_mode: Option<CacheMode>,
     pub cache_dir: Option<String>,
+    /// The price table, when the experiment prices its calls (`price` is set): the LLM
+    /// summarizer's model is looked up in it.
+    pub price_table: Option<PathBuf>,
 }
 
 /// A bad LLM key: (key, problem).
@@ -155,11 +229,16 @@ pub(crate) fn resolve(
     };
     let summarizer = pick("summarizer", &s_kind, s_llm)?;
     let judge = pick("judge", &j_kind, j_llm)?;
+    let mut prompt_hash = None;
     if let Some(p) = &prompt_file {
         if summarizer.is_none() {
             return Err(problem("summarizer.prompt_file", "only the LLM summarizer uses a prompt file".into()));
         }
-        Prompts::custom(&base.join(p)).map_err(|e| problem("summarizer.prompt_file", e.to_string()))?;
+        let path = base.join(p);
+        Prompts::custom(&path).map_err(|e| problem("summarizer.prompt_file", e.to_string()))?;
+        let text =
+            std::fs::read(&path).map_err(|e| problem("summarizer.prompt_file", format!("{}: {e}", path.display())))?;
+        prompt_hash = Some(format!("{:016x}", crate::experiment::fnv1a(&text)));
     }
     let repeats = raw.judge_repeats.unwrap_or(1);
     if repeats == 0 {
@@ -180,15 +259,46 @@ pub(crate) fn resolve(
         }
         return Ok((s_spec, j_spec, None));
     }
+    let (summarizer_price, summarizer_price_note) = match (&summarizer, &raw.price_table) {
+        (Some(cfg), Some(table)) => match table_price(table, &cfg.model) {
+            Ok(p) => (Some(p), None),
+            Err(why) => (None, Some(format!("{why}: its tokens are priced at the replayed model's price"))),
+        },
+        _ => (None, None),
+    };
     let settings = LlmSettings {
         summarizer,
         prompt_file,
+        prompt_hash,
         judge,
         judge_repeats: repeats,
         cache_mode: raw.cache_mode.unwrap_or_default(),
         cache_dir: raw.cache_dir.unwrap_or_else(|| DEFAULT_CACHE_DIR.to_string()),
+        summarizer_price,
+        summarizer_price_note,
     };
     Ok((s_spec, j_spec, Some(settings)))
+}
+
+/// The price of `model` in the price table at `path`, or why there is none.
+fn table_price(path: &Path, model: &str) -> Result<Price, String> {
+    #[derive(Deserialize)]
+    struct Table {
+        models: std::collections::BTreeMap<String, Price>,
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("price table {}: {e}", path.display()))?;
+    let table: Table = toml::from_str(&text).map_err(|e| format!("price table {}: {}", path.display(), e.message()))?;
+    let price = table
+        .models
+        .get(model)
+        .copied()
+        .ok_or_else(|| format!("the summarizer model {model:?} is not in the price table {}", path.display()))?;
+    let ok = [price.input, price.cached_input, price.output].iter().all(|v| v.is_finite() && *v >= 0.0);
+    if ok {
+        Ok(price)
+    } else {
+        Err(format!("the summarizer model {model:?} has a negative or missing price in {}", path.display()))
+    }
 }
 
 /// The LLM roles of a run; a role that is `None` is offline.
@@ -198,6 +308,53 @@ pub struct LlmRoles {
     pub judge: Option<Arc<LlmJudge>>,
     /// The response cache folder, when a role uses a model.
     pub cache_dir: Option<PathBuf>,
+    /// The cache mode in force, when a role uses a model.
+    pub cache_mode: Option<CacheMode>,
+    /// Why the summarizer's tokens are priced at the replayed model's price, when they are.
+    pub summarizer_price_note: Option<String>,
+}
+
+/// What the LLM roles did in one run: the `llm` section of `run.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LlmRunStats {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_mode: Option<CacheMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarizer: Option<SummarizerRunStats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<JudgeRunStats>,
+}
+
+/// The LLM summarizer's part of [`LlmRunStats`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SummarizerRunStats {
+    pub model: String,
+    /// The price its tokens were charged at; `None`: the replayed model's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<Price>,
+    /// Why its tokens are priced at the replayed model's price, when they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_note: Option<String>,
+    /// Summaries asked for, and those that failed, by kind (`context_length_exceeded`,
+    /// `cache_miss`, `empty`, ...).
+    pub calls: u64,
+    pub failures: u64,
+    pub failures_by_kind: std::collections::BTreeMap<String, u64>,
+    /// Requests, HTTP attempts, retries, cache hits and misses, failures by kind and tokens
+    /// (prompt, cached, completion) of its client.
+    pub client: ClientStats,
+}
+
+/// The LLM judge's part of [`LlmRunStats`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JudgeRunStats {
+    pub model: String,
+    pub probes: u64,
+    pub scored: u64,
+    pub unscored: u64,
+    pub unparsed_verdicts: u64,
+    /// Its client's counters (the answering and the grading calls).
+    pub client: ClientStats,
 }
 
 impl LlmRoles {
@@ -213,9 +370,22 @@ impl LlmRoles {
         let base = experiment.base_dir();
         let dir = base.join(&settings.cache_dir);
         let cache = Arc::new(ResponseCache::new(&dir, cache_mode.unwrap_or(settings.cache_mode)));
-        let client = |cfg: &LlmConfig| -> Result<Arc<Client>, LlmSetupError> {
+        // One set of limits per endpoint: a shared [llm] serves both roles through one
+        // concurrency cap and one rate limit, as the endpoint sees them.
+        let mut limits: Vec<(serde_json::Value, Arc<Limits>)> = Vec::new();
+        let mut client = |cfg: &LlmConfig| -> Result<Arc<Client>, LlmSetupError> {
             let key = cfg.resolve_key(lookup).map_err(LlmError::from)?;
-            Ok(Arc::new(Client::new(cfg.clone(), key)?.with_cache(cache.clone())))
+            let endpoint =
+                serde_json::json!([cfg.protocol, cfg.base_url(), cfg.max_concurrency, cfg.requests_per_minute]);
+            let shared = match limits.iter().find(|(e, _)| *e == endpoint) {
+                Some((_, l)) => l.clone(),
+                None => {
+                    let l = Arc::new(Limits::new(cfg.max_concurrency, cfg.requests_per_minute));
+                    limits.push((endpoint, l.clone()));
+                    l
+                }
+            };
+            Ok(Arc::new(Client::new(cfg.clone(), key)?.with_cache(cache.clone()).sharing_limits(shared)))
         };
         let mut roles = LlmRoles { cache_dir: Some(dir.clone()), ..LlmRoles::default() };
         if let Some(cfg) = &settings.summarizer {
@@ -223,13 +393,49 @@ impl LlmRoles {
                 Some(p) => Prompts::custom(&base.join(p))?,
                 None => Prompts::seeds()?,
             };
-            roles.summarizer = Some(Arc::new(LlmSummarizer::new(client(cfg)?, prompts)?));
+            let s = LlmSummarizer::new(client(cfg)?, prompts)?.with_price(settings.summarizer_price);
+            roles.summarizer = Some(Arc::new(s));
         }
         if let Some(cfg) = &settings.judge {
             let c = client(cfg)?;
             roles.judge = Some(Arc::new(LlmJudge::new(c.clone(), c, settings.judge_repeats)?));
         }
+        roles.cache_mode = Some(cache.mode());
+        roles.summarizer_price_note = settings.summarizer_price_note.clone();
         Ok(roles)
+    }
+
+    /// What the roles did, for `run.json`; `None` when both are offline.
+    pub fn stats(&self) -> Option<LlmRunStats> {
+        if self.summarizer.is_none() && self.judge.is_none() {
+            return None;
+        }
+        Some(LlmRunStats {
+            cache_mode: self.cache_mode,
+            summarizer: self.summarizer.as_ref().map(|s| {
+                let st = s.stats();
+                SummarizerRunStats {
+                    model: s.client().config().model.clone(),
+                    price: s.price(),
+                    price_note: self.summarizer_price_note.clone(),
+                    calls: st.calls,
+                    failures: st.failures,
+                    failures_by_kind: st.failures_by_kind,
+                    client: st.client,
+                }
+            }),
+            judge: self.judge.as_ref().map(|j| {
+                let st = j.stats();
+                JudgeRunStats {
+                    model: j.name(),
+                    probes: st.probes,
+                    scored: st.scored,
+                    unscored: st.unscored,
+                    unparsed_verdicts: st.unparsed_verdicts,
+                    client: st.client,
+                }
+            }),
+        })
     }
 
     /// Cache keys missed in cache mode `only`, by either role, in order of first miss.
@@ -369,6 +575,159 @@ mod tests {
         assert!(roles.missing_keys().is_empty());
         let offline = LlmRoles::build(&parse("").unwrap(), &|_| None, None).unwrap();
         assert!(offline.summarizer.is_none() && offline.judge.is_none() && offline.cache_dir.is_none());
+    }
+
+    #[test]
+    fn typos_in_role_tables_name_the_table_and_the_key() {
+        let cases = [
+            (
+                "[summarizer]\nkind = \"llm\"\npromt_file = \"p.md\"\n[summarizer.llm]\nmodel = \"m\"",
+                "[summarizer]: unknown key `promt_file`",
+            ),
+            ("[judge]\nkind = \"llm\"\npromt_file = \"p.md\"", "[judge]: unknown key `promt_file`"),
+            (
+                "[summarizer]\nkind = \"llm\"\n[summarizer.llm]\nmodle = \"m\"",
+                "[summarizer.llm]: unknown field `modle`",
+            ),
+            ("[judge]\nkind = \"llm\"\n[judge.llm]\nmodle = \"m\"", "[judge.llm]: unknown field `modle`"),
+            ("[judge]\n[judge.llm]\nmodel = \"m\"", "[judge]: missing key `kind`"),
+        ];
+        for (head, expected) in cases {
+            let err = parse(head).unwrap_err();
+            assert!(err.contains(expected), "{head}: {err}");
+            assert!(!err.contains("did not match any variant"), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_prompt_text_enters_the_configuration_id_not_its_path() {
+        let dir = std::env::temp_dir().join(format!("runner-prompt-id-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = "<!-- system -->\nSummarize.\n<!-- user -->\n{{messages}}\n";
+        std::fs::write(dir.join("a.md"), text).unwrap();
+        std::fs::write(dir.join("b.md"), text).unwrap();
+        let id = |file: &str| {
+            let head = format!(
+                "name = \"t\"\ndatasets = [\"data\"]\nwindows = [32000]\n[summarizer]\nkind = \"llm\"\nprompt_file = \"{file}\"\n\
+                 [summarizer.llm]\nmodel = \"m\"\n{STRATEGY}"
+            );
+            Experiment::parse(&head, &dir.join("t.toml")).unwrap().configurations[0].config_id.clone()
+        };
+        let before = id("a.md");
+        assert_eq!(before, id("b.md"), "the same text under another name is the same configuration");
+        std::fs::write(dir.join("a.md"), text.replace("Summarize.", "Summarize tersely.")).unwrap();
+        assert_ne!(before, id("a.md"), "an edited prompt is a new configuration");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn the_summarizer_is_priced_at_its_own_model_when_the_table_has_it() {
+        let dir = std::env::temp_dir().join(format!("runner-summarizer-price-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("prices.toml"),
+            "[models.big]\ninput = 10.0\ncached_input = 1.0\noutput = 40.0\n\
+             [models.small]\ninput = 0.5\ncached_input = 0.05\noutput = 2.0\n",
+        )
+        .unwrap();
+        let parse_in = |model: &str| {
+            let text = format!(
+                "name = \"t\"\ndatasets = [\"data\"]\nwindows = [32000]\nprice = \"big\"\nsummarizer = \"llm\"\n\
+                 [llm]\nmodel = \"{model}\"\n{STRATEGY}"
+            );
+            Experiment::parse(&text, &dir.join("t.toml")).unwrap()
+        };
+        let known = parse_in("small");
+        let s = known.llm.as_ref().unwrap();
+        assert_eq!(s.summarizer_price, Some(Price { input: 0.5, cached_input: 0.05, output: 2.0 }));
+        assert!(s.summarizer_price_note.is_none());
+        let unknown = parse_in("not-in-the-table");
+        let s = unknown.llm.as_ref().unwrap();
+        assert_eq!(s.summarizer_price, None);
+        let note = s.summarizer_price_note.as_deref().unwrap();
+        assert!(note.contains("not-in-the-table") && note.contains("replayed model's price"), "{note}");
+        // The note travels with the experiment into run.json.
+        let json = serde_json::to_string(&unknown).unwrap();
+        assert!(json.contains("summarizer_price_note"), "{json}");
+        let roles = LlmRoles::build(&known, &|_| None, None).unwrap();
+        assert_eq!(roles.summarizer.as_ref().unwrap().price().map(|p| p.output), Some(2.0));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_shared_llm_table_gives_both_roles_one_set_of_limits() {
+        let e =
+            parse("summarizer = \"llm\"\njudge = \"llm\"\n[llm]\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9/v1\"")
+                .unwrap();
+        let roles = LlmRoles::build(&e, &|_| None, None).unwrap();
+        let s = roles.summarizer.as_ref().unwrap().client().limits();
+        let j = roles.judge.as_ref().unwrap().answerer().limits();
+        assert!(Arc::ptr_eq(&s, &j), "one endpoint, one limit");
+        let apart = parse(
+            "judge = \"llm\"\n[summarizer]\nkind = \"llm\"\n[summarizer.llm]\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:8/v1\"\n\
+             [llm]\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9/v1\"",
+        )
+        .unwrap();
+        let roles = LlmRoles::build(&apart, &|_| None, None).unwrap();
+        let s = roles.summarizer.as_ref().unwrap().client().limits();
+        let j = roles.judge.as_ref().unwrap().answerer().limits();
+        assert!(!Arc::ptr_eq(&s, &j), "two endpoints, two limits");
+    }
+
+    /// Every provider example of experiments/README.md parses as an experiment and names the
+    /// model and protocol it shows.
+    #[test]
+    fn the_provider_examples_of_the_experiments_readme_parse() {
+        let readme =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/README.md")).unwrap();
+        let after = readme.split("### Pointing a run at a provider").nth(1).unwrap();
+        let block = after.split("```toml\n").nth(1).unwrap().split("```").next().unwrap();
+        let mut sections: Vec<(String, String)> = Vec::new();
+        for line in block.lines() {
+            match line.strip_prefix("# ") {
+                Some(title) => sections.push((title.to_string(), String::new())),
+                None => {
+                    let (_, body) = sections.last_mut().unwrap();
+                    body.push_str(line);
+                    body.push('\n');
+                }
+            }
+        }
+        let titles: Vec<&str> = sections.iter().map(|(t, _)| t.as_str()).collect();
+        for provider in ["OpenAI", "Anthropic", "vLLM", "llama.cpp", "Ollama"] {
+            assert!(
+                titles.iter().any(|t| t.starts_with(provider) || t.contains(&format!(" {provider} "))),
+                "{provider}: {titles:?}"
+            );
+        }
+        let dir = std::env::temp_dir().join(format!("runner-readme-examples-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("prompts")).unwrap();
+        std::fs::write(dir.join("prompts/terse.md"), "Summarize tersely.\n").unwrap();
+        for (title, body) in &sections {
+            let roles = if body.contains("summarizer") || body.contains("judge") {
+                ""
+            } else {
+                "summarizer = \"llm\"\njudge = \"llm\"\n"
+            };
+            let text = format!("name = \"t\"\ndatasets = [\"data\"]\nwindows = [32000]\n{roles}{body}{STRATEGY}");
+            let e = Experiment::parse(&text, &dir.join("t.toml")).unwrap_or_else(|err| panic!("{title}: {err}"));
+            let s = e.llm.as_ref().unwrap();
+            let used: Vec<&LlmConfig> = s.summarizer.iter().chain(s.judge.iter()).collect();
+            assert_eq!(used.len(), 2, "{title}: both roles use a model");
+            for line in body.lines().filter(|l| l.starts_with("model = ")) {
+                let model = line.split('"').nth(1).unwrap();
+                assert!(used.iter().any(|c| c.model == model), "{title}: {model}");
+            }
+            let anthropic = body.contains("protocol = \"anthropic\"");
+            assert_eq!(used.iter().any(|c| c.protocol == llm::Protocol::Anthropic), anthropic, "{title}");
+            if let Some(url) = body.lines().find_map(|l| l.strip_prefix("base_url = ")) {
+                assert!(
+                    used.iter().any(|c| format!("{:?}", c.base_url()) == url.split_whitespace().next().unwrap()),
+                    "{title}"
+                );
+            }
+        }
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

@@ -25,7 +25,7 @@ use compaction::{Context, PromptKind, SummaryFailure, SummaryRequest};
 use llm::{ChatRequest, Client, ClientStats, LlmError};
 
 use crate::llm_prompts::{seed_call, PromptError, PromptTemplate, Transcript, Vars, SUMMARY_VARS};
-use crate::replay::{Summarizer, Summary};
+use crate::replay::{FailureKind, Price, Summarizer, Summary, SummaryError};
 
 /// Seed 001's text for "no previous summary".
 pub const NO_PREVIOUS_SUMMARY: &str = "None - this is the first compaction round.";
@@ -116,11 +116,26 @@ pub struct LlmSummarizer {
     runtime: tokio::runtime::Runtime,
     calls: AtomicU64,
     failures: Mutex<BTreeMap<String, u64>>,
+    /// The summarizer model's own price, when the price table has it.
+    price: Option<Price>,
 }
 
 impl LlmSummarizer {
     pub fn new(client: Arc<Client>, prompts: Prompts) -> Result<LlmSummarizer, LlmSetupError> {
-        Ok(LlmSummarizer { client, prompts, runtime: runtime()?, calls: AtomicU64::new(0), failures: Mutex::default() })
+        Ok(LlmSummarizer {
+            client,
+            prompts,
+            runtime: runtime()?,
+            calls: AtomicU64::new(0),
+            failures: Mutex::default(),
+            price: None,
+        })
+    }
+    /// Price this summarizer's tokens at `price` (its model's entry in the price table) rather
+    /// than at the replayed model's.
+    pub fn with_price(mut self, price: Option<Price>) -> LlmSummarizer {
+        self.price = price;
+        self
     }
     /// With the seeds' prompts.
     pub fn with_seed_prompts(client: Arc<Client>) -> Result<LlmSummarizer, LlmSetupError> {
@@ -190,19 +205,35 @@ impl Summarizer for LlmSummarizer {
     }
 
     fn summarize(&self, ctx: &Context, request: &SummaryRequest) -> Result<Summary, SummaryFailure> {
+        self.summarize_with_kind(ctx, request).map_err(|e| e.failure)
+    }
+
+    fn summarize_with_kind(&self, ctx: &Context, request: &SummaryRequest) -> Result<Summary, SummaryError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         let (chat, empty_fails) = self.chat_request(ctx, request);
         match self.runtime.block_on(self.client.complete(chat)) {
             Ok(r) if empty_fails && r.text.trim().is_empty() => {
-                Err(self.failed("empty", "the model returned an empty summary".to_string()))
+                Err(SummaryError::from(self.failed("empty", "the model returned an empty summary".to_string())))
             }
             Ok(r) => Ok(Summary {
                 text: r.text,
                 input_tokens: r.usage.prompt_tokens,
                 output_tokens: r.usage.completion_tokens,
+                cached_tokens: r.usage.cached_tokens,
             }),
-            Err(e) => Err(self.failed(e.kind(), format!("{}: {e}", e.kind()))),
+            Err(e) => {
+                let kind = match e {
+                    LlmError::ContextLengthExceeded { .. } => FailureKind::ContextLength,
+                    LlmError::CacheMiss { .. } => FailureKind::CacheMiss,
+                    _ => FailureKind::Other,
+                };
+                Err(SummaryError::new(self.failed(e.kind(), format!("{}: {e}", e.kind())), kind))
+            }
         }
+    }
+
+    fn price(&self) -> Option<Price> {
+        self.price
     }
 }
 
@@ -356,6 +387,90 @@ mod tests {
         assert_eq!(out.context.len(), ctx.len());
         assert!(out.event.fallback.as_deref().unwrap().starts_with("unchanged"));
         assert_eq!(s.stats().failures_by_kind.get("server_error"), Some(&2));
+    }
+
+    /// split-fraction with room to compact proactively in a 3,000-token window.
+    fn small_split_fraction() -> StrategyConfig {
+        serde_json::from_value(serde_json::json!({"name": "split-fraction", "max_output_tokens": 500})).unwrap()
+    }
+
+    /// A summary rejected as over the summarizer's context window, in either provider's
+    /// shape, makes the replay plan again once with the reactive trigger and summarize again.
+    #[test]
+    fn a_context_length_rejection_takes_the_reactive_path_once() {
+        for protocol in [Protocol::Openai, Protocol::Anthropic] {
+            let server = MockServer::start();
+            server.push(Reply::ContextLength);
+            server.respond_with(|_| Reply::Text {
+                text: "- short summary".into(),
+                prompt: 50,
+                cached: 20,
+                completion: 5,
+            });
+            let mut cfg = LlmConfig::new(protocol, "summarizer-model");
+            cfg.base_url = Some(match protocol {
+                Protocol::Openai => format!("{}/v1", server.url()),
+                Protocol::Anthropic => server.url(),
+            });
+            cfg.api_key_env = Some(String::new());
+            cfg.max_retries = 0;
+            let s = LlmSummarizer::with_seed_prompts(Arc::new(Client::new(cfg, None).unwrap())).unwrap();
+            let conversation = compaction::Conversation::new(
+                "c",
+                long_context().entries().iter().map(|e| e.message().clone()).collect(),
+            );
+            let settings = crate::replay::ReplaySettings {
+                strategy: small_split_fraction(),
+                window: 3_000,
+                encoding: compaction::Encoding::O200kBase,
+                cache: crate::replay::CacheProfile::None,
+                price: Some(crate::replay::Price { input: 1.0, cached_input: 0.5, output: 2.0 }),
+            };
+            let m = crate::replay::replay(&conversation, &settings, &s, &crate::judge::OfflineJudge).unwrap();
+            assert_eq!(m.summarizer_context_retries, 1, "{protocol:?}: one re-plan");
+            assert_eq!(m.summarizer_failures, 1, "{protocol:?}");
+            let first = &m.compaction_events[0];
+            assert_eq!(first.trigger, Trigger::Overflow, "{protocol:?}: recorded with the trigger it used");
+            assert!(first.fallback.is_none() && first.summary.contains("short summary"), "{protocol:?}: {first:?}");
+            assert_eq!(s.stats().failures_by_kind.get("context_length_exceeded"), Some(&1), "{protocol:?}");
+            // The summarizer's cached tokens are kept and priced as cached.
+            let ok = m.summarizer_calls - m.summarizer_failures;
+            assert_eq!((m.summarizer_input_tokens, m.summarizer_cached_tokens), (50 * ok, 20 * ok), "{protocol:?}");
+            let price = settings.price.unwrap();
+            let expected = price.cost(m.input_tokens, m.cached_tokens, m.output_tokens)
+                + price.cost(m.summarizer_input_tokens, m.summarizer_cached_tokens, m.summarizer_output_tokens);
+            assert!((m.cost_usd - expected).abs() < 1e-12, "{protocol:?}");
+        }
+    }
+
+    #[test]
+    fn a_rejecting_summarizer_is_retried_once_per_compaction_and_other_faults_never() {
+        let run = |reply: Reply| {
+            let server = MockServer::start();
+            server.respond_with(move |_| reply.clone());
+            let s = LlmSummarizer::with_seed_prompts(client(&server)).unwrap();
+            let conversation = compaction::Conversation::new(
+                "c",
+                long_context().entries().iter().map(|e| e.message().clone()).collect(),
+            );
+            let settings = crate::replay::ReplaySettings {
+                strategy: small_split_fraction(),
+                window: 3_000,
+                encoding: compaction::Encoding::O200kBase,
+                cache: crate::replay::CacheProfile::None,
+                price: None,
+            };
+            crate::replay::replay(&conversation, &settings, &s, &crate::judge::OfflineJudge).unwrap()
+        };
+        let m = run(Reply::ContextLength);
+        assert!(m.summarizer_context_retries >= 1);
+        assert!(m.summarizer_context_retries <= m.compactions, "at most once per compaction");
+        assert_eq!(m.summarizer_failures, m.summarizer_calls);
+        assert!(m.compaction_events.iter().all(|e| e.fallback.is_some() && e.trigger == Trigger::Overflow));
+        let m = run(Reply::ServerError);
+        assert!(m.summarizer_failures > 0);
+        assert_eq!(m.summarizer_context_retries, 0, "a server error is an ordinary failure");
+        assert!(m.compaction_events.iter().any(|e| e.trigger == Trigger::Proactive));
     }
 
     #[test]

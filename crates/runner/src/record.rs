@@ -60,6 +60,17 @@ pub struct PairMetrics {
     pub summarizer_failures: u64,
     pub summarizer_input_tokens: u64,
     pub summarizer_output_tokens: u64,
+    /// Summarizer input tokens its provider served from its prompt cache.
+    #[serde(default)]
+    pub summarizer_cached_tokens: u64,
+    /// Compactions planned again with the reactive trigger because a summary was rejected as
+    /// over the summarizer's context window.
+    #[serde(default)]
+    pub summarizer_context_retries: u64,
+    /// Summaries and probes the response cache could not answer in mode `only`; a pair with
+    /// any is recorded as failed.
+    #[serde(default)]
+    pub cache_misses: u64,
     /// Cost of the replayed calls plus summarizer calls, in US dollars.
     pub cost_usd: f64,
     /// Mean probe score (0..1); `None` when the conversation has no probes.

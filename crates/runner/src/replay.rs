@@ -23,6 +23,14 @@
 //! A compaction whose summary failed and whose strategy keeps the context unchanged is still a
 //! compaction event (with its `fallback`), and counts in `compactions`.
 //!
+//! A summary the summarizer's provider rejected as over its context window
+//! ([`FailureKind::ContextLength`]) is handled like an over-long request: when the compaction
+//! was not already reactive and the strategy reacts to [`Trigger::Overflow`], the replay plans
+//! again once with that trigger and summarizes again, counting it in
+//! `summarizer_context_retries`; the compaction is recorded with the trigger it finally used.
+//! A summary the response cache could not answer in mode `only` ([`FailureKind::CacheMiss`])
+//! counts in `cache_misses`, and the run records the pair as failed (see [`crate::run`]).
+//!
 //! # Invariants
 //!
 //! [`check_context`](compaction::check_context) runs on every request (incrementally: between compactions only the new
@@ -151,6 +159,17 @@ pub struct Price {
     pub output: f64,
 }
 
+impl Price {
+    /// Dollars for `input` tokens of which `cached` were cached, and `output` tokens.
+    pub fn cost(&self, input: u64, cached: u64, output: u64) -> f64 {
+        let per_million = |tokens: u64, usd: f64| tokens as f64 * usd / 1_000_000.0;
+        let cached = cached.min(input);
+        per_million(input - cached, self.input)
+            + per_million(cached, self.cached_input)
+            + per_million(output, self.output)
+    }
+}
+
 /// Everything that defines one replay configuration besides the conversation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReplaySettings {
@@ -160,7 +179,8 @@ pub struct ReplaySettings {
     /// The exact meter.
     pub encoding: Encoding,
     pub cache: CacheProfile,
-    /// Prices of the replayed model (and of the summarizer's calls); `None` prices at zero.
+    /// Prices of the replayed model, and of the summarizer's calls unless it has its own
+    /// ([`Summarizer::price`]); `None` prices everything at zero.
     pub price: Option<Price>,
 }
 
@@ -168,8 +188,45 @@ pub struct ReplaySettings {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Summary {
     pub text: String,
+    /// Input tokens, cached ones included.
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Input tokens the provider served from its prompt cache (part of `input_tokens`).
+    pub cached_tokens: u64,
+}
+
+/// What kind of failure a summary met, for the replay to react to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// Any other failure: the strategy's failure path runs.
+    #[default]
+    Other,
+    /// The summarizer's provider rejected the request as over its context window: the replay
+    /// re-plans once with [`Trigger::Overflow`] (see the module docs).
+    ContextLength,
+    /// The response cache (mode `only`) had no answer: the pair cannot be scored.
+    CacheMiss,
+}
+
+/// A failed summary and its kind.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{failure}")]
+pub struct SummaryError {
+    pub failure: SummaryFailure,
+    pub kind: FailureKind,
+}
+
+impl SummaryError {
+    pub fn new(failure: SummaryFailure, kind: FailureKind) -> SummaryError {
+        SummaryError { failure, kind }
+    }
+}
+
+impl From<SummaryFailure> for SummaryError {
+    fn from(failure: SummaryFailure) -> SummaryError {
+        SummaryError { failure, kind: FailureKind::Other }
+    }
 }
 
 /// Produces the summaries a plan asks for.
@@ -178,6 +235,16 @@ pub trait Summarizer: Send + Sync {
     fn name(&self) -> String;
     /// Summarize entries `request.span` of `ctx`.
     fn summarize(&self, ctx: &Context, request: &SummaryRequest) -> Result<Summary, SummaryFailure>;
+    /// [`Summarizer::summarize`] with the kind of a failure; the replay calls this. The default
+    /// calls `summarize` and calls every failure [`FailureKind::Other`].
+    fn summarize_with_kind(&self, ctx: &Context, request: &SummaryRequest) -> Result<Summary, SummaryError> {
+        self.summarize(ctx, request).map_err(SummaryError::from)
+    }
+    /// The summarizer's own price, when it differs from the replayed model's (a model with its
+    /// own entry in the price table). `None`: its tokens are priced like the replayed model's.
+    fn price(&self) -> Option<Price> {
+        None
+    }
 }
 
 /// Scores one probe against a context.
@@ -537,22 +604,46 @@ impl<'a> Replayer<'a> {
         }
     }
 
-    /// Plan, summarize and apply one compaction for `trigger`; true when the context changed.
-    fn compact(&mut self, trigger: Trigger, call: u32) -> bool {
-        let Some(plan) = self.strategy.plan(&self.ctx, &self.budget, trigger) else { return false };
+    /// Summarize every request of `plan`, counting calls, tokens and failures. The second
+    /// value is true when a summary was rejected as over the summarizer's context window.
+    fn summarize_plan(&mut self, plan: &compaction::Plan) -> (Vec<SummaryOutcome>, bool) {
         let mut outcomes: Vec<SummaryOutcome> = Vec::with_capacity(plan.requests.len());
+        let mut context_length = false;
         for request in &plan.requests {
             self.metrics.summarizer_calls += 1;
-            match self.summarizer.summarize(&self.ctx, request) {
+            match self.summarizer.summarize_with_kind(&self.ctx, request) {
                 Ok(s) => {
                     self.metrics.summarizer_input_tokens += s.input_tokens;
+                    self.metrics.summarizer_cached_tokens += s.cached_tokens.min(s.input_tokens);
                     self.metrics.summarizer_output_tokens += s.output_tokens;
                     outcomes.push(Ok(s.text));
                 }
                 Err(e) => {
                     self.metrics.summarizer_failures += 1;
-                    outcomes.push(Err(e));
+                    match e.kind {
+                        FailureKind::ContextLength => context_length = true,
+                        FailureKind::CacheMiss => self.metrics.cache_misses += 1,
+                        FailureKind::Other => {}
+                    }
+                    outcomes.push(Err(e.failure));
                 }
+            }
+        }
+        (outcomes, context_length)
+    }
+
+    /// Plan, summarize and apply one compaction for `trigger`; true when the context changed.
+    fn compact(&mut self, trigger: Trigger, call: u32) -> bool {
+        let Some(mut plan) = self.strategy.plan(&self.ctx, &self.budget, trigger) else { return false };
+        let mut trigger = trigger;
+        let (mut outcomes, context_length) = self.summarize_plan(&plan);
+        // The summarizer's own request was too long: take the reactive path once.
+        if context_length && trigger != Trigger::Overflow && self.strategy.reacts_to(Trigger::Overflow) {
+            if let Some(forced) = self.strategy.plan(&self.ctx, &self.budget, Trigger::Overflow) {
+                self.metrics.summarizer_context_retries += 1;
+                trigger = Trigger::Overflow;
+                outcomes = self.summarize_plan(&forced).0;
+                plan = forced;
             }
         }
         let out = self.strategy.apply(&self.ctx, &self.budget, &plan, &outcomes);
@@ -601,6 +692,9 @@ impl<'a> Replayer<'a> {
         for (s, p) in scores.iter_mut().zip(probes) {
             s.asked_at = count;
             s.at_risk = !is_verbatim(&self.ctx, p.source_message);
+            if crate::llm_judge::missed_cache(s) {
+                self.metrics.cache_misses += 1;
+            }
         }
         self.metrics.probes.extend(scores);
     }
@@ -614,12 +708,9 @@ impl<'a> Replayer<'a> {
         m.retention = mean(scored().map(|p| p.score));
         m.at_risk_retention = mean(scored().filter(|p| p.at_risk).map(|p| p.score));
         if let Some(price) = self.settings.price {
-            let per_million = |tokens: u64, usd: f64| tokens as f64 * usd / 1_000_000.0;
-            m.cost_usd = per_million(m.input_tokens - m.cached_tokens, price.input)
-                + per_million(m.cached_tokens, price.cached_input)
-                + per_million(m.output_tokens, price.output)
-                + per_million(m.summarizer_input_tokens, price.input)
-                + per_million(m.summarizer_output_tokens, price.output);
+            let s_price = self.summarizer.price().unwrap_or(price);
+            m.cost_usd = price.cost(m.input_tokens, m.cached_tokens, m.output_tokens)
+                + s_price.cost(m.summarizer_input_tokens, m.summarizer_cached_tokens, m.summarizer_output_tokens);
         }
         m.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.metrics

@@ -6,7 +6,9 @@
 //! - `results.jsonl`: one [`PairRecord`] per line, in the order pairs finished. Each line is
 //!   written whole and flushed when its pair finishes, so a killed run loses at most the line
 //!   being written; [`run`] with `resume` drops that truncated line, rewrites the file cleanly
-//!   and skips every pair already there (failed pairs included: they failed deterministically).
+//!   and skips every pair already there (failed pairs included: they failed deterministically),
+//!   except pairs that failed on a response cache miss (cache mode `only`, see
+//!   [`CACHE_MISS_ERROR`]), which a resume runs again once the cache holds their answers.
 //! - `run.json`: the [`Manifest`] (the experiment as parsed, versions, git commit, seed,
 //!   tokenizer, judge, summarizer, timings, counts). Written when the run starts and again
 //!   when it ends. It never holds environment values or keys.
@@ -48,6 +50,15 @@ pub const RESULTS_FILE: &str = "results.jsonl";
 pub const MANIFEST_FILE: &str = "run.json";
 /// Version of the manifest's shape.
 pub const MANIFEST_FORMAT: u32 = 1;
+/// How the error of a pair that met a response cache miss (cache mode `only`) begins. Such a
+/// pair is recorded as failed, not with the degraded metrics its misses gave, and a resume
+/// runs it again.
+pub const CACHE_MISS_ERROR: &str = "response cache miss (cache mode only)";
+
+/// True for a failed record that a resume runs again (see [`CACHE_MISS_ERROR`]).
+pub fn is_retryable(record: &PairRecord) -> bool {
+    matches!(&record.outcome, PairOutcome::Failed { error } if error.starts_with(CACHE_MISS_ERROR))
+}
 
 /// Why a run (or a merge) could not go on. Per-pair problems are not errors: they are
 /// [`PairOutcome::Failed`] records.
@@ -359,6 +370,12 @@ pub struct Manifest {
     pub dataset_problems: Vec<String>,
     /// `true` once the run (or merge) finished writing its records.
     pub complete: bool,
+    /// What the LLM summarizer and judge did in this invocation (requests, retries, cache hits
+    /// and misses, failures by kind, tokens), when a role used a model. The caller that built
+    /// the roles fills it in (see [`crate::llm_setup::LlmRoles::stats`]). A merge leaves it out:
+    /// each shard's `run.json` keeps its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<crate::llm_setup::LlmRunStats>,
 }
 
 /// A finished run: its manifest and its records, sorted by [`sort_records`]. Everything
@@ -540,6 +557,7 @@ pub fn run(
         let (mut records, truncated) = read_results(&results_path)?;
         let before = records.len();
         dedupe(&mut records);
+        records.retain(|r| !is_retryable(r));
         if truncated || records.len() != before {
             write_results(&results_path, &records)?;
         }
@@ -586,6 +604,7 @@ pub fn run(
         timings: Timings::default(),
         dataset_problems: plan.problems.clone(),
         complete: false,
+        llm: None,
     };
     write_manifest(dir, &manifest)?;
 
@@ -709,6 +728,13 @@ fn run_pair(plan: &Plan, engine: &Engine<'_>, pair: Pair) -> PairRecord {
                 (engine.replay)(conversation, &settings, engine.summarizer, engine.judge)
             }));
             match result {
+                Ok(Ok(metrics)) if metrics.cache_misses > 0 => PairOutcome::Failed {
+                    error: format!(
+                        "{CACHE_MISS_ERROR}: {} summaries or probes had no cached response; \
+                         fill the cache (cache mode use) and resume",
+                        metrics.cache_misses
+                    ),
+                },
                 Ok(Ok(mut metrics)) => {
                     metrics.elapsed_ms = started.elapsed().as_millis() as u64;
                     PairOutcome::Ok(Box::new(metrics))
@@ -797,6 +823,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<RunData, RunError> {
         timings: Timings { wall_ms, replay_ms: replay_ms(&records) },
         dataset_problems: problems,
         complete: true,
+        llm: None,
         ..first
     };
     write_manifest(out, &manifest)?;

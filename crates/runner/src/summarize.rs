@@ -895,7 +895,7 @@ impl Summarizer for OfflineSummarizer {
         let text = self.summary_text(ctx, request)?;
         let input_tokens = request.span.iter().filter_map(|&i| ctx.get(i)).map(|e| e.tokens(&self.exact)).sum();
         let output_tokens = self.exact.count(&text);
-        Ok(Summary { text, input_tokens, output_tokens })
+        Ok(Summary { text, input_tokens, output_tokens, cached_tokens: 0 })
     }
 }
 

@@ -91,6 +91,10 @@ pub struct Args {
     /// Run only the K-th of N disjoint slices of the pairs (merge the slices with `merge`).
     #[arg(long, value_name = "K/N")]
     shard: Option<Shard>,
+    /// Use the LLM response cache this way for every role, whatever the experiment's
+    /// `cache_mode` says: use, refresh, off or only.
+    #[arg(long, value_name = "MODE")]
+    cache_mode: Option<runner::llm_setup::CacheMode>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
@@ -122,7 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     });
     // A role that uses a model needs its API key: the only place keys are read. They stay in
     // memory; run.json records the variable's name at most.
-    let roles = match LlmRoles::build(&plan.experiment, &|name| std::env::var(name).ok(), None) {
+    let roles = match LlmRoles::build(&plan.experiment, &|name| std::env::var(name).ok(), args.cache_mode) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
@@ -161,13 +165,18 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
-    let data = match result {
+    let mut data = match result {
         Ok(d) => d,
         Err(e) => {
             eprintln!("error: {e}");
             return Ok(exit::USAGE);
         }
     };
+    // What the models did goes into run.json beside the run's counts.
+    if let Some(stats) = roles.stats() {
+        data.manifest.llm = Some(stats);
+        run::write_manifest(&out, &data.manifest)?;
+    }
     report::write_outputs(&out, &data)?;
     report::html::write_report_for(&out, &data)?;
     let code = finish(&data, &out, started, !plan.problems.is_empty());

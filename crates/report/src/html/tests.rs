@@ -127,6 +127,7 @@ fn run_data() -> RunData {
         timings: Timings::default(),
         dataset_problems: vec![HOSTILE.into()],
         complete: true,
+        llm: None,
     };
     RunData { manifest, records }
 }

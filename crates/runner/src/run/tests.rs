@@ -17,7 +17,12 @@ impl Summarizer for TestSummarizer {
         "test-summarizer".into()
     }
     fn summarize(&self, _ctx: &Context, request: &SummaryRequest) -> Result<Summary, SummaryFailure> {
-        Ok(Summary { text: format!("summary of {:?}", request.span), input_tokens: 10, output_tokens: 2 })
+        Ok(Summary {
+            text: format!("summary of {:?}", request.span),
+            input_tokens: 10,
+            output_tokens: 2,
+            cached_tokens: 0,
+        })
     }
 }
 
