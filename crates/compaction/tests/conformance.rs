@@ -128,7 +128,12 @@ fn scale_number(value: &serde_json::Value, f: f64) -> serde_json::Value {
 }
 
 /// `value` of parameter `param` jittered by `(f, flip, pick)`, at context window `window`.
-fn jitter_param(param: &ParamInfo, value: &serde_json::Value, (f, flip, pick): Jitter, window: u64) -> serde_json::Value {
+fn jitter_param(
+    param: &ParamInfo,
+    value: &serde_json::Value,
+    (f, flip, pick): Jitter,
+    window: u64,
+) -> serde_json::Value {
     use serde_json::Value;
     if !param.allowed.is_empty() {
         return match flip {
@@ -306,7 +311,7 @@ fn check_result(
             shape()
         );
     }
-        prop_assert_eq!(out.event.messages_before, ctx.len(), "{}: event messages_before", scene.header());
+    prop_assert_eq!(out.event.messages_before, ctx.len(), "{}: event messages_before", scene.header());
     prop_assert_eq!(out.event.messages_after, out.context.len(), "{}: event messages_after", scene.header());
     prop_assert_eq!(out.event.trigger, trigger, "{}: event trigger", scene.header());
     Ok(())

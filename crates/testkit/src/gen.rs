@@ -353,7 +353,13 @@ pub fn arb_conversation_with(turns: std::ops::Range<usize>) -> impl Strategy<Val
         prop::bool::weighted(0.25),
         prop::collection::vec(arb_turn(), turns),
     )
-        .prop_map(|(system, previous, staged, turns)| ConversationSpec { system, previous, staged, turns, in_flight: None })
+        .prop_map(|(system, previous, staged, turns)| ConversationSpec {
+            system,
+            previous,
+            staged,
+            turns,
+            in_flight: None,
+        })
 }
 
 /// A conversation of a few to a few hundred messages; about one in seven ends with a call round
