@@ -6,7 +6,7 @@
 //! (integers kept integral, fractions kept in (0, 1]), booleans flipped, enumerations set to
 //! one of their allowed values, optional parameters filled when unset (a nullable number is a
 //! fraction in (0, 1], a nullable integer a token count of 1/8 to the whole window) or unset when
-//! set; combinations `build()` rejects fall back to the defaults. A realistic conversation is
+//! set; a parameter `build()` rejects goes back to its default. A realistic conversation is
 //! generated (sometimes ending with a call round in flight), and the window is set to a random
 //! 20%..90% of its exact o200k size (never below [`MIN_WINDOW`]) so that compaction is forced.
 //! Then:
@@ -159,25 +159,36 @@ fn params_of(name: &str) -> Vec<ParamInfo> {
 }
 
 /// The strategy's defaults with `jitter` applied (one entry per catalog parameter, reused
-/// cyclically), or the defaults when `build()` (or the params' own deserialization) rejects
-/// the combination.
+/// cyclically). A parameter `build()` rejects (its [`compaction::ParamError`] names it) goes back
+/// to its default and the rest is kept; when the params do not deserialize, or still do not
+/// build, the defaults are returned.
 fn jittered(name: &str, jitter: &[Jitter], window: u64) -> StrategyConfig {
     let defaults = StrategyConfig::default_for(name).expect("every catalog name has defaults");
-    let mut params = match defaults.params_json() {
-        serde_json::Value::Object(map) => map,
-        _ => return defaults,
-    };
-    for (k, param) in params_of(name).iter().enumerate() {
+    let serde_json::Value::Object(original) = defaults.params_json() else { return defaults };
+    let mut params = original.clone();
+    let catalog = params_of(name);
+    for (k, param) in catalog.iter().enumerate() {
         let j = jitter.get(k % jitter.len().max(1)).copied().unwrap_or((1.0, false, 0));
         if let Some(v) = params.get_mut(&param.name) {
             *v = jitter_param(param, v, j, window);
         }
     }
     params.insert("name".into(), name.into());
-    match serde_json::from_value::<StrategyConfig>(serde_json::Value::Object(params)) {
-        Ok(config) if config.build().is_ok() => config,
-        _ => defaults,
+    for _ in 0..=catalog.len() {
+        let Ok(config) = serde_json::from_value::<StrategyConfig>(serde_json::Value::Object(params.clone())) else {
+            return defaults;
+        };
+        match config.build() {
+            Ok(_) => return config,
+            Err(e) => match original.get(e.param) {
+                Some(default) if params.get(e.param) != Some(default) => {
+                    params.insert(e.param.to_string(), default.clone());
+                }
+                _ => return defaults,
+            },
+        }
     }
+    defaults
 }
 
 /// A parameter of `config` as a number (0 when unset).
