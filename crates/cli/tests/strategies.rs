@@ -29,6 +29,32 @@ fn strategies_json_lists_the_eight_strategies_with_their_params() {
             assert!(p["meaning"].as_str().is_some_and(|m| !m.trim().is_empty()), "{name}.{pname}: meaning is empty");
         }
     }
+    // Types are resolved: an enumeration is a string with its values, an optional parameter is
+    // nullable, a plain number is its JSON type.
+    let param = |strategy: &str, name: &str| -> serde_json::Value {
+        let e = entries.iter().find(|e| e["name"] == strategy).unwrap_or_else(|| panic!("{strategy} listed"));
+        let params = e["params"].as_array().unwrap_or_else(|| panic!("{strategy}: params"));
+        params.iter().find(|p| p["name"] == name).cloned().unwrap_or_else(|| panic!("{strategy}.{name} listed"))
+    };
+    let mode = param("priority-chain", "mode");
+    assert_eq!(mode["type"], "string", "{mode}");
+    assert_eq!(mode["allowed"], serde_json::json!(["auto", "paper", "general"]), "{mode}");
+    assert_eq!(mode["default"], "auto", "{mode}");
+    let max_tokens = param("truncate", "max_tokens");
+    assert_eq!(max_tokens["type"], "integer|null", "{max_tokens}");
+    assert_eq!(max_tokens["default"], serde_json::Value::Null, "{max_tokens}");
+    assert_eq!(param("prune-then-summarize", "approaching_ratio")["type"], "number|null");
+    let keep = param("keep-last-n", "recent_messages_to_keep");
+    assert_eq!(keep["type"], "integer", "{keep}");
+    assert!(keep.get("allowed").is_none(), "{keep}");
+    assert_eq!(param("cut-point", "trigger_ratio")["type"], "number");
+    for e in entries {
+        for p in e["params"].as_array().into_iter().flatten() {
+            let ty = p["type"].as_str().unwrap_or_default();
+            assert!(!ty.contains("object") && !ty.contains('['), "{}.{}: unresolved type {ty}", e["name"], p["name"]);
+        }
+    }
+
     // The five seed strategies name their document; the three baselines do not.
     let seeded = entries.iter().filter(|e| e["source"].as_str() != Some("baseline")).count();
     assert_eq!(seeded, 5, "{json:#}");

@@ -218,6 +218,26 @@ pub fn alternation_breaks(before: &Context, after: &Context) -> Vec<usize> {
     out
 }
 
+/// What identifies a structural violation across a compaction: its kind, the call id, and the
+/// recorded message it is about (positions move, recorded indices do not). A message with no
+/// recorded index (a summary, an inserted message) is identified by kind and call id alone.
+type StructuralKey = (ViolationKind, Option<String>, Option<usize>);
+
+fn structural_key(ctx: &Context, v: &Violation) -> StructuralKey {
+    let recorded = |index: usize| {
+        ctx.get(index).and_then(|e| match e.origin() {
+            Origin::Recorded { index } | Origin::Masked { index } => Some(*index),
+            _ => None,
+        })
+    };
+    match v {
+        Violation::OrphanToolResult { index, call_id } | Violation::UnansweredToolCall { index, call_id } => {
+            (v.kind(), Some(call_id.clone()), recorded(*index))
+        }
+        other => (other.kind(), None, None),
+    }
+}
+
 /// Check one compaction: `before` was compacted into `result` under `budget` for `trigger`.
 ///
 /// Returns every violation, including those the strategy documents as deliberate; use
@@ -231,10 +251,11 @@ pub fn check_compaction(
 ) -> Vec<Violation> {
     let after = &result.context;
     let promises = strategy.promises(before, budget);
-    // Structural problems count only when compaction introduced them.
-    let before_kinds: HashSet<ViolationKind> = check_context(before).iter().map(|v| v.kind()).collect();
+    // Structural problems count only when compaction introduced them: the same problem (kind,
+    // call id, recorded message) was already there before.
+    let known: HashSet<StructuralKey> = check_context(before).iter().map(|v| structural_key(before, v)).collect();
     let mut out: Vec<Violation> =
-        check_context(after).into_iter().filter(|v| !before_kinds.contains(&v.kind())).collect();
+        check_context(after).into_iter().filter(|v| !known.contains(&structural_key(after, v))).collect();
 
     if promises.keeps_system_prompt {
         // The system prompt is the recorded one: a system message the strategy inserted in an

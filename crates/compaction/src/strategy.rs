@@ -91,8 +91,12 @@ pub struct SummaryRequest {
     pub previous: Option<String>,
     /// The original user task, for prompts that restate it.
     pub task: Option<String>,
-    /// Upper bound on the summary's length, in tokens.
+    /// Upper bound on the summary's length, in tokens (the API's output cap).
     pub max_tokens: u32,
+    /// The length the prompt itself asks for, in tokens, when the document states one below
+    /// `max_tokens` (001's prompt says "Maximum 800 tokens" under a 1,000-token cap).
+    #[serde(default)]
+    pub target_tokens: Option<u32>,
     /// The compaction round this summary belongs to (1 for the first).
     pub round: u32,
 }

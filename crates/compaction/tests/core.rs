@@ -296,6 +296,31 @@ fn structural_problems_already_there_before_are_not_blamed_on_compaction() {
 }
 
 #[test]
+fn a_new_orphan_is_reported_even_when_the_recording_had_one() {
+    // 0 system, 1 user, 2 orphan result zz (recorded so), 3 user, 4 assistant calling c1,
+    // 5 result c1, 6 assistant.
+    let before = ContextBuilder::new()
+        .system("s")
+        .user("u")
+        .message(Message::tool_result("zz", "t", "x"))
+        .user("ask")
+        .calls("", vec![Call::ok("read", "", "file").with_id("c1")])
+        .assistant("done")
+        .build();
+    assert_eq!(check_context(&before), vec![Violation::OrphanToolResult { index: 2, call_id: "zz".into() }]);
+    // Dropping the call of c1 orphans its result: a new orphan of the same kind, reported.
+    let v = check(&Fake::new(), &before, pick(&before, &[0, 1, 2, 3, 5, 6]), Trigger::Overflow);
+    assert!(v.contains(&Violation::OrphanToolResult { index: 4, call_id: "c1".into() }), "{v:?}");
+    assert!(!v.iter().any(|x| matches!(x, Violation::OrphanToolResult { call_id, .. } if call_id == "zz")), "{v:?}");
+    // The old orphan moved (message 1 dropped) but is the same recorded message: not reported.
+    let moved = check(&Fake::new(), &before, pick(&before, &[0, 2, 3, 4, 5, 6]), Trigger::Overflow);
+    assert!(!moved.iter().any(|x| x.kind() == ViolationKind::OrphanToolResult), "{moved:?}");
+    // A call left unanswered by compaction is new too, whatever the recording had.
+    let unanswered = check(&Fake::new(), &before, pick(&before, &[0, 1, 2, 3, 4, 6]), Trigger::Overflow);
+    assert!(unanswered.contains(&Violation::UnansweredToolCall { index: 4, call_id: "c1".into() }), "{unanswered:?}");
+}
+
+#[test]
 fn every_violation_kind_can_be_triggered() {
     let before = base();
     let mut seen = BTreeSet::new();

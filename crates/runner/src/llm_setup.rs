@@ -740,6 +740,7 @@ mod tests {
             previous: None,
             task: None,
             max_tokens: 10,
+            target_tokens: None,
             round: 1,
         };
         assert!(NeedsRoles.summarize(&ctx, &req).unwrap_err().reason.contains("LlmRoles::build"));

@@ -255,7 +255,7 @@ mod tests {
     }
 
     fn request(prompt: PromptKind, span: Vec<usize>, max_tokens: u32) -> SummaryRequest {
-        SummaryRequest { span, prompt, previous: None, task: None, max_tokens, round: 1 }
+        SummaryRequest { span, prompt, previous: None, task: None, max_tokens, target_tokens: None, round: 1 }
     }
 
     fn ctx() -> Context {

@@ -20,8 +20,9 @@
 //! | Pending | lines with TODO, next, remaining, or `- [ ]` | 7 |
 //! | Last state | the span's last assistant text | 8 (the last), 3 |
 //!
-//! **Budget**: the summary fits `request.max_tokens`, measured with the exact `o200k_base`
-//! counter. Lines are dropped lowest priority first and, within a priority, oldest first (an
+//! **Budget**: the summary fits `min(request.target_tokens, request.max_tokens)` (the length
+//! the prompt asks for when the request carries one, else the cap), measured with the exact
+//! `o200k_base` counter. Lines are dropped lowest priority first and, within a priority, oldest first (an
 //! LLM summary compresses old detail before recent detail); a section whose lines are all
 //! dropped loses its heading too. Long lines are clipped (a task to 600 characters, other lines
 //! to 200-300).
@@ -49,6 +50,7 @@
 //!     previous: None,
 //!     task: None,
 //!     max_tokens: 200,
+//!     target_tokens: None,
 //!     round: 1,
 //! };
 //! let summary = OfflineSummarizer::new().summarize(&ctx, &request).unwrap();
@@ -761,7 +763,8 @@ fn render(title: &str, lines: &[Line]) -> String {
 }
 
 impl OfflineSummarizer {
-    /// The summary text for `request` over `ctx`, within `request.max_tokens`.
+    /// The summary text for `request` over `ctx`, within `request.max_tokens` and
+    /// `request.target_tokens` when set.
     pub fn summary_text(&self, ctx: &Context, request: &SummaryRequest) -> Result<String, SummaryFailure> {
         if request.max_tokens == 0 {
             return Err(SummaryFailure { reason: "max_tokens is 0".to_string() });
@@ -812,7 +815,8 @@ impl OfflineSummarizer {
             }
         }
         let notes = g.finish();
-        Ok(self.fit(&title(request), notes, u64::from(request.max_tokens)))
+        let limit = request.target_tokens.map_or(request.max_tokens, |t| t.clamp(1, request.max_tokens));
+        Ok(self.fit(&title(request), notes, u64::from(limit)))
     }
 
     /// Render `notes` under `title` within `max` tokens, dropping the lowest-priority lines first.
@@ -952,6 +956,7 @@ mod tests {
             previous: None,
             task: None,
             max_tokens,
+            target_tokens: None,
             round: 1,
         }
     }
@@ -1032,6 +1037,25 @@ mod tests {
         // Tiny budgets cut the heading itself.
         let tiny = s.summarize(&ctx, &request(1..12, 5)).unwrap();
         assert!(tiny.output_tokens <= 5 && tiny.text.starts_with("## Session"), "{}", tiny.text);
+    }
+
+    #[test]
+    fn fits_the_target_when_the_request_carries_one() {
+        let ctx = session();
+        let s = OfflineSummarizer::new();
+        let capped = s.summarize(&ctx, &request(1..12, 150)).unwrap();
+        assert!(capped.output_tokens > 60, "{}", capped.output_tokens);
+        // The target is below the cap: the summary fits the target.
+        let targeted = SummaryRequest { target_tokens: Some(60), ..request(1..12, 150) };
+        let out = s.summarize(&ctx, &targeted).unwrap();
+        assert!(out.output_tokens <= 60, "{}", out.output_tokens);
+        assert!(out.output_tokens < capped.output_tokens);
+        // A target above the cap leaves the cap in charge.
+        let above = SummaryRequest { target_tokens: Some(5_000), ..request(1..12, 150) };
+        assert_eq!(s.summarize(&ctx, &above).unwrap(), capped);
+        // keep-last-n's defaults ask for 800 under a 1,000 cap.
+        let p = compaction::strategies::keep_last_n::Params::default();
+        assert_eq!((p.summary_target_tokens, p.summary_max_tokens), (800, 1_000));
     }
 
     #[test]

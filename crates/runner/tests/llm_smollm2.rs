@@ -72,6 +72,7 @@ fn smollm2_summarizes_with_the_seed_prompts() {
         previous: None,
         task: None,
         max_tokens: 120,
+        target_tokens: None,
         round: 1,
     };
     // 001 takes any text the model returns.

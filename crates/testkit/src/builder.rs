@@ -123,6 +123,24 @@ impl ContextBuilder {
         self
     }
 
+    /// An assistant message with `text` calling every one of `calls`, whose results have not
+    /// arrived yet: a call round in flight at the end of the context.
+    pub fn calls_in_flight(self, text: impl Into<String>, calls: Vec<Call>) -> ContextBuilder {
+        let index = self.next_index;
+        let tool_calls = calls
+            .iter()
+            .enumerate()
+            .map(|(k, c)| ToolCall {
+                id: c.id.clone().unwrap_or_else(|| format!("call_{index}_{k}")),
+                name: c.name.clone(),
+                arguments: c.arguments.clone(),
+            })
+            .collect();
+        let mut assistant = Message::assistant_calls(text, tool_calls);
+        assistant.finish_reason = Some("tool_calls".to_string());
+        self.message(assistant)
+    }
+
     /// One tool call with its successful result.
     pub fn tool_call(self, name: &str, arguments: &str, result: impl Into<String>) -> ContextBuilder {
         self.calls("", vec![Call::ok(name, arguments, result)])

@@ -5,7 +5,9 @@
 //! on the description, so a failing case shrinks to few turns and short texts.
 //!
 //! Generated conversations are always well formed: every tool call is answered, in order,
-//! right after the assistant message that made it. They contain parallel calls, tool errors,
+//! right after the assistant message that made it, except a call round in flight at the very end
+//! ([`ConversationSpec::in_flight`], about one conversation in seven from [`arb_conversation`];
+//! never from [`arb_conversation_with`]). They contain parallel calls, tool errors,
 //! huge tool outputs (10 to 60 KB), staged messages (`stage` labels and `meta.stage_decision`),
 //! short chitchat, previous summaries (an `Origin::Summary` entry at index 1 in the styles of
 //! the seeds, or a recorded message starting `## Session Summary`), unicode (CJK, emoji,
@@ -153,6 +155,9 @@ pub struct ConversationSpec {
     pub previous: Previous,
     pub staged: bool,
     pub turns: Vec<Turn>,
+    /// A last call round whose results have not arrived: the conversation ends with an
+    /// assistant message calling tools, as when the agent is waiting on them.
+    pub in_flight: Option<Round>,
 }
 
 impl ConversationSpec {
@@ -194,7 +199,11 @@ impl ConversationSpec {
                 .meta("compact_summary", serde_json::Value::Bool(true)),
         };
         let stage = if self.staged { Some(0) } else { None };
-        add_turns(b, stage, &self.turns).build()
+        let mut b = add_turns(b, stage, &self.turns);
+        if let Some(round) = &self.in_flight {
+            b = b.calls_in_flight(round.text.render(), round.calls.iter().map(CallSpec::to_call).collect());
+        }
+        b.build()
     }
 }
 
@@ -228,7 +237,8 @@ fn add_turns(mut b: ContextBuilder, mut stage: Option<usize>, turns: &[Turn]) ->
 }
 
 /// `ctx` followed by `turns`, recorded after everything `ctx` stands for, continuing the stage
-/// of its last message if it has one.
+/// of its last message if it has one. Calls in flight at the end of `ctx` get their results
+/// first.
 pub fn append(ctx: &Context, turns: &[Turn]) -> Context {
     let mut b = ContextBuilder::new().starting_at(next_recorded_index(ctx));
     let stage = ctx
@@ -239,7 +249,24 @@ pub fn append(ctx: &Context, turns: &[Turn]) -> Context {
     if let Some(s) = stage {
         b = b.stage(STAGES[s]);
     }
+    for (id, name) in in_flight_calls(ctx) {
+        b = b.message(Message::tool_result(id, name, "(result arrived)"));
+    }
     crate::builder::extend(ctx, add_turns(b, stage, turns))
+}
+
+/// The calls of the last assistant message that have no result after it, in call order.
+pub fn in_flight_calls(ctx: &Context) -> Vec<(String, String)> {
+    let Some(last) = ctx.entries().iter().rposition(|e| e.role() == Role::Assistant) else { return Vec::new() };
+    let answered: Vec<&str> =
+        ctx.entries()[last + 1..].iter().filter_map(|e| e.message().tool_call_id.as_deref()).collect();
+    ctx.entries()[last]
+        .message()
+        .tool_calls
+        .iter()
+        .filter(|c| !answered.contains(&c.id.as_str()))
+        .map(|c| (c.id.clone(), c.name.clone()))
+        .collect()
 }
 
 /// A text of any kind, mostly short prose.
@@ -326,14 +353,23 @@ pub fn arb_conversation_with(turns: std::ops::Range<usize>) -> impl Strategy<Val
         prop::bool::weighted(0.25),
         prop::collection::vec(arb_turn(), turns),
     )
-        .prop_map(|(system, previous, staged, turns)| ConversationSpec { system, previous, staged, turns })
+        .prop_map(|(system, previous, staged, turns)| ConversationSpec {
+            system,
+            previous,
+            staged,
+            turns,
+            in_flight: None,
+        })
 }
 
-/// A conversation of a few to a few hundred messages.
+/// A conversation of a few to a few hundred messages; about one in seven ends with a call round
+/// in flight ([`ConversationSpec::in_flight`]).
 pub fn arb_conversation() -> impl Strategy<Value = ConversationSpec> {
-    prop_oneof![
+    let sized = prop_oneof![
         3 => arb_conversation_with(1..6),
         5 => arb_conversation_with(6..30),
         2 => arb_conversation_with(30..90),
-    ]
+    ];
+    (sized, prop::option::weighted(0.15, arb_round()))
+        .prop_map(|(spec, in_flight)| ConversationSpec { in_flight, ..spec })
 }

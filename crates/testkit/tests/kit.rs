@@ -185,6 +185,7 @@ fn offline_summaries_are_deterministic_and_failures_are_values() {
         previous: Some("## Session Summary (Compaction Round 2)".into()),
         task: Some("fix it".into()),
         max_tokens: 500,
+        target_tokens: None,
         round: 3,
     };
     let short = offline_text(&ctx, &req, Length::Short);
@@ -247,9 +248,12 @@ fn generators_cover_every_feature() {
     let mut runner = TestRunner::deterministic();
     let strategy = gen::arb_conversation();
     let mut f = Features::default();
+    let mut in_flight = 0;
     for _ in 0..300 {
         let spec = strategy.new_tree(&mut runner).expect("generates").current();
-        features(&spec.build(), &mut f);
+        let ctx = spec.build();
+        in_flight += usize::from(!gen::in_flight_calls(&ctx).is_empty());
+        features(&ctx, &mut f);
     }
     assert!(f.min_len <= 5 && f.max_len >= 200, "{f:?}");
     for (what, n) in [
@@ -265,6 +269,7 @@ fn generators_cover_every_feature() {
         ("combining", f.combining),
         ("empty", f.empty),
         ("chitchat", f.chitchat),
+        ("calls in flight", in_flight),
     ] {
         assert!(n > 0, "no {what} in 300 generated conversations: {f:?}");
     }
@@ -272,9 +277,19 @@ fn generators_cover_every_feature() {
 
 fn assert_well_formed(spec: &ConversationSpec, ctx: &Context) -> Result<(), TestCaseError> {
     prop_assert!(check_context(ctx).is_empty(), "{:?}", check_context(ctx));
-    // Every call's results follow right after it, in call order.
+    // Every call's results follow right after it, in call order, except a round in flight at the
+    // very end, which has none.
     let entries = ctx.entries();
-    for (i, e) in entries.iter().enumerate() {
+    let answered = if spec.in_flight.is_some() {
+        let last = entries.last().map(|e| e.message());
+        prop_assert!(last.is_some_and(|m| m.role == Role::Assistant && !m.tool_calls.is_empty()));
+        prop_assert_eq!(gen::in_flight_calls(ctx).len(), last.map_or(0, |m| m.tool_calls.len()));
+        entries.len() - 1
+    } else {
+        prop_assert!(gen::in_flight_calls(ctx).is_empty());
+        entries.len()
+    };
+    for (i, e) in entries.iter().enumerate().take(answered) {
         let calls = &e.message().tool_calls;
         for (k, c) in calls.iter().enumerate() {
             let r = entries.get(i + 1 + k).map(|r| r.message());
@@ -316,7 +331,7 @@ proptest! {
     }
 
     #[test]
-    fn appended_turns_keep_contexts_well_formed(spec in gen::arb_conversation_with(1..6), more in gen::arb_turns(1..4)) {
+    fn appended_turns_keep_contexts_well_formed(spec in gen::arb_conversation(), more in gen::arb_turns(1..4)) {
         let ctx = spec.build();
         let longer = gen::append(&ctx, &more);
         prop_assert!(check_context(&longer).is_empty(), "{:?}", check_context(&longer));

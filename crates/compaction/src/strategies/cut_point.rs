@@ -259,6 +259,25 @@ fn verbatim_tail(ctx: &Context, layout: &[Slot]) -> usize {
         .count()
 }
 
+/// The document's trigger for one context window: compact when system + blocks are over
+/// `trigger_ratio x max_tokens`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CutPointBudget {
+    /// The model's context window (the document's `max_tokens`).
+    pub max_tokens: u64,
+    pub trigger_ratio: f64,
+}
+
+impl CutPointBudget {
+    pub fn new(params: &Params, budget: &Budget) -> CutPointBudget {
+        CutPointBudget { max_tokens: budget.context_window, trigger_ratio: params.trigger_ratio }
+    }
+    /// `floor(max_tokens x trigger_ratio)`: compaction runs when the estimate is above it.
+    pub fn threshold(&self) -> u64 {
+        (self.max_tokens as f64 * self.trigger_ratio).floor() as u64
+    }
+}
+
 impl CutPoint {
     pub fn new(params: Params) -> Result<CutPoint, ParamError> {
         const N: &str = "cut-point";
@@ -290,8 +309,13 @@ impl CutPoint {
         &self.params
     }
 
+    /// The trigger's numbers for one context window.
+    pub fn budget(&self, budget: &Budget) -> CutPointBudget {
+        CutPointBudget::new(&self.params, budget)
+    }
+
     fn trigger_threshold(&self, budget: &Budget) -> u64 {
-        (budget.context_window as f64 * self.params.trigger_ratio).floor() as u64
+        self.budget(budget).threshold()
     }
 
     /// The recent-token budget for `ctx`.
@@ -542,6 +566,7 @@ impl Strategy for CutPoint {
                 previous: previous.clone(),
                 task: None,
                 max_tokens: self.params.summary_max_tokens,
+                target_tokens: None,
                 round,
             });
             Main::Request
@@ -557,6 +582,7 @@ impl Strategy for CutPoint {
                 previous: None,
                 task: None,
                 max_tokens: self.params.split_turn_max_tokens,
+                target_tokens: None,
                 round,
             });
         }
@@ -654,6 +680,7 @@ impl Strategy for CutPoint {
             previous: None,
             task: None,
             max_tokens: self.params.summary_max_tokens,
+            target_tokens: None,
             round: plan.requests.first().map_or(ctx.last_round() + 1, |q| q.round),
         };
         let joined = Plan { requests: vec![combined], ..plan.clone() };
@@ -733,6 +760,18 @@ mod tests {
 
     fn origins(ctx: &Context) -> Vec<Option<usize>> {
         ctx.entries().iter().map(|e| e.origin().verbatim_index()).collect()
+    }
+
+    #[test]
+    fn budget_threshold_is_ninety_percent_of_the_window() {
+        let b = CutPointBudget::new(&Params::default(), &Budget::new(128_000));
+        assert_eq!(b, CutPointBudget { max_tokens: 128_000, trigger_ratio: 0.9 });
+        assert_eq!(b.threshold(), 115_200);
+        let s = CutPoint::new(Params::default()).expect("defaults are valid");
+        assert_eq!(s.budget(&Budget::new(128_000)), b);
+        assert_eq!(s.threshold(&Context::new(), &Budget::new(128_000)), Some(115_200));
+        // Rounded down.
+        assert_eq!(CutPointBudget { max_tokens: 1_001, trigger_ratio: 0.9 }.threshold(), 900);
     }
 
     /// The document's first diagram: turns A..E, the summary covers A..C, D..E stay visible.

@@ -44,7 +44,9 @@
 //!   does not react to [`Trigger::Overflow`] or [`Trigger::LengthStop`]. A caller that forces a
 //!   plan with those triggers gets the same selection without the threshold check.
 //! - Formatting the span for the summarizer (2,000-character cut per message, 500 per tool
-//!   result, an 800-token target) is the summarizer's side of [`PromptKind::SessionSummary`].
+//!   result) is the summarizer's side of [`PromptKind::SessionSummary`]; the prompt's
+//!   800-token target travels with the request ([`Params::summary_target_tokens`]) under the
+//!   1,000-token cap.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -91,6 +93,10 @@ pub struct Params {
     /// Upper bound on the summary's length in tokens (`maxTokens` of the summary call; the
     /// prompt itself asks for at most 800).
     pub summary_max_tokens: u32,
+    /// The summary length the prompt asks for ("Maximum 800 tokens"), sent with the request as
+    /// its target; the 1,000-token `maxTokens` is a buffer above it. At most
+    /// `summary_max_tokens`.
+    pub summary_target_tokens: u32,
 }
 
 impl Default for Params {
@@ -102,6 +108,7 @@ impl Default for Params {
             threshold_percent: 0.80,
             recent_messages_to_keep: 10,
             summary_max_tokens: 1_000,
+            summary_target_tokens: 800,
         }
     }
 }
@@ -189,6 +196,9 @@ impl KeepLastN {
         }
         if params.summary_max_tokens == 0 {
             return Err(ParamError::new(NAME, "summary_max_tokens", "must be at least 1"));
+        }
+        if params.summary_target_tokens == 0 {
+            return Err(ParamError::new(NAME, "summary_target_tokens", "must be at least 1"));
         }
         Ok(KeepLastN { params, estimator: CharsOver4Plus2 })
     }
@@ -282,6 +292,7 @@ impl Strategy for KeepLastN {
             previous: sel.previous.as_ref().map(|p| p.text.clone()),
             task: Some(original_task(ctx)),
             max_tokens: self.params.summary_max_tokens,
+            target_tokens: Some(self.params.summary_target_tokens.min(self.params.summary_max_tokens)),
             round,
         };
         let mut notes = serde_json::Map::new();
@@ -463,6 +474,7 @@ mod tests {
         assert_eq!(req.task.as_deref(), Some("Build a flashcard app"));
         assert_eq!(req.round, 1);
         assert_eq!(req.max_tokens, 1_000);
+        assert_eq!(req.target_tokens, Some(800));
         assert_eq!(plan.fallback, Fallback::Unchanged);
 
         let out = s.apply(&ctx, &budget, &plan, &[Ok(summary_text(1))]);
@@ -663,6 +675,7 @@ mod tests {
     #[test]
     fn params_are_validated_and_strict() {
         assert!(KeepLastN::new(Params { threshold_percent: 0.0, ..Params::default() }).is_err());
+        assert!(KeepLastN::new(Params { summary_target_tokens: 0, ..Params::default() }).is_err());
         assert!(KeepLastN::new(Params { threshold_percent: 1.5, ..Params::default() }).is_err());
         assert!(KeepLastN::new(Params { threshold_percent: f64::NAN, ..Params::default() }).is_err());
         let e = KeepLastN::new(Params { recent_messages_to_keep: 0, ..Params::default() }).err();

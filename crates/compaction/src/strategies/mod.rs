@@ -126,10 +126,86 @@ impl StrategyConfig {
 #[derive(Debug, Clone, Serialize)]
 pub struct ParamInfo {
     pub name: String,
+    /// The JSON type: `integer`, `number`, `boolean` or `string`; an optional parameter adds
+    /// `|null` (`integer|null`). An enumeration is a `string` with its values in `allowed`.
     #[serde(rename = "type")]
     pub ty: String,
+    /// The values an enumeration accepts (empty for any other parameter).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed: Vec<String>,
     pub default: serde_json::Value,
     pub meaning: String,
+}
+
+/// A schema's types and enumeration values, following `$ref`s into `root`'s `$defs`.
+#[derive(Debug, Default)]
+struct TypeOf {
+    types: Vec<String>,
+    allowed: Vec<String>,
+}
+
+impl TypeOf {
+    fn add_type(&mut self, t: &str) {
+        if !self.types.iter().any(|x| x == t) {
+            self.types.push(t.to_string());
+        }
+    }
+    fn add_value(&mut self, v: &serde_json::Value) {
+        let (ty, text) = match v {
+            serde_json::Value::Null => ("null", None),
+            serde_json::Value::Bool(b) => ("boolean", Some(b.to_string())),
+            serde_json::Value::Number(n) => (if n.is_f64() { "number" } else { "integer" }, Some(n.to_string())),
+            serde_json::Value::String(s) => ("string", Some(s.clone())),
+            serde_json::Value::Array(_) => ("array", None),
+            serde_json::Value::Object(_) => ("object", None),
+        };
+        self.add_type(ty);
+        if let Some(t) = text.filter(|t| !self.allowed.contains(t)) {
+            self.allowed.push(t);
+        }
+    }
+    /// The catalog's spelling: the types joined by `|`, `null` last.
+    fn ty(&self) -> String {
+        let mut types: Vec<&str> = self.types.iter().map(String::as_str).filter(|t| *t != "null").collect();
+        if types.is_empty() {
+            types.push("object");
+        }
+        if self.types.iter().any(|t| t == "null") {
+            types.push("null");
+        }
+        types.join("|")
+    }
+}
+
+fn type_of(schema: &serde_json::Value, root: &serde_json::Value, out: &mut TypeOf, depth: usize) {
+    if depth > 16 {
+        return;
+    }
+    if let Some(target) = schema.get("$ref").and_then(|r| r.as_str()) {
+        let def = target
+            .strip_prefix("#/$defs/")
+            .and_then(|name| root.get("$defs").and_then(|d| d.get(name)))
+            .or_else(|| target.strip_prefix("#/definitions/").and_then(|n| root.get("definitions")?.get(n)));
+        if let Some(def) = def {
+            type_of(def, root, out, depth + 1);
+        }
+    }
+    match schema.get("type") {
+        Some(serde_json::Value::String(t)) => out.add_type(t),
+        Some(serde_json::Value::Array(ts)) => ts.iter().filter_map(|t| t.as_str()).for_each(|t| out.add_type(t)),
+        _ => {}
+    }
+    if let Some(c) = schema.get("const") {
+        out.add_value(c);
+    }
+    if let Some(values) = schema.get("enum").and_then(|e| e.as_array()) {
+        values.iter().for_each(|v| out.add_value(v));
+    }
+    for key in ["oneOf", "anyOf"] {
+        if let Some(alternatives) = schema.get(key).and_then(|a| a.as_array()) {
+            alternatives.iter().for_each(|a| type_of(a, root, out, depth + 1));
+        }
+    }
 }
 
 /// A strategy's catalog entry.
@@ -144,21 +220,21 @@ pub struct StrategyInfo {
 
 fn params_of<T: JsonSchema + Serialize + Default>() -> Vec<ParamInfo> {
     let schema = schemars::schema_for!(T);
+    let root = schema.as_value();
     let defaults = serde_json::to_value(T::default()).unwrap_or(serde_json::Value::Null);
-    let props = schema.get("properties").and_then(|p| p.as_object()).cloned().unwrap_or_default();
+    let props = root.get("properties").and_then(|p| p.as_object()).cloned().unwrap_or_default();
     props
         .iter()
-        .map(|(name, p)| ParamInfo {
-            name: name.clone(),
-            ty: p
-                .get("type")
-                .map(|t| match t {
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                })
-                .unwrap_or_else(|| "object".to_string()),
-            default: defaults.get(name).cloned().unwrap_or(serde_json::Value::Null),
-            meaning: p.get("description").and_then(|d| d.as_str()).unwrap_or("").to_string(),
+        .map(|(name, p)| {
+            let mut t = TypeOf::default();
+            type_of(p, root, &mut t, 0);
+            ParamInfo {
+                name: name.clone(),
+                ty: t.ty(),
+                allowed: t.allowed,
+                default: defaults.get(name).cloned().unwrap_or(serde_json::Value::Null),
+                meaning: p.get("description").and_then(|d| d.as_str()).unwrap_or("").to_string(),
+            }
         })
         .collect()
 }
@@ -220,4 +296,48 @@ pub fn reference_catalog() -> Vec<StrategyInfo> {
         summary: recorded::SUMMARY,
         params: params_of::<recorded::Params>(),
     }]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn param(strategy: &str, name: &str) -> ParamInfo {
+        let info = catalog().into_iter().find(|s| s.name == strategy).expect("in the catalog");
+        info.params.into_iter().find(|p| p.name == name).expect("a parameter of the strategy")
+    }
+
+    #[test]
+    fn enum_params_are_strings_with_their_values() {
+        let mode = param("priority-chain", "mode");
+        assert_eq!(mode.ty, "string");
+        assert_eq!(mode.allowed, ["auto", "paper", "general"]);
+        let check = param("priority-chain", "prune_check");
+        assert_eq!(check.allowed, ["before_chain", "after_chain"]);
+        let counter = param("truncate", "counter");
+        assert_eq!(counter.ty, "string");
+        assert_eq!(counter.allowed, ["o200k_base", "cl100k_base", "chars/4"]);
+    }
+
+    #[test]
+    fn optional_params_are_nullable_and_plain_ones_are_not() {
+        assert_eq!(param("truncate", "max_tokens").ty, "integer|null");
+        assert_eq!(param("cut-point", "keep_recent_tokens").ty, "integer|null");
+        assert_eq!(param("prune-then-summarize", "approaching_ratio").ty, "number|null");
+        let plain = param("keep-last-n", "recent_messages_to_keep");
+        assert_eq!(plain.ty, "integer");
+        assert!(plain.allowed.is_empty());
+        assert_eq!(param("cut-point", "trigger_ratio").ty, "number");
+        assert_eq!(param("priority-chain", "keep_tool_pairs").ty, "boolean");
+        assert_eq!(param("observation-mask", "placeholder").ty, "string");
+    }
+
+    #[test]
+    fn every_catalog_type_is_resolved() {
+        for s in catalog() {
+            for p in &s.params {
+                assert!(!p.ty.contains("object") && !p.ty.contains('['), "{}.{}: type {}", s.name, p.name, p.ty);
+            }
+        }
+    }
 }

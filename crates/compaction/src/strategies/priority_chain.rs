@@ -522,6 +522,7 @@ impl PriorityChain {
                 previous: None,
                 task: None,
                 max_tokens: self.params.summary_max_tokens,
+                target_tokens: None,
                 round: ctx.last_round() + 1,
             };
             let mut layout = system;

@@ -499,6 +499,7 @@ impl Strategy for PruneThenSummarize {
             previous: None,
             task: None,
             max_tokens: self.params.summary_max_tokens,
+            target_tokens: None,
             round,
         };
         let mut layout = Vec::with_capacity(n - recent + 3);

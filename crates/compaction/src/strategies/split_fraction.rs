@@ -280,6 +280,7 @@ impl Strategy for SplitFraction {
             previous: None,
             task: None,
             max_tokens: u32::try_from(self.params.max_output_tokens).unwrap_or(u32::MAX),
+            target_tokens: None,
             round: ctx.last_round() + 1,
         };
         let mut notes = serde_json::Map::new();
