@@ -21,8 +21,12 @@
 //! | Last state | the span's last assistant text | 8 (the last), 3 |
 //!
 //! **Budget**: the summary fits `min(request.target_tokens, request.max_tokens)` (the length
-//! the prompt asks for when the request carries one, else the cap), measured with the exact
-//! `o200k_base` counter. Lines are dropped lowest priority first and, within a priority, oldest first (an
+//! the prompt asks for when the request carries one), else `min(DEFAULT_TARGET_TOKENS,
+//! request.max_tokens)`, measured with the exact `o200k_base` counter. A request without a
+//! target carries only an API cap (003 caps its summary at the 16,384 max output tokens): a model
+//! writes far less than such a cap (001's document puts a summary call at about 500-1,000 output
+//! tokens), and a stand-in that filled it would grow each summary to the cap and, at small
+//! windows, keep the context over its threshold after every compaction. Lines are dropped lowest priority first and, within a priority, oldest first (an
 //! LLM summary compresses old detail before recent detail); a section whose lines are all
 //! dropped loses its heading too. Long lines are clipped (a task to 600 characters, other lines
 //! to 200-300).
@@ -66,6 +70,10 @@ use compaction::strategies::split_fraction::SUMMARY_PREFIX;
 use compaction::{Context, Exact, Inserted, Message, Origin, PromptKind, Role, SummaryFailure, SummaryRequest};
 
 use crate::replay::{Summarizer, Summary};
+
+/// The length an offline summary aims at when its request names only a cap, in tokens: the
+/// largest summary budget a seed states (004's 2,000).
+pub const DEFAULT_TARGET_TOKENS: u32 = 2_000;
 
 /// The deterministic offline summarizer (see the module docs).
 #[derive(Debug, Clone, Copy)]
@@ -815,7 +823,7 @@ impl OfflineSummarizer {
             }
         }
         let notes = g.finish();
-        let limit = request.target_tokens.map_or(request.max_tokens, |t| t.clamp(1, request.max_tokens));
+        let limit = request.target_tokens.unwrap_or(DEFAULT_TARGET_TOKENS).clamp(1, request.max_tokens);
         Ok(self.fit(&title(request), notes, u64::from(limit)))
     }
 
