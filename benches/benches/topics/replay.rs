@@ -59,7 +59,7 @@ pub fn bench(c: &mut Criterion) {
             // conversation and every call re-masks and re-checks all of it, O(history) per step
             // (benches/RESULTS.md has the profile). At 100k messages one replay takes many
             // minutes, so that size is measured for the seven others only.
-            if n > UNBOUNDED_MAX && UNBOUNDED.contains(name) {
+            if n > UNBOUNDED_MAX && UNBOUNDED.contains(&name) {
                 continue;
             }
             let Some(settings) = settings(name) else { continue };
