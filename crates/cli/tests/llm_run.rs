@@ -105,17 +105,24 @@ fn setup(test: &str, url: &str, cache_mode: &str) -> PathBuf {
 }
 
 /// Replies that depend only on the request: a summary naming the request's size for the
-/// summarizer's model, a fixed verdict for the judge's (it answers and grades with it). Every
-/// third request first meets a fault, which the client retries.
+/// summarizer's model, a fixed verdict for the judge's (it answers and grades with it). About
+/// every third distinct request meets a fault on its first attempt (a 500, a 429 or a cut-short
+/// body, chosen by the request's bytes), which the client retries; the retry succeeds. Keyed by
+/// the request rather than by arrival order, so concurrent requests never line up a retry on
+/// another fault and the faults are the same in every run.
 fn script(server: &MockServer) {
-    let n = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(std::sync::Mutex::new(std::collections::HashSet::new()));
     server.respond_with(move |r: &Recorded| {
-        let i = n.fetch_add(1, Ordering::Relaxed);
-        match i % 9 {
-            2 => return Reply::ServerError,
-            5 => return Reply::RateLimited { retry_after: "0".into() },
-            8 => return Reply::Truncated,
-            _ => {}
+        let body = r.json().to_string();
+        let first = seen.lock().map(|mut s| s.insert(body.clone())).unwrap_or(false);
+        let h = body.bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+        if first {
+            match h % 9 {
+                2 => return Reply::ServerError,
+                5 => return Reply::RateLimited { retry_after: "0".into() },
+                8 => return Reply::Truncated,
+                _ => {}
+            }
         }
         if r.model() == "summarizer-model" {
             let size = r.json()["messages"].to_string().len();

@@ -81,13 +81,16 @@ fn the_csv_files_load_with_pythons_csv_module_and_their_numbers_parse() {
     let (run_dir, data) = common::adversarial_run(&root);
     let files = [report::RESULTS_CSV, report::SUMMARY_CSV, report::PROBES_CSV, report::COMPACTIONS_CSV];
     let spec: BTreeMap<&str, Vec<(String, String)>> = files.iter().map(|f| (*f, documented(f))).collect();
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(CHECK)
-        .arg(&run_dir)
-        .arg(serde_json::to_string(&spec).expect("serializes"))
-        .output()
-        .expect("python3 runs");
+    let check = || {
+        Command::new("python3")
+            .arg("-c")
+            .arg(CHECK)
+            .arg(&run_dir)
+            .arg(serde_json::to_string(&spec).expect("serializes"))
+            .output()
+            .expect("python3 runs")
+    };
+    let out = check();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -111,13 +114,7 @@ fn the_csv_files_load_with_pythons_csv_module_and_their_numbers_parse() {
     cells[col] = "many".into();
     lines[1] = cells.join(",");
     std::fs::write(&summary, lines.join("\n") + "\n").expect("writable");
-    let bad = Command::new("python3")
-        .arg("-c")
-        .arg(CHECK)
-        .arg(&run_dir)
-        .arg(serde_json::to_string(&spec).expect("serializes"))
-        .output()
-        .expect("python3 runs");
+    let bad = check();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("summary.csv:2: column calls (integer): 'many'"));
     let _ = std::fs::remove_dir_all(&root);

@@ -389,6 +389,23 @@ mod tests {
         assert_eq!(s.stats().failures_by_kind.get("server_error"), Some(&2));
     }
 
+    /// A 3k-window replay of `long_context()` through `small_split_fraction()`.
+    fn long_replay_settings(price: Option<crate::replay::Price>) -> crate::replay::ReplaySettings {
+        crate::replay::ReplaySettings {
+            strategy: small_split_fraction(),
+            window: 3_000,
+            encoding: compaction::Encoding::O200kBase,
+            cache: crate::replay::CacheProfile::None,
+            price,
+        }
+    }
+
+    fn replay_long(s: &LlmSummarizer, settings: &crate::replay::ReplaySettings) -> crate::record::PairMetrics {
+        let conversation =
+            compaction::Conversation::new("c", long_context().entries().iter().map(|e| e.message().clone()).collect());
+        crate::replay::replay(&conversation, settings, s, &crate::judge::OfflineJudge).unwrap()
+    }
+
     /// split-fraction with room to compact proactively in a 3,000-token window.
     fn small_split_fraction() -> StrategyConfig {
         serde_json::from_value(serde_json::json!({"name": "split-fraction", "max_output_tokens": 500})).unwrap()
@@ -415,18 +432,9 @@ mod tests {
             cfg.api_key_env = Some(String::new());
             cfg.max_retries = 0;
             let s = LlmSummarizer::with_seed_prompts(Arc::new(Client::new(cfg, None).unwrap())).unwrap();
-            let conversation = compaction::Conversation::new(
-                "c",
-                long_context().entries().iter().map(|e| e.message().clone()).collect(),
-            );
-            let settings = crate::replay::ReplaySettings {
-                strategy: small_split_fraction(),
-                window: 3_000,
-                encoding: compaction::Encoding::O200kBase,
-                cache: crate::replay::CacheProfile::None,
-                price: Some(crate::replay::Price { input: 1.0, cached_input: 0.5, output: 2.0 }),
-            };
-            let m = crate::replay::replay(&conversation, &settings, &s, &crate::judge::OfflineJudge).unwrap();
+            let settings =
+                long_replay_settings(Some(crate::replay::Price { input: 1.0, cached_input: 0.5, output: 2.0 }));
+            let m = replay_long(&s, &settings);
             assert_eq!(m.summarizer_context_retries, 1, "{protocol:?}: one re-plan");
             assert_eq!(m.summarizer_failures, 1, "{protocol:?}");
             let first = &m.compaction_events[0];
@@ -449,18 +457,7 @@ mod tests {
             let server = MockServer::start();
             server.respond_with(move |_| reply.clone());
             let s = LlmSummarizer::with_seed_prompts(client(&server)).unwrap();
-            let conversation = compaction::Conversation::new(
-                "c",
-                long_context().entries().iter().map(|e| e.message().clone()).collect(),
-            );
-            let settings = crate::replay::ReplaySettings {
-                strategy: small_split_fraction(),
-                window: 3_000,
-                encoding: compaction::Encoding::O200kBase,
-                cache: crate::replay::CacheProfile::None,
-                price: None,
-            };
-            crate::replay::replay(&conversation, &settings, &s, &crate::judge::OfflineJudge).unwrap()
+            replay_long(&s, &long_replay_settings(None))
         };
         let m = run(Reply::ContextLength);
         assert!(m.summarizer_context_retries >= 1);
