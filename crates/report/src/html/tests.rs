@@ -49,22 +49,10 @@ fn metrics(retention: f64, summary: &str, lost: bool) -> PairMetrics {
             llm: None,
         }],
         compaction_events: vec![CompactionRecord {
-            call: 2,
-            trigger: Trigger::Proactive,
             step: HOSTILE.into(),
-            tokens_before: 1_900,
-            tokens_after: 600,
-            estimate_before: 1_800,
-            estimate_after: 580,
-            messages_before: 9,
-            messages_after: 4,
-            removed: 5,
-            masked: 0,
             round: Some(1),
-            fallback: None,
-            shortfall: None,
             summary: summary.into(),
-            violations: vec![],
+            ..event(2)
         }],
         timeline: (0..4u32)
             .map(|call| CallPoint {
