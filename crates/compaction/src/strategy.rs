@@ -97,8 +97,96 @@ pub struct SummaryRequest {
     /// `max_tokens` (001's prompt says "Maximum 800 tokens" under a 1,000-token cap).
     #[serde(default)]
     pub target_tokens: Option<u32>,
+    /// The length the prompt asks for in characters, when the document states it that way
+    /// (000's "Max 500 karakter total").
+    #[serde(default)]
+    pub target_chars: Option<u32>,
+    /// How the document cuts the span's messages before they reach the summarizer. Every
+    /// summarizer (the LLM path and the offline one) reads the span through these cuts.
+    #[serde(default)]
+    pub input: InputCuts,
     /// The compaction round this summary belongs to (1 for the first).
     pub round: u32,
+}
+
+impl SummaryRequest {
+    /// A request for `span` with no previous summary, task, target or input cuts.
+    pub fn new(span: Vec<usize>, prompt: PromptKind, max_tokens: u32, round: u32) -> SummaryRequest {
+        SummaryRequest {
+            span,
+            prompt,
+            previous: None,
+            task: None,
+            max_tokens,
+            target_tokens: None,
+            target_chars: None,
+            input: InputCuts::default(),
+            round,
+        }
+    }
+}
+
+/// How a document cuts messages before summarizing them: a message's text (its content with
+/// its tool calls written out) to `message_chars` characters, a tool result's content to
+/// `tool_result_chars` characters. `None` passes the text whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct InputCuts {
+    #[serde(default)]
+    pub message_chars: Option<usize>,
+    #[serde(default)]
+    pub tool_result_chars: Option<usize>,
+}
+
+impl InputCuts {
+    /// No cut: the span as it is (000, 002, 003).
+    pub const NONE: InputCuts = InputCuts { message_chars: None, tool_result_chars: None };
+
+    /// `text` cut to its first `n` characters when `n` is set and the text is longer; the
+    /// second value says whether it was cut.
+    pub fn first_chars(text: &str, n: Option<usize>) -> (&str, bool) {
+        match n.and_then(|n| text.char_indices().nth(n)) {
+            Some((i, _)) => (&text[..i], true),
+            None => (text, false),
+        }
+    }
+
+    /// `message` as the summarizer sees it: a tool result's content cut to
+    /// `tool_result_chars`; any other message's content cut to `message_chars`, and its tool
+    /// calls kept only while the text written so far (content, then one line per call) is
+    /// within `message_chars`, as a transcript cut at that length would show them.
+    pub fn apply<'m>(&self, message: &'m Message) -> std::borrow::Cow<'m, Message> {
+        use std::borrow::Cow;
+        if message.role == Role::Tool {
+            return match Self::first_chars(&message.content, self.tool_result_chars) {
+                (_, false) => Cow::Borrowed(message),
+                (head, true) => {
+                    let mut m = message.clone();
+                    m.content = head.to_string();
+                    Cow::Owned(m)
+                }
+            };
+        }
+        let Some(n) = self.message_chars else { return Cow::Borrowed(message) };
+        let (head, cut) = Self::first_chars(&message.content, Some(n));
+        let mut used = head.chars().count();
+        let mut calls = 0;
+        for c in &message.tool_calls {
+            // "\n[Tool: name(args)]"
+            let len = 10 + c.name.chars().count() + c.arguments.chars().count();
+            if cut || used + len > n {
+                break;
+            }
+            used += len;
+            calls += 1;
+        }
+        if !cut && calls == message.tool_calls.len() {
+            return Cow::Borrowed(message);
+        }
+        let mut m = message.clone();
+        m.content = head.to_string();
+        m.tool_calls.truncate(calls);
+        Cow::Owned(m)
+    }
 }
 
 /// Why a summary could not be produced.
@@ -263,6 +351,19 @@ pub trait Strategy: Send + Sync {
     fn sees_recorded_summaries(&self) -> bool {
         false
     }
+    /// Whether each request starts again from the full history rather than from the context
+    /// the previous compaction left (000's route rebuilds its message list from the stored
+    /// conversation on every call). A caller that honours it hands [`Strategy::plan`] the full
+    /// history before every call.
+    fn rebuilds_from_history(&self) -> bool {
+        false
+    }
+    /// Where the strategy places prompt-cache breakpoints in `ctx`: the indices of the entries
+    /// a breakpoint follows, in order. `None`: the caller's default rule (002 recomputes its
+    /// own cache points after every render).
+    fn cache_breakpoints(&self, _ctx: &Context) -> Option<Vec<usize>> {
+        None
+    }
 }
 
 /// The standard `apply`: build `plan.layout` (or the fallback if any summary failed).
@@ -275,6 +376,9 @@ pub fn apply_layout<S: Strategy + ?Sized>(
 ) -> Compacted {
     let estimate_before = strategy.estimate(ctx);
     let failed = plan.requests.iter().enumerate().find_map(|(i, _)| match summaries.get(i) {
+        // An empty summary is a failed summary (003: "LLM summarization fails (timeout,
+        // error, empty)"); every strategy takes its failure path on it.
+        Some(Ok(t)) if t.trim().is_empty() => Some("empty summary".to_string()),
         Some(Ok(_)) => None,
         Some(Err(e)) => Some(e.reason.clone()),
         None => Some("no summary given".to_string()),

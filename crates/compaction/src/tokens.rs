@@ -25,10 +25,14 @@ pub enum CacheSlot {
     Chars4Role4,
     O200k,
     Cl100k,
+    /// [`BpeRole4`] without a margin.
+    Bpe4,
+    /// [`BpeRole4`] with the document's 10% margin ([`BpeRole4::DOCUMENT_MARGIN`]).
+    Bpe4Margin10,
 }
 
 impl CacheSlot {
-    pub const COUNT: usize = 6;
+    pub const COUNT: usize = 8;
     pub fn index(self) -> usize {
         self as usize
     }
@@ -196,6 +200,75 @@ impl TokenCounter for CharsOver4Role4 {
     }
     fn cache_slot(&self) -> Option<CacheSlot> {
         Some(CacheSlot::Chars4Role4)
+    }
+}
+
+/// `JSON.stringify(output)` for a tool result we hold as text: text that parses as a JSON
+/// object or array as its compact serialization, any other text as a JSON string.
+pub fn js_stringify_result(text: &str) -> String {
+    let t = text.trim_start();
+    if t.starts_with('{') || t.starts_with('[') {
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(text) {
+            return v.to_string();
+        }
+    }
+    serde_json::to_string(text).unwrap_or_default()
+}
+
+/// 004 `prune-then-summarize`: the token service's `countMessageTokens` with `gpt-tokenizer`
+/// (o200k_base for current models): 4 tokens of role overhead per message plus the BPE tokens
+/// of its text, of each tool call's name and JSON arguments, and of a tool result's
+/// `JSON.stringify(output)`. With a margin (Gap 6's `countTokensWithModelAdjustment` for a
+/// non-OpenAI model) each counted text is `ceil(tokens x (1 + margin))`.
+#[derive(Clone, Copy, Debug)]
+pub struct BpeRole4 {
+    exact: Exact,
+    margin: Option<f64>,
+}
+
+impl BpeRole4 {
+    /// Gap 6's safety margin for non-OpenAI models (10%).
+    pub const DOCUMENT_MARGIN: f64 = 0.10;
+    /// The counter with o200k_base and `margin` (`None`: an OpenAI model, counted as is).
+    pub fn new(margin: Option<f64>) -> BpeRole4 {
+        BpeRole4 { exact: Exact::o200k(), margin: margin.filter(|m| *m > 0.0) }
+    }
+    /// `countTokens(text)`, adjusted by the margin when there is one.
+    pub fn count(&self, text: &str) -> u64 {
+        let base = self.exact.count(text);
+        match self.margin {
+            None => base,
+            Some(m) => (base as f64 * (1.0 + m)).ceil() as u64,
+        }
+    }
+}
+
+impl TokenCounter for BpeRole4 {
+    fn name(&self) -> &'static str {
+        if self.margin.is_some() {
+            "o200k_base+4 (+margin)"
+        } else {
+            "o200k_base+4"
+        }
+    }
+    fn message_units(&self, m: &Message) -> u64 {
+        let calls: u64 = m.tool_calls.iter().map(|c| self.count(&c.name) + self.count(call_args(&c.arguments))).sum();
+        let body = if m.role == crate::message::Role::Tool {
+            self.count(&js_stringify_result(&m.content))
+        } else {
+            self.count(&m.content)
+        };
+        4 + body + calls
+    }
+    fn text_tokens(&self, text: &str) -> u64 {
+        self.count(text)
+    }
+    fn cache_slot(&self) -> Option<CacheSlot> {
+        match self.margin {
+            None => Some(CacheSlot::Bpe4),
+            Some(m) if m == Self::DOCUMENT_MARGIN => Some(CacheSlot::Bpe4Margin10),
+            Some(_) => None,
+        }
     }
 }
 

@@ -202,8 +202,8 @@ fn param_u64(config: &StrategyConfig, name: &str) -> u64 {
 /// - `keep-last-n` (001): the `recentMessagesToKeep` newest messages, at most all but message 0;
 /// - `split-fraction` (003): `floor(body x preserve_percent / 100)` messages of the body (the
 ///   messages after the system prompt);
-/// - `prune-then-summarize` (004): the last `min_turns_to_keep / 2` turns (a turn starts at a
-///   user message; the summary pair's own user message counts as one of `min_turns_to_keep`);
+/// - `prune-then-summarize` (004): the last `min_turns_to_keep` turns ("keep the last 2 turns";
+///   a turn starts at a user message), none claimed when there are fewer;
 /// - `observation-mask`: the `keep_last` newest tool outputs and everything after them.
 fn stated_window(config: &StrategyConfig, ctx: &Context) -> usize {
     let len = ctx.len();
@@ -215,7 +215,7 @@ fn stated_window(config: &StrategyConfig, ctx: &Context) -> usize {
             body * param_u64(config, "preserve_percent") as usize / 100
         }
         "prune-then-summarize" => {
-            let turns = param_u64(config, "min_turns_to_keep") as usize / 2;
+            let turns = param_u64(config, "min_turns_to_keep") as usize;
             if turns == 0 {
                 return 0;
             }
@@ -615,9 +615,11 @@ fn stated_windows_follow_the_parameters() {
     assert_eq!(stated_window(&with("keep-last-n", json!({"recent_messages_to_keep": 4})), &ctx), 4);
     assert_eq!(stated_window(&with("keep-last-n", json!({"recent_messages_to_keep": 40})), &ctx), 9);
     assert_eq!(stated_window(&with("split-fraction", json!({"preserve_percent": 30})), &ctx), 2);
-    assert_eq!(stated_window(&with("prune-then-summarize", json!({"min_turns_to_keep": 2})), &ctx), 2);
-    assert_eq!(stated_window(&with("prune-then-summarize", json!({"min_turns_to_keep": 4})), &ctx), 6);
-    assert_eq!(stated_window(&with("prune-then-summarize", json!({"min_turns_to_keep": 1})), &ctx), 0);
+    // 004, "keep the last 2 turns": both whole turns (user 4 on), not half of them.
+    assert_eq!(stated_window(&with("prune-then-summarize", json!({"min_turns_to_keep": 2})), &ctx), 6);
+    assert_eq!(stated_window(&with("prune-then-summarize", json!({"min_turns_to_keep": 3})), &ctx), 9);
+    assert_eq!(stated_window(&with("prune-then-summarize", json!({"min_turns_to_keep": 1})), &ctx), 2);
+    assert_eq!(stated_window(&with("prune-then-summarize", json!({"min_turns_to_keep": 4})), &ctx), 0);
     assert_eq!(stated_window(&with("observation-mask", json!({"keep_last": 1})), &ctx), 6);
     assert_eq!(stated_window(&with("observation-mask", json!({"keep_last": 2})), &ctx), 10);
     assert_eq!(stated_window(&with("cut-point", json!({})), &ctx), 0);

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use compaction::tokens::{
-    js_ceil4, js_len, js_stringify_result_len, CacheSlot, CharsOver4, CharsOver4Plus2, CharsOver4Role4, LenOver4Plus4,
+    js_ceil4, js_len, js_stringify_result_len, BpeRole4, CacheSlot, CharsOver4, CharsOver4Plus2, CharsOver4Role4, LenOver4Plus4,
     EXACT_CALL_OVERHEAD, EXACT_MESSAGE_OVERHEAD,
 };
 use compaction::{
@@ -758,6 +758,8 @@ fn cache_slots_are_distinct_per_counter() {
         CharsOver4Role4.cache_slot(),
         Exact::o200k().cache_slot(),
         Exact::cl100k().cache_slot(),
+        BpeRole4::new(None).cache_slot(),
+        BpeRole4::new(Some(BpeRole4::DOCUMENT_MARGIN)).cache_slot(),
     ];
     let distinct: BTreeSet<usize> = slots.iter().flatten().map(|s| s.index()).collect();
     assert_eq!(distinct.len(), CacheSlot::COUNT);

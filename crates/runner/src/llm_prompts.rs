@@ -26,7 +26,7 @@
 
 use std::collections::BTreeMap;
 
-use compaction::{Context, Message, Origin, PromptKind, Role};
+use compaction::{Context, InputCuts, Message, Origin, PromptKind, Role};
 use llm::ChatMessage;
 
 /// Placeholders a summary prompt may use.
@@ -284,11 +284,8 @@ fn compact_args(args: &str) -> String {
     serde_json::from_str::<serde_json::Value>(args).map(|v| v.to_string()).unwrap_or_else(|_| args.to_string())
 }
 
-fn first_chars(s: &str, n: usize) -> &str {
-    match s.char_indices().nth(n) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
+fn first_chars(s: &str, n: Option<usize>) -> &str {
+    InputCuts::first_chars(s, n).0
 }
 
 fn tool_name(m: &Message) -> &str {
@@ -296,8 +293,10 @@ fn tool_name(m: &Message) -> &str {
 }
 
 impl Transcript {
-    /// Write entries `span` of `ctx`.
-    pub fn render(self, ctx: &Context, span: &[usize]) -> String {
+    /// Write entries `span` of `ctx`, cut as the request's document cuts them (`cuts`: 001's
+    /// 2,000 characters per message and 500 per result, 004's 500 per result, none for 000,
+    /// 002 and 003).
+    pub fn render(self, ctx: &Context, span: &[usize], cuts: &InputCuts) -> String {
         let entries: Vec<_> = span.iter().filter_map(|&i| ctx.get(i)).collect();
         match self {
             Transcript::Brackets => entries
@@ -319,7 +318,10 @@ impl Transcript {
                     let m = e.message();
                     let mut parts = Vec::new();
                     if m.role == Role::Tool {
-                        parts.push(format!("[Result: {}...]", first_chars(&json_string(&m.content), 500)));
+                        parts.push(format!(
+                            "[Result: {}...]",
+                            first_chars(&json_string(&m.content), cuts.tool_result_chars)
+                        ));
                     } else {
                         parts.push(m.content.clone());
                         for c in &m.tool_calls {
@@ -327,8 +329,8 @@ impl Transcript {
                         }
                     }
                     let mut content = parts.join("\n");
-                    if content.chars().count() > 2000 {
-                        content = format!("{}\n[...truncated...]", first_chars(&content, 2000));
+                    if let (head, true) = InputCuts::first_chars(&content, cuts.message_chars) {
+                        content = format!("{head}\n[...truncated...]");
                     }
                     format!("[{idx}] {}:\n{content}", m.role.as_str().to_uppercase())
                 })
@@ -343,11 +345,13 @@ impl Transcript {
                         if matches!(e.origin(), Origin::Masked { .. }) {
                             parts.push(format!("[{} result: cleared]", tool_name(m)));
                         } else {
-                            parts.push(format!(
-                                "[{} result: {}...]",
-                                tool_name(m),
-                                first_chars(&json_string(&m.content), 500)
-                            ));
+                            match InputCuts::first_chars(&json_string(&m.content), cuts.tool_result_chars) {
+                                (head, true) => parts.push(format!("[{} result: {head}...]", tool_name(m))),
+                                (whole, false) if cuts.tool_result_chars.is_some() => {
+                                    parts.push(format!("[{} result: {whole}...]", tool_name(m)))
+                                }
+                                (whole, false) => parts.push(format!("[{} result: {whole}]", tool_name(m))),
+                            }
                         }
                     } else {
                         if !m.content.is_empty() {
@@ -442,6 +446,7 @@ pub fn seed_call(kind: &PromptKind) -> SeedCall {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use compaction::strategies::{keep_last_n, prune_then_summarize};
     use compaction::{Entry, ToolCall};
 
     fn all_kinds() -> Vec<PromptKind> {
@@ -591,26 +596,38 @@ mod tests {
     fn transcripts_follow_each_seeds_code() {
         let ctx = sample_ctx();
         assert_eq!(
-            Transcript::Brackets.render(&ctx, &[1, 2]),
+            Transcript::Brackets.render(&ctx, &[1, 2], &InputCuts::NONE),
             "[user]: Fix src/a.rs\n[assistant]: Reading it. [tool call read_file({\"path\":\"src/a.rs\"})]"
         );
         assert_eq!(
-            Transcript::Indexed.render(&ctx, &[2, 3]),
+            Transcript::Indexed.render(&ctx, &[2, 3], &keep_last_n::INPUT_CUTS),
             "[0] ASSISTANT:\nReading it.\n[Tool: read_file({\"path\":\"src/a.rs\"})]\n\n---\n\n[1] TOOL:\n[Result: \
              \"fn main() {\\n  \\\"quoted\\\"\\n}\"...]"
         );
         assert_eq!(
-            Transcript::Sections.render(&ctx, &[2, 3, 4]),
+            Transcript::Sections.render(&ctx, &[2, 3, 4], &prune_then_summarize::INPUT_CUTS),
             "ASSISTANT:\nReading it.\n[Called read_file with: {\"path\":\"src/a.rs\"}]\n\n---\n\nTOOL:\n[read_file \
              result: \"fn main() {\\n  \\\"quoted\\\"\\n}\"...]\n\n---\n\nTOOL:\n[grep result: cleared]"
         );
+        // 002 and 003 cut nothing: the result is written whole.
+        assert_eq!(
+            Transcript::Sections.render(&ctx, &[3], &InputCuts::NONE),
+            "TOOL:\n[read_file result: \"fn main() {\\n  \\\"quoted\\\"\\n}\"]"
+        );
     }
 
+    /// 001's `formatMessagesForSummary` and 004's `messagesToText` cut as their requests say;
+    /// a request without cuts (000, 002, 003) passes the text whole.
     #[test]
     fn seed_001_cuts_long_content_and_results() {
         let long = "é".repeat(2500);
-        let ctx = Context::from_messages(vec![Message::user(long.clone()), Message::tool_result("c", "t", long)]);
-        let text = Transcript::Indexed.render(&ctx, &[0, 1]);
+        let ctx = Context::from_messages(vec![Message::user(long.clone()), Message::tool_result("c", "t", long.clone())]);
+        let whole = Transcript::Sections.render(&ctx, &[1], &InputCuts::NONE);
+        assert!(whole.contains(&"é".repeat(2500)));
+        let cut = Transcript::Sections.render(&ctx, &[0, 1], &prune_then_summarize::INPUT_CUTS);
+        assert!(cut.contains(&"é".repeat(2500)), "004 leaves messages whole");
+        assert!(cut.ends_with(&format!("[t result: \"{}...]", "é".repeat(499))));
+        let text = Transcript::Indexed.render(&ctx, &[0, 1], &keep_last_n::INPUT_CUTS);
         let (user, tool) = text.split_once("\n\n---\n\n").unwrap();
         assert_eq!(user, format!("[0] USER:\n{}\n[...truncated...]", "é".repeat(2000)));
         assert_eq!(tool, format!("[1] TOOL:\n[Result: \"{}...]", "é".repeat(499)));

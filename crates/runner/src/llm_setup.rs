@@ -741,6 +741,8 @@ mod tests {
             task: None,
             max_tokens: 10,
             target_tokens: None,
+            target_chars: None,
+            input: Default::default(),
             round: 1,
         };
         assert!(NeedsRoles.summarize(&ctx, &req).unwrap_err().reason.contains("LlmRoles::build"));

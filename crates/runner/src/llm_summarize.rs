@@ -170,7 +170,7 @@ impl LlmSummarizer {
         };
         let is_001 = matches!(request.prompt, PromptKind::SessionSummary) && matches!(self.prompts, Prompts::Seeds(_));
         let mut vars = Vars::default();
-        vars.set("messages", transcript.render(ctx, &request.span))
+        vars.set("messages", transcript.render(ctx, &request.span, &request.input))
             .set("round", request.round.to_string())
             .set("max_tokens", request.max_tokens.to_string());
         match (&request.previous, is_001) {
@@ -255,7 +255,7 @@ mod tests {
     }
 
     fn request(prompt: PromptKind, span: Vec<usize>, max_tokens: u32) -> SummaryRequest {
-        SummaryRequest { span, prompt, previous: None, task: None, max_tokens, target_tokens: None, round: 1 }
+        SummaryRequest::new(span, prompt, max_tokens, 1)
     }
 
     fn ctx() -> Context {

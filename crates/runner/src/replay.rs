@@ -23,6 +23,13 @@
 //! A compaction whose summary failed and whose strategy keeps the context unchanged is still a
 //! compaction event (with its `fallback`), and counts in `compactions`.
 //!
+//! A strategy that [rebuilds from history](Strategy::rebuilds_from_history) (`priority-chain`,
+//! whose route rebuilds its message list from the stored conversation on every request) starts
+//! each call from the full history rather than from the context its last compaction left, so
+//! its chain, and every summary the chain asks for, runs again on each call that needs it; each
+//! of those summaries counts in the summarizer's calls and cost. The context the previous
+//! request left stands as the previous request for the prefix cache.
+//!
 //! A summary the summarizer's provider rejected as over its context window
 //! ([`FailureKind::ContextLength`]) is handled like an over-long request: when the compaction
 //! was not already reactive and the strategy reacts to [`Trigger::Overflow`], the replay plans
@@ -66,7 +73,10 @@
 //!   shares: the whole previous request when it is a prefix, else the system prompt when that
 //!   is shared, else nothing. Prefixes under 1,024 tokens are not cached (Anthropic's minimum for
 //!   Sonnet and Opus). Cache writes are priced as plain input (the price table has no write
-//!   premium).
+//!   premium). A strategy that places its own breakpoints ([`Strategy::cache_breakpoints`]:
+//!   `cut-point`'s previous-turn, round `N-4` and tail points) has them used instead: a request
+//!   reads the longest prefix of the previous request that ends at one of its breakpoints and
+//!   that it shares.
 //! - [`CacheProfile::None`]: nothing is cached.
 //!
 //! # Cost
@@ -127,6 +137,10 @@ pub struct PrefixShare {
     pub whole_previous: bool,
     /// Exact tokens of the previous request's system prompt, when it had one and it is shared.
     pub system_tokens: Option<u64>,
+    /// When the strategy places its own cache breakpoints ([`Strategy::cache_breakpoints`]):
+    /// exact tokens of the longest prefix of the previous request that ends at one of them and
+    /// is shared (0 when none is). `None`: the default breakpoints (system prompt, request end).
+    pub strategy_breakpoint: Option<u64>,
 }
 
 impl CacheProfile {
@@ -139,8 +153,11 @@ impl CacheProfile {
             }
             CacheProfile::Openai => 0,
             CacheProfile::Anthropic => {
-                let breakpoint =
-                    if share.whole_previous { share.previous_tokens } else { share.system_tokens.unwrap_or(0) };
+                let breakpoint = match share.strategy_breakpoint {
+                    Some(tokens) => tokens,
+                    None if share.whole_previous => share.previous_tokens,
+                    None => share.system_tokens.unwrap_or(0),
+                };
                 if breakpoint >= ANTHROPIC_CACHE_MIN {
                     breakpoint
                 } else {
@@ -318,6 +335,9 @@ pub fn replay(
         checkpoints.entry(p.asked_at.unwrap_or(n).min(n)).or_default().push(p);
     }
     let mut r = Replayer::new(conversation, settings, strategy, summarizer, judge);
+    if r.strategy.rebuilds_from_history() {
+        r.history = Some(Context::new());
+    }
     if let Some(probes) = checkpoints.get(&0) {
         r.ask(probes, 0);
     }
@@ -446,11 +466,14 @@ impl RequestChecker {
 }
 
 /// What the cache needs to know about the previous request.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct PreviousRequest {
     len: usize,
     tokens: u64,
     system_tokens: Option<u64>,
+    /// The strategy's own cache breakpoints, as (entries up to and including the breakpoint,
+    /// exact tokens of that prefix), when it places them.
+    breakpoints: Option<Vec<(usize, u64)>>,
 }
 
 /// The state of one replay.
@@ -474,6 +497,11 @@ struct Replayer<'a> {
     checker: RequestChecker,
     /// The last recorded assistant message stopped at its output limit.
     length_stop: bool,
+    /// The full history, for a strategy that rebuilds every request from it
+    /// ([`Strategy::rebuilds_from_history`]).
+    history: Option<Context>,
+    /// The context differs from the history (a compaction ran since the last rebuild).
+    diverged: bool,
 }
 
 impl<'a> Replayer<'a> {
@@ -500,12 +528,52 @@ impl<'a> Replayer<'a> {
             open_violations: BTreeSet::new(),
             checker: RequestChecker::default(),
             length_stop: false,
+            history: None,
+            diverged: false,
         }
     }
 
     fn append(&mut self, entry: Entry) {
         self.uncompacted += entry.tokens(&self.exact);
+        if let Some(h) = &mut self.history {
+            h.push_metered(entry.clone(), &[&self.exact, self.strategy.estimator()]);
+        }
         self.ctx.push_metered(entry, &[&self.exact, self.strategy.estimator()]);
+    }
+
+    /// Start the request from the full history when the strategy rebuilds it on every call.
+    /// The context the previous request left (plus what was appended since) becomes the
+    /// pre-compaction context, so the prefix cache compares with what was really sent.
+    fn rebuild(&mut self) {
+        let Some(history) = &self.history else { return };
+        if !self.diverged {
+            return;
+        }
+        let carried = std::mem::replace(&mut self.ctx, history.clone());
+        self.pre_compaction = Some(carried);
+        self.checker.reset();
+        self.diverged = false;
+    }
+
+    /// The strategy's breakpoints in the current request as (entries through it, exact
+    /// tokens of that prefix), when it places its own and the profile reads breakpoints.
+    fn breakpoints(&self) -> Option<Vec<(usize, u64)>> {
+        if self.settings.cache != CacheProfile::Anthropic {
+            return None;
+        }
+        let points = self.strategy.cache_breakpoints(&self.ctx)?;
+        let entries = self.ctx.entries();
+        let mut out = Vec::with_capacity(points.len());
+        let mut units = 0;
+        let mut next = 0;
+        for p in points.into_iter().filter(|p| *p < entries.len()) {
+            while next <= p {
+                units += entries[next].units(&self.exact);
+                next += 1;
+            }
+            out.push((p + 1, self.exact.tokens_from_units(units)));
+        }
+        Some(out)
     }
 
     fn count(&mut self, kind: ViolationKind) {
@@ -518,6 +586,7 @@ impl<'a> Replayer<'a> {
         let call = u32::try_from(self.metrics.calls).unwrap_or(u32::MAX);
         let events_before = self.metrics.compaction_events.len();
         self.pre_compaction = None;
+        self.rebuild();
         let length_stop = std::mem::take(&mut self.length_stop);
         let after_length_stop =
             length_stop && self.strategy.reacts_to(Trigger::LengthStop) && self.compact(Trigger::LengthStop, call);
@@ -545,6 +614,7 @@ impl<'a> Replayer<'a> {
             len: self.ctx.len(),
             tokens,
             system_tokens: self.ctx.system_prompt().map(|e| e.tokens(&self.exact)),
+            breakpoints: self.breakpoints(),
         });
         self.pre_compaction = None;
 
@@ -582,7 +652,13 @@ impl<'a> Replayer<'a> {
 
     /// What the current request shares with the previous one.
     fn prefix_share(&self) -> PrefixShare {
-        let Some(prev) = self.previous else { return PrefixShare::default() };
+        let Some(prev) = &self.previous else { return PrefixShare::default() };
+        // The longest of the previous request's own breakpoints within `k` shared entries.
+        let read = |k: usize| {
+            prev.breakpoints
+                .as_ref()
+                .map(|b| b.iter().filter(|(end, _)| *end <= k).map(|(_, t)| *t).max().unwrap_or(0))
+        };
         let Some(before) = &self.pre_compaction else {
             // Only appends since the previous request: all of it is shared.
             return PrefixShare {
@@ -590,6 +666,7 @@ impl<'a> Replayer<'a> {
                 previous_tokens: prev.tokens,
                 whole_previous: true,
                 system_tokens: prev.system_tokens,
+                strategy_breakpoint: read(prev.len),
             };
         };
         let old = &before.entries()[..prev.len.min(before.len())];
@@ -601,6 +678,7 @@ impl<'a> Replayer<'a> {
             previous_tokens: prev.tokens,
             whole_previous: k == prev.len,
             system_tokens: prev.system_tokens.filter(|_| k >= 1),
+            strategy_breakpoint: read(k),
         }
     }
 
@@ -673,6 +751,7 @@ impl<'a> Replayer<'a> {
             violations: violations.iter().map(|v| format!("{}: {v}", v.kind().as_str())).collect(),
         };
         let changed = !out.event.is_noop();
+        self.diverged |= changed;
         self.metrics.compactions += 1;
         self.metrics.compaction_events.push(record);
         let before = std::mem::replace(&mut self.ctx, out.context);
@@ -778,6 +857,7 @@ mod tests {
             previous_tokens: previous,
             whole_previous: whole,
             system_tokens: system,
+            strategy_breakpoint: None,
         };
         let all = share(3_100, 3_100, true, Some(1_100));
         assert_eq!(CacheProfile::Openai.cached_tokens(&all), 3_072);
@@ -793,5 +873,11 @@ mod tests {
         assert_eq!(CacheProfile::Anthropic.cached_tokens(&share(1_023, 1_023, true, None)), 0);
         assert_eq!(CacheProfile::Anthropic.cached_tokens(&share(900, 3_000, false, Some(900))), 0);
         assert_eq!(CacheProfile::Anthropic.cached_tokens(&share(0, 3_000, false, None)), 0);
+        // A strategy's own breakpoint inside the shared prefix is what is read.
+        let own = PrefixShare { strategy_breakpoint: Some(2_500), ..part };
+        assert_eq!(CacheProfile::Anthropic.cached_tokens(&own), 2_500);
+        assert_eq!(CacheProfile::Openai.cached_tokens(&own), 1_920, "OpenAI caches by prefix, not breakpoints");
+        let small = PrefixShare { strategy_breakpoint: Some(1_000), ..all };
+        assert_eq!(CacheProfile::Anthropic.cached_tokens(&small), 0);
     }
 }

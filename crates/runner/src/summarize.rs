@@ -35,7 +35,15 @@
 //! integrated: their `### Section` lines in this format join the same sections ahead of the new
 //! span's lines (duplicates dropped); other text is kept line by line under *Earlier summary*.
 //!
-//! **Accounting**: `input_tokens` is the exact `o200k_base` size of the span's messages,
+//! **Input cuts**: the span is read as the document cuts it before its summary call
+//! (`request.input`: 001 cuts each message to 2,000 characters and each tool result to 500,
+//! 004 each tool result to 500), exactly as the LLM path's transcript does, so a detail past a
+//! cut is in neither summary.
+//!
+//! **Character target**: a request with `target_chars` (000's "Max 500 karakter total") gets a
+//! summary of at most that many characters: the token budget shrinks until the text fits.
+//!
+//! **Accounting**: `input_tokens` is the exact `o200k_base` size of the span's messages as cut,
 //! `output_tokens` that of the summary.
 //!
 //! ```
@@ -48,15 +56,7 @@
 //!     Message::user("Fix ticket PAY-4411 in src/billing.rs"),
 //!     Message::assistant("I decided to use checked arithmetic instead of wrapping."),
 //! ]);
-//! let request = SummaryRequest {
-//!     span: vec![1, 2],
-//!     prompt: PromptKind::SessionSummary,
-//!     previous: None,
-//!     task: None,
-//!     max_tokens: 200,
-//!     target_tokens: None,
-//!     round: 1,
-//! };
+//! let request = SummaryRequest::new(vec![1, 2], PromptKind::SessionSummary, 200, 1);
 //! let summary = OfflineSummarizer::new().summarize(&ctx, &request).unwrap();
 //! assert!(summary.text.starts_with("## Session Summary (Compaction Round 1)"));
 //! assert!(summary.text.contains("### Identifiers\n- PAY-4411"));
@@ -67,7 +67,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use compaction::strategies::split_fraction::SUMMARY_PREFIX;
-use compaction::{Context, Exact, Inserted, Message, Origin, PromptKind, Role, SummaryFailure, SummaryRequest};
+use compaction::{
+    Context, Exact, Inserted, Message, Origin, PromptKind, Role, SummaryFailure, SummaryRequest, TokenCounter,
+};
 
 use crate::replay::{Summarizer, Summary};
 
@@ -218,7 +220,7 @@ fn head(text: &str, max: usize) -> &str {
 const SCAN_BYTES: usize = 64 * 1024;
 
 /// The notes gathered from a span, section by section, in order, without duplicates.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Notes {
     lines: BTreeMap<Section, Vec<String>>,
     seen: BTreeSet<(Section, String)>,
@@ -807,7 +809,9 @@ impl OfflineSummarizer {
         }
         for &i in &request.span {
             let Some(e) = ctx.get(i) else { continue };
-            let m = e.message();
+            // The span as the document cuts it before summarizing (`request.input`).
+            let cut = request.input.apply(e.message());
+            let m: &Message = &cut;
             if !matches!(e.origin(), Origin::Recorded { .. } | Origin::Masked { .. }) || m.meta_flag("compact_summary")
             {
                 continue;
@@ -824,7 +828,24 @@ impl OfflineSummarizer {
         }
         let notes = g.finish();
         let limit = request.target_tokens.unwrap_or(DEFAULT_TARGET_TOKENS).clamp(1, request.max_tokens);
-        Ok(self.fit(&title(request), notes, u64::from(limit)))
+        let title = title(request);
+        let Some(chars) = request.target_chars.map(|c| c.max(1) as usize) else {
+            return Ok(self.fit(&title, notes, u64::from(limit)));
+        };
+        // A target in characters (000's "Max 500 karakter total"): shrink the token budget
+        // until the text fits it, then cut what no line drop could.
+        let mut max = u64::from(limit);
+        loop {
+            let text = self.fit(&title, notes.clone(), max);
+            let len = text.chars().count();
+            if len <= chars {
+                return Ok(text);
+            }
+            if max <= 1 {
+                return Ok(text.chars().take(chars).collect());
+            }
+            max = (max * chars as u64 / len as u64).min(max - 1).max(1);
+        }
     }
 
     /// Render `notes` under `title` within `max` tokens, dropping the lowest-priority lines first.
@@ -905,7 +926,15 @@ impl Summarizer for OfflineSummarizer {
     }
     fn summarize(&self, ctx: &Context, request: &SummaryRequest) -> Result<Summary, SummaryFailure> {
         let text = self.summary_text(ctx, request)?;
-        let input_tokens = request.span.iter().filter_map(|&i| ctx.get(i)).map(|e| e.tokens(&self.exact)).sum();
+        let input_tokens = request
+            .span
+            .iter()
+            .filter_map(|&i| ctx.get(i))
+            .map(|e| match request.input.apply(e.message()) {
+                std::borrow::Cow::Borrowed(_) => e.tokens(&self.exact),
+                std::borrow::Cow::Owned(m) => self.exact.message_tokens(&m),
+            })
+            .sum();
         let output_tokens = self.exact.count(&text);
         Ok(Summary { text, input_tokens, output_tokens, cached_tokens: 0 })
     }
@@ -965,6 +994,8 @@ mod tests {
             task: None,
             max_tokens,
             target_tokens: None,
+            target_chars: None,
+            input: Default::default(),
             round: 1,
         }
     }
@@ -1064,6 +1095,58 @@ mod tests {
         // keep-last-n's defaults ask for 800 under a 1,000 cap.
         let p = compaction::strategies::keep_last_n::Params::default();
         assert_eq!((p.summary_target_tokens, p.summary_max_tokens), (800, 1_000));
+    }
+
+    /// 000's prompts, "Max 500 karakter total": the character target is met.
+    #[test]
+    fn fits_a_character_target() {
+        let ctx = session();
+        let s = OfflineSummarizer::new();
+        let whole = s.summarize(&ctx, &request(1..12, 200)).unwrap();
+        assert!(whole.text.chars().count() > 500, "{}", whole.text.chars().count());
+        let chars = SummaryRequest { target_chars: Some(500), ..request(1..12, 200) };
+        let out = s.summarize(&ctx, &chars).unwrap();
+        assert!(out.text.chars().count() <= 500, "{}", out.text.chars().count());
+        assert!(out.text.starts_with("## Session Summary"));
+        let p = compaction::strategies::priority_chain::Params::default();
+        assert_eq!((p.summary_max_chars, p.summary_max_tokens), (500, 200));
+    }
+
+    /// 001 cuts each tool result to 500 characters and each message to 2,000 before its
+    /// summary call; 004 cuts tool results to 500. The offline summarizer reads the same cut
+    /// text as the LLM path: a path past the cut is in neither summary, and the input is
+    /// counted as cut.
+    #[test]
+    fn reads_the_span_through_the_documents_cuts() {
+        let late = format!("{} see src/late_module.rs", "filler ".repeat(100));
+        let ctx = Context::from_messages(vec![
+            Message::system("s"),
+            Message::user("Fix the parser"),
+            Message::assistant_calls("", vec![call("c1", "bash", r#"{"command":"cat log"}"#)]),
+            Message::tool_result("c1", "bash", late.clone()),
+            Message::user(format!("{} and also src/far_away.rs", "word ".repeat(500))),
+            Message::assistant("done"),
+        ]);
+        let s = OfflineSummarizer::new();
+        let whole = s.summarize(&ctx, &request(1..6, 2_000)).unwrap();
+        assert!(whole.text.contains("src/late_module.rs"), "{}", whole.text);
+        assert!(whole.text.contains("src/far_away.rs"), "{}", whole.text);
+        for cuts in [compaction::strategies::keep_last_n::INPUT_CUTS, compaction::strategies::prune_then_summarize::INPUT_CUTS] {
+            let cut = s.summarize(&ctx, &SummaryRequest { input: cuts, ..request(1..6, 2_000) }).unwrap();
+            assert!(!cut.text.contains("src/late_module.rs"), "{}", cut.text);
+            assert!(cut.input_tokens < whole.input_tokens);
+        }
+        let cut = s
+            .summarize(&ctx, &SummaryRequest { input: compaction::strategies::keep_last_n::INPUT_CUTS, ..request(1..6, 2_000) })
+            .unwrap();
+        assert!(!cut.text.contains("src/far_away.rs"), "001 cuts the 2,500-character message at 2,000");
+        let cut = s
+            .summarize(
+                &ctx,
+                &SummaryRequest { input: compaction::strategies::prune_then_summarize::INPUT_CUTS, ..request(1..6, 2_000) },
+            )
+            .unwrap();
+        assert!(cut.text.contains("src/far_away.rs"), "004 leaves messages whole");
     }
 
     #[test]

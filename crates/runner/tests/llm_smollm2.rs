@@ -73,6 +73,8 @@ fn smollm2_summarizes_with_the_seed_prompts() {
         task: None,
         max_tokens: 120,
         target_tokens: None,
+        target_chars: None,
+        input: Default::default(),
         round: 1,
     };
     // 001 takes any text the model returns.

@@ -562,3 +562,60 @@ mod generated {
         }
     }
 }
+
+/// 000, Task 7: the route rebuilds `fullMessagesBase` from the stored conversation on every
+/// request and runs the chain on it, so by default each compaction starts from the full
+/// history (every recorded message so far), and each P3 it runs is a summarizer call.
+#[test]
+fn priority_chain_rebuilds_every_request_from_the_full_history() {
+    let conversation = chat(20, 10, 100, 100).conversation("c");
+    let rebuild = run(&conversation, &settings(strategy(json!({"name": "priority-chain"})), 600));
+    let carry = run(
+        &conversation,
+        &settings(strategy(json!({"name": "priority-chain", "rebuild_from_history": false})), 600),
+    );
+    assert!(rebuild.compactions >= 2, "{:?}", compaction_calls(&rebuild));
+    for e in &rebuild.compaction_events {
+        // Before call t: the system prompt, t turns and the user message.
+        assert_eq!(e.messages_before, 2 + 2 * e.call as usize, "call {}", e.call);
+        assert!(e.step.contains("P3"), "{}", e.step);
+    }
+    assert_eq!(rebuild.summarizer_calls, rebuild.compactions);
+    assert!(
+        carry.compaction_events.iter().any(|e| e.messages_before < 2 + 2 * e.call as usize),
+        "carrying starts from the compacted context"
+    );
+    assert!(rebuild.summarizer_input_tokens > carry.summarizer_input_tokens);
+    // The call after a rebuild shares with the request that was sent, not with the history.
+    let mut s = settings(strategy(json!({"name": "priority-chain"})), 600);
+    s.cache = CacheProfile::Openai;
+    let cached_run = run(&conversation, &s);
+    for (c, p) in cached_run.timeline.iter().zip(&cached_run.timeline[1..]) {
+        assert!(p.cached_tokens <= c.request_tokens, "call {}: {} > {}", p.call, p.cached_tokens, c.request_tokens);
+    }
+}
+
+/// 002, "Cache points after compaction": the previous-turn, round `N-4` and tail points are
+/// where an Anthropic request is cached. The system prompt is not one of them, so the request
+/// after a compaction (which changes everything after the system prompt) reads nothing, and
+/// every other request reads the previous one up to its tail.
+#[test]
+fn cut_point_places_its_own_cache_points_under_the_anthropic_profile() {
+    let conversation = chat(1_100, 6, 300, 50).conversation("c");
+    let mut s = settings(strategy(json!({"name": "cut-point"})), 2_500);
+    s.cache = CacheProfile::Anthropic;
+    let m = run(&conversation, &s);
+    assert!(m.compactions >= 1);
+    for (prev, now) in m.timeline.iter().zip(&m.timeline[1..]) {
+        if now.compacted {
+            assert_eq!(now.cached_tokens, 0, "call {}: the system prompt is not a cache point of 002", now.call);
+        } else if prev.request_tokens >= 1_024 {
+            assert_eq!(now.cached_tokens, prev.request_tokens, "call {}: the tail point", now.call);
+        }
+    }
+    // The default rule reads the 1,100-token system prompt after the same kind of cut.
+    let mut t = settings(strategy(json!({"name": "truncate", "max_tokens": 2_500})), 100_000);
+    t.cache = CacheProfile::Anthropic;
+    let truncated = run(&conversation, &t);
+    assert!(truncated.timeline.iter().any(|c| c.compacted && c.cached_tokens == 1_100));
+}

@@ -186,6 +186,8 @@ fn offline_summaries_are_deterministic_and_failures_are_values() {
         task: Some("fix it".into()),
         max_tokens: 500,
         target_tokens: None,
+        target_chars: None,
+        input: Default::default(),
         round: 3,
     };
     let short = offline_text(&ctx, &req, Length::Short);

@@ -49,7 +49,12 @@
 //! start was summarized earlier is named by its first visible block.
 //!
 //! [`CutPoint::cache_points`] computes the three cache points (previous turn, round `N-4`,
-//! tail) of a context as the document defines them.
+//! tail) of a context as the document defines them, and [`Strategy::cache_breakpoints`] hands
+//! them to the caller: under the Anthropic cache profile the replay places its breakpoints
+//! there (and on the system prompt), so the cache-hit rate is the one this design buys.
+//!
+//! The reactive path is the document's "retry after context-limit error"
+//! (`react_to_overflow`, on by default, unlike the seeds whose documents have no such path).
 //!
 //! # Choices where the document is silent, and deviations
 //!
@@ -123,6 +128,8 @@ pub struct Params {
     pub cache_offset_rounds: usize,
     /// Cache points: rounds needed before a pre-tail point is placed (cache_point_min_rounds = 2).
     pub cache_min_rounds: usize,
+    /// Force a compaction when the request is over the window ("Retry after context-limit error": `retry_with_compaction`).
+    pub react_to_overflow: bool,
 }
 
 impl Default for Params {
@@ -136,6 +143,7 @@ impl Default for Params {
             split_turn_max_tokens: 400,
             cache_offset_rounds: 4,
             cache_min_rounds: 2,
+            react_to_overflow: true,
         }
     }
 }
@@ -516,6 +524,18 @@ impl Strategy for CutPoint {
     fn threshold(&self, _ctx: &Context, budget: &Budget) -> Option<u64> {
         Some(self.trigger_threshold(budget))
     }
+    fn reacts_to(&self, trigger: Trigger) -> bool {
+        trigger == Trigger::Overflow && self.params.react_to_overflow
+    }
+    /// The document's three cache points (previous turn, round `N-4`, tail), recomputed on
+    /// every render: where a provider that takes explicit breakpoints caches this request.
+    fn cache_breakpoints(&self, ctx: &Context) -> Option<Vec<usize>> {
+        let p = CutPoint::cache_points(self, ctx);
+        let mut points: Vec<usize> = [p.previous_turn, p.pre_tail, p.tail].into_iter().flatten().collect();
+        points.sort_unstable();
+        points.dedup();
+        Some(points)
+    }
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
         let forced = trigger == Trigger::Overflow;
         let threshold = self.trigger_threshold(budget);
@@ -560,15 +580,10 @@ impl Strategy for CutPoint {
 
         let mut requests = Vec::new();
         let main = if !history.is_empty() {
-            requests.push(SummaryRequest {
-                span: history.clone(),
-                prompt: PromptKind::Progressive,
-                previous: previous.clone(),
-                task: None,
-                max_tokens: self.params.summary_max_tokens,
-                target_tokens: None,
-                round,
-            });
+            let mut request =
+                SummaryRequest::new(history.clone(), PromptKind::Progressive, self.params.summary_max_tokens, round);
+            request.previous.clone_from(&previous);
+            requests.push(request);
             Main::Request
         } else if previous.is_some() {
             Main::Previous
@@ -576,15 +591,12 @@ impl Strategy for CutPoint {
             Main::Nothing
         };
         if !prefix.is_empty() {
-            requests.push(SummaryRequest {
-                span: prefix.clone(),
-                prompt: PromptKind::SplitTurnPrefix,
-                previous: None,
-                task: None,
-                max_tokens: self.params.split_turn_max_tokens,
-                target_tokens: None,
+            requests.push(SummaryRequest::new(
+                prefix.clone(),
+                PromptKind::SplitTurnPrefix,
+                self.params.split_turn_max_tokens,
                 round,
-            });
+            ));
         }
 
         let turns = turn_ids(ctx, r.sys_end);
@@ -674,15 +686,12 @@ impl Strategy for CutPoint {
         for req in &plan.requests {
             span.extend_from_slice(&req.span);
         }
-        let combined = SummaryRequest {
+        let combined = SummaryRequest::new(
             span,
-            prompt: PromptKind::Progressive,
-            previous: None,
-            task: None,
-            max_tokens: self.params.summary_max_tokens,
-            target_tokens: None,
-            round: plan.requests.first().map_or(ctx.last_round() + 1, |q| q.round),
-        };
+            PromptKind::Progressive,
+            self.params.summary_max_tokens,
+            plan.requests.first().map_or(ctx.last_round() + 1, |q| q.round),
+        );
         let joined = Plan { requests: vec![combined], ..plan.clone() };
         apply_layout(self, ctx, budget, &joined, &[Ok(text)])
     }

@@ -41,12 +41,15 @@
 //!   own example keeps `[40] assistant`). The Anthropic role alternation is broken by design, so
 //!   [`ViolationKind::RoleAlternation`] is a documented deviation.
 //! - The document has no reactive path: nothing catches a context-length error, so the strategy
-//!   does not react to [`Trigger::Overflow`] or [`Trigger::LengthStop`]. A caller that forces a
-//!   plan with those triggers gets the same selection without the threshold check.
-//! - Formatting the span for the summarizer (2,000-character cut per message, 500 per tool
-//!   result) is the summarizer's side of [`PromptKind::SessionSummary`]; the prompt's
-//!   800-token target travels with the request ([`Params::summary_target_tokens`]) under the
-//!   1,000-token cap.
+//!   does not react to [`Trigger::Overflow`] (`react_to_overflow = false`, the parameter turns
+//!   it on) or [`Trigger::LengthStop`]. A caller that forces a plan with those triggers gets the
+//!   same selection without the threshold check.
+//! - The span reaches the summarizer cut as `formatMessagesForSummary` cuts it (2,000
+//!   characters per message, 500 per tool result): [`INPUT_CUTS`] travels on the request, so
+//!   the offline summarizer reads the same cut text as the LLM path. The prompt's 800-token
+//!   target travels with the request ([`Params::summary_target_tokens`]) under the 1,000-token
+//!   cap.
+//! - An empty summary is a failed one (the context is left unchanged), as for every strategy.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -56,7 +59,7 @@ use crate::context::{Context, Entry, Origin};
 use crate::invariants::ViolationKind;
 use crate::message::Role;
 use crate::strategy::{
-    apply_layout, covered, Budget, Compacted, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
+    apply_layout, covered, Budget, Compacted, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
     SummaryRequest, Trigger,
 };
 use crate::tokens::{CharsOver4Plus2, TokenCounter};
@@ -97,7 +100,14 @@ pub struct Params {
     /// its target; the 1,000-token `maxTokens` is a buffer above it. At most
     /// `summary_max_tokens`.
     pub summary_target_tokens: u32,
+    /// React to an over-window request by compacting without the threshold check (the
+    /// document has no such path: nothing catches a context-length error).
+    pub react_to_overflow: bool,
 }
+
+/// How `formatMessagesForSummary` cuts the span: each message's text (content and its tool
+/// calls) to 2,000 characters, each tool result's JSON string to 500.
+pub const INPUT_CUTS: InputCuts = InputCuts { message_chars: Some(2_000), tool_result_chars: Some(500) };
 
 impl Default for Params {
     fn default() -> Params {
@@ -109,6 +119,7 @@ impl Default for Params {
             recent_messages_to_keep: 10,
             summary_max_tokens: 1_000,
             summary_target_tokens: 800,
+            react_to_overflow: false,
         }
     }
 }
@@ -271,8 +282,8 @@ impl Strategy for KeepLastN {
     fn should_compact(&self, ctx: &Context, budget: &Budget) -> bool {
         ctx.len() > self.params.recent_messages_to_keep + 1 && self.budget(budget).reached(self.estimate(ctx))
     }
-    fn reacts_to(&self, _trigger: Trigger) -> bool {
-        false
+    fn reacts_to(&self, trigger: Trigger) -> bool {
+        trigger == Trigger::Overflow && self.params.react_to_overflow
     }
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
         if trigger == Trigger::Proactive && !self.should_compact(ctx, budget) {
@@ -293,6 +304,8 @@ impl Strategy for KeepLastN {
             task: Some(original_task(ctx)),
             max_tokens: self.params.summary_max_tokens,
             target_tokens: Some(self.params.summary_target_tokens.min(self.params.summary_max_tokens)),
+            target_chars: None,
+            input: INPUT_CUTS,
             round,
         };
         let mut notes = serde_json::Map::new();
@@ -661,11 +674,43 @@ mod tests {
         assert!(check_compaction(&s, &ctx, &budget, Trigger::Proactive, &out).is_empty());
     }
 
+    /// `formatMessagesForSummary`: content over 2,000 characters is cut, tool results are
+    /// `JSON.stringify(result).slice(0, 500)`. The cuts travel on the request, so the offline
+    /// summarizer reads what the LLM would.
+    #[test]
+    fn the_span_is_cut_to_2000_characters_and_results_to_500() {
+        let budget = Budget::new(128_000);
+        let s = strategy();
+        let ctx = Context::from_messages(flashcard_session(17_000));
+        let plan = s.plan(&ctx, &budget, Trigger::Proactive).expect("over threshold");
+        assert_eq!(plan.requests[0].input, InputCuts { message_chars: Some(2_000), tool_result_chars: Some(500) });
+        let result = ctx.entries().iter().find(|e| e.role() == Role::Tool).expect("a tool result").message();
+        assert_eq!(plan.requests[0].input.apply(result).content.chars().count(), 500);
+        let long = crate::message::Message::user("x".repeat(2_500));
+        assert_eq!(plan.requests[0].input.apply(&long).content.chars().count(), 2_000);
+    }
+
+    /// Every strategy: an empty summary is a failed one; `safeCompact` then returns the
+    /// messages unchanged.
+    #[test]
+    fn an_empty_summary_returns_messages_unchanged() {
+        let budget = Budget::new(128_000);
+        let s = strategy();
+        let ctx = Context::from_messages(flashcard_session(17_000));
+        let plan = s.plan(&ctx, &budget, Trigger::Proactive).expect("over threshold");
+        let out = s.apply(&ctx, &budget, &plan, &[Ok(String::new())]);
+        assert_eq!(out.context.to_messages(), ctx.to_messages());
+        assert_eq!(out.event.fallback.as_deref(), Some("unchanged: empty summary"));
+    }
+
     #[test]
     fn no_reactive_path() {
         let s = strategy();
         assert!(!s.reacts_to(Trigger::Overflow));
         assert!(!s.reacts_to(Trigger::LengthStop));
+        assert!(!Params::default().react_to_overflow);
+        let on = KeepLastN::new(Params { react_to_overflow: true, ..Params::default() }).expect("valid");
+        assert!(on.reacts_to(Trigger::Overflow) && !on.reacts_to(Trigger::LengthStop));
         // Forced by a caller, the selection still applies without the threshold.
         let ctx = Context::from_messages(flashcard_session(10));
         let plan = s.plan(&ctx, &Budget::new(128_000), Trigger::Overflow).expect("forced");

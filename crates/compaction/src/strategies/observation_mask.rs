@@ -10,7 +10,8 @@
 //!   older one not masked yet has its content replaced by the placeholder
 //!   (`[output of <tool> omitted: N tokens]`, N the tokens of the message it replaces). Tool
 //!   calls, call ids and tool names stay, so every call keeps its result and the roles do not
-//!   change.
+//!   change. An output whose placeholder would not be smaller under the meter stays as it is
+//!   (as `cut-point`'s TTL pruning does), so masking never grows the context.
 //! - **Shortfall**: masking is all it does. When the masked context is still over the
 //!   threshold the event reports the shortfall; when there is nothing left to mask there is no
 //!   plan.
@@ -93,6 +94,14 @@ impl ObservationMask {
             .map(|(i, _)| i)
     }
 
+    /// Whether `placeholder` in place of `e`'s content makes the message smaller under the
+    /// meter: a short output stays, so masking never grows the context.
+    fn shrinks(&self, e: &Entry, placeholder: &str) -> bool {
+        let mut m = e.message().clone();
+        m.content = placeholder.to_string();
+        self.meter.counter().message_units(&m) < e.units(self.meter.counter())
+    }
+
     fn placeholder_for(&self, e: &Entry) -> String {
         let tool = e.message().name.as_deref().unwrap_or("tool");
         let tokens = e.tokens(self.meter.counter());
@@ -123,11 +132,12 @@ impl Strategy for ObservationMask {
             .enumerate()
             .map(|(index, e)| {
                 let maskable = index <= last && e.role() == Role::Tool && !matches!(e.origin(), Origin::Masked { .. });
-                if maskable {
-                    masked += 1;
-                    Slot::Mask { index, placeholder: self.placeholder_for(e) }
-                } else {
-                    Slot::Keep { index }
+                match maskable.then(|| self.placeholder_for(e)).filter(|p| self.shrinks(e, p)) {
+                    Some(placeholder) => {
+                        masked += 1;
+                        Slot::Mask { index, placeholder }
+                    }
+                    None => Slot::Keep { index },
                 }
             })
             .collect();
@@ -228,6 +238,38 @@ mod tests {
         // Forced: masks without the threshold check.
         let s = approx(|p| p.keep_last = 2);
         assert!(s.plan(&ctx, &Budget::new(100_000), Trigger::Overflow).is_some());
+    }
+
+    /// Issue 15, item 10: a placeholder replaces an output only when it is smaller, the rule
+    /// `cut-point` applies to its TTL replacements (002, "TTL pruning ... hides blocks with
+    /// replacement text"), so masking never grows the context.
+    #[test]
+    fn masking_never_grows_the_context() {
+        let s = approx(|p| p.keep_last = 0);
+        let mut m = vec![Message::system("s"), Message::user("fix the bug")];
+        for (i, output) in ["ok".to_string(), "o".repeat(400)].into_iter().enumerate() {
+            let id = format!("c{i}");
+            m.push(Message::assistant_calls(
+                "step",
+                vec![ToolCall { id: id.clone(), name: "bash".into(), arguments: "{}".into() }],
+            ));
+            m.push(Message::tool_result(id, "bash", output));
+        }
+        let ctx = Context::from_messages(m);
+        let budget = Budget::new(10);
+        let plan = s.plan(&ctx, &budget, Trigger::Proactive).unwrap();
+        assert_eq!(plan.layout[3], Slot::Keep { index: 3 }, "a 2-character output is shorter than its placeholder");
+        assert!(matches!(plan.layout[5], Slot::Mask { index: 5, .. }));
+        let out = s.apply(&ctx, &budget, &plan, &[]);
+        assert_eq!(out.event.masked, 1);
+        let meter = s.estimator();
+        for (a, b) in ctx.entries().iter().zip(out.context.entries()) {
+            assert!(b.units(meter) <= a.units(meter), "{:?} grew", b.message());
+        }
+        assert!(s.estimate(&out.context) < s.estimate(&ctx));
+        // Only short outputs left: nothing to do.
+        let short = Context::from_messages(ctx.to_messages()[..4].to_vec());
+        assert!(s.plan(&short, &budget, Trigger::Overflow).is_none());
     }
 
     #[test]

@@ -1,7 +1,11 @@
 //! `priority-chain`: the threshold priority chain of a staged paper-writing chat (seed 000).
 //!
 //! The document inserts a compaction layer between message building and an existing brute
-//! prune. When the estimate (`ceil(total content chars / 4)`, JavaScript string length, see
+//! prune, in a route that rebuilds its message list from the stored conversation on every
+//! request. In paper mode that list is first cut to its newest 40 messages (Task 9's legacy
+//! trim, `MAX_CHAT_HISTORY_PAIRS * 2`, which the document says "do NOT remove it yet"): every
+//! system message stays, then the newest `paper_trim_last` conversation messages, on every
+//! request that has more (step `trim`; the chain then estimates the trimmed list). When the estimate (`ceil(total content chars / 4)`, JavaScript string length, see
 //! [`CharsOver4`]) is over 85% of the window (`COMPACTION_TRIGGER`), it runs priorities in
 //! order and stops as soon as the estimate is under 85% again (strictly `<`):
 //!
@@ -38,8 +42,10 @@
 //!   as superseded and only the last is used. Stage ids are printed as they are: the document's
 //!   `getStageLabel` table is not part of it.
 //! - *Summary prompt*: [`PromptKind::PaperMidStage`] with the current stage (or `unknown`), or
-//!   [`PromptKind::GeneralChat`]; `maxTokens: 200`. An empty summary counts as a failure
-//!   (`result.text || null`).
+//!   [`PromptKind::GeneralChat`]; `maxTokens: 200`, and the prompts' "Max 500 karakter total"
+//!   as the request's character target (`summary_max_chars`), which the offline summarizer
+//!   fits. The messages go to the model whole (`[${m.role}]: ${m.content}`): no input cuts. An
+//!   empty summary counts as a failure (`result.text || null`).
 //!
 //! # Where this differs from the document, and why
 //!
@@ -54,7 +60,7 @@
 //!   ratios are params.
 //! - **The prune's body** is not in the document, which only names "the existing 80% brute
 //!   prune"; the route it modifies keeps the system messages and the last 50 conversation
-//!   messages (`keepLastN = 50`), exposed as `prune_keep_last`.
+//!   messages (`keepLastN = 50`), exposed as `prune_keep_last`, whose description says so.
 //! - **The test of Task 1 contradicts its code**: it expects `shouldPrune == false` at 436,000
 //!   chars and `shouldCompact == true` at 420,000 chars of a 128k window, which the formulas it
 //!   ships cannot produce (85% > 80%). We implement the formulas; the test module reproduces
@@ -63,13 +69,19 @@
 //!   point forward past the results of any call they would cut from its results (and P2 drops
 //!   a call and its results together), so no result is orphaned and no call loses its result;
 //!   `keep_tool_pairs = false` cuts at the document's raw counts.
-//! - **Compaction persists**: the route rebuilds the message list from the database on every
-//!   request, so each chain starts from the full history. In a replay the compacted context
-//!   carries over: an earlier digest is merged into the new one (its stage count and entries
-//!   are kept, as re-running P2 over all boundaries would), and an earlier P3 summary stays as
-//!   a system message, so a second P3 leaves two live summaries.
+//! - **Each request starts from the full history** (`rebuild_from_history`, default true): the
+//!   route rebuilds the message list from the database on every request, so the replay hands
+//!   the chain the full history before every call ([`Strategy::rebuilds_from_history`]) and
+//!   the chain, with its P3 model call, runs again on every call whose (trimmed) history is
+//!   over the trigger; every such call is counted. `rebuild_from_history = false` carries the
+//!   compacted context from call to call instead: an earlier digest is merged into the new one
+//!   (its stage count and entries are kept, as re-running P2 over all boundaries would), and an
+//!   earlier P3 summary stays as a system message, so a second P3 leaves two live summaries.
 //! - **No reactive path**: the route sends whatever the chain and the prune leave;
-//!   [`Strategy::reacts_to`] is false.
+//!   [`Strategy::reacts_to`] is false (`react_to_overflow = false`).
+//! - **The trim compacts under the threshold**: it runs on every paper-mode request over 40
+//!   messages, so [`Strategy::should_compact`] holds then too, and
+//!   [`ViolationKind::CompactedBelowThreshold`] is declared for such contexts.
 //!
 //! Deliberate invariant breaks (see [`Strategy::promises`]): role alternation (P1 removes user
 //! turns, P3 and P5 cut at counts), several live summaries after a second P3, and, when a
@@ -91,7 +103,7 @@ use crate::strategy::{
 };
 use crate::tokens::{js_len, CharsOver4, TokenCounter};
 
-pub const SUMMARY: &str = "Over 85% of the window (chars/4) strips chitchat, drops the oldest completed stages behind a stage digest, LLM-summarizes the oldest messages into a system message, then brute-prunes to the system messages and the last 50 at 80%.";
+pub const SUMMARY: &str = "In paper mode keeps only the newest 40 messages; over 85% of the window (chars/4) strips chitchat, drops the oldest completed stages behind a stage digest, LLM-summarizes the oldest messages into a system message, then brute-prunes to the system messages and the last 50 at 80%.";
 
 /// Text around the P3 summary (the document's exact wording).
 pub const SUMMARY_PREFIX: &str = "[RINGKASAN DISKUSI SEBELUMNYA]\n";
@@ -133,8 +145,14 @@ pub struct Params {
     pub prune_ratio: f64,
     /// Estimate the prune checks: `before_chain` (the route's code) or `after_chain` (its text).
     pub prune_check: PruneCheck,
-    /// Conversation messages the brute prune keeps, besides all system messages (the route's keepLastN = 50).
+    /// Conversation messages the brute prune keeps, besides all system messages (keepLastN = 50: not in the document, which only names "the existing 80% brute prune"; taken from the route it modifies).
     pub prune_keep_last: usize,
+    /// Paper mode: before the chain, every request keeps only its newest this-many conversation messages (Task 9's legacy trim, MAX_CHAT_HISTORY_PAIRS x 2 = 40, which the document says not to remove yet); 0 turns the trim off.
+    pub paper_trim_last: usize,
+    /// Every request starts from the full history, as the route rebuilds its message list from the stored conversation on each call, so the chain (and its P3 model call) runs again whenever the full history is over the threshold; `false` carries the compacted context from call to call instead.
+    pub rebuild_from_history: bool,
+    /// React to an over-window request by compacting again (the document has no such path: the route sends whatever the chain and the prune leave).
+    pub react_to_overflow: bool,
     /// P1: a user message longer than this (raw JavaScript length) is never chitchat (50).
     pub chitchat_max_length: u64,
     /// P1: chitchat is shorter than this once trimmed and lowercased (15).
@@ -151,6 +169,8 @@ pub struct Params {
     pub summarize_more_than: usize,
     /// Token cap of the P3 summary (maxTokens: 200).
     pub summary_max_tokens: u32,
+    /// Length the P3 prompts ask for, in characters ("Max 500 karakter total"), passed to the summarizer as its target.
+    pub summary_max_chars: u32,
     /// Move the P3 split and the P5 prune so they never separate a tool call from its results (not in the document, whose chat has no tools).
     pub keep_tool_pairs: bool,
 }
@@ -163,6 +183,9 @@ impl Default for Params {
             prune_ratio: 0.80,
             prune_check: PruneCheck::BeforeChain,
             prune_keep_last: 50,
+            paper_trim_last: 40,
+            rebuild_from_history: true,
+            react_to_overflow: false,
             chitchat_max_length: 50,
             chitchat_short_length: 15,
             paper_summarize_ratio: 0.3,
@@ -171,6 +194,7 @@ impl Default for Params {
             general_summarize_max: 20,
             summarize_more_than: 2,
             summary_max_tokens: 200,
+            summary_max_chars: 500,
             keep_tool_pairs: true,
         }
     }
@@ -336,9 +360,6 @@ impl PriorityChain {
         }
     }
 
-    fn budget_of(&self, ctx: &Context, budget: &Budget) -> ChainBudget {
-        self.check_context_budget(ctx.units(&self.estimator), budget.context_window)
-    }
 
     /// P1's test (`isChitchat`).
     pub fn is_chitchat(&self, m: &Message) -> bool {
@@ -365,7 +386,12 @@ impl PriorityChain {
     }
 
     fn slots_tokens(&self, ctx: &Context, slots: &[Slot]) -> u64 {
-        let units: u64 = slots
+        self.estimator.tokens_from_units(self.slots_units(ctx, slots))
+    }
+
+    /// The estimator's units (characters) of `slots`; summaries count 0.
+    fn slots_units(&self, ctx: &Context, slots: &[Slot]) -> u64 {
+        slots
             .iter()
             .map(|s| match s {
                 Slot::Keep { index } => ctx.get(*index).map_or(0, |e| e.units(&self.estimator)),
@@ -373,8 +399,28 @@ impl PriorityChain {
                 Slot::Mask { placeholder, .. } => js_len(placeholder),
                 Slot::Summary { .. } => 0,
             })
-            .sum();
-        self.estimator.tokens_from_units(units)
+            .sum()
+    }
+
+    /// Whether the paper-mode trim (Task 9) shortens `ctx`: paper mode, the trim on, and more
+    /// conversation messages than it keeps.
+    pub fn trims(&self, ctx: &Context) -> bool {
+        let keep = self.params.paper_trim_last;
+        keep > 0
+            && self.paper_mode(ctx)
+            && ctx.entries().iter().filter(|e| e.role() != Role::System).nth(keep).is_some()
+    }
+
+    /// The list the chain starts from: the whole context, or in paper mode the route's legacy
+    /// trim (`modelMessages.slice(-MAX_CHAT_HISTORY_PAIRS * 2)`): every system message, then the
+    /// newest `paper_trim_last` conversation messages (moved forward past a cut tool pair).
+    fn base(&self, ctx: &Context) -> Vec<Slot> {
+        let all: Vec<Slot> = (0..ctx.len()).map(|index| Slot::Keep { index }).collect();
+        if self.trims(ctx) {
+            self.keep_last(ctx, &all, self.params.paper_trim_last)
+        } else {
+            all
+        }
     }
 
     /// Completed stages, oldest first, with their boundaries (first and last entry).
@@ -446,11 +492,12 @@ impl PriorityChain {
     }
 
     /// P1, P2 and the P3 split, as far as they go without the summary.
-    fn run_chain(&self, ctx: &Context, thresholds: &ChainBudget, paper: bool) -> Chain {
+    fn run_chain(&self, ctx: &Context, base: Vec<Slot>, thresholds: &ChainBudget, paper: bool) -> Chain {
         let cthr = thresholds.compaction_threshold;
         let pairs = if self.params.keep_tool_pairs { tool_pairs(ctx) } else { Vec::new() };
+        let start = base.len();
         let mut chain = Chain {
-            slots: (0..ctx.len()).map(|index| Slot::Keep { index }).collect(),
+            slots: base,
             stripped: 0,
             compacted_stages: Vec::new(),
             resolved: None,
@@ -459,7 +506,7 @@ impl PriorityChain {
 
         // P1: strip chitchat.
         chain.slots.retain(|s| !slot_entry(s).and_then(|i| ctx.get(i)).is_some_and(|e| self.is_chitchat(e.message())));
-        chain.stripped = ctx.len() - chain.slots.len();
+        chain.stripped = start - chain.slots.len();
         if self.slots_tokens(ctx, &chain.slots) < cthr {
             chain.resolved = Some("P1");
             return chain;
@@ -516,15 +563,8 @@ impl PriorityChain {
             } else {
                 PromptKind::GeneralChat
             };
-            let request = SummaryRequest {
-                span,
-                prompt,
-                previous: None,
-                task: None,
-                max_tokens: self.params.summary_max_tokens,
-                target_tokens: None,
-                round: ctx.last_round() + 1,
-            };
+            let mut request = SummaryRequest::new(span, prompt, self.params.summary_max_tokens, ctx.last_round() + 1);
+            request.target_chars = Some(self.params.summary_max_chars);
             let mut layout = system;
             layout.push(Slot::Summary {
                 request: 0,
@@ -540,9 +580,14 @@ impl PriorityChain {
 
     /// P5: every system message, then the last `prune_keep_last` conversation messages.
     fn prune(&self, ctx: &Context, slots: &[Slot]) -> Vec<Slot> {
+        self.keep_last(ctx, slots, self.params.prune_keep_last)
+    }
+
+    /// Every system slot, then the last `keep` conversation slots (moved forward past a cut
+    /// tool pair when `keep_tool_pairs`).
+    fn keep_last(&self, ctx: &Context, slots: &[Slot], keep: usize) -> Vec<Slot> {
         let (mut out, conversation): (Vec<Slot>, Vec<Slot>) =
             slots.iter().cloned().partition(|s| slot_role(ctx, s) == Role::System);
-        let keep = self.params.prune_keep_last;
         let mut k = conversation.len().saturating_sub(keep);
         if self.params.keep_tool_pairs && k > 0 {
             let seq: Vec<Option<usize>> = conversation.iter().map(slot_entry).collect();
@@ -552,9 +597,16 @@ impl PriorityChain {
         out
     }
 
-    /// The priorities that acted, joined (`P1+P3+P5`).
-    fn steps(stripped: usize, stages: usize, summarized: bool, p4: bool, pruned: bool) -> String {
-        let acted = [(stripped > 0, "P1"), (stages > 0, "P2"), (summarized, "P3"), (p4, "P4"), (pruned, "P5")];
+    /// The priorities that acted, joined (`trim+P1+P3+P5`).
+    fn steps(trimmed: bool, stripped: usize, stages: usize, summarized: bool, p4: bool, pruned: bool) -> String {
+        let acted = [
+            (trimmed, "trim"),
+            (stripped > 0, "P1"),
+            (stages > 0, "P2"),
+            (summarized, "P3"),
+            (p4, "P4"),
+            (pruned, "P5"),
+        ];
         let s: Vec<&str> = acted.iter().filter(|(a, _)| *a).map(|(_, n)| *n).collect();
         if s.is_empty() {
             "none".to_string()
@@ -584,38 +636,51 @@ impl Strategy for PriorityChain {
         out.sort_by_key(|(_, t)| *t);
         out
     }
-    fn reacts_to(&self, _trigger: Trigger) -> bool {
-        false
+    fn reacts_to(&self, trigger: Trigger) -> bool {
+        trigger == Trigger::Overflow && self.params.react_to_overflow
+    }
+    fn rebuilds_from_history(&self) -> bool {
+        self.params.rebuild_from_history
+    }
+    /// Over the threshold, or in paper mode with more conversation messages than the trim keeps
+    /// (the route trims every such request before it estimates).
+    fn should_compact(&self, ctx: &Context, budget: &Budget) -> bool {
+        self.threshold(ctx, budget).is_some_and(|t| self.estimate(ctx) > t) || self.trims(ctx)
     }
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
-        let b = self.budget_of(ctx, budget);
-        if !b.should_compact && !b.should_prune {
+        let paper = self.paper_mode(ctx);
+        let base = self.base(ctx);
+        let trimmed = ctx.len() - base.len();
+        let b = self.check_context_budget(self.slots_units(ctx, &base), budget.context_window);
+        if !b.should_compact && !b.should_prune && trimmed == 0 {
             return None;
         }
-        let paper = self.paper_mode(ctx);
         let mut notes = serde_json::Map::new();
         notes.insert("mode".into(), json!(if paper { "paper" } else { "general" }));
+        notes.insert("trimmed".into(), json!(trimmed));
         notes.insert("estimate_before".into(), json!(b.total_tokens));
         notes.insert("compaction_threshold".into(), json!(b.compaction_threshold));
         notes.insert("prune_threshold".into(), json!(b.prune_threshold));
         notes.insert("chain_ran".into(), json!(b.should_compact));
         if !b.should_compact {
-            // Between the prune threshold and the trigger: the prune alone.
-            let slots: Vec<Slot> = (0..ctx.len()).map(|index| Slot::Keep { index }).collect();
-            if is_identity(ctx, &self.prune(ctx, &slots)) {
+            // Under the trigger: the trim, and between the prune threshold and the trigger the
+            // prune, alone.
+            let fin = if b.should_prune { self.prune(ctx, &base) } else { base.clone() };
+            if is_identity(ctx, &fin) {
                 return None;
             }
-            let mut plan = Plan::deterministic(trigger, "P5", slots);
+            let step = if trimmed > 0 { "trim" } else { "P5" };
+            let mut plan = Plan::deterministic(trigger, step, base);
             plan.notes = notes;
             return Some(plan);
         }
-        let chain = self.run_chain(ctx, &b, paper);
+        let chain = self.run_chain(ctx, base, &b, paper);
         notes.insert("stripped_chitchat".into(), json!(chain.stripped));
         notes.insert("compacted_stages".into(), json!(chain.compacted_stages));
         if let Some(r) = chain.resolved {
             notes.insert("resolved_at".into(), json!(r));
         }
-        let steps = Self::steps(chain.stripped, chain.compacted_stages.len(), false, false, false);
+        let steps = Self::steps(trimmed > 0, chain.stripped, chain.compacted_stages.len(), false, false, false);
         match chain.p3 {
             Some((request, layout)) => {
                 notes.insert("summarized_messages".into(), json!(request.span.len()));
@@ -659,7 +724,7 @@ impl Strategy for PriorityChain {
             (Some(_), Fallback::Unchanged) => return apply_layout(self, ctx, budget, plan, summaries),
         };
         let summarized = !plan.requests.is_empty() && failure.is_none();
-        let b = self.budget_of(ctx, budget);
+        let b = self.check_context_budget(self.slots_units(ctx, &self.base(ctx)), budget.context_window);
         let paper = plan.notes.get("mode").and_then(Value::as_str) == Some("paper");
         let chain_ran = plan.notes.get("chain_ran").and_then(Value::as_bool).unwrap_or(b.should_compact);
         let chained = build_layout(ctx, layout, &plan.requests, summaries);
@@ -692,6 +757,7 @@ impl Strategy for PriorityChain {
         notes.insert("pruned".into(), json!(pruned));
 
         let stripped = notes.get("stripped_chitchat").and_then(Value::as_u64).unwrap_or(0) as usize;
+        let trimmed = notes.get("trimmed").and_then(Value::as_u64).unwrap_or(0);
         let stages = notes.get("compacted_stages").and_then(Value::as_array).map_or(0, |a| a.len());
         let estimate_after = self.estimate(&built.context);
         let shortfall =
@@ -699,7 +765,7 @@ impl Strategy for PriorityChain {
         let event = CompactionEvent {
             strategy: self.name().to_string(),
             trigger: plan.trigger,
-            step: Self::steps(stripped, stages, summarized, p4, pruned > 0),
+            step: Self::steps(trimmed > 0, stripped, stages, summarized, p4, pruned > 0),
             estimate_before: self.estimate(ctx),
             estimate_after,
             messages_before: ctx.len(),
@@ -725,6 +791,10 @@ impl Strategy for PriorityChain {
         }
         if !self.params.keep_tool_pairs {
             deviations.extend([ViolationKind::OrphanToolResult, ViolationKind::UnansweredToolCall]);
+        }
+        if self.trims(ctx) {
+            // The paper-mode trim runs on every request, under the threshold too.
+            deviations.push(ViolationKind::CompactedBelowThreshold);
         }
         // The tail the plan keeps verbatim, assuming the prune runs (it only shortens it).
         let recent_window = match self.plan(ctx, budget, Trigger::Proactive) {
@@ -1026,7 +1096,11 @@ mod tests {
 
     #[test]
     fn p3_counts_in_paper_mode_are_30_percent_at_most_30() {
-        let s = with(|p| p.mode = Mode::Paper);
+        // The P3 rule on its own: without Task 9's trim, which keeps 40 of them.
+        let s = with(|p| {
+            p.mode = Mode::Paper;
+            p.paper_trim_last = 0;
+        });
         assert_eq!(p3_count(&s, 10), Some(3));
         assert_eq!(p3_count(&s, 50), Some(15));
         assert_eq!(p3_count(&s, 99), Some(29));
@@ -1228,6 +1302,91 @@ mod tests {
         let summarized = build_layout(&ctx, &plan.layout, &plan.requests, &[Ok("- s".into())]);
         assert!(!check_context(&summarized.context).is_empty());
         assert!(raw.promises(&ctx, &budget).documented_deviations.contains(&ViolationKind::OrphanToolResult));
+    }
+
+    // ---- Task 9, Task 7 and Task 5 ----
+
+    /// Task 9, "Remove legacy paper message trimming": the route keeps only the last
+    /// `MAX_CHAT_HISTORY_PAIRS * 2` = 40 messages in paper mode, and the document says "do NOT
+    /// remove it yet".
+    #[test]
+    fn task_9_paper_mode_keeps_only_the_newest_40_messages() {
+        let s = with(|p| p.mode = Mode::Paper);
+        assert_eq!(Params::default().paper_trim_last, 40);
+        let ctx = Context::from_messages(convo(60, 20));
+        let budget = Budget::new(1_000_000);
+        assert!(!s.check_context_budget(ctx.units(&CharsOver4), 1_000_000).should_prune, "far under every threshold");
+        assert!(s.should_compact(&ctx, &budget), "the trim runs on every request over 40 messages");
+        let plan = s.plan(&ctx, &budget, Trigger::Proactive).expect("the trim");
+        assert_eq!(plan.step, "trim");
+        let out = s.apply(&ctx, &budget, &plan, &[]);
+        assert_eq!(out.context.len(), 1 + 40);
+        assert_eq!(out.context.get(0).map(|e| e.role()), Some(Role::System));
+        assert_eq!(out.context.get(1).map(|e| e.origin().clone()), Some(Origin::Recorded { index: 21 }));
+        assert_eq!(out.event.step, "trim");
+        assert_eq!(note(&out, "trimmed"), &json!(20));
+        // The trim is declared: it compacts under the threshold.
+        let promised = s.promises(&ctx, &budget).documented_deviations;
+        assert!(promised.contains(&ViolationKind::CompactedBelowThreshold));
+        assert!(undocumented(&s, &ctx, &budget, &out).is_empty());
+        // 40 messages or fewer, general chat, or the trim off: nothing to do.
+        let forty = Context::from_messages(convo(40, 20));
+        assert!(!s.should_compact(&forty, &budget));
+        assert!(s.plan(&forty, &budget, Trigger::Proactive).is_none());
+        assert!(!with(|p| p.mode = Mode::General).should_compact(&ctx, &budget));
+        let off = with(|p| {
+            p.mode = Mode::Paper;
+            p.paper_trim_last = 0;
+        });
+        assert!(!off.should_compact(&ctx, &budget));
+    }
+
+    /// Task 7: the chain runs on the trimmed list (the trim at lines 413-421 comes before the
+    /// compaction layer at 492-526), so its thresholds see 40 messages, not 60.
+    #[test]
+    fn task_7_the_chain_estimates_the_trimmed_list() {
+        let s = with(|p| p.mode = Mode::Paper);
+        let ctx = Context::from_messages(convo(60, 100));
+        // 60 x 100 chars = 1,500 tokens in all; 40 of them are 1,000 (+ the system prompt).
+        let budget = Budget::new(1_250);
+        assert!(s.check_context_budget(ctx.units(&CharsOver4), 1_250).should_compact);
+        let plan = s.plan(&ctx, &budget, Trigger::Proactive).expect("the trim");
+        assert_eq!(plan.notes.get("chain_ran"), Some(&json!(false)), "{:?}", plan.notes);
+        assert!(plan.requests.is_empty());
+        // A window the trimmed list is still over: P3 summarizes 30% of the 40.
+        let plan = s.plan(&ctx, &Budget::new(1_000), Trigger::Proactive).expect("the chain");
+        assert_eq!(plan.requests[0].span.len(), 12);
+        assert!(plan.step.starts_with("trim+"), "{}", plan.step);
+    }
+
+    /// Task 7: the route runs the chain on `fullMessagesBase` rebuilt from the stored
+    /// conversation on every request, so the default starts from the full history.
+    #[test]
+    fn task_7_rebuilds_from_the_full_history_by_default() {
+        assert!(Params::default().rebuild_from_history);
+        assert!(chain().rebuilds_from_history());
+        assert!(!with(|p| p.rebuild_from_history = false).rebuilds_from_history());
+    }
+
+    /// Task 5: "Max 500 karakter total" is the summary's target, under `maxTokens: 200`.
+    #[test]
+    fn task_5_the_summary_aims_at_500_characters() {
+        let s = chain();
+        let ctx = Context::from_messages(convo(30, 100));
+        let plan = s.plan(&ctx, &Budget::new(100), Trigger::Proactive).expect("a plan");
+        let request = &plan.requests[0];
+        assert_eq!(request.target_chars, Some(500));
+        assert_eq!(request.max_tokens, 200);
+        // `[${m.role}]: ${m.content}`: the messages go to the model whole.
+        assert_eq!(request.input, crate::strategy::InputCuts::NONE);
+    }
+
+    /// Task 7 inserts the chain before the brute prune and nothing catches a rejected request.
+    #[test]
+    fn no_reactive_path_unless_asked() {
+        assert!(!chain().reacts_to(Trigger::Overflow));
+        assert!(!chain().reacts_to(Trigger::LengthStop));
+        assert!(with(|p| p.react_to_overflow = true).reacts_to(Trigger::Overflow));
     }
 
     // ---- params ----

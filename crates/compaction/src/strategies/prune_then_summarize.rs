@@ -3,9 +3,13 @@
 //! The document's rules, as its code has them:
 //!
 //! - **Estimate**: the token service's `countMessageTokens`, 4 tokens of role overhead per
-//!   message plus `ceil(chars / 4)` for its text, each tool call's name and JSON arguments, and
-//!   each tool output's `JSON.stringify(output)` ([`CharsOver4Role4`]). A cleared output counts
-//!   as `countTokens('[Output cleared]')` (4 tokens), whatever its placeholder says. The
+//!   message plus gpt-tokenizer's count (o200k_base, the encoding of current OpenAI models) of
+//!   its text, of each tool call's name and JSON arguments, and of each tool output's
+//!   `JSON.stringify(output)` ([`BpeRole4`]). A cleared output counts as
+//!   `countTokens('[Output cleared]')` (4 tokens), whatever its placeholder says. Gap 6's 10%
+//!   margin for non-OpenAI models (`Math.ceil(baseCount * 1.1)` per counted text) applies when
+//!   `model_id` does not start with `openai/` (`non_openai_margin`, 0.1); the default model is
+//!   the table's `openai/gpt-4o`, so no margin. The
 //!   document counts its `RichMessage` list, which has no system role (the AI SDK takes the
 //!   system prompt separately), so the system prompt is not part of the estimate.
 //! - **Overflow** (`checkOverflow`): tokens > context window - output reserve (4,096); see
@@ -26,7 +30,13 @@
 //!   [`PromptKind::Continuation`] request (at most 2,000 tokens) over the whole conversation after
 //!   the system prompt, as `compact(currentMessages)` passes it, without the error-only assistant
 //!   messages (Gap 1: an assistant message with an error and neither text nor tool calls; an
-//!   error is [`Message::is_error`] or `finish_reason = "error"`).
+//!   error is [`Message::is_error`] or `finish_reason = "error"`). `messagesToText` cuts each
+//!   tool output to its first 500 characters; [`INPUT_CUTS`] carries that cut on the request,
+//!   so the offline summarizer reads what the LLM path sends.
+//! - **End-of-run prune** (Gap 5, "PRUNE runs at END, even on error"): on by default
+//!   (`end_of_run_prune`). The replay only asks before model calls, so when a new user message
+//!   follows a finished run it prunes the context as it was at the end of that run. It compacts
+//!   below the overflow line, a documented [`ViolationKind::CompactedBelowThreshold`].
 //! - **Placement** (Implementation Notes, Gap 9): the system prompt unchanged, then the pair
 //!   `user: What have we accomplished in our conversation so far? Summarize our progress, current
 //!   state, and next steps.` / `assistant: <summary>`, then the last 2 turns verbatim. A turn is
@@ -57,10 +67,8 @@
 //!   conversation?` ([`CONVERTER_REQUEST`]). Gap 9 is the default (`summary_request`).
 //! - The architecture diagram says "tokens > 80% of model limit?"; no code does that, so it is
 //!   not implemented. The model-limit table is replaced by [`Budget::context_window`].
-//! - The token service counts with gpt-tokenizer where it can; this strategy uses the
-//!   document's `estimateTokens` fallback (`ceil(chars / 4)`) throughout. The document groups
-//!   parallel tool results into one tool message with one role overhead; here each result is
-//!   its own message with its own 4 tokens.
+//! - The document groups parallel tool results into one tool message with one role overhead;
+//!   here each result is its own message with its own 4 tokens.
 //! - The summarizer is handed entries of the current context by index, so for outputs this
 //!   same plan clears it sees the original text where the document shows it
 //!   `[<tool> result: cleared]`; the plan lists them in its `cleared` note.
@@ -71,13 +79,9 @@
 //!   here the pruned context is kept ([`Fallback::Layout`]), or the context is unchanged if
 //!   nothing was pruned.
 //! - The document has no reactive path (a context-length error only reaches the UI), so the
-//!   strategy does not react to [`Trigger::Overflow`]; a caller that forces a plan gets prune
-//!   and summary without the overflow check.
-//! - OpenCode and Gap 5 also prune at the end of each agent run, overflow or not. The replay
-//!   only asks before model calls, so that cleanup is the opt-in `prune_after_run`: when a new
-//!   user message follows a finished run it prunes the context as it was at the end of that
-//!   run. It compacts below the overflow line, a documented
-//!   [`ViolationKind::CompactedBelowThreshold`].
+//!   strategy does not react to [`Trigger::Overflow`] (`react_to_overflow = false`); a caller
+//!   that forces a plan gets prune and summary without the overflow check.
+//! - An empty summary is a failed one (the pruned context is kept), as for every strategy.
 //! - `minTurnsToKeep || 2` makes 0 mean 2 in the summary path; 0 is rejected.
 
 use schemars::JsonSchema;
@@ -87,13 +91,15 @@ use super::ParamError;
 use crate::context::{Context, Entry, Inserted, Origin};
 use crate::invariants::ViolationKind;
 use crate::message::{Message, Role};
-use crate::strategy::{Budget, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
-use crate::tokens::{js_ceil4, CharsOver4Role4, TokenCounter};
+use crate::strategy::{
+    Budget, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger,
+};
+use crate::tokens::{BpeRole4, TokenCounter};
 
-pub const SUMMARY: &str = "Seed 004 (OpenCode-style): once 4 + ceil(chars/4) per message passes the window minus a \
+pub const SUMMARY: &str = "Seed 004 (OpenCode-style): once 4 + o200k tokens per message passes the window minus a \
      4,096-token output reserve, clears old tool outputs beyond the newest 40,000 tool-output tokens and the last 2 \
      turns; if still over, summarizes the conversation with a continuation prompt into a user/assistant pair after \
-     the unchanged system prompt and keeps the last 2 turns.";
+     the unchanged system prompt and keeps the last 2 turns; also prunes old outputs at the end of each run.";
 
 /// What the pruner writes over a cleared tool output (`pruneToolOutputs`).
 pub const CLEARED_OUTPUT: &str = "[Tool output cleared - see conversation summary]";
@@ -107,6 +113,14 @@ pub const SUMMARY_REQUEST: &str =
 
 /// The Implementation Notes' conversion of the compaction marker, the other text the document gives.
 pub const CONVERTER_REQUEST: &str = "What have we accomplished so far in this conversation?";
+
+/// The first model of the document's `MODEL_LIMITS` table, an OpenAI model counted with
+/// o200k_base, the encoding the benchmark meters with.
+pub const DEFAULT_MODEL_ID: &str = "openai/gpt-4o";
+
+/// Tool results reach the summarizer cut to their first 500 characters (`messagesToText`:
+/// `JSON.stringify(part.output).slice(0, 500)`); other messages whole.
+pub const INPUT_CUTS: InputCuts = InputCuts { message_chars: None, tool_result_chars: Some(500) };
 
 /// Role overhead per message (`countMessageTokens`).
 pub const ROLE_OVERHEAD: u64 = 4;
@@ -134,9 +148,19 @@ pub struct Params {
     /// Discard a prune that saves less than `prune_minimum` tokens. The document's code keeps
     /// the cleared outputs and only stops reporting them (false).
     pub strict_prune_minimum: bool,
-    /// Also prune at the end of each agent run, below the overflow line (OpenCode's cleanup
-    /// prune, Gap 5): done when the next user message arrives.
-    pub prune_after_run: bool,
+    /// Prune at the end of each agent run, below the overflow line too (Gap 5: "PRUNE runs at
+    /// END, even on error"): done when the next user message arrives.
+    #[serde(alias = "prune_after_run")]
+    pub end_of_run_prune: bool,
+    /// The model the token service counts for (`modelId`): an id not starting with `openai/`
+    /// gets Gap 6's safety margin on every count.
+    pub model_id: String,
+    /// Gap 6's safety margin for non-OpenAI models (`Math.ceil(baseCount * 1.1)`: 0.1), applied
+    /// to each counted text when `model_id` is not an OpenAI model.
+    pub non_openai_margin: f64,
+    /// React to an over-window request by pruning and summarizing without the overflow check
+    /// (the document has no such path: a context-length error only reaches the UI).
+    pub react_to_overflow: bool,
     /// Text written over a cleared tool output. The document's converter sends
     /// `{"status":"compacted","message":"Output cleared - see summary"}` instead.
     pub placeholder: String,
@@ -156,7 +180,10 @@ impl Default for Params {
             prune_minimum: 20_000,
             min_turns_to_keep: 2,
             strict_prune_minimum: false,
-            prune_after_run: false,
+            end_of_run_prune: true,
+            model_id: DEFAULT_MODEL_ID.to_string(),
+            non_openai_margin: BpeRole4::DOCUMENT_MARGIN,
+            react_to_overflow: false,
             placeholder: CLEARED_OUTPUT.to_string(),
             summary_request: SUMMARY_REQUEST.to_string(),
             summary_max_tokens: 2_000,
@@ -199,7 +226,7 @@ impl PruneBudget {
 /// The `prune-then-summarize` strategy.
 #[derive(Debug, Clone)]
 pub struct PruneThenSummarize {
-    estimator: CharsOver4Role4,
+    estimator: BpeRole4,
     params: Params,
 }
 
@@ -234,15 +261,12 @@ fn is_cleared(e: &Entry) -> bool {
     e.role() == Role::Tool && matches!(e.origin(), Origin::Masked { .. })
 }
 
-/// Tokens of a cleared output's message: role overhead plus `[Output cleared]`.
-fn cleared_message_tokens() -> u64 {
-    ROLE_OVERHEAD + js_ceil4(CLEARED_COUNTED_AS)
-}
 
 impl PruneThenSummarize {
     pub fn new(params: Params) -> Result<PruneThenSummarize, ParamError> {
         validate(&params)?;
-        Ok(PruneThenSummarize { estimator: CharsOver4Role4, params })
+        let margin = (!params.model_id.starts_with("openai/")).then_some(params.non_openai_margin);
+        Ok(PruneThenSummarize { estimator: BpeRole4::new(margin), params })
     }
 
     pub fn params(&self) -> &Params {
@@ -256,6 +280,11 @@ impl PruneThenSummarize {
             output_reserve: self.params.output_reserve,
             approaching_ratio: self.params.approaching_ratio,
         }
+    }
+
+    /// Tokens of a cleared output's message: role overhead plus `countTokens('[Output cleared]')`.
+    fn cleared_message_tokens(&self) -> u64 {
+        ROLE_OVERHEAD + self.estimator.count(CLEARED_COUNTED_AS)
     }
 
     /// Tokens of a tool output without the role overhead (`countPartTokens` of its result part).
@@ -309,7 +338,7 @@ impl PruneThenSummarize {
     /// `pruneToolOutputs` over entries `..end`.
     fn prune(&self, ctx: &Context, end: usize) -> Prune {
         let mut out = Prune::default();
-        let cleared_tokens = js_ceil4(CLEARED_COUNTED_AS) as i64;
+        let cleared_tokens = self.estimator.count(CLEARED_COUNTED_AS) as i64;
         let mut total: u64 = 0;
         let mut turns = 0;
         for i in (0..end).rev() {
@@ -385,10 +414,10 @@ impl PruneThenSummarize {
         ctx.entries().iter().rev().find(|e| e.role() == Role::Assistant).is_some_and(|e| e.origin().is_summary())
     }
 
-    /// The end-of-run cleanup prune (`prune_after_run`): when user messages follow a finished
+    /// The end-of-run cleanup prune (`end_of_run_prune`): when user messages follow a finished
     /// run (an assistant message without tool calls), prune the context as it was then.
     fn cleanup_plan(&self, ctx: &Context, trigger: Trigger) -> Option<Plan> {
-        if !self.params.prune_after_run {
+        if !self.params.end_of_run_prune {
             return None;
         }
         let n = ctx.len();
@@ -427,6 +456,9 @@ fn validate(p: &Params) -> Result<(), ParamError> {
     if p.summary_max_tokens == 0 {
         return err("summary_max_tokens", "must be at least 1");
     }
+    if !(p.non_openai_margin.is_finite() && (0.0..=1.0).contains(&p.non_openai_margin)) {
+        return err("non_openai_margin", "must be in [0, 1]");
+    }
     Ok(())
 }
 
@@ -445,7 +477,7 @@ impl Strategy for PruneThenSummarize {
             t = t.saturating_sub(sys.tokens(&self.estimator));
         }
         for e in ctx.entries().iter().filter(|e| is_cleared(e)) {
-            t = t.saturating_sub(e.tokens(&self.estimator)) + cleared_message_tokens();
+            t = t.saturating_sub(e.tokens(&self.estimator)) + self.cleared_message_tokens();
         }
         t
     }
@@ -456,8 +488,8 @@ impl Strategy for PruneThenSummarize {
         let over = !Self::last_finished_is_summary(ctx) && self.prune_budget(budget).is_overflow(self.estimate(ctx));
         over || self.cleanup_plan(ctx, Trigger::Proactive).is_some()
     }
-    fn reacts_to(&self, _trigger: Trigger) -> bool {
-        false
+    fn reacts_to(&self, trigger: Trigger) -> bool {
+        trigger == Trigger::Overflow && self.params.react_to_overflow
     }
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
         let line = self.prune_budget(budget);
@@ -493,15 +525,8 @@ impl Strategy for PruneThenSummarize {
         let (span, dropped): (Vec<usize>, Vec<usize>) =
             (body..n).partition(|&i| !is_error_only(ctx.entries()[i].message()));
         let round = ctx.last_round() + 1;
-        let request = SummaryRequest {
-            span,
-            prompt: PromptKind::Continuation,
-            previous: None,
-            task: None,
-            max_tokens: self.params.summary_max_tokens,
-            target_tokens: None,
-            round,
-        };
+        let mut request = SummaryRequest::new(span, PromptKind::Continuation, self.params.summary_max_tokens, round);
+        request.input = INPUT_CUTS;
         let mut layout = Vec::with_capacity(n - recent + 3);
         if body == 1 {
             layout.push(Slot::Keep { index: 0 });
@@ -539,7 +564,7 @@ impl Strategy for PruneThenSummarize {
         let body = Self::body_start(ctx);
         let recent = self.recent_start(ctx, body, ctx.len());
         let mut documented_deviations = Vec::new();
-        if self.params.prune_after_run {
+        if self.params.end_of_run_prune {
             documented_deviations.push(ViolationKind::CompactedBelowThreshold);
         }
         Promises { keeps_system_prompt: true, recent_window: ctx.len() - recent, documented_deviations }
@@ -565,9 +590,15 @@ mod tests {
         PruneThenSummarize::new(p).unwrap()
     }
 
-    /// A plain-text tool output of exactly `t` tokens: `JSON.stringify` adds 2 quotes.
+    /// A plain-text tool output of exactly `t` o200k tokens once `JSON.stringify` adds its 2
+    /// quotes (each ` x` is one token, as is each quote; `""` is one token).
     fn output(t: u64) -> String {
-        "x".repeat((4 * t - 2) as usize)
+        " x".repeat(t.saturating_sub(2) as usize)
+    }
+
+    /// `countTokens` of gpt-tokenizer: o200k_base.
+    fn bpe(text: &str) -> u64 {
+        crate::tokens::Exact::o200k().count(text)
     }
 
     /// Builds conversations turn by turn.
@@ -611,37 +642,95 @@ mod tests {
 
     // ---- Phase 1: token service and overflow detection ----
 
+    /// Phase 1's token service: `countMessageTokens` = 4 (role overhead) + `countPartTokens`,
+    /// which counts with gpt-tokenizer (o200k_base): text, tool name + `JSON.stringify(input)`,
+    /// `JSON.stringify(output)`.
     #[test]
     fn token_service_counts_text_calls_and_outputs() {
         let s = strategy();
         let e = s.estimator();
-        // 4 + ceil(9 / 4)
-        assert_eq!(e.message_tokens(&Message::user("abcd efgh")), 7);
-        // tool call: 4 + ceil("get_page" 8 / 4) + ceil(`{"id":"p"}` 10 / 4)
+        assert_eq!(e.name(), "o200k_base+4");
+        assert_eq!(e.message_tokens(&Message::user("abcd efgh")), 4 + bpe("abcd efgh"));
         let call = ToolCall { id: "c".into(), name: "get_page".into(), arguments: r#"{"id":"p"}"#.into() };
-        assert_eq!(e.message_tokens(&Message::assistant_calls("", vec![call])), 4 + 2 + 3);
-        // tool result: JSON.stringify("hello") is 7 characters
-        assert_eq!(e.message_tokens(&Message::tool_result("c", "get_page", "hello")), 4 + 2);
-        // an object output counts in compact form: {"a":1} is 7 characters
-        assert_eq!(e.message_tokens(&Message::tool_result("c", "get_page", "{ \"a\" : 1 }")), 4 + 2);
-        // newlines are escaped: "a\nb" is 6 characters
-        assert_eq!(e.message_tokens(&Message::tool_result("c", "get_page", "a\nb")), 4 + 2);
+        assert_eq!(
+            e.message_tokens(&Message::assistant_calls("", vec![call])),
+            4 + bpe("get_page") + bpe(r#"{"id":"p"}"#)
+        );
+        // tool result: JSON.stringify("hello")
+        assert_eq!(e.message_tokens(&Message::tool_result("c", "get_page", "hello")), 4 + bpe("\"hello\""));
+        // an object output counts in compact form: {"a":1}
+        assert_eq!(
+            e.message_tokens(&Message::tool_result("c", "get_page", "{ \"a\" : 1 }")),
+            4 + bpe(r#"{"a":1}"#)
+        );
+        // newlines are escaped
+        assert_eq!(e.message_tokens(&Message::tool_result("c", "get_page", "a\nb")), 4 + bpe(r#""a\nb""#));
         assert_eq!(e.message_tokens(&Message::tool_result("c", "get_page", output(250))), 254);
+        assert_eq!(e.message_tokens(&Message::tool_result("c", "get_page", output(2))), 6);
+        // The BPE count, not chars/4: 40 digits are 14 tokens (groups of 3), not 10.
+        let digits = "0123456789".repeat(4);
+        assert_eq!(e.message_tokens(&Message::user(digits.clone())), 4 + 14);
+        assert_eq!(crate::tokens::CharsOver4Role4.message_tokens(&Message::user(digits)), 4 + 10);
+    }
+
+    /// Gap 6, "Add 10% safety margin for non-OpenAI models": `Math.ceil(baseCount * 1.1)` per
+    /// counted text when the model id does not start with `openai/`.
+    #[test]
+    fn gap_6_margin_for_non_openai_models() {
+        let p = Params::default();
+        assert_eq!(p.non_openai_margin, 0.1);
+        assert_eq!(p.model_id, "openai/gpt-4o");
+        let openai = strategy();
+        let claude = with(|p| p.model_id = "anthropic/claude-3.5-sonnet".into());
+        let m = Message::user(output(250));
+        let base = bpe(&m.content);
+        assert_eq!(openai.estimator().message_tokens(&m), 4 + base);
+        assert_eq!(claude.estimator().message_tokens(&m), 4 + (base as f64 * 1.1).ceil() as u64);
+        let none = with(|p| {
+            p.model_id = "google/gemini-1.5-pro".into();
+            p.non_openai_margin = 0.0;
+        });
+        assert_eq!(none.estimator().message_tokens(&m), 4 + base);
+        assert!(PruneThenSummarize::new(Params { non_openai_margin: -0.1, ..Params::default() }).is_err());
+    }
+
+    /// `messagesToText`: tool results reach the summarizer as `JSON.stringify(output)` cut to
+    /// 500 characters; text parts whole. The cut travels on the request.
+    #[test]
+    fn the_summary_input_cuts_tool_results_to_500_characters() {
+        let s = strategy();
+        let ctx = summary_ctx();
+        let plan = s.plan(&ctx, &Budget::new(128_000), Trigger::Proactive).unwrap();
+        assert_eq!(plan.requests[0].input, InputCuts { message_chars: None, tool_result_chars: Some(500) });
+        let result = ctx.entries().iter().find(|e| e.role() == Role::Tool).unwrap().message();
+        assert_eq!(plan.requests[0].input.apply(result).content.chars().count(), 500);
+        let long = Message::user("y".repeat(5_000));
+        assert_eq!(plan.requests[0].input.apply(&long).content.len(), 5_000);
+    }
+
+    /// No reactive path by default: a context-length error only reaches the UI.
+    #[test]
+    fn no_reactive_path_unless_asked() {
+        assert!(!strategy().reacts_to(Trigger::Overflow));
+        assert!(with(|p| p.react_to_overflow = true).reacts_to(Trigger::Overflow));
+        assert!(!with(|p| p.react_to_overflow = true).reacts_to(Trigger::LengthStop));
     }
 
     #[test]
     fn estimate_leaves_out_the_system_prompt_and_counts_cleared_outputs_as_the_document_does() {
         let s = strategy();
         let ctx = Conv::new().turn(&[1_000]).ctx();
-        // user "u0" 5, call 9, output 1,004, "ok" 5
-        assert_eq!(s.estimate(&ctx), 5 + 9 + 1_004 + 5);
+        // user "u0", the call, the output (4 + 1,000), "ok"
+        let (user, call, ok) = (4 + bpe("u0"), 4 + bpe("get_page") + bpe(r#"{"id":"p"}"#), 4 + bpe("ok"));
+        assert_eq!(s.estimate(&ctx), user + call + 1_004 + ok);
         let mut entries = ctx.entries().to_vec();
         let mut m = entries[3].message().clone();
         m.content = CLEARED_OUTPUT.to_string();
         entries[3] = Entry::new(m, Origin::Masked { index: 3 });
         let pruned = Context::from_entries(entries);
-        // a cleared output is 4 + countTokens('[Output cleared]') = 8, not its 48-character text
-        assert_eq!(s.estimate(&pruned), 5 + 9 + 8 + 5);
+        // a cleared output is 4 + countTokens('[Output cleared]') = 8, not its own text
+        assert_eq!(bpe(CLEARED_COUNTED_AS), 4);
+        assert_eq!(s.estimate(&pruned), user + call + 8 + ok);
     }
 
     #[test]
@@ -1001,8 +1090,10 @@ mod tests {
         assert_eq!(s.promises(&ctx, &budget).recent_window, ctx.len() - 1);
     }
 
+    /// Gap 5, "PRUNE runs at END, even on error (cleanup)": the end-of-run prune runs by
+    /// default; `end_of_run_prune = false` turns it off.
     #[test]
-    fn cleanup_prune_after_a_run_is_opt_in() {
+    fn gap_5_end_of_run_prune_runs_by_default() {
         let mut c = Conv::new();
         for _ in 0..8 {
             c = c.turn(&[10_000]);
@@ -1011,8 +1102,14 @@ mod tests {
         m.push(Message::user("next request"));
         let ctx = Context::from_messages(m);
         let big = Budget::new(1_000_000);
-        assert!(!strategy().should_compact(&ctx, &big));
-        let s = with(|p| p.prune_after_run = true);
+        assert!(Params::default().end_of_run_prune);
+        let off = with(|p| p.end_of_run_prune = false);
+        assert!(!off.should_compact(&ctx, &big));
+        assert!(off.plan(&ctx, &big, Trigger::Proactive).is_none());
+        // The old name still reads.
+        let old: Params = serde_json::from_str(r#"{"prune_after_run": false}"#).unwrap();
+        assert!(!old.end_of_run_prune);
+        let s = strategy();
         assert!(s.should_compact(&ctx, &big));
         let plan = s.plan(&ctx, &big, Trigger::Proactive).unwrap();
         assert_eq!(plan.step, "cleanup-prune");

@@ -14,8 +14,10 @@
 //!   limit ([`Trigger::LengthStop`], `finish_reason = "length"`) the document recalculates the
 //!   budget and compacts only if `ShouldCompact` holds, else the loop exits; the plan does the
 //!   same (discarding the truncated tool blocks of that response is the caller's part). The
-//!   document describes no context-overflow error; on [`Trigger::Overflow`] (the request would be
-//!   rejected) the same compaction runs without the threshold check.
+//!   document lists exactly these two triggers and no context-overflow path, so the strategy
+//!   does not react to [`Trigger::Overflow`] by default (`react_to_overflow = false`, as 001 and
+//!   004, whose documents have none either); with it on, the same compaction runs without the
+//!   threshold check when the request would be rejected.
 //! - **Split**: the messages after the system prompt are split so that the newest
 //!   `floor(n x 40 / 100)` are preserved (at least one: a request never ends with the
 //!   acknowledgement). `adjustSplitForToolPairs` then moves the split *earlier* while it points at
@@ -29,7 +31,8 @@
 //!   chain), capped at the max output tokens (the summary uses the same LLM client and config).
 //! - **Placement**: after the system prompt (when the context starts with one), a user message
 //!   `[COMPACT SUMMARY]\n` + summary, an assistant `Understood.`, then the preserved messages.
-//! - **Failure**: truncation. The same split, with the summary replaced by
+//! - **Failure**: truncation, for an LLM error and for an empty summary alike ("LLM
+//!   summarization fails (timeout, error, empty)"). The same split, with the summary replaced by
 //!   `[Context truncated. Earlier conversation contained N messages about: T]`, where N is the
 //!   number of dropped messages and T is the first recorded user request among them, whitespace
 //!   collapsed and cut to 100 characters (`...` marks a cut); `(no user request)` when there is
@@ -82,11 +85,15 @@ pub struct Params {
     /// Share of the messages after the system prompt preserved verbatim, in percent (1-99),
     /// rounded down, at least one message; tool results stay with their call.
     pub preserve_percent: u64,
+    /// Also compact when the request is over the window, without the threshold check. The
+    /// document lists exactly two triggers (proactive utilization and the `max_tokens` stop),
+    /// so this is off by default.
+    pub react_to_overflow: bool,
 }
 
 impl Default for Params {
     fn default() -> Params {
-        Params { max_output_tokens: 16_384, threshold_percent: 80, preserve_percent: 40 }
+        Params { max_output_tokens: 16_384, threshold_percent: 80, preserve_percent: 40, react_to_overflow: false }
     }
 }
 
@@ -246,7 +253,11 @@ impl Strategy for SplitFraction {
         self.budget(ctx, budget).should_compact()
     }
     fn reacts_to(&self, trigger: Trigger) -> bool {
-        matches!(trigger, Trigger::Overflow | Trigger::LengthStop)
+        match trigger {
+            Trigger::LengthStop => true,
+            Trigger::Overflow => self.params.react_to_overflow,
+            Trigger::Proactive => false,
+        }
     }
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
         match trigger {
@@ -274,15 +285,13 @@ impl Strategy for SplitFraction {
         truncated.push(ack);
         truncated.extend(preserved);
 
-        let request = SummaryRequest {
-            span: (body_start..split).collect(),
-            prompt: PromptKind::CompactSummary,
-            previous: None,
-            task: None,
-            max_tokens: u32::try_from(self.params.max_output_tokens).unwrap_or(u32::MAX),
-            target_tokens: None,
-            round: ctx.last_round() + 1,
-        };
+        // The document cuts nothing: the old messages go to the summarizer whole.
+        let request = SummaryRequest::new(
+            (body_start..split).collect(),
+            PromptKind::CompactSummary,
+            u32::try_from(self.params.max_output_tokens).unwrap_or(u32::MAX),
+            ctx.last_round() + 1,
+        );
         let mut notes = serde_json::Map::new();
         notes.insert("split".into(), split.into());
         notes.insert("preserved".into(), (ctx.len() - split).into());
@@ -526,7 +535,6 @@ mod tests {
     fn length_stop_compacts_only_over_threshold() {
         let s = strategy();
         assert!(s.reacts_to(Trigger::LengthStop));
-        assert!(s.reacts_to(Trigger::Overflow));
         let ctx = Context::from_messages(refactor_session());
         let over = window(50);
         let plan = s.plan(&ctx, &over, Trigger::LengthStop).expect("ShouldCompact holds");
@@ -539,6 +547,35 @@ mod tests {
         assert!(s.plan(&ctx, &roomy, Trigger::Proactive).is_none());
         // A rejected request is compacted regardless.
         assert!(s.plan(&ctx, &roomy, Trigger::Overflow).is_some());
+    }
+
+    /// "Compaction Flow" and the triggers table: proactive utilization and the `max_tokens`
+    /// stop are the only two triggers; an over-window request is not one of them.
+    #[test]
+    fn reacts_to_a_max_tokens_stop_and_not_to_an_overflow_unless_asked() {
+        let s = strategy();
+        assert!(s.reacts_to(Trigger::LengthStop));
+        assert!(!s.reacts_to(Trigger::Overflow), "the document has no overflow path");
+        assert!(!Params::default().react_to_overflow);
+        let on = SplitFraction::new(Params { react_to_overflow: true, ..Params::default() }).expect("valid");
+        assert!(on.reacts_to(Trigger::Overflow));
+        assert!(on.reacts_to(Trigger::LengthStop));
+    }
+
+    /// "FAILURE (LLM error): Fallback to simple truncation" and the failure table's "LLM
+    /// summarization fails (timeout, error, empty)": an empty summary truncates too.
+    #[test]
+    fn an_empty_summary_falls_back_to_truncation() {
+        let s = strategy();
+        let ctx = Context::from_messages(refactor_session());
+        let budget = window(50);
+        let plan = s.plan(&ctx, &budget, Trigger::Proactive).unwrap();
+        for empty in ["", "  \n "] {
+            let out = s.apply(&ctx, &budget, &plan, &[Ok(empty.to_string())]);
+            assert!(out.event.fallback.as_deref().is_some_and(|f| f.starts_with("truncate")), "{empty:?}");
+            assert!(out.context.entries()[0].message().content.starts_with("[COMPACT SUMMARY]\n[Context truncated."));
+            assert!(out.event.summaries.is_empty());
+        }
     }
 
     #[test]
