@@ -406,9 +406,15 @@ mod tests {
         crate::replay::replay(&conversation, settings, s, &crate::judge::OfflineJudge).unwrap()
     }
 
-    /// split-fraction with room to compact proactively in a 3,000-token window.
+    /// split-fraction with room to compact proactively in a 3,000-token window, and with the
+    /// reactive path its document does not have turned on, which the retry needs.
     fn small_split_fraction() -> StrategyConfig {
-        serde_json::from_value(serde_json::json!({"name": "split-fraction", "max_output_tokens": 500})).unwrap()
+        serde_json::from_value(serde_json::json!({
+            "name": "split-fraction",
+            "max_output_tokens": 500,
+            "react_to_overflow": true
+        }))
+        .unwrap()
     }
 
     /// A summary rejected as over the summarizer's context window, in either provider's
