@@ -38,7 +38,7 @@ pub use invariants::{check_compaction, check_context, Violation, ViolationKind};
 pub use message::{Conversation, Message, Probe, ProbeKind, Role, ToolCall};
 pub use strategies::{catalog, ParamError, StrategyConfig, StrategyInfo};
 pub use strategy::{
-    apply_layout, build_layout, Budget, Compacted, CompactionEvent, Fallback, InputCuts, Plan, Promises, PromptKind, Slot,
-    Strategy, SummaryFailure, SummaryOutcome, SummaryRequest, Trigger,
+    apply_layout, build_layout, Budget, Compacted, CompactionEvent, Fallback, InputCuts, Plan, Promises, PromptKind,
+    Slot, Strategy, SummaryFailure, SummaryOutcome, SummaryRequest, Trigger,
 };
 pub use tokens::{Encoding, Exact, TokenCounter};

@@ -4,8 +4,8 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use compaction::tokens::{
-    js_ceil4, js_len, js_stringify_result_len, BpeRole4, CacheSlot, CharsOver4, CharsOver4Plus2, CharsOver4Role4, LenOver4Plus4,
-    EXACT_CALL_OVERHEAD, EXACT_MESSAGE_OVERHEAD,
+    js_ceil4, js_len, js_stringify_result_len, BpeRole4, CacheSlot, CharsOver4, CharsOver4Plus2, CharsOver4Role4,
+    LenOver4Plus4, EXACT_CALL_OVERHEAD, EXACT_MESSAGE_OVERHEAD,
 };
 use compaction::{
     check_compaction, check_context, Budget, Compacted, CompactionEvent, Context, Encoding, Entry, Exact, Inserted,

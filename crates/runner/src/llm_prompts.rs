@@ -621,7 +621,8 @@ mod tests {
     #[test]
     fn seed_001_cuts_long_content_and_results() {
         let long = "é".repeat(2500);
-        let ctx = Context::from_messages(vec![Message::user(long.clone()), Message::tool_result("c", "t", long.clone())]);
+        let ctx =
+            Context::from_messages(vec![Message::user(long.clone()), Message::tool_result("c", "t", long.clone())]);
         let whole = Transcript::Sections.render(&ctx, &[1], &InputCuts::NONE);
         assert!(whole.contains(&"é".repeat(2500)));
         let cut = Transcript::Sections.render(&ctx, &[0, 1], &prune_then_summarize::INPUT_CUTS);

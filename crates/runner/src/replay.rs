@@ -655,9 +655,7 @@ impl<'a> Replayer<'a> {
         let Some(prev) = &self.previous else { return PrefixShare::default() };
         // The longest of the previous request's own breakpoints within `k` shared entries.
         let read = |k: usize| {
-            prev.breakpoints
-                .as_ref()
-                .map(|b| b.iter().filter(|(end, _)| *end <= k).map(|(_, t)| *t).max().unwrap_or(0))
+            prev.breakpoints.as_ref().map(|b| b.iter().filter(|(end, _)| *end <= k).map(|(_, t)| *t).max().unwrap_or(0))
         };
         let Some(before) = &self.pre_compaction else {
             // Only appends since the previous request: all of it is shared.

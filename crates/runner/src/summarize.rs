@@ -1131,19 +1131,27 @@ mod tests {
         let whole = s.summarize(&ctx, &request(1..6, 2_000)).unwrap();
         assert!(whole.text.contains("src/late_module.rs"), "{}", whole.text);
         assert!(whole.text.contains("src/far_away.rs"), "{}", whole.text);
-        for cuts in [compaction::strategies::keep_last_n::INPUT_CUTS, compaction::strategies::prune_then_summarize::INPUT_CUTS] {
+        for cuts in
+            [compaction::strategies::keep_last_n::INPUT_CUTS, compaction::strategies::prune_then_summarize::INPUT_CUTS]
+        {
             let cut = s.summarize(&ctx, &SummaryRequest { input: cuts, ..request(1..6, 2_000) }).unwrap();
             assert!(!cut.text.contains("src/late_module.rs"), "{}", cut.text);
             assert!(cut.input_tokens < whole.input_tokens);
         }
         let cut = s
-            .summarize(&ctx, &SummaryRequest { input: compaction::strategies::keep_last_n::INPUT_CUTS, ..request(1..6, 2_000) })
+            .summarize(
+                &ctx,
+                &SummaryRequest { input: compaction::strategies::keep_last_n::INPUT_CUTS, ..request(1..6, 2_000) },
+            )
             .unwrap();
         assert!(!cut.text.contains("src/far_away.rs"), "001 cuts the 2,500-character message at 2,000");
         let cut = s
             .summarize(
                 &ctx,
-                &SummaryRequest { input: compaction::strategies::prune_then_summarize::INPUT_CUTS, ..request(1..6, 2_000) },
+                &SummaryRequest {
+                    input: compaction::strategies::prune_then_summarize::INPUT_CUTS,
+                    ..request(1..6, 2_000)
+                },
             )
             .unwrap();
         assert!(cut.text.contains("src/far_away.rs"), "004 leaves messages whole");

@@ -575,10 +575,8 @@ mod generated {
 fn priority_chain_rebuilds_every_request_from_the_full_history() {
     let conversation = chat(20, 10, 100, 100).conversation("c");
     let rebuild = run(&conversation, &settings(strategy(json!({"name": "priority-chain"})), 600));
-    let carry = run(
-        &conversation,
-        &settings(strategy(json!({"name": "priority-chain", "rebuild_from_history": false})), 600),
-    );
+    let carry =
+        run(&conversation, &settings(strategy(json!({"name": "priority-chain", "rebuild_from_history": false})), 600));
     assert!(rebuild.compactions >= 2, "{:?}", compaction_calls(&rebuild));
     for e in &rebuild.compaction_events {
         // Before call t: the system prompt, t turns and the user message.

@@ -59,8 +59,8 @@ use crate::context::{Context, Entry, Origin};
 use crate::invariants::ViolationKind;
 use crate::message::Role;
 use crate::strategy::{
-    apply_layout, covered, Budget, Compacted, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
-    SummaryRequest, Trigger,
+    apply_layout, covered, Budget, Compacted, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy,
+    SummaryOutcome, SummaryRequest, Trigger,
 };
 use crate::tokens::{CharsOver4Plus2, TokenCounter};
 

@@ -360,7 +360,6 @@ impl PriorityChain {
         }
     }
 
-
     /// P1's test (`isChitchat`).
     pub fn is_chitchat(&self, m: &Message) -> bool {
         if m.role != Role::User || js_len(&m.content) > self.params.chitchat_max_length {
@@ -496,13 +495,7 @@ impl PriorityChain {
         let cthr = thresholds.compaction_threshold;
         let pairs = if self.params.keep_tool_pairs { tool_pairs(ctx) } else { Vec::new() };
         let start = base.len();
-        let mut chain = Chain {
-            slots: base,
-            stripped: 0,
-            compacted_stages: Vec::new(),
-            resolved: None,
-            p3: None,
-        };
+        let mut chain = Chain { slots: base, stripped: 0, compacted_stages: Vec::new(), resolved: None, p3: None };
 
         // P1: strip chitchat.
         chain.slots.retain(|s| !slot_entry(s).and_then(|i| ctx.get(i)).is_some_and(|e| self.is_chitchat(e.message())));

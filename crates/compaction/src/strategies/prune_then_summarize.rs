@@ -261,7 +261,6 @@ fn is_cleared(e: &Entry) -> bool {
     e.role() == Role::Tool && matches!(e.origin(), Origin::Masked { .. })
 }
 
-
 impl PruneThenSummarize {
     pub fn new(params: Params) -> Result<PruneThenSummarize, ParamError> {
         validate(&params)?;
@@ -661,10 +660,7 @@ mod tests {
         // tool result: JSON.stringify("hello")
         assert_eq!(e.message_tokens(&Message::tool_result("c", "get_page", "hello")), 4 + bpe("\"hello\""));
         // an object output counts in compact form: {"a":1}
-        assert_eq!(
-            e.message_tokens(&Message::tool_result("c", "get_page", "{ \"a\" : 1 }")),
-            4 + bpe(r#"{"a":1}"#)
-        );
+        assert_eq!(e.message_tokens(&Message::tool_result("c", "get_page", "{ \"a\" : 1 }")), 4 + bpe(r#"{"a":1}"#));
         // newlines are escaped
         assert_eq!(e.message_tokens(&Message::tool_result("c", "get_page", "a\nb")), 4 + bpe(r#""a\nb""#));
         assert_eq!(e.message_tokens(&Message::tool_result("c", "get_page", output(250))), 254);
