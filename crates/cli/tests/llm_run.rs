@@ -85,6 +85,7 @@ max_concurrency = 2
 
 [[strategy]]
 name = "split-fraction"
+react_to_overflow = true
 
 [[strategy]]
 name = "keep-last-n"
@@ -319,8 +320,10 @@ api_key_env = "COMPACTBENCH_TEST_KEY"
 backoff_initial_ms = 5
 {llm_extra}
 
+# The reactive path its document does not have, which the context-length faults exercise.
 [[strategy]]
 name = "split-fraction"
+react_to_overflow = true
 "#
     )
 }
