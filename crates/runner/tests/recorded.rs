@@ -95,7 +95,9 @@ fn other_strategies_never_see_the_recorded_summary() {
         assert_eq!(seen(&a), seen(&b), "{name}");
         compacted += usize::from(a.compactions > 0);
     }
-    assert!(compacted >= 5, "the small window makes most strategies compact ({compacted})");
+    // split-fraction is not among them: its 16,384 reserved output tokens leave no proactive
+    // threshold at this window, and its document has no over-window path.
+    assert!(compacted >= 4, "the small window makes most strategies compact ({compacted})");
 }
 
 #[test]
