@@ -505,11 +505,16 @@ pub fn write_rows<W: std::io::Write, T: Serialize>(out: W, header: &[&str], rows
     Ok(())
 }
 
-/// Write `rows` as CSV to `path`.
+/// Write `rows` as CSV to `path`, atomically: through a temporary file in the same folder,
+/// renamed over `path`, so a reader never sees half a file and a failure leaves the old one.
 pub fn write_file<T: Serialize>(path: &Path, header: &[&str], rows: &[T]) -> Result<(), ReportError> {
-    let file = std::fs::File::create(path).map_err(|source| ReportError::Io { path: path.to_path_buf(), source })?;
-    write_rows(std::io::BufWriter::new(file), header, rows)
-        .map_err(|e| ReportError::Csv { path: path.to_path_buf(), detail: e.to_string() })
+    let mut bytes = Vec::new();
+    write_rows(&mut bytes, header, rows)
+        .map_err(|e| ReportError::Csv { path: path.to_path_buf(), detail: e.to_string() })?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(|source| ReportError::Io { path: tmp.clone(), source })?;
+    std::fs::rename(&tmp, path).map_err(|source| ReportError::Io { path: path.to_path_buf(), source })
 }
 
 #[cfg(test)]
