@@ -241,6 +241,8 @@ struct RawExperiment {
     #[serde(default)]
     cache_mode: Option<llm::CacheMode>,
     #[serde(default)]
+    on_llm_error: Option<crate::llm_setup::OnLlmError>,
+    #[serde(default)]
     cache_dir: Option<String>,
     #[serde(default)]
     seed: u64,
@@ -309,6 +311,7 @@ impl Experiment {
             llm: raw.llm.clone(),
             judge_repeats: raw.judge_repeats,
             cache_mode: raw.cache_mode,
+            on_llm_error: raw.on_llm_error,
             cache_dir: raw.cache_dir.clone(),
             price_table: raw
                 .price

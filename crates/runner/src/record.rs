@@ -71,6 +71,14 @@ pub struct PairMetrics {
     /// any is recorded as failed.
     #[serde(default)]
     pub cache_misses: u64,
+    /// Summaries and probes whose model request failed at the endpoint (unreachable, refused,
+    /// 401/403, 5xx or rate limited after every retry, not a model's answer); with
+    /// `on_llm_error = "fail"` a pair with any is recorded as failed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub endpoint_failures: u64,
+    /// The first of those failures, as the client reported it (the key scrubbed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_error: Option<String>,
     /// Cost of the replayed calls plus summarizer calls, in US dollars.
     pub cost_usd: f64,
     /// Mean probe score (0..1); `None` when the conversation has no probes.
@@ -164,4 +172,8 @@ pub struct ProbeScore {
     /// LLM judge only: the per-dimension grades (0-5), the answer, and the raw verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<serde_json::Value>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -41,6 +41,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dataset::{self, LoadOptions};
 use crate::experiment::{canonical_json, fnv1a, short_hash, Configuration, Experiment};
+use crate::llm_setup::OnLlmError;
 use crate::record::{PairMetrics, PairOutcome, PairRecord};
 use crate::replay::{self, CacheProfile, Judge, ReplayError, ReplaySettings, Summarizer};
 
@@ -55,9 +56,24 @@ pub const MANIFEST_FORMAT: u32 = 1;
 /// runs it again.
 pub const CACHE_MISS_ERROR: &str = "response cache miss (cache mode only)";
 
-/// True for a failed record that a resume runs again (see [`CACHE_MISS_ERROR`]).
+/// How the error of a pair begins whose summary or judge request failed at the model endpoint
+/// (with `on_llm_error = "fail"`, the default). A resume runs it again.
+pub const ENDPOINT_ERROR: &str = "model endpoint failure";
+
+/// Pairs that failed at the endpoint one after the other (in the order they finished) before
+/// the run stops taking new pairs: the endpoint is down, and every further pair would only wait
+/// out its retries.
+pub const CIRCUIT_BREAKER: usize = 8;
+
+/// True for a failed record that a resume runs again (see [`CACHE_MISS_ERROR`] and
+/// [`ENDPOINT_ERROR`]).
 pub fn is_retryable(record: &PairRecord) -> bool {
-    matches!(&record.outcome, PairOutcome::Failed { error } if error.starts_with(CACHE_MISS_ERROR))
+    matches!(&record.outcome, PairOutcome::Failed { error }
+        if error.starts_with(CACHE_MISS_ERROR) || error.starts_with(ENDPOINT_ERROR))
+}
+
+fn is_endpoint_failure(record: &PairRecord) -> bool {
+    matches!(&record.outcome, PairOutcome::Failed { error } if error.starts_with(ENDPOINT_ERROR))
 }
 
 /// Why a run (or a merge) could not go on. Per-pair problems are not errors: they are
@@ -376,6 +392,9 @@ pub struct Manifest {
     /// each shard's `run.json` keeps its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<crate::llm_setup::LlmRunStats>,
+    /// Why the run stopped before every planned pair ran (the circuit breaker), if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
 }
 
 /// A finished run: its manifest and its records, sorted by [`sort_records`]. Everything
@@ -605,6 +624,7 @@ pub fn run(
         dataset_problems: plan.problems.clone(),
         complete: false,
         llm: None,
+        stopped: None,
     };
     write_manifest(dir, &manifest)?;
 
@@ -618,18 +638,39 @@ pub fn run(
     let new_records: Mutex<Vec<PairRecord>> = Mutex::new(Vec::with_capacity(todo.len()));
     let finished = AtomicUsize::new(0);
     let failed = AtomicUsize::new(0);
+    // Consecutive endpoint failures, and the breaker's reason once it trips.
+    let streak: Mutex<usize> = Mutex::new(0);
+    let tripped: Mutex<Option<String>> = Mutex::new(None);
+    let breaker = AtomicBool::new(false);
     let resumed = done.len();
     let total = todo.len();
     progress(&Progress { done: 0, total, failed: 0, resumed });
 
     let work = || {
         todo.par_iter().for_each(|&pair| {
-            if log.stop.load(Ordering::Relaxed) {
+            if log.stop.load(Ordering::Relaxed) || breaker.load(Ordering::Relaxed) {
                 return;
             }
             let record = run_pair(plan, engine, pair);
             if matches!(record.outcome, PairOutcome::Failed { .. }) {
                 failed.fetch_add(1, Ordering::Relaxed);
+            }
+            {
+                let mut n = lock(&streak);
+                if is_endpoint_failure(&record) {
+                    *n += 1;
+                    if *n >= CIRCUIT_BREAKER && !breaker.swap(true, Ordering::Relaxed) {
+                        let error = match &record.outcome {
+                            PairOutcome::Failed { error } => error.clone(),
+                            PairOutcome::Ok(_) => String::new(),
+                        };
+                        *lock(&tripped) = Some(format!(
+                            "{CIRCUIT_BREAKER} pairs in a row failed at the model endpoint; the last: {error}"
+                        ));
+                    }
+                } else {
+                    *n = 0;
+                }
             }
             if log.append(&record) {
                 lock(&new_records).push(record);
@@ -661,7 +702,8 @@ pub fn run(
     manifest.counts.missing = planned.len().saturating_sub(records.len());
     manifest.timings =
         Timings { wall_ms: earlier_wall_ms + started.elapsed().as_millis() as u64, replay_ms: replay_ms(&records) };
-    manifest.complete = true;
+    manifest.stopped = lock(&tripped).take();
+    manifest.complete = manifest.stopped.is_none();
     write_manifest(dir, &manifest)?;
     Ok(RunData { manifest, records })
 }
@@ -735,6 +777,19 @@ fn run_pair(plan: &Plan, engine: &Engine<'_>, pair: Pair) -> PairRecord {
                         metrics.cache_misses
                     ),
                 },
+                Ok(Ok(metrics))
+                    if metrics.endpoint_failures > 0
+                        && plan.experiment.llm.as_ref().is_some_and(|l| l.on_llm_error == OnLlmError::Fail) =>
+                {
+                    PairOutcome::Failed {
+                        error: format!(
+                            "{ENDPOINT_ERROR}: {} summaries or probes failed at the model endpoint (first: {}); \
+                             resume to run the pair again",
+                            metrics.endpoint_failures,
+                            metrics.endpoint_error.as_deref().unwrap_or("unknown")
+                        ),
+                    }
+                }
                 Ok(Ok(mut metrics)) => {
                     metrics.elapsed_ms = started.elapsed().as_millis() as u64;
                     PairOutcome::Ok(Box::new(metrics))
@@ -824,6 +879,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<RunData, RunError> {
         dataset_problems: problems,
         complete: true,
         llm: None,
+        stopped: None,
         ..first
     };
     write_manifest(out, &manifest)?;

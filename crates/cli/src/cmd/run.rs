@@ -133,6 +133,14 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             return Ok(exit::USAGE);
         }
     };
+    // One small request per model endpoint: a dead or rejecting endpoint stops the run here,
+    // instead of every summary taking its strategy's failure path and every probe going
+    // unscored.
+    if let Err(e) = roles.preflight() {
+        eprintln!("error: {e}");
+        eprintln!("error: no pair was run; fix the endpoint or its key (cache mode only makes no request)");
+        return Ok(exit::USAGE);
+    }
     let offline_summarizer = plan.experiment.summarizer.build();
     let offline_judge = plan.experiment.judge.build();
     let summarizer: &dyn Summarizer = match &roles.summarizer {
@@ -179,7 +187,16 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     }
     report::write_outputs(&out, &data)?;
     report::html::write_report_for(&out, &data)?;
-    let code = finish(&data, &out, started, !plan.problems.is_empty());
+    let mut code = finish(&data, &out, started, !plan.problems.is_empty());
+    if let Some(stats) = &data.manifest.llm {
+        for line in llm_summary(stats) {
+            eprintln!("{line}");
+        }
+    }
+    if let Some(why) = &data.manifest.stopped {
+        eprintln!("error: the run stopped: {why}; `run --resume --out {}` runs the rest", out.display());
+        code = exit::FAILED;
+    }
     // cache_mode = "only": every request the cache could not answer failed at once; list them.
     let missing = roles.missing_keys();
     if !missing.is_empty() {
@@ -230,6 +247,37 @@ pub fn finish(data: &RunData, out: &Path, started: Instant, skipped_lines: bool)
     } else {
         exit::OK
     }
+}
+
+/// The end-of-run account of the models: summaries asked and failed, probes judged and
+/// unscored, each with its reasons (failures by kind).
+pub fn llm_summary(stats: &runner::llm_setup::LlmRunStats) -> Vec<String> {
+    let reasons = |m: &std::collections::BTreeMap<String, u64>| -> String {
+        let parts: Vec<String> = m.iter().filter(|(_, n)| **n > 0).map(|(k, n)| format!("{k} {n}")).collect();
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", parts.join(", "))
+        }
+    };
+    let mut lines = Vec::new();
+    if let Some(s) = &stats.summarizer {
+        lines.push(format!(
+            "llm summarizer {}: {} summaries, {} failed{}",
+            s.model,
+            s.calls,
+            s.failures,
+            reasons(&s.failures_by_kind)
+        ));
+    }
+    if let Some(j) = &stats.judge {
+        let mut why = j.client.failures_by_kind.clone();
+        if j.unparsed_verdicts > 0 {
+            why.insert("unparsed_verdict".into(), j.unparsed_verdicts);
+        }
+        lines.push(format!("llm judge {}: {} probes, {} unscored{}", j.model, j.probes, j.unscored, reasons(&why)));
+    }
+    lines
 }
 
 /// A progress bar on stderr when it is a terminal and `CI` is not set.

@@ -116,6 +116,7 @@ fn run_data() -> RunData {
         dataset_problems: vec![HOSTILE.into()],
         complete: true,
         llm: None,
+        stopped: None,
     };
     RunData { manifest, records }
 }
