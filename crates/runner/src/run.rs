@@ -49,6 +49,9 @@ use crate::replay::{self, CacheProfile, Judge, ReplayError, ReplaySettings, Summ
 pub const RESULTS_FILE: &str = "results.jsonl";
 /// The manifest in a run folder.
 pub const MANIFEST_FILE: &str = "run.json";
+/// The lock file a running process keeps in its run folder (its process id); a second
+/// process refuses the folder while that process is alive.
+pub const LOCK_FILE: &str = ".compactbench.lock";
 /// Version of the manifest's shape.
 pub const MANIFEST_FORMAT: u32 = 1;
 /// How the error of a pair that met a response cache miss (cache mode `only`) begins. Such a
@@ -94,6 +97,12 @@ pub enum RunError {
     /// A line of `results.jsonl` other than the last cannot be read.
     #[error("{}:{line}: not a result record: {problem}", path.display())]
     Corrupt { path: PathBuf, line: usize, problem: String },
+    /// `--out` names a folder with files in it that is not a run folder.
+    #[error("{}: not empty and not a run folder (it holds {entry}); choose a new or empty folder", dir.display())]
+    NotARun { dir: PathBuf, entry: String },
+    /// Another process is running into the folder.
+    #[error("{}: another run (process {pid}) is writing into this folder; its lock is {LOCK_FILE}", dir.display())]
+    Locked { dir: PathBuf, pid: String },
     #[error("--shard {given}: {problem}")]
     Shard { given: String, problem: String },
     #[error("nothing to merge: name at least one run folder")]
@@ -539,9 +548,11 @@ pub fn run(
 ) -> Result<RunData, RunError> {
     let started = Instant::now();
     let dir = &options.out;
-    fs::create_dir_all(dir).map_err(io_err(dir))?;
-    let results_path = dir.join(RESULTS_FILE);
     let experiment_id = plan.experiment_id();
+    refuse_foreign_folder(dir, &experiment_id)?;
+    fs::create_dir_all(dir).map_err(io_err(dir))?;
+    let _lock = RunLock::take(dir)?;
+    let results_path = dir.join(RESULTS_FILE);
     let shard_text = options.shard.map(|s| s.to_string());
 
     let mut done: Vec<PairRecord> = Vec::new();
@@ -706,6 +717,81 @@ pub fn run(
     manifest.complete = manifest.stopped.is_none();
     write_manifest(dir, &manifest)?;
     Ok(RunData { manifest, records })
+}
+
+/// Refuse an existing, non-empty `dir` that is not a run folder (no `run.json`), or that is
+/// the run of another experiment: a run never writes its files over someone else's.
+fn refuse_foreign_folder(dir: &Path, experiment_id: &str) -> Result<(), RunError> {
+    let Ok(entries) = fs::read_dir(dir) else { return Ok(()) };
+    let names: Vec<String> =
+        entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n != LOCK_FILE).collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    if !names.iter().any(|n| n == MANIFEST_FILE) {
+        let mut names = names;
+        names.sort();
+        return Err(RunError::NotARun { dir: dir.to_path_buf(), entry: names[0].clone() });
+    }
+    let old = read_manifest(dir)?;
+    if old.experiment_id != experiment_id {
+        return Err(RunError::Mismatch {
+            dir: dir.to_path_buf(),
+            problem: format!(
+                "holds experiment {}, not {experiment_id} (the experiment file or its datasets changed)",
+                old.experiment_id
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The run folder's lock, held while a run writes into it and removed when dropped. A lock
+/// whose process is gone (a killed run) is taken over, so a resume after `kill -9` works.
+struct RunLock(PathBuf);
+
+impl RunLock {
+    fn take(dir: &Path) -> Result<RunLock, RunError> {
+        let path = dir.join(LOCK_FILE);
+        let me = std::process::id().to_string();
+        for _ in 0..2 {
+            match fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(mut f) => {
+                    f.write_all(me.as_bytes()).map_err(io_err(&path))?;
+                    return Ok(RunLock(path));
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    let pid = fs::read_to_string(&path).unwrap_or_default().trim().to_string();
+                    if process_alive(&pid) {
+                        return Err(RunError::Locked { dir: dir.to_path_buf(), pid });
+                    }
+                    // Stale: its process is gone.
+                    let _ = fs::remove_file(&path);
+                }
+                Err(e) => return Err(RunError::Io { path, source: e }),
+            }
+        }
+        Err(RunError::Locked { dir: dir.to_path_buf(), pid: "unknown".into() })
+    }
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+/// Whether a process with this id is running. Where `/proc` is not available, a lock is
+/// assumed held (remove the lock file by hand after a crash there).
+fn process_alive(pid: &str) -> bool {
+    if pid.is_empty() || pid.parse::<u32>().is_err() {
+        return false;
+    }
+    let proc = Path::new("/proc");
+    if !proc.join("self").exists() {
+        return true;
+    }
+    proc.join(pid).exists()
 }
 
 /// Lock a mutex, recovering the data if a worker panicked while holding it (the data is a
