@@ -32,3 +32,32 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     }
     written.with_context(|| format!("writing {}", path.display()))
 }
+
+/// `text` safe to print on a terminal: control characters other than newline and tab (an ANSI
+/// escape sequence starts with ESC) and the bidirectional overrides and isolates are written
+/// as `\u{..}`, so a hostile id can neither drive the terminal nor reverse the line.
+pub fn terminal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi =
+            matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if (c.is_control() && c != '\n' && c != '\t') || bidi {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_text_shows_escapes_and_bidi_controls_inert() {
+        assert_eq!(terminal("id\u{1b}[31mred\u{7}"), "id\\u{1b}[31mred\\u{7}");
+        assert_eq!(terminal("abc\u{202e}fed"), "abc\\u{202e}fed");
+        assert_eq!(terminal("line one\n\tük"), "line one\n\tük");
+    }
+}

@@ -510,7 +510,12 @@ fn expand_table(
     let mut axes: Vec<(&str, Vec<serde_json::Value>)> = Vec::new();
     for key in keys {
         if !known.iter().any(|k| k == key) {
-            return Err(err(&name, Some(key), format!("unknown parameter (allowed: {})", known.join(", "))));
+            let allowed = if known.is_empty() {
+                format!("{name} takes no parameters")
+            } else {
+                format!("allowed: {}", known.join(", "))
+            };
+            return Err(err(&name, Some(key), format!("unknown parameter ({allowed})")));
         }
         let value = &table[key.as_str()];
         let values: Vec<&toml::Value> = match value {
@@ -522,6 +527,12 @@ fn expand_table(
         };
         let mut json_values = Vec::with_capacity(values.len());
         for v in values {
+            // JSON has no NaN or infinity: serde_json would turn them into `null`.
+            if let toml::Value::Float(f) = v {
+                if !f.is_finite() {
+                    return Err(err(&name, Some(key), format!("{f} is not a finite number")));
+                }
+            }
             let j = serde_json::to_value(v)
                 .map_err(|e| err(&name, Some(key), format!("cannot represent {v} as a parameter: {e}")))?;
             if !json_values.contains(&j) {

@@ -21,6 +21,11 @@ pub struct PairRecord {
     pub window: u64,
     /// Who judged retention (`offline`, or the LLM judge's model).
     pub judge: String,
+    /// A hash of what the pair's result depends on: the conversation's content, the resolved
+    /// configuration, the summarizer and the judge. `--resume` runs a pair again when it
+    /// changed. Absent in records written before it existed (those are kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_hash: Option<String>,
     pub outcome: PairOutcome,
 }
 

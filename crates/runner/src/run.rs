@@ -170,14 +170,38 @@ impl Plan {
             } else if path.is_file() {
                 let ds = dataset::load_file(&path, options);
                 vec![(ds.name.clone(), ds)]
+            } else if path.exists() {
+                return Err(RunError::Dataset {
+                    path,
+                    problem: "not a regular file or folder (a FIFO, device or socket)".into(),
+                });
             } else {
                 return Err(RunError::Dataset {
                     path,
                     problem: format!("not found (the experiment lists {entry:?}, relative to its own folder)"),
                 });
             };
-            for (label, ds) in datasets {
+            for (label, mut ds) in datasets {
                 problems.extend(ds.problems.iter().map(|p| p.to_string()));
+                // A conversation `validate` rejects is not replayed (its own violations would
+                // be charged to every strategy), unless the caller allows it; either way it
+                // is reported.
+                let invalid = ds.validate();
+                if !invalid.is_empty() {
+                    let bad_lines: HashSet<usize> = invalid.iter().filter_map(|e| e.line).collect();
+                    for e in &invalid {
+                        let what =
+                            if options.allow_invalid { "invalid, replayed anyway" } else { "invalid, not replayed" };
+                        problems.push(format!("{e} ({what})"));
+                    }
+                    if !options.allow_invalid {
+                        let keep: Vec<bool> = ds.lines.iter().map(|l| !bad_lines.contains(l)).collect();
+                        let mut k = keep.iter();
+                        ds.conversations.retain(|_| *k.next().unwrap_or(&true));
+                        let mut k = keep.iter();
+                        ds.lines.retain(|_| *k.next().unwrap_or(&true));
+                    }
+                }
                 for conv in ds.conversations {
                     conversations.push(PlannedConversation { dataset: label.clone(), conversation: Arc::new(conv) });
                 }
@@ -186,7 +210,18 @@ impl Plan {
         let plan = Plan::from_conversations(experiment, conversations, problems);
         if plan.conversations.is_empty() {
             let path = plan.experiment.dataset_paths().into_iter().next().unwrap_or_default();
-            return Err(RunError::Dataset { path, problem: "the experiment's datasets hold no conversation".into() });
+            let why = match plan.problems.first() {
+                Some(first) => format!(
+                    "; {} line{} skipped, the first: {first}",
+                    plan.problems.len(),
+                    if plan.problems.len() == 1 { "" } else { "s" }
+                ),
+                None => String::new(),
+            };
+            return Err(RunError::Dataset {
+                path,
+                problem: format!("the experiment's datasets hold no conversation{why}"),
+            });
         }
         Ok(plan)
     }
@@ -352,6 +387,10 @@ pub struct Counts {
     pub missing: usize,
     /// Pairs found in the log when resuming (not run again).
     pub resumed: usize,
+    /// Pairs found in the log when resuming whose conversation or configuration changed since
+    /// (their content hash differs): run again.
+    #[serde(default)]
+    pub stale: usize,
 }
 
 /// Wall times.
@@ -595,6 +634,22 @@ pub fn run(
     }
 
     let planned = plan.shard_pairs(options.shard);
+    // A record whose conversation text or configuration changed since it was written is
+    // stale: dropped and run again (ids alone would keep it).
+    let mut stale = 0usize;
+    if !done.is_empty() {
+        let hashes: HashMap<String, String> =
+            planned.iter().map(|p| (plan.key(*p), pair_hash(plan, engine, *p))).collect();
+        let before = done.len();
+        done.retain(|r| match (&r.content_hash, hashes.get(&record_key(r))) {
+            (Some(old), Some(new)) => old == new,
+            _ => true,
+        });
+        stale = before - done.len();
+        if stale > 0 {
+            write_results(&results_path, &done)?;
+        }
+    }
     let planned_keys: HashSet<String> = planned.iter().map(|p| plan.key(*p)).collect();
     if let Some(stray) = done.iter().find(|r| !planned_keys.contains(&record_key(r))) {
         return Err(RunError::Mismatch {
@@ -629,6 +684,7 @@ pub fn run(
             pairs_total: plan.conversations.len() * plan.experiment.configurations.len(),
             pairs_planned: planned.len(),
             resumed: done.len(),
+            stale,
             ..Counts::default()
         },
         timings: Timings::default(),
@@ -893,8 +949,26 @@ fn run_pair(plan: &Plan, engine: &Engine<'_>, pair: Pair) -> PairRecord {
         params: config.params.clone(),
         window: window.unwrap_or(0),
         judge: engine.judge.name(),
+        content_hash: Some(pair_hash(plan, engine, pair)),
         outcome,
     }
+}
+
+/// The content hash of a pair (see [`PairRecord::content_hash`]).
+fn pair_hash(plan: &Plan, engine: &Engine<'_>, pair: Pair) -> String {
+    let conversation = &plan.conversations[pair.conversation].conversation;
+    let config = &plan.experiment.configurations[pair.config];
+    let conv = serde_json::to_string(conversation.as_ref()).unwrap_or_default();
+    let cfg = serde_json::to_string(&config.resolved).unwrap_or_default();
+    let text = format!(
+        "{conv}\u{1f}{cfg}\u{1f}{:?}\u{1f}{}\u{1f}{}\u{1f}{:?}\u{1f}{:?}",
+        config.window,
+        engine.summarizer.name(),
+        engine.judge.name(),
+        plan.experiment.tokenizer,
+        plan.experiment.cache
+    );
+    format!("{:016x}", fnv1a(text.as_bytes()))
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
@@ -960,6 +1034,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<RunData, RunError> {
             failed,
             missing: first.counts.pairs_total.saturating_sub(records.len()),
             resumed: 0,
+            stale: 0,
         },
         timings: Timings { wall_ms, replay_ms: replay_ms(&records) },
         dataset_problems: problems,

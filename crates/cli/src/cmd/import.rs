@@ -64,7 +64,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let params = DeriveParams::default();
     for f in files {
         for e in &f.errors {
-            eprintln!("{e}");
+            eprintln!("{}", crate::output::terminal(&e.to_string()));
         }
         let format = match (f.format, f.sniffed) {
             (Some(format), Some(why)) => format!("format {format} (auto: {why})"),

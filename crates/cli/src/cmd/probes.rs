@@ -80,7 +80,7 @@ fn derive(args: DeriveArgs) -> anyhow::Result<u8> {
     }
     let ds = dataset::load_file(&args.input, &LoadOptions::default());
     for e in &ds.problems {
-        eprintln!("{e}");
+        eprintln!("{}", crate::output::terminal(&e.to_string()));
     }
     let mut conversations = ds.conversations;
     let mut added = 0usize;

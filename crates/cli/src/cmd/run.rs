@@ -95,6 +95,13 @@ pub struct Args {
     /// `cache_mode` says: use, refresh, off or only.
     #[arg(long, value_name = "MODE")]
     cache_mode: Option<runner::llm_setup::CacheMode>,
+    /// Replay conversations that `validate` rejects (unmatched tool results, unanswered calls,
+    /// no messages) instead of skipping them; they are reported either way.
+    #[arg(long)]
+    allow_invalid: bool,
+    /// The longest dataset line accepted, in bytes; longer lines are reported and skipped.
+    #[arg(long, value_name = "BYTES", default_value_t = runner::dataset::DEFAULT_MAX_LINE_BYTES)]
+    max_line_bytes: usize,
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
@@ -111,15 +118,18 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             return Ok(exit::USAGE);
         }
     };
-    let plan = match Plan::load(experiment, &LoadOptions::default()) {
+    let plan = match Plan::load(
+        experiment,
+        &LoadOptions { max_line_bytes: args.max_line_bytes, allow_invalid: args.allow_invalid },
+    ) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::output::terminal(&e.to_string()));
             return Ok(exit::USAGE);
         }
     };
     for problem in &plan.problems {
-        eprintln!("warning: skipped: {problem}");
+        eprintln!("warning: skipped: {}", crate::output::terminal(problem));
     }
     let out = args.out.unwrap_or_else(|| {
         PathBuf::from("reports").join(format!("{}-{}", folder_name(&plan.experiment.name), utc(now).compact()))
@@ -223,13 +233,20 @@ pub fn finish(data: &RunData, out: &Path, started: Instant, skipped_lines: bool)
         .collect();
     const SHOWN: usize = 5;
     for (r, error) in failures.iter().take(SHOWN) {
-        eprintln!("failed: {} {} under {}: {error}", r.dataset, r.conversation_id, r.config_id);
+        let line = format!("failed: {} {} under {}: {error}", r.dataset, r.conversation_id, r.config_id);
+        eprintln!("{}", crate::output::terminal(&line));
     }
     if failures.len() > SHOWN {
         eprintln!("failed: {} more (status and error columns of results.csv)", failures.len() - SHOWN);
     }
     if c.missing > 0 {
         eprintln!("warning: {} pairs of the plan have no result", c.missing);
+    }
+    if c.stale > 0 {
+        eprintln!(
+            "note: {} pairs rerun: their conversation's content or their configuration changed since they were recorded",
+            c.stale
+        );
     }
     let resumed = if c.resumed > 0 { format!(", {} resumed", c.resumed) } else { String::new() };
     let shard = data.manifest.shard.as_deref().map(|s| format!(" (shard {s})")).unwrap_or_default();
