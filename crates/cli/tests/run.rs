@@ -383,3 +383,28 @@ fn two_concurrent_resumes_write_no_duplicate_record() {
     assert_eq!(keys.len(), n, "no duplicate record: {log}");
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// `--resume` after a conversation's text was edited (same id) runs its pairs again and says
+/// so; the other pairs are kept.
+#[test]
+fn resume_reruns_the_pairs_of_an_edited_conversation() {
+    let dir = setup("stale", 2, EXPERIMENT);
+    assert_eq!(compactbench(&["run", "--config", "exp.toml", "--out", "r"], &dir).code, 0);
+    let before = fs::read_to_string(dir.join("r/results.csv")).expect("csv");
+    let data = dir.join("data/set.jsonl");
+    let text = fs::read_to_string(&data).expect("dataset");
+    let edited: Vec<String> = text
+        .lines()
+        .map(|l| if l.contains("\"id\":\"c1\"") { l.replace("TICKET-c1", "TICKET-EDITED") } else { l.to_string() })
+        .collect();
+    assert_ne!(edited.join("\n"), text.trim_end(), "the edit applies");
+    fs::write(&data, edited.join("\n") + "\n").expect("edit");
+    let out = compactbench(&["run", "--config", "exp.toml", "--out", "r", "--resume"], &dir);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let configs = 8; // four configurations at two windows
+    assert!(out.stderr.contains(&format!("note: {configs} pairs rerun:")), "{}", out.stderr);
+    assert!(out.stdout.contains(&format!("{configs} resumed")), "{}", out.stdout);
+    let after = fs::read_to_string(dir.join("r/results.csv")).expect("csv");
+    assert_ne!(before, after, "the edited conversation's rows were replayed");
+    let _ = fs::remove_dir_all(&dir);
+}
