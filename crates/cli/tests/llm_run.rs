@@ -610,3 +610,27 @@ fn a_key_echoed_by_the_endpoint_is_scrubbed_from_every_output() {
     assert!(echoed, "the echoed header is kept, scrubbed");
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// The endpoint dies after the preflight: after CIRCUIT_BREAKER (8) pairs in a row fail at it,
+/// the run stops taking pairs, says so, records why in run.json and exits 1.
+#[test]
+fn a_circuit_breaker_stops_a_run_whose_endpoint_died() {
+    let server = MockServer::start();
+    let n = Arc::new(AtomicUsize::new(0));
+    let n2 = n.clone();
+    server.respond_with(
+        move |r: &Recorded| if n2.fetch_add(1, Ordering::Relaxed) == 0 { answer(r) } else { Reply::ServerError },
+    );
+    let ids: Vec<String> = (0..12).map(|i| format!("c{i}")).collect();
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let dir = setup_small("breaker", &small_experiment(&server.url(), "max_retries = 0", ""), &ids);
+    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "1"], &dir);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("the run stopped: 8 pairs in a row failed at the model endpoint"), "{}", out.stderr);
+    let (ok, failed) = results(&dir.join("run"));
+    assert_eq!((ok.len(), failed.len()), (0, 8), "{failed:?}");
+    let manifest = run_json(&dir.join("run"));
+    assert!(manifest["stopped"].as_str().is_some_and(|s| s.contains("HTTP 500")), "{manifest}");
+    assert_eq!(manifest["complete"], false);
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -129,7 +129,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
     };
     for problem in &plan.problems {
-        eprintln!("warning: skipped: {}", crate::output::terminal(problem));
+        let what = if problem.ends_with("(invalid, replayed anyway)") { "warning" } else { "warning: skipped" };
+        eprintln!("{what}: {}", crate::output::terminal(problem));
     }
     let out = args.out.unwrap_or_else(|| {
         PathBuf::from("reports").join(format!("{}-{}", folder_name(&plan.experiment.name), utc(now).compact()))
