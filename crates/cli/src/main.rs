@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod output;
 
 /// Evaluate and benchmark how LLM agents compact their context.
 #[derive(Debug, Parser)]

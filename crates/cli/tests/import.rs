@@ -305,3 +305,54 @@ fn a_claude_code_session_imports_with_its_subagent_and_compaction_side_call() {
         assert!(side_call[1]["content"].as_str().expect("text").contains("Summary: the parser is src/config/parse.rs"));
     }
 }
+
+/// When nothing imports, an existing `--out` is left whole; `--out` equal to an input (named or
+/// found in a folder) is refused for `import` and `probes derive`, and the input is untouched.
+#[test]
+fn import_and_probes_derive_never_clobber_an_existing_file() {
+    let tmp = TempDir::new("clobber");
+    let out = tmp.join("out.jsonl");
+    let precious = "{\"keep\":\"me\"}\n";
+    std::fs::write(&out, precious).expect("writes");
+    let junk = tmp.join("junk.jsonl");
+    std::fs::write(&junk, "this is not json\n\u{0}\u{1}binary\n").expect("writes");
+    let o = run(&["import", junk.to_str().expect("utf-8"), "--out", out.to_str().expect("utf-8")]);
+    assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr.contains("no conversation could be imported;") && o.stderr.contains("is left unchanged"),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(std::fs::read_to_string(&out).expect("still there"), precious, "an existing --out is not truncated");
+
+    // --out is the input itself.
+    let src = tmp.join("src.jsonl");
+    let o = run(&["import", &fixture("tau2/simulations.json"), "--out", src.to_str().expect("utf-8")]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let before = std::fs::read(&src).expect("written");
+    let o = run(&["import", src.to_str().expect("utf-8"), "--out", src.to_str().expect("utf-8")]);
+    assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("is also an input"), "{}", o.stderr);
+    assert_eq!(std::fs::read(&src).expect("still there"), before);
+    // ... or a file inside an input folder.
+    let o = run(&["import", tmp.0.to_str().expect("utf-8"), "--out", src.to_str().expect("utf-8")]);
+    assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("is also an input"), "{}", o.stderr);
+    assert_eq!(std::fs::read(&src).expect("still there"), before);
+
+    // probes derive: the input as --out, and an input where nothing loads.
+    let o = run(&["probes", "derive", src.to_str().expect("utf-8"), "--out", src.to_str().expect("utf-8")]);
+    assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("is the input"), "{}", o.stderr);
+    assert_eq!(std::fs::read(&src).expect("still there"), before);
+    let o = run(&["probes", "derive", junk.to_str().expect("utf-8"), "--out", out.to_str().expect("utf-8")]);
+    assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("is left unchanged"), "{}", o.stderr);
+    assert_eq!(std::fs::read_to_string(&out).expect("still there"), precious);
+    // No temporary file is left behind.
+    let names: Vec<String> = std::fs::read_dir(&tmp.0)
+        .expect("lists")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+}

@@ -213,10 +213,13 @@ fn an_llm_run_survives_faults_and_replays_from_the_cache() {
     let compactions = fs::read_to_string(run1.join("compactions.csv")).expect("compactions.csv");
     assert!(compactions.contains("bytes summarized"), "the model's summaries are in the context: {compactions}");
 
-    // A rerun into a new folder from the warm cache: no request, the same CSVs.
+    // A rerun into a new folder from the warm cache: no request but the preflight, one per
+    // endpoint and model (the summarizer's and the judge's), and the same CSVs.
     let second = compactbench(&["run", "--config", "exp.toml", "--out", "run2", "--jobs", "2"], &dir);
     assert_eq!(second.code, 0, "stderr: {}", second.stderr);
-    assert_eq!(server.count(), requests, "a warm rerun makes no HTTP request");
+    let preflight = &server.requests()[requests..];
+    assert_eq!(preflight.len(), 2, "a warm rerun makes only the preflight requests: {preflight:?}");
+    assert!(preflight.iter().all(|r| r.json()["max_tokens"] == 1), "{preflight:?}");
     for name in ["results.csv", "summary.csv", "probes.csv", "compactions.csv"] {
         let a = fs::read_to_string(run1.join(name)).expect("csv");
         let b = fs::read_to_string(dir.join("run2").join(name)).expect("csv");
@@ -355,6 +358,10 @@ fn a_full_run_survives_hangs_malformed_bodies_and_context_length_rejections() {
     let server = MockServer::start();
     let n = Arc::new(AtomicUsize::new(0));
     server.respond_with(move |r: &Recorded| {
+        // The preflight request (one output token) is not part of the script.
+        if r.json()["max_tokens"] == 1 {
+            return answer(r);
+        }
         let i = n.fetch_add(1, Ordering::Relaxed);
         match i {
             0 => Reply::ContextLength,
@@ -456,5 +463,177 @@ fn requests_per_minute_spaces_the_requests_of_a_run() {
     assert!(n >= 4, "{n} requests");
     let least = Duration::from_millis(100) * (n - 1);
     assert!(elapsed >= least, "{n} requests in {elapsed:?}, faster than 600 a minute allows ({least:?})");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A closed port: bind a listener, take its port, drop it.
+fn closed_port_url() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    let port = l.local_addr().expect("addr").port();
+    drop(l);
+    format!("http://127.0.0.1:{port}")
+}
+
+/// A dead endpoint (a closed port), one refusing the key (401) and one failing (500) stop
+/// the run before any pair with exit 2, naming the endpoint and the status; none runs
+/// for long. (Before the preflight, each ended "N ok, 0 failed" with exit 0.)
+#[test]
+fn a_dead_or_rejecting_endpoint_stops_the_run_before_any_pair() {
+    let unauthorized = MockServer::start();
+    unauthorized.respond_with(|_| Reply::Raw {
+        status: 401,
+        headers: vec![],
+        body: r#"{"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}"#.into(),
+    });
+    let failing = MockServer::start();
+    failing.respond_with(|_| Reply::ServerError);
+    for (name, url, status) in [
+        ("closed", closed_port_url(), "connection failed"),
+        ("401", unauthorized.url(), "HTTP 401"),
+        ("500", failing.url(), "HTTP 500"),
+    ] {
+        let dir = setup_small(&format!("dead-{name}"), &small_experiment(&url, "max_retries = 2", ""), &["a"]);
+        let started = Instant::now();
+        let out = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "1"], &dir);
+        assert_eq!(out.code, 2, "{name}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!("{url}/v1/chat/completions")),
+            "{name}: names the endpoint: {}",
+            out.stderr
+        );
+        assert!(out.stderr.contains(status), "{name}: names the status: {}", out.stderr);
+        assert!(out.stderr.contains("failed its preflight request"), "{name}: {}", out.stderr);
+        assert!(!dir.join("run/results.jsonl").exists(), "{name}: no pair ran");
+        assert!(started.elapsed() < Duration::from_secs(30), "{name}: took {:?}", started.elapsed());
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
+
+/// The endpoint answers the preflight, then fails every request: each pair fails (not the
+/// strategy's fallback), a resume runs it again, and the end-of-run account on stderr says
+/// how many summaries failed and probes went unscored, and why. With `on_llm_error =
+/// "fallback"` the same outage takes the strategies' failure paths, as before, and the
+/// account still says so.
+#[test]
+fn endpoint_failures_during_a_run_fail_the_pair_and_are_counted_on_stderr() {
+    let server = MockServer::start();
+    let n = Arc::new(AtomicUsize::new(0));
+    let healthy = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (n2, h2) = (n.clone(), healthy.clone());
+    server.respond_with(move |r: &Recorded| {
+        let i = n2.fetch_add(1, Ordering::Relaxed);
+        if i == 0 || h2.load(Ordering::Relaxed) {
+            answer(r)
+        } else {
+            Reply::ServerError
+        }
+    });
+    let dir = setup_small("midrun", &small_experiment(&server.url(), "max_retries = 1", ""), &["a", "b"]);
+    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "1"], &dir);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let (ok, failed) = results(&dir.join("run"));
+    assert_eq!((ok.len(), failed.len()), (0, 2), "{failed:?}");
+    assert!(failed.iter().all(|e| e.starts_with("model endpoint failure:") && e.contains("HTTP 500")), "{failed:?}");
+    assert!(out.stderr.contains("llm summarizer summarizer-model: "), "{}", out.stderr);
+    assert!(out.stderr.contains("failed (server_error "), "{}", out.stderr);
+    assert!(out.stderr.contains("unscored (server_error "), "{}", out.stderr);
+    // The endpoint recovers: a resume runs the failed pairs again.
+    healthy.store(true, Ordering::Relaxed);
+    let resumed = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--resume", "--jobs", "1"], &dir);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    let (ok, failed) = results(&dir.join("run"));
+    assert_eq!((ok.len(), failed.len()), (2, 0), "{failed:?}");
+    assert!(resumed.stderr.contains("0 failed"), "{}", resumed.stderr);
+
+    // on_llm_error = "fallback": the strategy's failure path, the pairs ok, the account on stderr.
+    healthy.store(false, Ordering::Relaxed);
+    n.store(0, Ordering::Relaxed);
+    let exp = small_experiment(&server.url(), "max_retries = 1", "on_llm_error = \"fallback\"");
+    fs::write(dir.join("exp.toml"), exp).expect("experiment");
+    let out = compactbench(&["run", "--config", "exp.toml", "--out", "fallback", "--jobs", "1"], &dir);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (ok, failed) = results(&dir.join("fallback"));
+    assert_eq!((ok.len(), failed.len()), (2, 0), "{failed:?}");
+    assert!(ok.iter().all(|m| m["summarizer_failures"].as_u64() > Some(0)), "{ok:?}");
+    assert!(out.stderr.contains("failed (server_error "), "{}", out.stderr);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A server that echoes the Authorization header in its 200, 401 and 500 bodies: the key
+/// reaches no file of the run (results, CSVs, report, run.json), no cache entry and no output.
+#[test]
+fn a_key_echoed_by_the_endpoint_is_scrubbed_from_every_output() {
+    let server = MockServer::start();
+    let n = Arc::new(AtomicUsize::new(0));
+    let n2 = n.clone();
+    server.respond_with(move |r: &Recorded| {
+        let auth = r.header("authorization").unwrap_or("").to_string();
+        let i = n2.fetch_add(1, Ordering::Relaxed);
+        let echo = serde_json::to_string(&format!("you sent {auth}")).expect("json");
+        match i % 4 {
+            // A model answer quoting the header.
+            0 | 1 => {
+                if r.json()["messages"].to_string().contains("accuracy") {
+                    Reply::text(
+                        format!(r#"{{"accuracy": 4, "completeness": 4, "artifact_trail": 4, "continuity": 4, "decisions": 4, "rationale": "saw {auth}"}}"#),
+                        100,
+                        10,
+                    )
+                } else {
+                    Reply::text(format!("- summary; header was {auth}"), 100, 10)
+                }
+            }
+            2 => Reply::Raw {
+                status: 401,
+                headers: vec![],
+                body: format!(r#"{{"error": {{"message": {echo}, "type": "auth"}}}}"#),
+            },
+            _ => Reply::Raw {
+                status: 500,
+                headers: vec![],
+                body: format!(r#"{{"error": {{"message": {echo}, "type": "server"}}}}"#),
+            },
+        }
+    });
+    let exp = small_experiment(&server.url(), "max_retries = 0", "on_llm_error = \"fallback\"")
+        .replace("cache_mode = \"off\"", "cache_mode = \"use\"\ncache_dir = \"cache\"");
+    let dir = setup_small("echo", &exp, &["a", "b"]);
+    // compactbench() checks stdout and stderr for the key.
+    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "1"], &dir);
+    assert!(out.code <= 1, "{}", out.stderr);
+    assert!(server.requests().iter().any(|r| r.header("authorization") == Some(&format!("Bearer {KEY}"))));
+    let all = files(&dir);
+    assert!(all.iter().any(|p| p.ends_with("results.jsonl")) && all.iter().any(|p| p.ends_with("report.html")));
+    let mut echoed = false;
+    for p in &all {
+        let text = String::from_utf8_lossy(&fs::read(p).expect("readable")).into_owned();
+        assert!(!text.contains(KEY), "{} holds the API key", p.display());
+        echoed |= text.contains("Bearer ***");
+    }
+    assert!(echoed, "the echoed header is kept, scrubbed");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// The endpoint dies after the preflight: after CIRCUIT_BREAKER (8) pairs in a row fail at it,
+/// the run stops taking pairs, says so, records why in run.json and exits 1.
+#[test]
+fn a_circuit_breaker_stops_a_run_whose_endpoint_died() {
+    let server = MockServer::start();
+    let n = Arc::new(AtomicUsize::new(0));
+    let n2 = n.clone();
+    server.respond_with(
+        move |r: &Recorded| if n2.fetch_add(1, Ordering::Relaxed) == 0 { answer(r) } else { Reply::ServerError },
+    );
+    let ids: Vec<String> = (0..12).map(|i| format!("c{i}")).collect();
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let dir = setup_small("breaker", &small_experiment(&server.url(), "max_retries = 0", ""), &ids);
+    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "1"], &dir);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("the run stopped: 8 pairs in a row failed at the model endpoint"), "{}", out.stderr);
+    let (ok, failed) = results(&dir.join("run"));
+    assert_eq!((ok.len(), failed.len()), (0, 8), "{failed:?}");
+    let manifest = run_json(&dir.join("run"));
+    assert!(manifest["stopped"].as_str().is_some_and(|s| s.contains("HTTP 500")), "{manifest}");
+    assert_eq!(manifest["complete"], false);
     let _ = fs::remove_dir_all(&dir);
 }

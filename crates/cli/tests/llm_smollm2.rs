@@ -71,6 +71,7 @@ name = "keep-last-n"
 recent_messages_to_keep = 3
 safety_buffer = 11000
 summary_max_tokens = 150
+summary_target_tokens = 150
 "#
     )
 }

@@ -308,3 +308,103 @@ fn a_real_kill_mid_run_then_resume_gives_the_same_csvs() {
     assert!(out.stdout.contains(&format!("{kept} resumed")), "{}", out.stdout);
     assert_same_csvs(&dir.join("whole"), &dir.join("killed"));
 }
+
+/// `--out` never writes over a folder that is not a run (an existing summary.csv stays), nor
+/// over the run of another experiment; a live process's lock keeps a second run out, and a
+/// dead process's lock (a killed run) does not block the resume.
+#[test]
+fn run_out_refuses_foreign_folders_and_a_locked_run() {
+    let dir = setup("foreign", 1, EXPERIMENT);
+    let foreign = dir.join("baseline");
+    fs::create_dir_all(&foreign).expect("mkdir");
+    fs::write(foreign.join("summary.csv"), "config_id,retention_mean\nx,0.9\n").expect("write");
+    let out = compactbench(&["run", "--config", "exp.toml", "--out", "baseline"], &dir);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("not empty and not a run folder (it holds summary.csv)"), "{}", out.stderr);
+    assert_eq!(fs::read_to_string(foreign.join("summary.csv")).expect("kept"), "config_id,retention_mean\nx,0.9\n");
+
+    // An empty folder is fine; a run of another experiment is refused, even with --resume.
+    fs::create_dir_all(dir.join("empty")).expect("mkdir");
+    assert_eq!(compactbench(&["run", "--config", "exp.toml", "--out", "empty"], &dir).code, 0);
+    fs::write(dir.join("other.toml"), EXPERIMENT.replace("name = \"cli-run\"", "name = \"other\"")).expect("write");
+    let other = compactbench(&["run", "--config", "other.toml", "--out", "empty", "--resume"], &dir);
+    assert_eq!(other.code, 2, "{}", other.stderr);
+    assert!(other.stderr.contains("holds experiment cli-run-"), "{}", other.stderr);
+
+    // A lock held by a live process (this test's own) keeps a run out.
+    let lock = dir.join("empty/.compactbench.lock");
+    fs::write(&lock, std::process::id().to_string()).expect("lock");
+    let locked = compactbench(&["run", "--config", "exp.toml", "--out", "empty", "--resume"], &dir);
+    assert_eq!(locked.code, 2, "{}", locked.stderr);
+    assert!(
+        locked.stderr.contains(&format!("another run (process {}) is writing", std::process::id())),
+        "{}",
+        locked.stderr
+    );
+    // A lock left by a process that is gone is taken over, and released at the end.
+    fs::write(&lock, "4000000000").expect("stale lock");
+    let resumed = compactbench(&["run", "--config", "exp.toml", "--out", "empty", "--resume"], &dir);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert!(!lock.exists(), "the lock is released");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// Two processes resuming into one folder at once: the second is refused by the lock, so no
+/// pair is written twice.
+#[test]
+fn two_concurrent_resumes_write_no_duplicate_record() {
+    let dir = setup("concurrent", 3, EXPERIMENT);
+    let spawn = || {
+        Command::new(BIN)
+            .args(["run", "--config", "exp.toml", "--out", "shared", "--resume", "--jobs", "1"])
+            .current_dir(&dir)
+            .env_remove("CI")
+            .output()
+    };
+    fs::create_dir_all(dir.join("shared")).expect("mkdir");
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(spawn);
+        let b = s.spawn(spawn);
+        (a.join().expect("joins").expect("runs"), b.join().expect("joins").expect("runs"))
+    });
+    let codes = [a.status.code(), b.status.code()];
+    assert!(codes.contains(&Some(0)), "{codes:?}");
+    let log = fs::read_to_string(dir.join("shared/results.jsonl")).expect("log");
+    let mut keys: Vec<String> = log
+        .lines()
+        .map(|l| {
+            let r: serde_json::Value = serde_json::from_str(l).expect("record");
+            format!("{} {}", r["conversation_id"], r["config_id"])
+        })
+        .collect();
+    let n = keys.len();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), n, "no duplicate record: {log}");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// `--resume` after a conversation's text was edited (same id) runs its pairs again and says
+/// so; the other pairs are kept.
+#[test]
+fn resume_reruns_the_pairs_of_an_edited_conversation() {
+    let dir = setup("stale", 2, EXPERIMENT);
+    assert_eq!(compactbench(&["run", "--config", "exp.toml", "--out", "r"], &dir).code, 0);
+    let before = fs::read_to_string(dir.join("r/results.csv")).expect("csv");
+    let data = dir.join("data/set.jsonl");
+    let text = fs::read_to_string(&data).expect("dataset");
+    let edited: Vec<String> = text
+        .lines()
+        .map(|l| if l.contains("\"id\":\"c1\"") { l.replace("TICKET-c1", "TICKET-EDITED") } else { l.to_string() })
+        .collect();
+    assert_ne!(edited.join("\n"), text.trim_end(), "the edit applies");
+    fs::write(&data, edited.join("\n") + "\n").expect("edit");
+    let out = compactbench(&["run", "--config", "exp.toml", "--out", "r", "--resume"], &dir);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let configs = 8; // four configurations at two windows
+    assert!(out.stderr.contains(&format!("note: {configs} pairs rerun:")), "{}", out.stderr);
+    assert!(out.stdout.contains(&format!("{configs} resumed")), "{}", out.stdout);
+    let after = fs::read_to_string(dir.join("r/results.csv")).expect("csv");
+    assert_ne!(before, after, "the edited conversation's rows were replayed");
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -231,3 +231,191 @@ fn no_arguments_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("FILE"));
 }
+
+/// One case of `tests/bad-inputs/cases.txt`.
+#[derive(Debug, Default)]
+struct BadInput {
+    name: String,
+    setup: Vec<String>,
+    args: Vec<String>,
+    exit: Option<i32>,
+    expect: Vec<String>,
+    absent: Vec<(String, String)>,
+    same: Vec<String>,
+}
+
+fn bad_input_cases(text: &str) -> Vec<BadInput> {
+    let mut cases: Vec<BadInput> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if let Some(name) = line.strip_prefix("## ") {
+            cases.push(BadInput { name: name.trim().to_string(), ..BadInput::default() });
+            continue;
+        }
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let case = cases.last_mut().unwrap_or_else(|| panic!("cases.txt:{}: a line before the first case", n + 1));
+        let (key, value) =
+            line.split_once(": ").unwrap_or_else(|| panic!("cases.txt:{}: expected `key: value`", n + 1));
+        match key {
+            "args" => case.args = value.split_whitespace().map(String::from).collect(),
+            "exit" => case.exit = Some(value.trim().parse().unwrap_or_else(|_| panic!("cases.txt:{}: exit", n + 1))),
+            "expect" => case.expect.push(value.to_string()),
+            "setup" => case.setup.push(value.to_string()),
+            "same" => case.same.push(value.trim().to_string()),
+            "absent" => {
+                let (file, text) = value.split_once(' ').unwrap_or_else(|| panic!("cases.txt:{}: absent", n + 1));
+                case.absent.push((file.to_string(), text.to_string()));
+            }
+            other => panic!("cases.txt:{}: unknown key {other:?}", n + 1),
+        }
+    }
+    cases
+}
+
+/// Copy `from` into `to`, replacing the URL placeholders in files that are text.
+fn copy_fixtures(from: &Path, to: &Path, urls: &[(&str, String)]) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("fixtures") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_fixtures(&entry.path(), &target, urls);
+            continue;
+        }
+        let bytes = std::fs::read(entry.path()).expect("fixture");
+        let bytes = match String::from_utf8(bytes) {
+            Ok(mut text) => {
+                for (placeholder, url) in urls {
+                    text = text.replace(placeholder, url);
+                }
+                text.into_bytes()
+            }
+            Err(e) => e.into_bytes(),
+        };
+        std::fs::write(target, bytes).expect("copy");
+    }
+}
+
+fn bad_input_setup(dir: &Path, step: &str) {
+    let words: Vec<&str> = step.split_whitespace().collect();
+    let path = dir.join(words.get(1).expect("a setup step names a path"));
+    match words[0] {
+        "fifo" => {
+            let ok = Command::new("mkfifo").arg(&path).status().is_ok_and(|s| s.success());
+            assert!(ok, "mkfifo {}", path.display());
+        }
+        "symlink-loop" => {
+            #[cfg(unix)]
+            std::os::unix::fs::symlink(&path, &path).expect("symlink");
+        }
+        "huge-line" => {
+            let bytes: usize = words[2].parse().expect("bytes");
+            let head = r#"{"id": "huge", "messages": [{"role": "user", "content": ""#;
+            let tail = "\"}]}";
+            let line = format!("{head}{}{tail}\n", "x".repeat(bytes - head.len() - tail.len()));
+            std::fs::write(path, line).expect("write");
+        }
+        "deep" => {
+            let depth: usize = words[2].parse().expect("depth");
+            std::fs::write(path, format!("{}{}\n", "[".repeat(depth), "]".repeat(depth))).expect("write");
+        }
+        "non-utf8" => {
+            std::fs::write(path, b"{\"id\": \"caf\xe9\", \"messages\": []}\n").expect("write");
+        }
+        "dir" => std::fs::create_dir_all(path).expect("mkdir"),
+        "copy" => {
+            std::fs::copy(dir.join(words[1]), dir.join(words[2])).expect("copy");
+        }
+        other => panic!("unknown setup step {other:?}"),
+    }
+}
+
+/// Run `args` in `dir`, killing it after `limit`; `None` when it had to be killed.
+fn run_limited(args: &[String], dir: &Path, limit: std::time::Duration) -> Option<(i32, String)> {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .env("COMPACTBENCH_BAD_INPUTS_KEY", "sk-bad-inputs-key-0000")
+        .env_remove("CI")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let started = std::time::Instant::now();
+    loop {
+        if child.try_wait().expect("waits").is_some() {
+            let out = child.wait_with_output().expect("output");
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            return Some((out.status.code().unwrap_or(-1), text));
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The bad-input suite: every case of `tests/bad-inputs/cases.txt` gives its exit code and
+/// message, in a fresh copy of the fixtures, within a minute.
+#[test]
+fn bad_inputs_suite() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/bad-inputs");
+    let cases = bad_input_cases(&std::fs::read_to_string(root.join("cases.txt")).expect("cases.txt"));
+    assert!(cases.len() >= 30, "the suite holds {} cases", cases.len());
+    let unauthorized = testkit::server::MockServer::start();
+    unauthorized.respond_with(|_| testkit::server::Reply::Raw {
+        status: 401,
+        headers: vec![],
+        body: r#"{"error": {"message": "invalid api key", "type": "invalid_request_error"}}"#.into(),
+    });
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+        format!("http://127.0.0.1:{}", l.local_addr().expect("addr").port())
+    };
+    let urls = [("{closed_url}", closed), ("{unauthorized_url}", unauthorized.url())];
+    let mut failures = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let dir = temp_dir(&format!("bad-{i}"));
+        copy_fixtures(&root.join("files"), &dir.0, &urls);
+        for step in &case.setup {
+            bad_input_setup(&dir.0, step);
+        }
+        let Some((code, output)) = run_limited(&case.args, &dir.0, std::time::Duration::from_secs(60)) else {
+            failures.push(format!("{}: still running after 60 s", case.name));
+            continue;
+        };
+        if Some(code) != case.exit {
+            failures.push(format!("{}: exit {code}, expected {:?}\n{output}", case.name, case.exit));
+        }
+        for fragment in &case.expect {
+            if !output.contains(fragment.as_str()) {
+                failures.push(format!("{}: no {fragment:?} in\n{output}", case.name));
+            }
+        }
+        for (file, text) in &case.absent {
+            match std::fs::read_to_string(dir.join(file)) {
+                Ok(content) if content.contains(text.as_str()) => {
+                    failures.push(format!("{}: {file} contains {text:?}", case.name))
+                }
+                Ok(_) => {}
+                Err(e) => failures.push(format!("{}: {file}: {e}", case.name)),
+            }
+        }
+        for file in &case.same {
+            let before = std::fs::read(root.join("files").join(file)).expect("fixture");
+            if std::fs::read(dir.join(file)).ok() != Some(before) {
+                failures.push(format!("{}: {file} changed", case.name));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} bad-input cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}

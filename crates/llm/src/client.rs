@@ -193,6 +193,13 @@ impl Client {
             },
         }
     }
+    /// `text` without the API key in it.
+    pub fn scrub(&self, text: &str) -> String {
+        match &self.key {
+            Some(k) => k.scrub(text),
+            None => text.to_string(),
+        }
+    }
     /// The cache key `request` would have.
     pub fn cache_key(&self, request: &ChatRequest) -> CacheKey {
         CacheKey::new(
@@ -209,7 +216,15 @@ impl Client {
     /// One completion: from the cache when the mode allows, else over HTTP with retries.
     pub async fn complete(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
-        let result = self.complete_inner(&request).await;
+        // An endpoint may echo the key (an error body quoting the Authorization header, or even
+        // an answer): it is scrubbed here, before anything is cached, logged or stored.
+        let result = match self.complete_inner(&request).await {
+            Ok(mut r) => {
+                r.text = self.scrub(&r.text);
+                Ok(r)
+            }
+            Err(e) => Err(e.scrubbed(|m| self.scrub(m))),
+        };
         match &result {
             Ok(r) => self.counters.used(r.usage),
             Err(e) => {
@@ -240,11 +255,49 @@ impl Client {
         let max_tokens = request.max_tokens.unwrap_or(self.cfg.max_tokens);
         let temperature = request.temperature.unwrap_or(self.cfg.temperature);
         let body = wire::request_body(self.cfg.protocol, &self.cfg.model, &request.messages, max_tokens, temperature);
-        let response = self.send_with_retries(&body).await?;
+        let mut response = self.send_with_retries(&body).await?;
+        response.text = self.scrub(&response.text);
         if let Some(cache) = &self.cache {
             cache.put(&key, &response)?;
         }
         Ok(response)
+    }
+
+    /// The endpoint's URL (no key in it).
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// One small request (one output token, no cache, not counted in [`Client::stats`]) to
+    /// learn whether the endpoint answers as a model before a run relies on it. A transient
+    /// fault (a broken connection, a 5xx) is tried at most [`PREFLIGHT_ATTEMPTS`] times, with
+    /// at most a second between attempts. A rate limit or a context-length answer still shows
+    /// a live model and passes; an unreachable endpoint, an error status (401, 403, 404, 5xx)
+    /// or an answer that is not a model's fails, with the error scrubbed of the key.
+    pub async fn preflight(&self) -> Result<(), LlmError> {
+        let messages = vec![crate::ChatMessage::user("Reply with OK.")];
+        let body = wire::request_body(self.cfg.protocol, &self.cfg.model, &messages, 1, self.cfg.temperature);
+        let attempts = self.cfg.max_retries.saturating_add(1).min(PREFLIGHT_ATTEMPTS);
+        let mut attempt = 0;
+        let outcome = loop {
+            attempt += 1;
+            let error = match self.attempt_counted(&body, false).await {
+                Attempt::Done(_) => break Ok(()),
+                Attempt::Fail(e) => break Err(e),
+                Attempt::Retry(e, _) => e,
+            };
+            if matches!(error, LlmError::RateLimited { .. }) {
+                break Ok(());
+            }
+            if attempt >= attempts {
+                break Err(with_attempts(error, attempt, self.cfg.timeout_s));
+            }
+            tokio::time::sleep(self.backoff(attempt).min(Duration::from_secs(1))).await;
+        };
+        match outcome {
+            Err(LlmError::ContextLengthExceeded { .. }) => Ok(()),
+            other => other.map_err(|e| e.scrubbed(|m| self.scrub(m))),
+        }
     }
 
     async fn send_with_retries(&self, body: &serde_json::Value) -> Result<ChatResponse, LlmError> {
@@ -280,12 +333,18 @@ impl Client {
     }
 
     async fn attempt(&self, body: &serde_json::Value) -> Attempt {
+        self.attempt_counted(body, true).await
+    }
+
+    async fn attempt_counted(&self, body: &serde_json::Value, counted: bool) -> Attempt {
         self.limits.pacer.wait().await;
         let _permit = match self.limits.gate.acquire().await {
             Ok(p) => p,
             Err(e) => return Attempt::Fail(LlmError::Client(e.to_string())),
         };
-        self.counters.http_attempts.fetch_add(1, Ordering::Relaxed);
+        if counted {
+            self.counters.http_attempts.fetch_add(1, Ordering::Relaxed);
+        }
         let mut req = self.http.post(&self.endpoint).json(body);
         req = match (self.cfg.protocol, &self.key) {
             (Protocol::Openai, Some(k)) => req.bearer_auth(k.expose()),
@@ -314,6 +373,9 @@ impl Client {
         }
     }
 }
+
+/// The most attempts a preflight request makes.
+pub const PREFLIGHT_ATTEMPTS: u32 = 3;
 
 enum Attempt {
     Done(ChatResponse),

@@ -209,6 +209,14 @@ impl Secret {
     pub fn expose(&self) -> &str {
         &self.0
     }
+    /// `text` with every occurrence of the key replaced by `***` (a key shorter than four
+    /// characters is not searched for: it would match ordinary text).
+    pub fn scrub(&self, text: &str) -> String {
+        if self.0.chars().count() < 4 || !text.contains(self.0.as_str()) {
+            return text.to_string();
+        }
+        text.replace(self.0.as_str(), "***")
+    }
 }
 
 impl fmt::Debug for Secret {

@@ -64,6 +64,42 @@ impl LlmError {
             LlmError::Client(_) => "client",
         }
     }
+    /// The same error with every message passed through `scrub` (the API key removed from an
+    /// error body that echoed it).
+    pub fn scrubbed(self, scrub: impl Fn(&str) -> String) -> LlmError {
+        match self {
+            LlmError::ContextLengthExceeded { status, message } => {
+                LlmError::ContextLengthExceeded { status, message: scrub(&message) }
+            }
+            LlmError::RateLimited { attempts, message } => LlmError::RateLimited { attempts, message: scrub(&message) },
+            LlmError::Server { status, attempts, message } => {
+                LlmError::Server { status, attempts, message: scrub(&message) }
+            }
+            LlmError::Rejected { status, message } => LlmError::Rejected { status, message: scrub(&message) },
+            LlmError::Connection { attempts, message } => LlmError::Connection { attempts, message: scrub(&message) },
+            LlmError::Malformed { status, problem, excerpt } => {
+                LlmError::Malformed { status, problem: scrub(&problem), excerpt: scrub(&excerpt) }
+            }
+            LlmError::Client(m) => LlmError::Client(scrub(&m)),
+            other => other,
+        }
+    }
+    /// A fault of the endpoint for a transport, auth or server reason (unreachable, timing
+    /// out, refusing the key or the request, failing with 5xx or rate limiting after every
+    /// retry) rather than of the model's answer: a run fails the pair on it instead of taking
+    /// a strategy's failure path. A malformed answer, an empty one or a context-length
+    /// rejection is the model's own failure.
+    pub fn is_endpoint_fault(&self) -> bool {
+        matches!(
+            self,
+            LlmError::RateLimited { .. }
+                | LlmError::Server { .. }
+                | LlmError::Rejected { .. }
+                | LlmError::Timeout { .. }
+                | LlmError::Connection { .. }
+                | LlmError::Client(_)
+        )
+    }
     pub fn is_context_length_exceeded(&self) -> bool {
         matches!(self, LlmError::ContextLengthExceeded { .. })
     }

@@ -499,17 +499,41 @@ pub fn write_rows<W: std::io::Write, T: Serialize>(out: W, header: &[&str], rows
     let mut w = ::csv::WriterBuilder::new().has_headers(false).from_writer(out);
     w.write_record(header)?;
     for row in rows {
-        w.serialize(row)?;
+        // Serialize the row alone, then write its cells through the formula guard.
+        let mut one = ::csv::WriterBuilder::new().has_headers(false).from_writer(Vec::new());
+        one.serialize(row)?;
+        let bytes = one.into_inner().map_err(|e| ::csv::Error::from(std::io::Error::other(e.to_string())))?;
+        let mut reader = ::csv::ReaderBuilder::new().has_headers(false).from_reader(bytes.as_slice());
+        for record in reader.records() {
+            let record = record?;
+            w.write_record(record.iter().map(|c| guard_formula(c).into_owned()))?;
+        }
     }
     w.flush()?;
     Ok(())
 }
 
-/// Write `rows` as CSV to `path`.
+/// A text cell that a spreadsheet would run as a formula (it starts with `=`, `+`, `-`, `@`,
+/// a tab or a carriage return) gets a leading `'`; numbers (`-0.5`) are left as they are.
+pub fn guard_formula(cell: &str) -> std::borrow::Cow<'_, str> {
+    let risky = cell.starts_with(['=', '+', '-', '@', '\t', '\r']);
+    if risky && cell.trim().parse::<f64>().is_err() {
+        std::borrow::Cow::Owned(format!("'{cell}"))
+    } else {
+        std::borrow::Cow::Borrowed(cell)
+    }
+}
+
+/// Write `rows` as CSV to `path`, atomically: through a temporary file in the same folder,
+/// renamed over `path`, so a reader never sees half a file and a failure leaves the old one.
 pub fn write_file<T: Serialize>(path: &Path, header: &[&str], rows: &[T]) -> Result<(), ReportError> {
-    let file = std::fs::File::create(path).map_err(|source| ReportError::Io { path: path.to_path_buf(), source })?;
-    write_rows(std::io::BufWriter::new(file), header, rows)
-        .map_err(|e| ReportError::Csv { path: path.to_path_buf(), detail: e.to_string() })
+    let mut bytes = Vec::new();
+    write_rows(&mut bytes, header, rows)
+        .map_err(|e| ReportError::Csv { path: path.to_path_buf(), detail: e.to_string() })?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(|source| ReportError::Io { path: tmp.clone(), source })?;
+    std::fs::rename(&tmp, path).map_err(|source| ReportError::Io { path: path.to_path_buf(), source })
 }
 
 #[cfg(test)]
@@ -523,6 +547,24 @@ mod tests {
         let bytes = w.into_inner().expect("flushes");
         let text = String::from_utf8(bytes).expect("utf-8");
         text.lines().next().expect("a header line").split(',').map(String::from).collect()
+    }
+
+    #[test]
+    fn text_cells_a_spreadsheet_would_run_are_guarded_and_numbers_are_not() {
+        for (cell, written) in [
+            ("=HYPERLINK(\"x\")", "'=HYPERLINK(\"x\")"),
+            ("+1+2", "'+1+2"),
+            ("-2+3", "'-2+3"),
+            ("@SUM(A1)", "'@SUM(A1)"),
+            ("-0.5", "-0.5"),
+            ("+3", "+3"),
+            ("plain", "plain"),
+        ] {
+            assert_eq!(guard_formula(cell), written, "{cell}");
+        }
+        let mut out = Vec::new();
+        write_rows(&mut out, &["config_id", "x"], &[("=cmd|' /C calc'!A0", -1.5)]).expect("writes");
+        assert_eq!(String::from_utf8(out).expect("utf-8"), "config_id,x\n'=cmd|' /C calc'!A0,-1.5\n");
     }
 
     #[test]

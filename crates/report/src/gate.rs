@@ -58,6 +58,12 @@ pub enum GateError {
     Duplicate { file: String, line: u64, config_id: String },
     #[error("--tolerance {given}: {problem}")]
     Tolerance { given: String, problem: String },
+    #[error("{file}:{line}: column `{column}`: {value:?} is not a finite number")]
+    NotFinite { file: String, line: u64, column: String, value: String },
+    #[error("{file}:1: no configuration rows (an empty or header-only summary cannot be compared)")]
+    Empty { file: String },
+    #[error("{file}:1: no column `{column}`{}; the gate cannot compare it", other.as_ref().map(|o| format!(" (which {o} has)")).unwrap_or_default())]
+    MissingColumn { file: String, column: String, other: Option<String> },
 }
 
 /// A metric the gate can fail on.
@@ -267,6 +273,9 @@ impl SummaryTable {
 
     /// Parse the text of a summary file; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<SummaryTable, GateError> {
+        if text.trim().is_empty() {
+            return Err(GateError::Empty { file: file.to_string() });
+        }
         let mut reader = ::csv::ReaderBuilder::new().has_headers(true).from_reader(text.as_bytes());
         let csv_err = |e: ::csv::Error| GateError::Csv {
             file: file.to_string(),
@@ -308,6 +317,16 @@ impl SummaryTable {
                     column: column.clone(),
                     value: cell.to_string(),
                 })?;
+                // `inf`, `NaN` and `1e400` (which parses as infinity) would compare as a huge
+                // improvement or never compare at all.
+                if !v.is_finite() {
+                    return Err(GateError::NotFinite {
+                        file: file.into(),
+                        line,
+                        column: column.clone(),
+                        value: cell.to_string(),
+                    });
+                }
                 entry.values.insert(column.clone(), v);
             }
             table.entries.push(entry);
@@ -388,7 +407,60 @@ pub struct GateReport {
 /// Values closer than this are equal (CSV values are rounded to 6 or 8 decimals).
 const EPSILON: f64 = 1e-9;
 
-/// Compare `current` against `baseline`.
+/// The columns the gate judges: each metric's column and its interval's columns.
+fn gated_columns() -> Vec<&'static str> {
+    Metric::ALL
+        .iter()
+        .flat_map(|m| {
+            let (lo, hi) = m.ci_columns().unwrap_or(("", ""));
+            [m.column(), lo, hi]
+        })
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+/// Refuse what the gate cannot compare: a file without configuration rows, a file without
+/// `retention_mean`, and a gated column (a metric or its interval) that only one file has.
+/// Without this check such files pass, since a metric absent on both sides never moves.
+pub fn check_comparable(baseline: &SummaryTable, current: &SummaryTable) -> Result<(), GateError> {
+    for table in [baseline, current] {
+        if table.entries.is_empty() {
+            return Err(GateError::Empty { file: table.file.clone() });
+        }
+    }
+    for column in gated_columns() {
+        let has = |t: &SummaryTable| t.columns.iter().any(|c| c == column);
+        for (table, other) in [(baseline, current), (current, baseline)] {
+            if !has(table) && has(other) {
+                return Err(GateError::MissingColumn {
+                    file: table.file.clone(),
+                    column: column.into(),
+                    other: Some(other.file.clone()),
+                });
+            }
+        }
+    }
+    for table in [baseline, current] {
+        let column = Metric::Retention.column();
+        if !table.columns.iter().any(|c| c == column) {
+            return Err(GateError::MissingColumn { file: table.file.clone(), column: column.into(), other: None });
+        }
+    }
+    Ok(())
+}
+
+/// [`check_comparable`], then [`compare`].
+pub fn compare_checked(
+    baseline: &SummaryTable,
+    current: &SummaryTable,
+    tolerances: &Tolerances,
+) -> Result<GateReport, GateError> {
+    check_comparable(baseline, current)?;
+    Ok(compare(baseline, current, tolerances))
+}
+
+/// Compare `current` against `baseline`. It does not check that the files are comparable:
+/// [`compare_checked`] does.
 pub fn compare(baseline: &SummaryTable, current: &SummaryTable, tolerances: &Tolerances) -> GateReport {
     let mut changes = Vec::new();
     let mut compared = 0;
@@ -412,13 +484,7 @@ pub fn compare(baseline: &SummaryTable, current: &SummaryTable, tolerances: &Tol
                 changes.push(change);
             }
         }
-        let gated_columns: Vec<&str> = Metric::ALL
-            .iter()
-            .flat_map(|m| {
-                let (lo, hi) = m.ci_columns().unwrap_or(("", ""));
-                [m.column(), lo, hi]
-            })
-            .collect();
+        let gated_columns = gated_columns();
         // Only columns both files have: a baseline written before a column existed (or a
         // current run without it) has nothing to compare it with.
         for column in baseline.columns.iter().filter(|c| current.columns.contains(c)) {
@@ -777,5 +843,62 @@ mod tests {
         let report = compare(&base, &worse, &Tolerances::default());
         assert!(!report.passed());
         assert!(report.changes.iter().all(|c| c.metric != "at_risk_retention_task"));
+    }
+
+    #[test]
+    fn a_damaged_baseline_or_current_file_is_refused_naming_file_line_and_column() {
+        let full = table(&[BASE]);
+        let worse = table(&[&BASE.replace(",0.8,0.7,0.9,", ",0.5,0.4,0.6,")]);
+        // Without retention_mean: before the check, the retention drop went unseen and passed.
+        let no_retention = SummaryTable::parse(
+            &format!("{}\n{}\n", HEADER.replace("retention_mean,retention_ci_low", "x_mean,retention_ci_low"), BASE),
+            "base.csv",
+        )
+        .expect("parses");
+        assert!(compare(&no_retention, &worse, &Tolerances::default()).passed(), "unchecked, the drop is unseen");
+        let e = compare_checked(&no_retention, &worse, &Tolerances::default()).expect_err("refused");
+        assert_eq!(
+            e.to_string(),
+            "base.csv:1: no column `retention_mean` (which t.csv has); the gate cannot compare it"
+        );
+        // Only the id columns.
+        let ids = SummaryTable::parse("config_id,strategy,params\na,s,{}\n", "base.csv").expect("parses");
+        let e = compare_checked(&ids, &worse, &Tolerances::default()).expect_err("refused");
+        assert!(e.to_string().contains("base.csv:1: no column `retention_mean`"), "{e}");
+        // Only the header.
+        let empty = SummaryTable::parse(&format!("{HEADER}\n"), "base.csv").expect("parses");
+        let e = compare_checked(&empty, &worse, &Tolerances::default()).expect_err("refused");
+        assert_eq!(
+            e.to_string(),
+            "base.csv:1: no configuration rows (an empty or header-only summary cannot be compared)"
+        );
+        let e = SummaryTable::parse("", "cur.csv").expect_err("an empty file is refused");
+        assert!(e.to_string().starts_with("cur.csv:1: no configuration rows"), "{e}");
+        // A current file missing a gated column names the column instead of reporting regressions.
+        let no_cost = SummaryTable::parse(
+            &format!("{}\n{}\n", HEADER.trim_end_matches(",cost_usd_mean"), BASE.trim_end_matches(",0.01")),
+            "cur.csv",
+        )
+        .expect("parses");
+        let e = compare_checked(&full, &no_cost, &Tolerances::default()).expect_err("refused");
+        assert_eq!(e.to_string(), "cur.csv:1: no column `cost_usd_mean` (which t.csv has); the gate cannot compare it");
+        // Comparable files still compare.
+        assert!(!compare_checked(&full, &worse, &Tolerances::default()).expect("comparable").passed());
+    }
+
+    #[test]
+    fn non_finite_values_are_refused_with_file_line_and_column() {
+        for value in ["inf", "-inf", "1e400", "NaN", "infinity"] {
+            let text = format!(
+                "{HEADER}\n{BASE}\n{}\n",
+                BASE.replacen("a,", "b,", 1).replace(",0.8,0.7,0.9,", &format!(",{value},0.7,0.9,"))
+            );
+            let e = SummaryTable::parse(&text, "cur.csv").expect_err(value);
+            assert_eq!(
+                e.to_string(),
+                format!("cur.csv:3: column `retention_mean`: {value:?} is not a finite number"),
+                "{value}"
+            );
+        }
     }
 }

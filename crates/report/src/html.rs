@@ -79,6 +79,11 @@ pub fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            // Bidirectional overrides and isolates would reverse the text around them (an id
+            // with U+202E): shown as their code point instead.
+            '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
+                out.push_str(&format!("[U+{:04X}]", c as u32))
+            }
             _ => out.push(c),
         }
     }

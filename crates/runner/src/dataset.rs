@@ -67,11 +67,14 @@ pub struct LoadOptions {
     /// The longest line accepted, in bytes (without the newline). Longer lines are skipped
     /// with [`Problem::LineTooLong`]; at most this many bytes of one line are held in memory.
     pub max_line_bytes: usize,
+    /// Keep (and so replay) conversations that [`Dataset::validate`] rejects; a run reports
+    /// them either way. Loading a file for `validate` ignores it.
+    pub allow_invalid: bool,
 }
 
 impl Default for LoadOptions {
     fn default() -> LoadOptions {
-        LoadOptions { max_line_bytes: DEFAULT_MAX_LINE_BYTES }
+        LoadOptions { max_line_bytes: DEFAULT_MAX_LINE_BYTES, allow_invalid: false }
     }
 }
 
@@ -189,7 +192,15 @@ pub fn load_file(path: impl AsRef<Path>, options: &LoadOptions) -> Dataset {
 }
 
 fn load_named(name: String, path: &Path, options: &LoadOptions) -> Dataset {
-    match fs::File::open(path) {
+    // A FIFO would block the read and a device (`/dev/zero`) never ends: only regular files
+    // are read.
+    let opened = match fs::metadata(path) {
+        Ok(m) if !m.is_file() => {
+            Err(std::io::Error::other("not a regular file (a folder, FIFO, device or socket); give a dataset file"))
+        }
+        _ => fs::File::open(path),
+    };
+    match opened {
         Ok(file) => Dataset::from_reader(name, path, file, options),
         Err(e) => Dataset {
             name,

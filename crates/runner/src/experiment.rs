@@ -241,6 +241,8 @@ struct RawExperiment {
     #[serde(default)]
     cache_mode: Option<llm::CacheMode>,
     #[serde(default)]
+    on_llm_error: Option<crate::llm_setup::OnLlmError>,
+    #[serde(default)]
     cache_dir: Option<String>,
     #[serde(default)]
     seed: u64,
@@ -309,6 +311,7 @@ impl Experiment {
             llm: raw.llm.clone(),
             judge_repeats: raw.judge_repeats,
             cache_mode: raw.cache_mode,
+            on_llm_error: raw.on_llm_error,
             cache_dir: raw.cache_dir.clone(),
             price_table: raw
                 .price
@@ -507,7 +510,12 @@ fn expand_table(
     let mut axes: Vec<(&str, Vec<serde_json::Value>)> = Vec::new();
     for key in keys {
         if !known.iter().any(|k| k == key) {
-            return Err(err(&name, Some(key), format!("unknown parameter (allowed: {})", known.join(", "))));
+            let allowed = if known.is_empty() {
+                format!("{name} takes no parameters")
+            } else {
+                format!("allowed: {}", known.join(", "))
+            };
+            return Err(err(&name, Some(key), format!("unknown parameter ({allowed})")));
         }
         let value = &table[key.as_str()];
         let values: Vec<&toml::Value> = match value {
@@ -519,6 +527,12 @@ fn expand_table(
         };
         let mut json_values = Vec::with_capacity(values.len());
         for v in values {
+            // JSON has no NaN or infinity: serde_json would turn them into `null`.
+            if let toml::Value::Float(f) = v {
+                if !f.is_finite() {
+                    return Err(err(&name, Some(key), format!("{f} is not a finite number")));
+                }
+            }
             let j = serde_json::to_value(v)
                 .map_err(|e| err(&name, Some(key), format!("cannot represent {v} as a parameter: {e}")))?;
             if !json_values.contains(&j) {

@@ -111,6 +111,18 @@ pub fn missed_cache(score: &ProbeScore) -> bool {
     score.llm.as_ref().and_then(|v| v.get("cache_miss")).and_then(Value::as_bool).unwrap_or(false)
 }
 
+/// The error of a probe whose model request failed at the endpoint (see
+/// [`LlmError::is_endpoint_fault`]), `None` for any other probe.
+pub fn endpoint_fault(score: &ProbeScore) -> Option<String> {
+    let detail = score.llm.as_ref()?;
+    if !detail.get("endpoint_fault").and_then(Value::as_bool).unwrap_or(false) {
+        return None;
+    }
+    let error = detail.get("error").and_then(Value::as_str).map(str::to_string);
+    let first = detail.pointer("/errors/0").and_then(Value::as_str).map(str::to_string);
+    Some(error.or(first).unwrap_or_else(|| "endpoint failure".into()))
+}
+
 /// The compacted context as the answering model reads it.
 pub fn context_messages(ctx: &Context) -> Vec<ChatMessage> {
     let mut out = Vec::new();
@@ -270,6 +282,9 @@ impl LlmJudge {
                 if matches!(e, LlmError::CacheMiss { .. }) {
                     detail["cache_miss"] = json!(true);
                 }
+                if e.is_endpoint_fault() {
+                    detail["endpoint_fault"] = json!(true);
+                }
                 return (None, detail);
             }
         };
@@ -279,6 +294,7 @@ impl LlmJudge {
         let mut per_dim = [0f64; 5];
         let mut errors = Vec::new();
         let mut cache_miss = false;
+        let mut endpoint_fault = false;
         for sample in 0..self.repeats {
             match self.grader.complete(self.grade_request(probe, &answer, sample)).await {
                 Ok(r) => {
@@ -300,6 +316,7 @@ impl LlmJudge {
                 }
                 Err(e) => {
                     cache_miss |= matches!(e, LlmError::CacheMiss { .. });
+                    endpoint_fault |= e.is_endpoint_fault();
                     errors.push(format!("grade {sample}: {}: {e}", e.kind()));
                     grades.push(Value::Null);
                     raw.push(Value::Null);
@@ -320,6 +337,9 @@ impl LlmJudge {
         }
         if cache_miss {
             detail["cache_miss"] = json!(true);
+        }
+        if endpoint_fault {
+            detail["endpoint_fault"] = json!(true);
         }
         if n == 0 {
             return (None, detail);

@@ -30,6 +30,19 @@ use crate::replay::{Judge, Price, Summarizer, Summary};
 /// The default response cache folder, relative to the experiment file.
 pub const DEFAULT_CACHE_DIR: &str = "llm-cache";
 
+/// What a run does when a model request fails at its endpoint after every retry (see
+/// [`llm::LlmError::is_endpoint_fault`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnLlmError {
+    /// The pair fails (a resume runs it again): the outage is never scored as the strategy's.
+    #[default]
+    Fail,
+    /// The strategy's failure path runs and the probe is unscored, as for the model's own
+    /// failures.
+    Fallback,
+}
+
 /// What an experiment says about models.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LlmSettings {
@@ -50,6 +63,9 @@ pub struct LlmSettings {
     /// How many times the LLM judge grades each answer.
     pub judge_repeats: u32,
     pub cache_mode: CacheMode,
+    /// `on_llm_error`: what an endpoint failure does to a pair.
+    #[serde(default)]
+    pub on_llm_error: OnLlmError,
     /// The response cache folder, relative to the experiment file.
     pub cache_dir: String,
     /// The LLM summarizer model's price from the price table, when the experiment sets a
@@ -177,6 +193,7 @@ pub(crate) struct RawLlm {
     pub llm: Option<LlmConfig>,
     pub judge_repeats: Option<u32>,
     pub cache_mode: Option<CacheMode>,
+    pub on_llm_error: Option<OnLlmError>,
     pub cache_dir: Option<String>,
     /// The price table, when the experiment prices its calls (`price` is set): the LLM
     /// summarizer's model is looked up in it.
@@ -251,6 +268,7 @@ pub(crate) fn resolve(
             ("llm", raw.llm.is_some()),
             ("judge_repeats", raw.judge_repeats.is_some()),
             ("cache_mode", raw.cache_mode.is_some()),
+            ("on_llm_error", raw.on_llm_error.is_some()),
             ("cache_dir", raw.cache_dir.is_some()),
         ] {
             if set {
@@ -273,6 +291,7 @@ pub(crate) fn resolve(
         judge,
         judge_repeats: repeats,
         cache_mode: raw.cache_mode.unwrap_or_default(),
+        on_llm_error: raw.on_llm_error.unwrap_or_default(),
         cache_dir: raw.cache_dir.unwrap_or_else(|| DEFAULT_CACHE_DIR.to_string()),
         summarizer_price,
         summarizer_price_note,
@@ -436,6 +455,47 @@ impl LlmRoles {
                 }
             }),
         })
+    }
+
+    /// One small request to every distinct endpoint (protocol, URL and model) the roles use,
+    /// before a run relies on them; nothing when the cache mode is `only` (no request is
+    /// made then). The first endpoint that is unreachable, refuses the key or does not answer
+    /// as a model gives the error.
+    pub fn preflight(&self) -> Result<(), PreflightError> {
+        if self.cache_mode == Some(CacheMode::Only) {
+            return Ok(());
+        }
+        let mut clients: Vec<(&str, &Client)> = Vec::new();
+        if let Some(s) = &self.summarizer {
+            clients.push(("summarizer", s.client()));
+        }
+        if let Some(j) = &self.judge {
+            clients.push(("judge", j.answerer()));
+        }
+        let mut seen: Vec<(llm::Protocol, String, String)> = Vec::new();
+        let rt = crate::llm_summarize::runtime().map_err(|e| PreflightError {
+            role: "llm",
+            endpoint: String::new(),
+            model: String::new(),
+            error: LlmError::Client(e.to_string()),
+        })?;
+        for (role, client) in clients {
+            let cfg = client.config();
+            let id = (cfg.protocol, client.endpoint().to_string(), cfg.model.clone());
+            if seen.contains(&id) {
+                continue;
+            }
+            seen.push(id);
+            if let Err(error) = rt.block_on(client.preflight()) {
+                return Err(PreflightError {
+                    role,
+                    endpoint: client.endpoint().to_string(),
+                    model: cfg.model.clone(),
+                    error,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Cache keys missed in cache mode `only`, by either role, in order of first miss.
@@ -747,4 +807,15 @@ mod tests {
         };
         assert!(NeedsRoles.summarize(&ctx, &req).unwrap_err().reason.contains("LlmRoles::build"));
     }
+}
+
+/// A model endpoint that failed its preflight request.
+#[derive(Debug, thiserror::Error)]
+#[error("the {role}'s model endpoint {endpoint} (model {model}) failed its preflight request: {error}")]
+pub struct PreflightError {
+    pub role: &'static str,
+    pub endpoint: String,
+    pub model: String,
+    #[source]
+    pub error: LlmError,
 }

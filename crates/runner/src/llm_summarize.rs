@@ -225,6 +225,7 @@ impl Summarizer for LlmSummarizer {
                 let kind = match e {
                     LlmError::ContextLengthExceeded { .. } => FailureKind::ContextLength,
                     LlmError::CacheMiss { .. } => FailureKind::CacheMiss,
+                    ref e if e.is_endpoint_fault() => FailureKind::Endpoint,
                     _ => FailureKind::Other,
                 };
                 Err(SummaryError::new(self.failed(e.kind(), format!("{}: {e}", e.kind())), kind))

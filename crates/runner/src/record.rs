@@ -21,6 +21,11 @@ pub struct PairRecord {
     pub window: u64,
     /// Who judged retention (`offline`, or the LLM judge's model).
     pub judge: String,
+    /// A hash of what the pair's result depends on: the conversation's content, the resolved
+    /// configuration, the summarizer and the judge. `--resume` runs a pair again when it
+    /// changed. Absent in records written before it existed (those are kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_hash: Option<String>,
     pub outcome: PairOutcome,
 }
 
@@ -71,6 +76,14 @@ pub struct PairMetrics {
     /// any is recorded as failed.
     #[serde(default)]
     pub cache_misses: u64,
+    /// Summaries and probes whose model request failed at the endpoint (unreachable, refused,
+    /// 401/403, 5xx or rate limited after every retry, not a model's answer); with
+    /// `on_llm_error = "fail"` a pair with any is recorded as failed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub endpoint_failures: u64,
+    /// The first of those failures, as the client reported it (the key scrubbed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_error: Option<String>,
     /// Cost of the replayed calls plus summarizer calls, in US dollars.
     pub cost_usd: f64,
     /// Mean probe score (0..1); `None` when the conversation has no probes.
@@ -164,4 +177,8 @@ pub struct ProbeScore {
     /// LLM judge only: the per-dimension grades (0-5), the answer, and the raw verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<serde_json::Value>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -224,6 +224,11 @@ pub enum FailureKind {
     ContextLength,
     /// The response cache (mode `only`) had no answer: the pair cannot be scored.
     CacheMiss,
+    /// The model endpoint failed (unreachable, refused, 401/403, 5xx after every retry, not a
+    /// model's answer): the outage, not the strategy, would be measured. The strategy's
+    /// failure path still runs, and the run records the pair as failed unless the experiment
+    /// says `on_llm_error = "fallback"` (see [`crate::run`]).
+    Endpoint,
 }
 
 /// A failed summary and its kind.
@@ -699,6 +704,12 @@ impl<'a> Replayer<'a> {
                     match e.kind {
                         FailureKind::ContextLength => context_length = true,
                         FailureKind::CacheMiss => self.metrics.cache_misses += 1,
+                        FailureKind::Endpoint => {
+                            self.metrics.endpoint_failures += 1;
+                            if self.metrics.endpoint_error.is_none() {
+                                self.metrics.endpoint_error = Some(format!("summary: {}", e.failure.reason));
+                            }
+                        }
                         FailureKind::Other => {}
                     }
                     outcomes.push(Err(e.failure));
@@ -771,6 +782,12 @@ impl<'a> Replayer<'a> {
             s.at_risk = !is_verbatim(&self.ctx, p.source_message);
             if crate::llm_judge::missed_cache(s) {
                 self.metrics.cache_misses += 1;
+            }
+            if let Some(error) = crate::llm_judge::endpoint_fault(s) {
+                self.metrics.endpoint_failures += 1;
+                if self.metrics.endpoint_error.is_none() {
+                    self.metrics.endpoint_error = Some(format!("probe: {error}"));
+                }
             }
         }
         self.metrics.probes.extend(scores);

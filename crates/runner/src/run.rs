@@ -41,6 +41,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dataset::{self, LoadOptions};
 use crate::experiment::{canonical_json, fnv1a, short_hash, Configuration, Experiment};
+use crate::llm_setup::OnLlmError;
 use crate::record::{PairMetrics, PairOutcome, PairRecord};
 use crate::replay::{self, CacheProfile, Judge, ReplayError, ReplaySettings, Summarizer};
 
@@ -48,6 +49,9 @@ use crate::replay::{self, CacheProfile, Judge, ReplayError, ReplaySettings, Summ
 pub const RESULTS_FILE: &str = "results.jsonl";
 /// The manifest in a run folder.
 pub const MANIFEST_FILE: &str = "run.json";
+/// The lock file a running process keeps in its run folder (its process id); a second
+/// process refuses the folder while that process is alive.
+pub const LOCK_FILE: &str = ".compactbench.lock";
 /// Version of the manifest's shape.
 pub const MANIFEST_FORMAT: u32 = 1;
 /// How the error of a pair that met a response cache miss (cache mode `only`) begins. Such a
@@ -55,9 +59,24 @@ pub const MANIFEST_FORMAT: u32 = 1;
 /// runs it again.
 pub const CACHE_MISS_ERROR: &str = "response cache miss (cache mode only)";
 
-/// True for a failed record that a resume runs again (see [`CACHE_MISS_ERROR`]).
+/// How the error of a pair begins whose summary or judge request failed at the model endpoint
+/// (with `on_llm_error = "fail"`, the default). A resume runs it again.
+pub const ENDPOINT_ERROR: &str = "model endpoint failure";
+
+/// Pairs that failed at the endpoint one after the other (in the order they finished) before
+/// the run stops taking new pairs: the endpoint is down, and every further pair would only wait
+/// out its retries.
+pub const CIRCUIT_BREAKER: usize = 8;
+
+/// True for a failed record that a resume runs again (see [`CACHE_MISS_ERROR`] and
+/// [`ENDPOINT_ERROR`]).
 pub fn is_retryable(record: &PairRecord) -> bool {
-    matches!(&record.outcome, PairOutcome::Failed { error } if error.starts_with(CACHE_MISS_ERROR))
+    matches!(&record.outcome, PairOutcome::Failed { error }
+        if error.starts_with(CACHE_MISS_ERROR) || error.starts_with(ENDPOINT_ERROR))
+}
+
+fn is_endpoint_failure(record: &PairRecord) -> bool {
+    matches!(&record.outcome, PairOutcome::Failed { error } if error.starts_with(ENDPOINT_ERROR))
 }
 
 /// Why a run (or a merge) could not go on. Per-pair problems are not errors: they are
@@ -78,6 +97,12 @@ pub enum RunError {
     /// A line of `results.jsonl` other than the last cannot be read.
     #[error("{}:{line}: not a result record: {problem}", path.display())]
     Corrupt { path: PathBuf, line: usize, problem: String },
+    /// `--out` names a folder with files in it that is not a run folder.
+    #[error("{}: not empty and not a run folder (it holds {entry}); choose a new or empty folder", dir.display())]
+    NotARun { dir: PathBuf, entry: String },
+    /// Another process is running into the folder.
+    #[error("{}: another run (process {pid}) is writing into this folder; its lock is {LOCK_FILE}", dir.display())]
+    Locked { dir: PathBuf, pid: String },
     #[error("--shard {given}: {problem}")]
     Shard { given: String, problem: String },
     #[error("nothing to merge: name at least one run folder")]
@@ -145,14 +170,38 @@ impl Plan {
             } else if path.is_file() {
                 let ds = dataset::load_file(&path, options);
                 vec![(ds.name.clone(), ds)]
+            } else if path.exists() {
+                return Err(RunError::Dataset {
+                    path,
+                    problem: "not a regular file or folder (a FIFO, device or socket)".into(),
+                });
             } else {
                 return Err(RunError::Dataset {
                     path,
                     problem: format!("not found (the experiment lists {entry:?}, relative to its own folder)"),
                 });
             };
-            for (label, ds) in datasets {
+            for (label, mut ds) in datasets {
                 problems.extend(ds.problems.iter().map(|p| p.to_string()));
+                // A conversation `validate` rejects is not replayed (its own violations would
+                // be charged to every strategy), unless the caller allows it; either way it
+                // is reported.
+                let invalid = ds.validate();
+                if !invalid.is_empty() {
+                    let bad_lines: HashSet<usize> = invalid.iter().filter_map(|e| e.line).collect();
+                    for e in &invalid {
+                        let what =
+                            if options.allow_invalid { "invalid, replayed anyway" } else { "invalid, not replayed" };
+                        problems.push(format!("{e} ({what})"));
+                    }
+                    if !options.allow_invalid {
+                        let keep: Vec<bool> = ds.lines.iter().map(|l| !bad_lines.contains(l)).collect();
+                        let mut k = keep.iter();
+                        ds.conversations.retain(|_| *k.next().unwrap_or(&true));
+                        let mut k = keep.iter();
+                        ds.lines.retain(|_| *k.next().unwrap_or(&true));
+                    }
+                }
                 for conv in ds.conversations {
                     conversations.push(PlannedConversation { dataset: label.clone(), conversation: Arc::new(conv) });
                 }
@@ -161,7 +210,18 @@ impl Plan {
         let plan = Plan::from_conversations(experiment, conversations, problems);
         if plan.conversations.is_empty() {
             let path = plan.experiment.dataset_paths().into_iter().next().unwrap_or_default();
-            return Err(RunError::Dataset { path, problem: "the experiment's datasets hold no conversation".into() });
+            let why = match plan.problems.first() {
+                Some(first) => format!(
+                    "; {} line{} skipped, the first: {first}",
+                    plan.problems.len(),
+                    if plan.problems.len() == 1 { "" } else { "s" }
+                ),
+                None => String::new(),
+            };
+            return Err(RunError::Dataset {
+                path,
+                problem: format!("the experiment's datasets hold no conversation{why}"),
+            });
         }
         Ok(plan)
     }
@@ -327,6 +387,10 @@ pub struct Counts {
     pub missing: usize,
     /// Pairs found in the log when resuming (not run again).
     pub resumed: usize,
+    /// Pairs found in the log when resuming whose conversation or configuration changed since
+    /// (their content hash differs): run again.
+    #[serde(default)]
+    pub stale: usize,
 }
 
 /// Wall times.
@@ -376,6 +440,9 @@ pub struct Manifest {
     /// each shard's `run.json` keeps its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<crate::llm_setup::LlmRunStats>,
+    /// Why the run stopped before every planned pair ran (the circuit breaker), if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
 }
 
 /// A finished run: its manifest and its records, sorted by [`sort_records`]. Everything
@@ -520,9 +587,11 @@ pub fn run(
 ) -> Result<RunData, RunError> {
     let started = Instant::now();
     let dir = &options.out;
-    fs::create_dir_all(dir).map_err(io_err(dir))?;
-    let results_path = dir.join(RESULTS_FILE);
     let experiment_id = plan.experiment_id();
+    refuse_foreign_folder(dir, &experiment_id)?;
+    fs::create_dir_all(dir).map_err(io_err(dir))?;
+    let _lock = RunLock::take(dir)?;
+    let results_path = dir.join(RESULTS_FILE);
     let shard_text = options.shard.map(|s| s.to_string());
 
     let mut done: Vec<PairRecord> = Vec::new();
@@ -565,6 +634,22 @@ pub fn run(
     }
 
     let planned = plan.shard_pairs(options.shard);
+    // A record whose conversation text or configuration changed since it was written is
+    // stale: dropped and run again (ids alone would keep it).
+    let mut stale = 0usize;
+    if !done.is_empty() {
+        let hashes: HashMap<String, String> =
+            planned.iter().map(|p| (plan.key(*p), pair_hash(plan, engine, *p))).collect();
+        let before = done.len();
+        done.retain(|r| match (&r.content_hash, hashes.get(&record_key(r))) {
+            (Some(old), Some(new)) => old == new,
+            _ => true,
+        });
+        stale = before - done.len();
+        if stale > 0 {
+            write_results(&results_path, &done)?;
+        }
+    }
     let planned_keys: HashSet<String> = planned.iter().map(|p| plan.key(*p)).collect();
     if let Some(stray) = done.iter().find(|r| !planned_keys.contains(&record_key(r))) {
         return Err(RunError::Mismatch {
@@ -599,12 +684,14 @@ pub fn run(
             pairs_total: plan.conversations.len() * plan.experiment.configurations.len(),
             pairs_planned: planned.len(),
             resumed: done.len(),
+            stale,
             ..Counts::default()
         },
         timings: Timings::default(),
         dataset_problems: plan.problems.clone(),
         complete: false,
         llm: None,
+        stopped: None,
     };
     write_manifest(dir, &manifest)?;
 
@@ -618,18 +705,39 @@ pub fn run(
     let new_records: Mutex<Vec<PairRecord>> = Mutex::new(Vec::with_capacity(todo.len()));
     let finished = AtomicUsize::new(0);
     let failed = AtomicUsize::new(0);
+    // Consecutive endpoint failures, and the breaker's reason once it trips.
+    let streak: Mutex<usize> = Mutex::new(0);
+    let tripped: Mutex<Option<String>> = Mutex::new(None);
+    let breaker = AtomicBool::new(false);
     let resumed = done.len();
     let total = todo.len();
     progress(&Progress { done: 0, total, failed: 0, resumed });
 
     let work = || {
         todo.par_iter().for_each(|&pair| {
-            if log.stop.load(Ordering::Relaxed) {
+            if log.stop.load(Ordering::Relaxed) || breaker.load(Ordering::Relaxed) {
                 return;
             }
             let record = run_pair(plan, engine, pair);
             if matches!(record.outcome, PairOutcome::Failed { .. }) {
                 failed.fetch_add(1, Ordering::Relaxed);
+            }
+            {
+                let mut n = lock(&streak);
+                if is_endpoint_failure(&record) {
+                    *n += 1;
+                    if *n >= CIRCUIT_BREAKER && !breaker.swap(true, Ordering::Relaxed) {
+                        let error = match &record.outcome {
+                            PairOutcome::Failed { error } => error.clone(),
+                            PairOutcome::Ok(_) => String::new(),
+                        };
+                        *lock(&tripped) = Some(format!(
+                            "{CIRCUIT_BREAKER} pairs in a row failed at the model endpoint; the last: {error}"
+                        ));
+                    }
+                } else {
+                    *n = 0;
+                }
             }
             if log.append(&record) {
                 lock(&new_records).push(record);
@@ -661,9 +769,85 @@ pub fn run(
     manifest.counts.missing = planned.len().saturating_sub(records.len());
     manifest.timings =
         Timings { wall_ms: earlier_wall_ms + started.elapsed().as_millis() as u64, replay_ms: replay_ms(&records) };
-    manifest.complete = true;
+    manifest.stopped = lock(&tripped).take();
+    manifest.complete = manifest.stopped.is_none();
     write_manifest(dir, &manifest)?;
     Ok(RunData { manifest, records })
+}
+
+/// Refuse an existing, non-empty `dir` that is not a run folder (no `run.json`), or that is
+/// the run of another experiment: a run never writes its files over someone else's.
+fn refuse_foreign_folder(dir: &Path, experiment_id: &str) -> Result<(), RunError> {
+    let Ok(entries) = fs::read_dir(dir) else { return Ok(()) };
+    let names: Vec<String> =
+        entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n != LOCK_FILE).collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    if !names.iter().any(|n| n == MANIFEST_FILE) {
+        let mut names = names;
+        names.sort();
+        return Err(RunError::NotARun { dir: dir.to_path_buf(), entry: names[0].clone() });
+    }
+    let old = read_manifest(dir)?;
+    if old.experiment_id != experiment_id {
+        return Err(RunError::Mismatch {
+            dir: dir.to_path_buf(),
+            problem: format!(
+                "holds experiment {}, not {experiment_id} (the experiment file or its datasets changed)",
+                old.experiment_id
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The run folder's lock, held while a run writes into it and removed when dropped. A lock
+/// whose process is gone (a killed run) is taken over, so a resume after `kill -9` works.
+struct RunLock(PathBuf);
+
+impl RunLock {
+    fn take(dir: &Path) -> Result<RunLock, RunError> {
+        let path = dir.join(LOCK_FILE);
+        let me = std::process::id().to_string();
+        for _ in 0..2 {
+            match fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(mut f) => {
+                    f.write_all(me.as_bytes()).map_err(io_err(&path))?;
+                    return Ok(RunLock(path));
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    let pid = fs::read_to_string(&path).unwrap_or_default().trim().to_string();
+                    if process_alive(&pid) {
+                        return Err(RunError::Locked { dir: dir.to_path_buf(), pid });
+                    }
+                    // Stale: its process is gone.
+                    let _ = fs::remove_file(&path);
+                }
+                Err(e) => return Err(RunError::Io { path, source: e }),
+            }
+        }
+        Err(RunError::Locked { dir: dir.to_path_buf(), pid: "unknown".into() })
+    }
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+/// Whether a process with this id is running. Where `/proc` is not available, a lock is
+/// assumed held (remove the lock file by hand after a crash there).
+fn process_alive(pid: &str) -> bool {
+    if pid.is_empty() || pid.parse::<u32>().is_err() {
+        return false;
+    }
+    let proc = Path::new("/proc");
+    if !proc.join("self").exists() {
+        return true;
+    }
+    proc.join(pid).exists()
 }
 
 /// Lock a mutex, recovering the data if a worker panicked while holding it (the data is a
@@ -735,6 +919,19 @@ fn run_pair(plan: &Plan, engine: &Engine<'_>, pair: Pair) -> PairRecord {
                         metrics.cache_misses
                     ),
                 },
+                Ok(Ok(metrics))
+                    if metrics.endpoint_failures > 0
+                        && plan.experiment.llm.as_ref().is_some_and(|l| l.on_llm_error == OnLlmError::Fail) =>
+                {
+                    PairOutcome::Failed {
+                        error: format!(
+                            "{ENDPOINT_ERROR}: {} summaries or probes failed at the model endpoint (first: {}); \
+                             resume to run the pair again",
+                            metrics.endpoint_failures,
+                            metrics.endpoint_error.as_deref().unwrap_or("unknown")
+                        ),
+                    }
+                }
                 Ok(Ok(mut metrics)) => {
                     metrics.elapsed_ms = started.elapsed().as_millis() as u64;
                     PairOutcome::Ok(Box::new(metrics))
@@ -752,8 +949,26 @@ fn run_pair(plan: &Plan, engine: &Engine<'_>, pair: Pair) -> PairRecord {
         params: config.params.clone(),
         window: window.unwrap_or(0),
         judge: engine.judge.name(),
+        content_hash: Some(pair_hash(plan, engine, pair)),
         outcome,
     }
+}
+
+/// The content hash of a pair (see [`PairRecord::content_hash`]).
+fn pair_hash(plan: &Plan, engine: &Engine<'_>, pair: Pair) -> String {
+    let conversation = &plan.conversations[pair.conversation].conversation;
+    let config = &plan.experiment.configurations[pair.config];
+    let conv = serde_json::to_string(conversation.as_ref()).unwrap_or_default();
+    let cfg = serde_json::to_string(&config.resolved).unwrap_or_default();
+    let text = format!(
+        "{conv}\u{1f}{cfg}\u{1f}{:?}\u{1f}{}\u{1f}{}\u{1f}{:?}\u{1f}{:?}",
+        config.window,
+        engine.summarizer.name(),
+        engine.judge.name(),
+        plan.experiment.tokenizer,
+        plan.experiment.cache
+    );
+    format!("{:016x}", fnv1a(text.as_bytes()))
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
@@ -819,11 +1034,13 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<RunData, RunError> {
             failed,
             missing: first.counts.pairs_total.saturating_sub(records.len()),
             resumed: 0,
+            stale: 0,
         },
         timings: Timings { wall_ms, replay_ms: replay_ms(&records) },
         dataset_problems: problems,
         complete: true,
         llm: None,
+        stopped: None,
         ..first
     };
     write_manifest(out, &manifest)?;

@@ -240,6 +240,7 @@ fn keep_last_n() -> StrategyConfig {
         "safety_buffer": 0,
         "recent_messages_to_keep": 4,
         "summary_max_tokens": 200,
+        "summary_target_tokens": 200,
     }))
 }
 
@@ -453,6 +454,7 @@ fn retention_truncate_loses_the_early_fact_a_summary_keeps_it() {
         "safety_buffer": 0,
         "recent_messages_to_keep": 4,
         "summary_max_tokens": 200,
+        "summary_target_tokens": 200,
     }));
     let k = run(&conversation, &s);
     assert!(k.compactions > 0);

@@ -5,7 +5,9 @@
 //! Prints a markdown table of every change to stdout, and appends it to the file named by
 //! `$GITHUB_STEP_SUMMARY` when that is set (the job summary of a GitHub Actions step).
 //! Exit 0 when nothing regressed, 1 on a regression or a configuration missing from the
-//! current run, 2 when a file cannot be read or a tolerance is malformed.
+//! current run, 2 when a file cannot be read, cannot be compared (no rows, a gated column only
+//! one file has, no `retention_mean`, a value that is not a finite number) or a tolerance is
+//! malformed.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -38,15 +40,16 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             return Ok(exit::USAGE);
         }
     }
-    let tables = SummaryTable::read(&args.baseline).and_then(|b| Ok((b, SummaryTable::read(&args.current)?)));
-    let (baseline, current) = match tables {
-        Ok(t) => t,
+    let verdict = SummaryTable::read(&args.baseline)
+        .and_then(|b| Ok((b, SummaryTable::read(&args.current)?)))
+        .and_then(|(baseline, current)| gate::compare_checked(&baseline, &current, &tolerances));
+    let verdict = match verdict {
+        Ok(v) => v,
         Err(e) => {
             eprintln!("error: {e}");
             return Ok(exit::USAGE);
         }
     };
-    let verdict = gate::compare(&baseline, &current, &tolerances);
     let table = verdict.markdown();
     print!("{table}");
     if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {

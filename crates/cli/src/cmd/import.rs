@@ -6,9 +6,10 @@
 //! with `auto`, why), the conversations imported and the repair counts; then a total. Every
 //! problem goes to stderr as `file:line: conversation ID, field F: what`. The conversations
 //! that imported are written even when others could not be; the exit code is 2 when anything
-//! could not be imported (with `--strict`: when anything needed a repair).
+//! could not be imported (with `--strict`: when anything needed a repair). The output is
+//! written atomically; when no conversation imported, or when `--out` is one of the inputs,
+//! nothing is written and an existing file is left as it was.
 
-use std::io::{BufWriter, Write as _};
 use std::path::PathBuf;
 
 use anyhow::Context as _;
@@ -47,17 +48,23 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         eprintln!("no *.json, *.jsonl or *.traj files in {}", list(&args.inputs));
         return Ok(crate::exit::USAGE);
     }
-    if let Some(dir) = args.out.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let read: Vec<&std::path::Path> =
+        args.inputs.iter().map(PathBuf::as_path).chain(files.iter().map(|f| f.path.as_path())).collect();
+    if let Some(input) = crate::output::clobbers(&args.out, read) {
+        eprintln!(
+            "error: --out {} is also an input ({}); write the dataset elsewhere",
+            args.out.display(),
+            input.display()
+        );
+        return Ok(crate::exit::USAGE);
     }
-    let file = std::fs::File::create(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
-    let mut out = BufWriter::new(file);
+    let mut out: Vec<u8> = Vec::new();
     let mut total = RepairReport::default();
     let (mut conversations, mut errors, mut derived) = (0usize, 0usize, 0usize);
     let params = DeriveParams::default();
     for f in files {
         for e in &f.errors {
-            eprintln!("{e}");
+            eprintln!("{}", crate::output::terminal(&e.to_string()));
         }
         let format = match (f.format, f.sniffed) {
             (Some(format), Some(why)) => format!("format {format} (auto: {why})"),
@@ -70,13 +77,21 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                 derived += probes::replace_derived(&mut conv, &params);
             }
             serde_json::to_writer(&mut out, &conv).context("serializing a conversation")?;
-            out.write_all(b"\n").with_context(|| format!("writing {}", args.out.display()))?;
+            out.push(b'\n');
             conversations += 1;
         }
         errors += f.errors.len();
         total.merge(&f.report);
     }
-    out.flush().with_context(|| format!("writing {}", args.out.display()))?;
+    if conversations == 0 {
+        eprintln!(
+            "error: no conversation could be imported; {} {}",
+            args.out.display(),
+            if args.out.exists() { "is left unchanged" } else { "is not written" }
+        );
+        return Ok(crate::exit::USAGE);
+    }
+    crate::output::write_atomic(&args.out, &out)?;
     let probes = if args.probes { format!(", {derived} derived probes") } else { String::new() };
     println!(
         "{}: {conversations} conversations{probes}; {total}; {errors} error{}",

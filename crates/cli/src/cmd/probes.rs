@@ -4,9 +4,9 @@
 //! `derived-`) with fresh ones and keeps every other probe, and writes the result. The
 //! derivation is deterministic (see `runner::probes`). One summary line goes to stdout: probes
 //! by kind. Load problems go to stderr; the conversations that loaded are written, and the exit
-//! code is 2 when any line could not be loaded.
+//! code is 2 when any line could not be loaded. `--out` may not be IN (a line that did not load
+//! would be lost); the output is written atomically, and not at all when nothing loaded.
 
-use std::io::{BufWriter, Write as _};
 use std::path::PathBuf;
 
 use anyhow::Context as _;
@@ -31,7 +31,7 @@ struct DeriveArgs {
     /// The dataset to read (JSONL, one conversation per line).
     #[arg(value_name = "IN")]
     input: PathBuf,
-    /// The dataset to write (may be IN itself).
+    /// The dataset to write (not IN itself).
     #[arg(long, value_name = "OUT")]
     out: PathBuf,
     /// Task probes per conversation [default: 1].
@@ -71,9 +71,16 @@ fn derive(args: DeriveArgs) -> anyhow::Result<u8> {
         max_gold: args.max_gold.unwrap_or(d.max_gold),
         max_facts: args.max_facts.unwrap_or(d.max_facts),
     };
+    if crate::output::same_file(&args.out, &args.input) {
+        eprintln!(
+            "error: --out {} is the input; write the dataset elsewhere (a line that does not load would be lost)",
+            args.out.display()
+        );
+        return Ok(crate::exit::USAGE);
+    }
     let ds = dataset::load_file(&args.input, &LoadOptions::default());
     for e in &ds.problems {
-        eprintln!("{e}");
+        eprintln!("{}", crate::output::terminal(&e.to_string()));
     }
     let mut conversations = ds.conversations;
     let mut added = 0usize;
@@ -85,16 +92,21 @@ fn derive(args: DeriveArgs) -> anyhow::Result<u8> {
             without.push(conv.id.clone());
         }
     }
-    if let Some(dir) = args.out.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    if conversations.is_empty() {
+        eprintln!(
+            "error: no conversation loaded from {}; {} {}",
+            args.input.display(),
+            args.out.display(),
+            if args.out.exists() { "is left unchanged" } else { "is not written" }
+        );
+        return Ok(crate::exit::USAGE);
     }
-    let file = std::fs::File::create(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
-    let mut out = BufWriter::new(file);
+    let mut out: Vec<u8> = Vec::new();
     for conv in &conversations {
         serde_json::to_writer(&mut out, conv).context("serializing a conversation")?;
-        out.write_all(b"\n").with_context(|| format!("writing {}", args.out.display()))?;
+        out.push(b'\n');
     }
-    out.flush().with_context(|| format!("writing {}", args.out.display()))?;
+    crate::output::write_atomic(&args.out, &out)?;
     let kinds = probes::count_by_kind(
         conversations.iter().flat_map(|c| &c.probes).filter(|p| p.id.starts_with(probes::DERIVED_PREFIX)),
     );

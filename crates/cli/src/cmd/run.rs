@@ -95,6 +95,13 @@ pub struct Args {
     /// `cache_mode` says: use, refresh, off or only.
     #[arg(long, value_name = "MODE")]
     cache_mode: Option<runner::llm_setup::CacheMode>,
+    /// Replay conversations that `validate` rejects (unmatched tool results, unanswered calls,
+    /// no messages) instead of skipping them; they are reported either way.
+    #[arg(long)]
+    allow_invalid: bool,
+    /// The longest dataset line accepted, in bytes; longer lines are reported and skipped.
+    #[arg(long, value_name = "BYTES", default_value_t = runner::dataset::DEFAULT_MAX_LINE_BYTES)]
+    max_line_bytes: usize,
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
@@ -111,15 +118,19 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             return Ok(exit::USAGE);
         }
     };
-    let plan = match Plan::load(experiment, &LoadOptions::default()) {
+    let plan = match Plan::load(
+        experiment,
+        &LoadOptions { max_line_bytes: args.max_line_bytes, allow_invalid: args.allow_invalid },
+    ) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::output::terminal(&e.to_string()));
             return Ok(exit::USAGE);
         }
     };
     for problem in &plan.problems {
-        eprintln!("warning: skipped: {problem}");
+        let what = if problem.ends_with("(invalid, replayed anyway)") { "warning" } else { "warning: skipped" };
+        eprintln!("{what}: {}", crate::output::terminal(problem));
     }
     let out = args.out.unwrap_or_else(|| {
         PathBuf::from("reports").join(format!("{}-{}", folder_name(&plan.experiment.name), utc(now).compact()))
@@ -133,6 +144,14 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             return Ok(exit::USAGE);
         }
     };
+    // One small request per model endpoint: a dead or rejecting endpoint stops the run here,
+    // instead of every summary taking its strategy's failure path and every probe going
+    // unscored.
+    if let Err(e) = roles.preflight() {
+        eprintln!("error: {e}");
+        eprintln!("error: no pair was run; fix the endpoint or its key (cache mode only makes no request)");
+        return Ok(exit::USAGE);
+    }
     let offline_summarizer = plan.experiment.summarizer.build();
     let offline_judge = plan.experiment.judge.build();
     let summarizer: &dyn Summarizer = match &roles.summarizer {
@@ -179,7 +198,16 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     }
     report::write_outputs(&out, &data)?;
     report::html::write_report_for(&out, &data)?;
-    let code = finish(&data, &out, started, !plan.problems.is_empty());
+    let mut code = finish(&data, &out, started, !plan.problems.is_empty());
+    if let Some(stats) = &data.manifest.llm {
+        for line in llm_summary(stats) {
+            eprintln!("{line}");
+        }
+    }
+    if let Some(why) = &data.manifest.stopped {
+        eprintln!("error: the run stopped: {why}; `run --resume --out {}` runs the rest", out.display());
+        code = exit::FAILED;
+    }
     // cache_mode = "only": every request the cache could not answer failed at once; list them.
     let missing = roles.missing_keys();
     if !missing.is_empty() {
@@ -206,13 +234,20 @@ pub fn finish(data: &RunData, out: &Path, started: Instant, skipped_lines: bool)
         .collect();
     const SHOWN: usize = 5;
     for (r, error) in failures.iter().take(SHOWN) {
-        eprintln!("failed: {} {} under {}: {error}", r.dataset, r.conversation_id, r.config_id);
+        let line = format!("failed: {} {} under {}: {error}", r.dataset, r.conversation_id, r.config_id);
+        eprintln!("{}", crate::output::terminal(&line));
     }
     if failures.len() > SHOWN {
         eprintln!("failed: {} more (status and error columns of results.csv)", failures.len() - SHOWN);
     }
     if c.missing > 0 {
         eprintln!("warning: {} pairs of the plan have no result", c.missing);
+    }
+    if c.stale > 0 {
+        eprintln!(
+            "note: {} pairs rerun: their conversation's content or their configuration changed since they were recorded",
+            c.stale
+        );
     }
     let resumed = if c.resumed > 0 { format!(", {} resumed", c.resumed) } else { String::new() };
     let shard = data.manifest.shard.as_deref().map(|s| format!(" (shard {s})")).unwrap_or_default();
@@ -230,6 +265,37 @@ pub fn finish(data: &RunData, out: &Path, started: Instant, skipped_lines: bool)
     } else {
         exit::OK
     }
+}
+
+/// The end-of-run account of the models: summaries asked and failed, probes judged and
+/// unscored, each with its reasons (failures by kind).
+pub fn llm_summary(stats: &runner::llm_setup::LlmRunStats) -> Vec<String> {
+    let reasons = |m: &std::collections::BTreeMap<String, u64>| -> String {
+        let parts: Vec<String> = m.iter().filter(|(_, n)| **n > 0).map(|(k, n)| format!("{k} {n}")).collect();
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", parts.join(", "))
+        }
+    };
+    let mut lines = Vec::new();
+    if let Some(s) = &stats.summarizer {
+        lines.push(format!(
+            "llm summarizer {}: {} summaries, {} failed{}",
+            s.model,
+            s.calls,
+            s.failures,
+            reasons(&s.failures_by_kind)
+        ));
+    }
+    if let Some(j) = &stats.judge {
+        let mut why = j.client.failures_by_kind.clone();
+        if j.unparsed_verdicts > 0 {
+            why.insert("unparsed_verdict".into(), j.unparsed_verdicts);
+        }
+        lines.push(format!("llm judge {}: {} probes, {} unscored{}", j.model, j.probes, j.unscored, reasons(&why)));
+    }
+    lines
 }
 
 /// A progress bar on stderr when it is a terminal and `CI` is not set.

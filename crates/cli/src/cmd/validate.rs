@@ -20,7 +20,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
-    let options = LoadOptions { max_line_bytes: args.max_line_bytes };
+    let options = LoadOptions { max_line_bytes: args.max_line_bytes, ..LoadOptions::default() };
     let mut total_problems = 0usize;
     for path in &args.files {
         if path.is_dir() {
@@ -32,7 +32,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             for f in found {
                 match f.unreadable {
                     Some(err) => {
-                        eprintln!("{err}");
+                        eprintln!("{}", crate::output::terminal(&err.to_string()));
                         total_problems += 1;
                     }
                     None => total_problems += report(&dataset::load_file(&f.path, &options)),
@@ -49,7 +49,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
 fn report(ds: &Dataset) -> usize {
     let invalid = ds.validate();
     for err in ds.problems.iter().chain(&invalid) {
-        eprintln!("{err}");
+        eprintln!("{}", crate::output::terminal(&err.to_string()));
     }
     let problems = ds.problems.len() + invalid.len();
     println!(

@@ -211,6 +211,13 @@ impl KeepLastN {
         if params.summary_target_tokens == 0 {
             return Err(ParamError::new(NAME, "summary_target_tokens", "must be at least 1"));
         }
+        if params.summary_target_tokens > params.summary_max_tokens {
+            return Err(ParamError::new(
+                NAME,
+                "summary_target_tokens",
+                format!("must be at most summary_max_tokens ({})", params.summary_max_tokens),
+            ));
+        }
         Ok(KeepLastN { params, estimator: CharsOver4Plus2 })
     }
     pub fn params(&self) -> &Params {
@@ -721,6 +728,9 @@ mod tests {
     fn params_are_validated_and_strict() {
         assert!(KeepLastN::new(Params { threshold_percent: 0.0, ..Params::default() }).is_err());
         assert!(KeepLastN::new(Params { summary_target_tokens: 0, ..Params::default() }).is_err());
+        let e = KeepLastN::new(Params { summary_target_tokens: 1_001, ..Params::default() }).err();
+        assert_eq!(e.map(|e| e.param), Some("summary_target_tokens"), "the target is at most the maximum");
+        assert!(KeepLastN::new(Params { summary_target_tokens: 1_000, ..Params::default() }).is_ok());
         assert!(KeepLastN::new(Params { threshold_percent: 1.5, ..Params::default() }).is_err());
         assert!(KeepLastN::new(Params { threshold_percent: f64::NAN, ..Params::default() }).is_err());
         let e = KeepLastN::new(Params { recent_messages_to_keep: 0, ..Params::default() }).err();

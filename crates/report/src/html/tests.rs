@@ -74,6 +74,7 @@ fn run_data() -> RunData {
     let mut records = Vec::new();
     for (i, c) in experiment.configurations.iter().enumerate() {
         records.push(PairRecord {
+            content_hash: None,
             conversation_id: HOSTILE.into(),
             dataset: "evil.jsonl".into(),
             config_id: c.config_id.clone(),
@@ -85,6 +86,7 @@ fn run_data() -> RunData {
         });
     }
     records.push(PairRecord {
+        content_hash: None,
         conversation_id: "c-failed".into(),
         dataset: "evil.jsonl".into(),
         config_id: experiment.configurations[0].config_id.clone(),
@@ -116,6 +118,7 @@ fn run_data() -> RunData {
         dataset_problems: vec![HOSTILE.into()],
         complete: true,
         llm: None,
+        stopped: None,
     };
     RunData { manifest, records }
 }
@@ -133,6 +136,9 @@ fn escape_covers_the_five_characters() {
         "&lt;a href=&quot;x&quot; title=&#39;y&#39;&gt;&amp;&lt;/a&gt;"
     );
     assert_eq!(escape("plain text, ünïcode"), "plain text, ünïcode");
+    // A right-to-left override in an id would reverse the text after it.
+    assert_eq!(escape("conv\u{202e}gpj.exe"), "conv[U+202E]gpj.exe");
+    assert_eq!(escape("a\u{2066}b\u{2069}"), "a[U+2066]b[U+2069]");
 }
 
 #[test]
@@ -348,6 +354,7 @@ name = "truncate"
         .configurations
         .iter()
         .map(|c| PairRecord {
+            content_hash: None,
             conversation_id: "c".into(),
             dataset: "d.jsonl".into(),
             config_id: c.config_id.clone(),

@@ -237,7 +237,7 @@ fn a_50_mb_line_loads_under_the_default_limit() {
 fn a_line_over_the_limit_is_skipped_with_its_length_and_the_next_line_loads() {
     let fill = 50_000_000u64;
     let reader = Generated::line(BIG_PREFIX, fill, BIG_SUFFIX).then(&format!("{GOOD}\n"));
-    let options = LoadOptions { max_line_bytes: 1 << 20 };
+    let options = LoadOptions { max_line_bytes: 1 << 20, ..LoadOptions::default() };
     let ds = Dataset::from_reader("big.jsonl", "big.jsonl", reader, &options);
     let line_len = (BIG_PREFIX.len() + BIG_SUFFIX.len() - 1) as u64 + fill;
     assert_eq!(ds.problems.len(), 1);

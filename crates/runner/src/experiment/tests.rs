@@ -33,6 +33,7 @@ name = "keep-last-n"
 recent_messages_to_keep = [5, 10, 20]
 threshold_percent = [0.7, 0.8]
 summary_max_tokens = 500
+summary_target_tokens = 400
 
 [[strategy]]
 name = "none"
@@ -46,7 +47,12 @@ name = "none"
     assert_eq!(first.window, Some(32_000));
     assert_eq!(
         first.params,
-        serde_json::json!({"recent_messages_to_keep": 5, "summary_max_tokens": 500, "threshold_percent": 0.7})
+        serde_json::json!({
+            "recent_messages_to_keep": 5,
+            "summary_max_tokens": 500,
+            "summary_target_tokens": 400,
+            "threshold_percent": 0.7
+        })
     );
     // Windows vary fastest, then the last sorted axis (threshold_percent).
     assert_eq!(exp.configurations[1].window, Some(128_000));

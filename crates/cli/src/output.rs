@@ -1,0 +1,63 @@
+//! Writing a command's output file safely: never over one of its inputs, and atomically (a
+//! temporary file in the same folder, renamed over the target), so an interrupted or failed
+//! command leaves the previous file whole.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+
+/// The same file on disk: equal canonical paths (or equal paths when either does not exist).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// `Some(input)` when `out` is one of `inputs` (or a file found under one of them).
+pub fn clobbers<'a>(out: &Path, inputs: impl IntoIterator<Item = &'a Path>) -> Option<PathBuf> {
+    inputs.into_iter().find(|i| same_file(out, i)).map(Path::to_path_buf)
+}
+
+/// Write `bytes` to `path` through `<path>.<pid>.tmp` in the same folder, then rename it over
+/// `path`. Missing parent folders are created.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.with_context(|| format!("writing {}", path.display()))
+}
+
+/// `text` safe to print on a terminal: control characters other than newline and tab (an ANSI
+/// escape sequence starts with ESC) and the bidirectional overrides and isolates are written
+/// as `\u{..}`, so a hostile id can neither drive the terminal nor reverse the line.
+pub fn terminal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi =
+            matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if (c.is_control() && c != '\n' && c != '\t') || bidi {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_text_shows_escapes_and_bidi_controls_inert() {
+        assert_eq!(terminal("id\u{1b}[31mred\u{7}"), "id\\u{1b}[31mred\\u{7}");
+        assert_eq!(terminal("abc\u{202e}fed"), "abc\\u{202e}fed");
+        assert_eq!(terminal("line one\n\tük"), "line one\n\tük");
+    }
+}
