@@ -936,8 +936,51 @@ impl Page<'_> {
         out.push_str(&section);
     }
 
+    /// Requests a provider would refuse and findings both accept, apart, per configuration and
+    /// rule, summed over its conversations.
+    fn refusals_and_findings(&self, out: &mut String) {
+        let mut refused: std::collections::BTreeMap<(String, String), u64> = Default::default();
+        let mut findings: std::collections::BTreeMap<(String, String), u64> = Default::default();
+        for r in &self.data.records {
+            let PairOutcome::Ok(m) = &r.outcome else { continue };
+            for (rule, n) in &m.rejections_by_rule {
+                *refused.entry((r.config_id.clone(), rule.clone())).or_default() += n;
+            }
+            for (kind, n) in &m.violations_by_kind {
+                if kind != "orphan_tool_result" && kind != "unanswered_tool_call" {
+                    *findings.entry((r.config_id.clone(), kind.clone())).or_default() += n;
+                }
+            }
+        }
+        let table = |out: &mut String,
+                     id: &str,
+                     title: &str,
+                     what: &str,
+                     rows: &std::collections::BTreeMap<(String, String), u64>| {
+            if rows.is_empty() {
+                out.push_str(&format!("<h3 id=\"{id}\">{title}</h3>\n<p class=\"ok\">None.</p>\n"));
+                return;
+            }
+            out.push_str(&format!(
+                "<h3 id=\"{id}\">{title}</h3>\n<div class=\"scroll\"><table><thead><tr><th>configuration</th><th>{what}</th>\
+                 <th>count</th></tr></thead>\n<tbody>\n"
+            ));
+            for ((config, rule), n) in rows {
+                out.push_str(&format!(
+                    "<tr><td class=\"mono\">{}</td><td class=\"mono\">{}</td><td class=\"num\">{n}</td></tr>\n",
+                    escape(config),
+                    escape(rule)
+                ));
+            }
+            out.push_str("</tbody></table></div>\n");
+        };
+        table(out, "rejections", "Requests a provider would refuse", "provider / rule broken (requests)", &refused);
+        table(out, "findings", "Findings (both providers accept)", "kind", &findings);
+    }
+
     fn problems(&self, out: &mut String) {
         out.push_str("<h2 id=\"problems\">Problems</h2>\n");
+        self.refusals_and_findings(out);
         let failed: Vec<&PairRecord> =
             self.data.records.iter().filter(|r| matches!(r.outcome, PairOutcome::Failed { .. })).collect();
         let dataset_problems = &self.data.manifest.dataset_problems;

@@ -290,7 +290,7 @@ fn run_data_with_a_frontier() -> RunData {
     let mut data = run_data();
     for (i, r) in data.records.iter_mut().enumerate() {
         if let PairOutcome::Ok(m) = &mut r.outcome {
-            m.cost_usd = 0.001 * (i + 1) as f64;
+            m.cost_usd = Some(0.001 * (i + 1) as f64);
             m.input_tokens = 3_000 + 1_000 * i as u64;
         }
     }
