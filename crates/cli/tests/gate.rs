@@ -302,7 +302,7 @@ fn a_missing_configuration_fails_and_a_new_one_is_a_note() {
 fn the_table_is_appended_to_the_github_step_summary() {
     let path = planted("step-summary", |h, rows| {
         let k = row_of(h, rows, "truncate");
-        rows[k][col(h, "violations")] = "2".into();
+        rows[k][col(h, "rejected_requests_anthropic")] = "2".into();
     });
     let summary = path.with_file_name("step-summary.md");
     std::fs::write(&summary, "earlier step\n").expect("writable");

@@ -292,7 +292,13 @@ fn keep_last_n_summary_at_index_1_is_counted_priced_and_cached() {
         + 4.0 * m.summarizer_output_tokens as f64)
         / 1e6;
     assert!((m.cost_usd.expect("priced") - priced).abs() < 1e-12);
+    let summary_priced = (m.summarizer_input_tokens as f64 + 4.0 * m.summarizer_output_tokens as f64) / 1e6;
+    assert!((m.summary_cost_usd.expect("priced") - summary_priced).abs() < 1e-12);
     assert!(m.input_tokens < m.uncompacted_input_tokens);
+    // The document's assistant summary first in the conversation: Anthropic refuses the two
+    // requests after the compaction (calls 6 and 7), OpenAI accepts them.
+    assert_eq!((m.rejected_requests_openai, m.rejected_requests_anthropic), (0, 2));
+    assert_eq!(m.rejections_by_rule.get("anthropic-messages/first_not_user"), Some(&2));
 }
 
 #[test]
@@ -485,6 +491,9 @@ fn a_violation_carried_from_request_to_request_counts_once() {
     assert_eq!(m.calls, 2);
     assert_eq!(m.violations, 1);
     assert_eq!(m.violations_by_kind.get("orphan_tool_result"), Some(&1));
+    // Both requests carry the orphaned result: both providers refuse both; it is no finding.
+    assert_eq!((m.rejected_requests_openai, m.rejected_requests_anthropic, m.findings), (2, 2, 0));
+    assert_eq!(m.rejections_by_rule.get("openai-chat/orphan_tool_result"), Some(&2));
 }
 
 #[test]
