@@ -604,10 +604,13 @@ impl Page<'_> {
         out.push_str("<div class=\"charts\">\n");
         let cost = points(|s| s.cost_usd_mean);
         out.push_str("<div class=\"chart big\"><h3>Retention against cost per conversation</h3>");
-        if cost.iter().all(|p| p.x == 0.0) && !cost.is_empty() {
-            out.push_str("<p class=\"note\">Every configuration costs $0 (the experiment sets no price).</p>");
+        if cost.is_empty() && !self.summaries.is_empty() {
+            out.push_str(
+                "<p class=\"note\" id=\"cost-not-measured\">Cost is not measured: the experiment sets no price.</p>",
+            );
+        } else {
+            out.push_str(&svg::pareto_chart("cost per conversation (USD)", usd, &cost));
         }
-        out.push_str(&svg::pareto_chart("cost per conversation (USD)", usd, &cost));
         out.push_str("</div>\n");
         let kept = points(|s| s.compression_ratio);
         out.push_str("<div class=\"chart big\"><h3>Retention against tokens kept</h3>");
