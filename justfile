@@ -49,11 +49,11 @@ corpora-ci *ARGS:
 report DIR:
     cargo run --release -p compactbench -- report {{DIR}}
 
-# Run the gate's experiment and compare it with the committed baseline (exit 1 on a regression).
+# Run the gate's experiment and compare it pair by pair with the committed baseline (exit 1 on a regression).
 gate *ARGS:
     rm -rf target/ci-gate-run
     cargo run --release -p compactbench -- run --config experiments/ci.toml --out target/ci-gate-run
-    cargo run --release -p compactbench -- gate --baseline reports/baseline/summary.csv --current target/ci-gate-run/summary.csv {{ARGS}}
+    cargo run --release -p compactbench -- gate --baseline reports/baseline --current target/ci-gate-run {{ARGS}}
 
 # Refresh the gate's baseline on purpose (after a change meant to move the numbers): commit the result.
 baseline:
@@ -61,6 +61,7 @@ baseline:
     cargo run --release -p compactbench -- run --config experiments/ci.toml --out target/ci-baseline-run
     mkdir -p reports/baseline
     cp target/ci-baseline-run/summary.csv reports/baseline/summary.csv
+    cp target/ci-baseline-run/results.csv reports/baseline/results.csv
 
 # Rewrite the generated parameter tables in experiments/README.md from the strategy catalog.
 docs:

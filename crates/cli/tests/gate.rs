@@ -180,6 +180,9 @@ fn the_baseline_run_has_what_the_planted_regressions_need() {
     assert!(num(&rows[t][col(&header, "cost_usd_mean")]) > 0.0, "the experiment has a price");
     assert_eq!(num(&rows[t][col(&header, "overflow_rate")]), 0.0);
     assert_eq!(num(&rows[t][col(&header, "violations")]), 0.0);
+    assert_eq!(num(&rows[t][col(&header, "rejected_requests_openai")]), 0.0);
+    assert_eq!(num(&rows[t][col(&header, "rejected_requests_anthropic")]), 0.0);
+    assert_eq!(num(&rows[t][col(&header, "findings")]), 0.0);
     // Without compaction the small window overflows.
     let n = row_of(&header, &rows, "none");
     assert!(num(&rows[n][col(&header, "overflow_rate")]) > 0.0);
@@ -214,14 +217,33 @@ fn a_new_overflow_fails() {
 }
 
 #[test]
-fn a_new_violation_fails() {
-    let path = planted("violation", |h, rows| {
+fn a_request_a_provider_refuses_fails_and_a_finding_passes() {
+    // An orphaned tool result: one more request both providers refuse.
+    let path = planted("orphan", |h, rows| {
         let k = row_of(h, rows, "truncate");
-        rows[k][col(h, "violations")] = "1".into();
+        for column in ["rejected_requests_openai", "rejected_requests_anthropic", "violations"] {
+            rows[k][col(h, column)] = (num(&rows[k][col(h, column)]) + 1.0).to_string();
+        }
     });
     let out = gate(&path, &[]);
     assert_eq!(out.code, 1, "{}", out.stdout);
-    assert!(out.stdout.contains("| violations | 0 | 1 | +1 |"), "{}", out.stdout);
+    assert!(out.stdout.contains("| rejected_requests_openai | 0 | 1 | +1 |"), "{}", out.stdout);
+    assert!(out.stdout.contains("| rejected_requests_anthropic | 0 | 1 | +1 |"), "{}", out.stdout);
+    // An alternation break: a finding both providers accept, reported without failing.
+    let path = planted("alternation", |h, rows| {
+        let k = row_of(h, rows, "truncate");
+        for column in ["findings", "violations"] {
+            rows[k][col(h, column)] = (num(&rows[k][col(h, column)]) + 1.0).to_string();
+        }
+    });
+    let out = gate(&path, &[]);
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    assert!(
+        out.stdout.contains("| findings | 0 | 1 | +1 | – | reported only | worse, within tolerance |"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(gate(&path, &["--tolerance", "findings=0"]).code, 1, "a tolerance makes findings fail");
 }
 
 #[test]
@@ -280,7 +302,7 @@ fn a_missing_configuration_fails_and_a_new_one_is_a_note() {
 fn the_table_is_appended_to_the_github_step_summary() {
     let path = planted("step-summary", |h, rows| {
         let k = row_of(h, rows, "truncate");
-        rows[k][col(h, "violations")] = "2".into();
+        rows[k][col(h, "rejected_requests_anthropic")] = "2".into();
     });
     let summary = path.with_file_name("step-summary.md");
     std::fs::write(&summary, "earlier step\n").expect("writable");
@@ -399,5 +421,133 @@ fn a_damaged_strategy_that_loses_information_fails_the_gate() {
     assert_eq!(out.code, 1, "the gate must fail:\n{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains(&format!("regression: {config_id} retention")), "{}", out.stderr);
     assert!(out.stdout.contains(&format!("| {config_id} | retention |")), "{}", out.stdout);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SplitMix64, for the planted losses' choice of conversations.
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The paired gate's power, measured on the CI slice (`experiments/ci.toml`, its `keep-last-n`
+/// configuration over the 15 synthetic conversations): the slice is run as is, once more
+/// unchanged, and with `keep-last-n` damaged (2 recent messages, 60-token summaries). A loss of
+/// L points is planted in a copy of the baseline's results by giving conversations, in a seeded
+/// random order, their damaged results until the mean retention is at least L points lower (so a
+/// loss is a few conversations losing a lot, as a broken change does). For each L and each of 20
+/// seeds (the order and the bootstrap seed) the paired gate and the interval gate judge it. The
+/// table goes to reports/README.md between the `power-table` markers (COMPACTBENCH_BLESS=1
+/// rewrites it; otherwise the test fails when it is stale).
+#[test]
+fn the_paired_gate_catches_small_losses_and_raises_no_false_alarm() {
+    use report::gate::{compare, compare_paired, ResultsTable, SummaryTable, Tolerances};
+
+    let ci_path = Path::new(ROOT).join("experiments/ci.toml");
+    let mut ci = Experiment::load(&ci_path).expect("experiments/ci.toml is valid");
+    ci.configurations.retain(|c| c.strategy == "keep-last-n");
+    let config_id = ci.configurations[0].config_id.clone();
+    let text = std::fs::read_to_string(&ci_path).expect("readable");
+    let head = &text[..text.find("[[strategy]]").expect("a strategy table")];
+    let damaged_text =
+        format!("{head}[[strategy]]\nname = \"keep-last-n\"\nrecent_messages_to_keep = 2\nsummary_max_tokens = 60\n");
+    let mut damaged = Experiment::parse(&damaged_text, &ci_path).expect("the damaged experiment is valid");
+    damaged.configurations[0].config_id = config_id.clone();
+    let base_plan = Plan::load(ci, &runner::dataset::LoadOptions::default()).expect("the synthetic datasets load");
+    let damaged_plan = Plan::from_conversations(damaged, base_plan.conversations.clone(), Vec::new());
+    let dir = temp_dir("power");
+    let (base_dir, rerun_dir, damaged_dir) = (dir.join("baseline"), dir.join("rerun"), dir.join("damaged"));
+    run_plan(&base_plan, &base_dir);
+    run_plan(&base_plan, &rerun_dir);
+    run_plan(&damaged_plan, &damaged_dir);
+
+    let summary = SummaryTable::read(&base_dir).expect("summary");
+    let base = ResultsTable::read(&base_dir).expect("results");
+    let rerun = ResultsTable::read(&rerun_dir).expect("results");
+    let broken = ResultsTable::read(&damaged_dir).expect("results");
+    for (a, b) in base.rows.iter().zip(&broken.rows) {
+        assert_eq!((&a.dataset, &a.conversation_id), (&b.dataset, &b.conversation_id), "rows in the same order");
+    }
+    let retention = |t: &ResultsTable, i: usize| t.rows[i].values.get("retention").copied().unwrap_or(0.0);
+    let n = base.rows.len();
+    assert_eq!(n, 15, "the CI slice has 15 conversations");
+    assert_eq!(rerun, ResultsTable { file: rerun.file.clone(), ..base.clone() }, "an offline rerun is identical");
+    let full_loss = (0..n).map(|i| retention(&base, i) - retention(&broken, i)).sum::<f64>() / n as f64;
+    assert!(full_loss > 0.10, "the damage loses more than the largest planted loss: {full_loss}");
+
+    let tolerances = Tolerances::default();
+    let fired = |report: &report::gate::GateReport| report.failures().any(|c| c.metric == "retention");
+    // The interval gate sees only the planted mean, against the baseline's interval.
+    let with_mean = |mean: f64| {
+        let mut s = summary.clone();
+        s.entries[0].values.insert("retention_mean".into(), mean);
+        s
+    };
+    let base_mean = (0..n).map(|i| retention(&base, i)).sum::<f64>() / n as f64;
+    let mut rows = Vec::new();
+    let mut smallest = None;
+    for loss in [0.02, 0.05, 0.10] {
+        let (mut paired, mut interval, mut realized) = (0, 0, 0.0);
+        for seed in 1..=20u64 {
+            let mut state = seed;
+            let mut order: Vec<usize> = (0..n).collect();
+            for i in (1..n).rev() {
+                order.swap(i, (splitmix(&mut state) % (i as u64 + 1)) as usize);
+            }
+            let mut planted = base.clone();
+            let mut lost = 0.0;
+            for &i in &order {
+                if lost / n as f64 >= loss - 1e-12 {
+                    break;
+                }
+                lost += retention(&base, i) - retention(&broken, i);
+                planted.rows[i] = broken.rows[i].clone();
+            }
+            realized += lost / n as f64;
+            paired += usize::from(fired(&compare_paired(&summary, &summary, &base, &planted, &tolerances, seed)));
+            interval += usize::from(fired(&compare(&summary, &with_mean(base_mean - lost / n as f64), &tolerances)));
+        }
+        if paired >= 19 && smallest.is_none() {
+            smallest = Some(loss);
+        }
+        rows.push(format!(
+            "| {:.0} points | {:.1} points | {paired} of 20 | {interval} of 20 |",
+            loss * 100.0,
+            realized / 20.0 * 100.0
+        ));
+    }
+    let false_alarms = (1..=20u64)
+        .filter(|&seed| fired(&compare_paired(&summary, &summary, &base, &rerun, &tolerances, seed)))
+        .count();
+    rows.push(format!("| none (unchanged rerun) | 0.0 points | {false_alarms} of 20 (false alarms) | 0 of 20 |"));
+    assert_eq!(false_alarms, 0, "the paired gate raises no alarm on unchanged reruns");
+    let smallest = smallest.expect("the paired gate catches a 10-point loss in at least 19 of 20 seeds");
+
+    let table = format!(
+        "<!-- power-table: written by crates/cli/tests/gate.rs, \
+         the_paired_gate_catches_small_losses_and_raises_no_false_alarm -->\n\
+         | loss planted | mean loss realized | paired gate fired | interval gate fired |\n\
+         |---|---|---|---|\n{}\n\nThe smallest planted loss the paired gate catches in at least 19 of 20 seeds: \
+         **{:.0} points** (`keep-last-n`, 15 conversations, default tolerance 1 point).\n<!-- /power-table -->",
+        rows.join("\n"),
+        smallest * 100.0
+    );
+    let readme_path = Path::new(ROOT).join("reports/README.md");
+    let readme = std::fs::read_to_string(&readme_path).expect("reports/README.md");
+    let start = readme.find("<!-- power-table").expect("reports/README.md has the power-table markers");
+    let end = readme.find("<!-- /power-table -->").expect("the closing marker") + "<!-- /power-table -->".len();
+    let fresh = format!("{}{table}{}", &readme[..start], &readme[end..]);
+    if std::env::var_os("COMPACTBENCH_BLESS").is_some() {
+        std::fs::write(&readme_path, &fresh).expect("writable");
+    } else {
+        assert_eq!(
+            readme[start..end],
+            table,
+            "the power table in reports/README.md is stale; rerun with COMPACTBENCH_BLESS=1"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -344,6 +344,13 @@ pub trait Strategy: Send + Sync {
     }
     /// What the conformance checker may hold the strategy to.
     fn promises(&self, ctx: &Context, budget: &Budget) -> Promises;
+    /// Provider request rules ([`crate::check_request`]) the strategy's own document breaks
+    /// as written, with its parameters: a finding about the document, stated in the
+    /// strategy's module header. The conformance suite holds every other strategy to every
+    /// rule of both providers.
+    fn documented_rejections(&self) -> Vec<(crate::request::Provider, crate::request::RequestRule)> {
+        Vec::new()
+    }
     /// Whether summaries the recorded agent wrote (messages flagged `meta.compact_summary`)
     /// enter the context when a recording is replayed. Only the `recorded` reference sees
     /// them; every other strategy replays the history as if the recording had not been

@@ -31,8 +31,8 @@ use std::cell::Cell;
 
 use compaction::strategies::{ParamInfo, NAMES};
 use compaction::{
-    catalog, check_compaction, check_context, Budget, Compacted, Context, Exact, Fallback, Plan, Role, Slot,
-    StrategyConfig, Trigger, ViolationKind,
+    catalog, check_compaction, check_context, check_request, Budget, Compacted, Context, Exact, Fallback, Plan,
+    Provider, Rejection, Role, Slot, StrategyConfig, Trigger, ViolationKind,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestError, TestRunner};
@@ -306,6 +306,18 @@ fn check_result(
     prop_assert!(unexpected.is_empty(), "{}: {:?}\n{}", scene.header(), unexpected, shape());
     let structural: Vec<_> = check_context(&out.context).into_iter().filter(|v| !allowed.contains(&v.kind())).collect();
     prop_assert!(structural.is_empty(), "{}: check_context: {:?}\n{}", scene.header(), structural, shape());
+    // What a provider refuses: no rule of either provider newly broken, beyond those the
+    // strategy's document breaks as written (declared in `documented_rejections`).
+    let documented = strategy.documented_rejections();
+    for provider in Provider::ALL {
+        let key = |r: &Rejection| (r.rule, r.call_id.clone());
+        let known: Vec<_> = check_request(ctx, provider).iter().map(key).collect();
+        let refused: Vec<Rejection> = check_request(&out.context, provider)
+            .into_iter()
+            .filter(|r| !known.contains(&key(r)) && !documented.contains(&(provider, r.rule)))
+            .collect();
+        prop_assert!(refused.is_empty(), "{}: {provider} refuses: {:?}\n{}", scene.header(), refused, shape());
+    }
     if !allowed.contains(&ViolationKind::RecentWindowNotVerbatim) {
         let stated = stated_window(scene.config, ctx).min(ctx.len());
         let promised = strategy.promises(ctx, budget).recent_window;

@@ -17,7 +17,7 @@ use crate::summary::ConfigSummary;
 use crate::ReportError;
 
 /// Columns of `results.csv`.
-pub const RESULTS_HEADER: [&str; 27] = [
+pub const RESULTS_HEADER: [&str; 31] = [
     "conversation_id",
     "dataset",
     "strategy",
@@ -39,16 +39,20 @@ pub const RESULTS_HEADER: [&str; 27] = [
     "summarizer_calls",
     "summarizer_failures",
     "cost_usd",
+    "summary_cost_usd",
     "probes",
     "retention",
     "at_risk_probes",
     "at_risk_retention",
     "cache_hit_rate",
     "judge",
+    "rejected_requests_openai",
+    "rejected_requests_anthropic",
+    "findings",
 ];
 
 /// Columns of `summary.csv`.
-pub const SUMMARY_HEADER: [&str; 32] = [
+pub const SUMMARY_HEADER: [&str; 36] = [
     "config_id",
     "strategy",
     "params",
@@ -81,6 +85,10 @@ pub const SUMMARY_HEADER: [&str; 32] = [
     "at_risk_retention_decision",
     "at_risk_retention_continuation",
     "judge",
+    "rejected_requests_openai",
+    "rejected_requests_anthropic",
+    "findings",
+    "summary_cost_usd_mean",
 ];
 
 /// Columns of `probes.csv`.
@@ -175,8 +183,11 @@ pub struct ResultRow {
     pub final_tokens: Option<u64>,
     pub summarizer_calls: Option<u64>,
     pub summarizer_failures: Option<u64>,
+    /// Empty when the experiment sets no price (cost not measured).
     #[serde(serialize_with = "usd8")]
     pub cost_usd: Option<f64>,
+    #[serde(serialize_with = "usd8")]
+    pub summary_cost_usd: Option<f64>,
     pub probes: Option<u64>,
     #[serde(serialize_with = "ratio6")]
     pub retention: Option<f64>,
@@ -188,6 +199,9 @@ pub struct ResultRow {
     pub cache_hit_rate: Option<f64>,
     /// The judge that scored the pair's probes.
     pub judge: String,
+    pub rejected_requests_openai: Option<u64>,
+    pub rejected_requests_anthropic: Option<u64>,
+    pub findings: Option<u64>,
 }
 
 impl ResultRow {
@@ -221,7 +235,11 @@ impl ResultRow {
                 row.final_tokens = Some(m.final_tokens);
                 row.summarizer_calls = Some(m.summarizer_calls);
                 row.summarizer_failures = Some(m.summarizer_failures);
-                row.cost_usd = Some(m.cost_usd);
+                row.cost_usd = m.cost_usd;
+                row.summary_cost_usd = m.summary_cost_usd;
+                row.rejected_requests_openai = Some(m.rejected_requests_openai);
+                row.rejected_requests_anthropic = Some(m.rejected_requests_anthropic);
+                row.findings = Some(m.findings);
                 row.probes = Some(m.probes.len() as u64);
                 row.retention = m.retention;
                 row.at_risk_probes = Some(m.probes.iter().filter(|p| p.at_risk).count() as u64);
@@ -291,6 +309,11 @@ pub struct SummaryRow {
     pub at_risk_retention_continuation: Option<f64>,
     /// The judges that scored the configuration's pairs, `;`-separated.
     pub judge: String,
+    pub rejected_requests_openai: u64,
+    pub rejected_requests_anthropic: u64,
+    pub findings: u64,
+    #[serde(serialize_with = "usd8")]
+    pub summary_cost_usd_mean: Option<f64>,
 }
 
 impl SummaryRow {
@@ -331,6 +354,10 @@ impl SummaryRow {
             at_risk_retention_decision: at_risk_decision,
             at_risk_retention_continuation: at_risk_continuation,
             judge: s.judge.clone(),
+            rejected_requests_openai: s.rejected_requests_openai,
+            rejected_requests_anthropic: s.rejected_requests_anthropic,
+            findings: s.findings,
+            summary_cost_usd_mean: s.summary_cost_usd_mean,
         }
     }
 }

@@ -12,9 +12,19 @@
 //! | `retention` | `retention_mean` (CI `retention_ci_low`..`high`) | lower | 0.01 (one point) |
 //! | `at_risk_retention` | `at_risk_retention_mean` (CI) | lower | 0.02 |
 //! | `overflow_rate` | `overflow_rate` | higher | 0 (any new overflow) |
-//! | `violations` | `violations` | higher | 0 (any new violation) |
+//! | `rejected_requests_openai` | `rejected_requests_openai` | higher | 0 (any new request OpenAI refuses) |
+//! | `rejected_requests_anthropic` | `rejected_requests_anthropic` | higher | 0 (any new request Anthropic refuses) |
+//! | `findings` | `findings` | higher | reported only (a tolerance makes them fail) |
 //! | `failed` | `failed` | higher | 0 (any newly failing conversation) |
 //! | `cost` | `cost_usd_mean` | higher | 5% of the baseline |
+//!
+//! **Paired.** Given both runs' `results.csv` ([`compare_paired`]), retention and at-risk
+//! retention are judged pair by pair: the per-conversation differences of the two runs (the
+//! same conversations replayed), a regression when the mean difference is worse than the
+//! tolerance and [`paired_test`] (a seeded bootstrap of the mean difference, or a sign test
+//! under [`SIGN_TEST_BELOW`] pairs) finds the loss significant at 95%. The baseline's interval
+//! is not used then: it measures how retention varies across conversations, which the pairing
+//! removes, so a far smaller loss is seen (`reports/README.md` has the detection table).
 //!
 //! A tolerance is written `METRIC=DELTA`: a plain number is absolute, in the metric's unit
 //! (a share for retention and overflow rate, a count for violations and failed, US dollars for
@@ -42,6 +52,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+
+use crate::summary::{bootstrap_ci, mean, metric_seed};
 
 /// Why the gate could not compare.
 #[derive(Debug, thiserror::Error)]
@@ -72,17 +84,21 @@ pub enum Metric {
     Retention,
     AtRiskRetention,
     OverflowRate,
-    Violations,
+    RejectedOpenai,
+    RejectedAnthropic,
+    Findings,
     Failed,
     Cost,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 6] = [
+    pub const ALL: [Metric; 8] = [
         Metric::Retention,
         Metric::AtRiskRetention,
         Metric::OverflowRate,
-        Metric::Violations,
+        Metric::RejectedOpenai,
+        Metric::RejectedAnthropic,
+        Metric::Findings,
         Metric::Failed,
         Metric::Cost,
     ];
@@ -93,7 +109,9 @@ impl Metric {
             Metric::Retention => "retention",
             Metric::AtRiskRetention => "at_risk_retention",
             Metric::OverflowRate => "overflow_rate",
-            Metric::Violations => "violations",
+            Metric::RejectedOpenai => "rejected_requests_openai",
+            Metric::RejectedAnthropic => "rejected_requests_anthropic",
+            Metric::Findings => "findings",
             Metric::Failed => "failed",
             Metric::Cost => "cost",
         }
@@ -105,7 +123,9 @@ impl Metric {
             Metric::Retention => "retention_mean",
             Metric::AtRiskRetention => "at_risk_retention_mean",
             Metric::OverflowRate => "overflow_rate",
-            Metric::Violations => "violations",
+            Metric::RejectedOpenai => "rejected_requests_openai",
+            Metric::RejectedAnthropic => "rejected_requests_anthropic",
+            Metric::Findings => "findings",
             Metric::Failed => "failed",
             Metric::Cost => "cost_usd_mean",
         }
@@ -120,6 +140,15 @@ impl Metric {
         }
     }
 
+    /// The `results.csv` column the paired gate compares conversation by conversation.
+    pub fn paired_column(self) -> Option<&'static str> {
+        match self {
+            Metric::Retention => Some("retention"),
+            Metric::AtRiskRetention => Some("at_risk_retention"),
+            _ => None,
+        }
+    }
+
     /// Higher values are better.
     pub fn higher_is_better(self) -> bool {
         matches!(self, Metric::Retention | Metric::AtRiskRetention)
@@ -129,7 +158,10 @@ impl Metric {
         match self {
             Metric::Retention => Tolerance::Absolute(0.01),
             Metric::AtRiskRetention => Tolerance::Absolute(0.02),
-            Metric::OverflowRate | Metric::Violations | Metric::Failed => Tolerance::Absolute(0.0),
+            Metric::OverflowRate | Metric::RejectedOpenai | Metric::RejectedAnthropic | Metric::Failed => {
+                Tolerance::Absolute(0.0)
+            }
+            Metric::Findings => Tolerance::Report,
             Metric::Cost => Tolerance::Relative(0.05),
         }
     }
@@ -141,6 +173,8 @@ impl Metric {
             "overflows" | "overflow" => Some(Metric::OverflowRate),
             "cost_usd" => Some(Metric::Cost),
             "at_risk" => Some(Metric::AtRiskRetention),
+            "rejected_openai" | "openai" => Some(Metric::RejectedOpenai),
+            "rejected_anthropic" | "anthropic" => Some(Metric::RejectedAnthropic),
             _ => None,
         })
     }
@@ -148,7 +182,7 @@ impl Metric {
     fn format(self, v: f64) -> String {
         match self {
             Metric::Retention | Metric::AtRiskRetention | Metric::OverflowRate => format!("{:.1}%", v * 100.0),
-            Metric::Violations | Metric::Failed => format!("{v}"),
+            Metric::RejectedOpenai | Metric::RejectedAnthropic | Metric::Findings | Metric::Failed => format!("{v}"),
             Metric::Cost => format!("${}", trim(&format!("{v:.8}"))),
         }
     }
@@ -175,6 +209,8 @@ pub enum Tolerance {
     Absolute(f64),
     /// A share of the baseline's value (0.05 = 5%).
     Relative(f64),
+    /// Any change is reported and none fails (the default for findings).
+    Report,
 }
 
 impl Tolerance {
@@ -182,6 +218,7 @@ impl Tolerance {
         match self {
             Tolerance::Absolute(d) => d,
             Tolerance::Relative(r) => r * baseline.abs(),
+            Tolerance::Report => f64::INFINITY,
         }
     }
 }
@@ -191,6 +228,7 @@ impl fmt::Display for Tolerance {
         match self {
             Tolerance::Absolute(d) => write!(f, "{d}"),
             Tolerance::Relative(r) => write!(f, "{}%", trim(&format!("{:.4}", r * 100.0))),
+            Tolerance::Report => f.write_str("reported only"),
         }
     }
 }
@@ -348,6 +386,8 @@ pub enum Verdict {
     WithinTolerance,
     /// Worse beyond the tolerance, but inside the baseline's confidence interval.
     InsideInterval,
+    /// Worse beyond the tolerance, but the paired test does not find the loss significant.
+    NotSignificant,
     Improved,
     /// A column the gate does not judge changed.
     Changed,
@@ -367,6 +407,7 @@ impl Verdict {
             Verdict::Regression => "**regression**",
             Verdict::WithinTolerance => "worse, within tolerance",
             Verdict::InsideInterval => "worse, inside the baseline's interval",
+            Verdict::NotSignificant => "worse, not significant (paired)",
             Verdict::Improved => "improved",
             Verdict::Changed => "changed",
             Verdict::MissingInCurrent => "**missing in current**",
@@ -388,6 +429,8 @@ pub struct Change {
     pub interval: Option<(f64, f64)>,
     /// The tolerance, for gated metrics.
     pub tolerance: Option<Tolerance>,
+    /// The paired test, when the gate compared runs pair by pair.
+    pub paired: Option<PairedTest>,
     pub verdict: Verdict,
     /// How to print the values.
     gated: Option<Metric>,
@@ -402,6 +445,8 @@ pub struct GateReport {
     pub compared: usize,
     pub changes: Vec<Change>,
     pub tolerances: Tolerances,
+    /// Retention was judged pair by pair.
+    pub paired: bool,
 }
 
 /// Values closer than this are equal (CSV values are rounded to 6 or 8 decimals).
@@ -462,6 +507,60 @@ pub fn compare_checked(
 /// Compare `current` against `baseline`. It does not check that the files are comparable:
 /// [`compare_checked`] does.
 pub fn compare(baseline: &SummaryTable, current: &SummaryTable, tolerances: &Tolerances) -> GateReport {
+    compare_with(baseline, current, tolerances, None)
+}
+
+/// Compare `current` against `baseline` pair by pair: retention and at-risk retention are
+/// judged on the per-conversation differences of the two runs' `results.csv` (see
+/// [`paired_test`]); every other metric as [`compare`] does. `seed` seeds the bootstrap.
+pub fn compare_paired(
+    baseline: &SummaryTable,
+    current: &SummaryTable,
+    baseline_results: &ResultsTable,
+    current_results: &ResultsTable,
+    tolerances: &Tolerances,
+    seed: u64,
+) -> GateReport {
+    let mut report =
+        compare_with(baseline, current, tolerances, Some(&PairedInput { baseline_results, current_results, seed }));
+    report.paired = true;
+    report.baseline_file = format!("{} + {}", report.baseline_file, baseline_results.file);
+    report.current_file = format!("{} + {}", report.current_file, current_results.file);
+    report
+}
+
+/// The two runs' per-conversation results, for the paired test.
+struct PairedInput<'a> {
+    baseline_results: &'a ResultsTable,
+    current_results: &'a ResultsTable,
+    seed: u64,
+}
+
+impl PairedInput<'_> {
+    /// The per-conversation pairs `(baseline, current)` of `column` for one configuration.
+    fn pairs(&self, config_id: &str, column: &str) -> Vec<(f64, f64)> {
+        let current: BTreeMap<(&str, &str), f64> = self
+            .current_results
+            .rows_of(config_id)
+            .filter_map(|r| Some(((r.dataset.as_str(), r.conversation_id.as_str()), *r.values.get(column)?)))
+            .collect();
+        self.baseline_results
+            .rows_of(config_id)
+            .filter_map(|r| {
+                let b = *r.values.get(column)?;
+                let c = *current.get(&(r.dataset.as_str(), r.conversation_id.as_str()))?;
+                Some((b, c))
+            })
+            .collect()
+    }
+}
+
+fn compare_with(
+    baseline: &SummaryTable,
+    current: &SummaryTable,
+    tolerances: &Tolerances,
+    paired: Option<&PairedInput<'_>>,
+) -> GateReport {
     let mut changes = Vec::new();
     let mut compared = 0;
     for base in &baseline.entries {
@@ -473,6 +572,7 @@ pub fn compare(baseline: &SummaryTable, current: &SummaryTable, tolerances: &Tol
                 current: None,
                 interval: None,
                 tolerance: None,
+                paired: None,
                 verdict: Verdict::MissingInCurrent,
                 gated: None,
             });
@@ -480,7 +580,15 @@ pub fn compare(baseline: &SummaryTable, current: &SummaryTable, tolerances: &Tol
         };
         compared += 1;
         for metric in Metric::ALL {
-            if let Some(change) = judge(metric, base, cur, tolerances.get(metric)) {
+            let pairs = paired.filter(|_| metric.paired_column().is_some()).map(|p| {
+                let column = metric.paired_column().unwrap_or_default();
+                (p.pairs(&base.config_id, column), metric_seed(p.seed, &base.config_id, metric.name()))
+            });
+            let change = match pairs {
+                Some((pairs, seed)) => judge_paired(metric, base, cur, &pairs, seed, tolerances.get(metric)),
+                None => judge(metric, base, cur, tolerances.get(metric)),
+            };
+            if let Some(change) = change {
                 changes.push(change);
             }
         }
@@ -505,6 +613,7 @@ pub fn compare(baseline: &SummaryTable, current: &SummaryTable, tolerances: &Tol
                     current: c,
                     interval: None,
                     tolerance: None,
+                    paired: None,
                     verdict: Verdict::Changed,
                     gated: None,
                 });
@@ -520,6 +629,7 @@ pub fn compare(baseline: &SummaryTable, current: &SummaryTable, tolerances: &Tol
                 current: None,
                 interval: None,
                 tolerance: None,
+                paired: None,
                 verdict: Verdict::NewInCurrent,
                 gated: None,
             });
@@ -531,6 +641,7 @@ pub fn compare(baseline: &SummaryTable, current: &SummaryTable, tolerances: &Tol
         compared,
         changes,
         tolerances: tolerances.clone(),
+        paired: false,
     }
 }
 
@@ -546,6 +657,7 @@ fn judge(metric: Metric, base: &SummaryEntry, cur: &SummaryEntry, tolerance: Tol
         current: c,
         interval,
         tolerance: Some(tolerance),
+        paired: None,
         verdict,
         gated: Some(metric),
     };
@@ -572,6 +684,204 @@ fn judge(metric: Metric, base: &SummaryEntry, cur: &SummaryEntry, tolerance: Tol
         }
     }
     Some(change(Verdict::Regression))
+}
+
+/// Below this many pairs the paired test is a sign test, from there on a bootstrap.
+pub const SIGN_TEST_BELOW: usize = 10;
+
+/// The paired test of one metric of one configuration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PairedTest {
+    /// Conversations with a value in both runs.
+    pub n: usize,
+    /// Mean of `current - baseline`.
+    pub mean_difference: f64,
+    /// Bootstrap: the 95% interval of the mean difference.
+    pub interval: Option<(f64, f64)>,
+    /// Sign test: the one-sided p-value of as many losses or more.
+    pub sign_p: Option<f64>,
+    /// The loss is significant at the 95% level (two-sided).
+    pub significant_loss: bool,
+}
+
+/// The paired test of `current - baseline` over `pairs`, where lower is worse when
+/// `higher_is_better`. With [`SIGN_TEST_BELOW`] pairs or more: a seeded percentile bootstrap of
+/// the mean difference ([`RESAMPLES`](crate::summary::RESAMPLES) resamples), a loss when the
+/// whole 95% interval is on the losing side of 0. With fewer: an exact sign test over the pairs
+/// that moved, a loss when the one-sided p-value of that many losses is under 0.025.
+///
+/// ```
+/// use report::gate::paired_test;
+///
+/// let same: Vec<(f64, f64)> = (0..15).map(|i| (0.5 + i as f64 / 100.0, 0.5 + i as f64 / 100.0)).collect();
+/// assert!(!paired_test(&same, true, 1).significant_loss);
+/// let lost: Vec<(f64, f64)> = same.iter().map(|(b, c)| (*b, c - 0.03)).collect();
+/// assert!(paired_test(&lost, true, 1).significant_loss);
+/// ```
+pub fn paired_test(pairs: &[(f64, f64)], higher_is_better: bool, seed: u64) -> PairedTest {
+    let diffs: Vec<f64> = pairs.iter().map(|(b, c)| c - b).collect();
+    let n = diffs.len();
+    let mean_difference = mean(&diffs).unwrap_or(0.0);
+    let loss = |d: f64| if higher_is_better { d < -EPSILON } else { d > EPSILON };
+    if n >= SIGN_TEST_BELOW {
+        let interval = bootstrap_ci(&diffs, seed);
+        let significant_loss =
+            interval.is_some_and(|(lo, hi)| if higher_is_better { hi < -EPSILON } else { lo > EPSILON });
+        return PairedTest { n, mean_difference, interval, sign_p: None, significant_loss };
+    }
+    let moved = diffs.iter().filter(|d| d.abs() > EPSILON).count();
+    let losses = diffs.iter().filter(|d| loss(**d)).count();
+    let p = sign_test_p(losses, moved);
+    PairedTest { n, mean_difference, interval: None, sign_p: Some(p), significant_loss: moved > 0 && p < 0.025 }
+}
+
+/// P(X >= k) for X ~ Binomial(n, 1/2).
+fn sign_test_p(k: usize, n: usize) -> f64 {
+    if n == 0 {
+        return 1.0;
+    }
+    let mut coefficient = 1.0f64;
+    let mut total = 0.0;
+    for i in 0..=n {
+        if i >= k {
+            total += coefficient;
+        }
+        coefficient = coefficient * (n - i) as f64 / (i + 1) as f64;
+    }
+    total / 2f64.powi(i32::try_from(n).unwrap_or(i32::MAX))
+}
+
+/// A retention metric judged pair by pair: regresses when the mean difference is worse than the
+/// tolerance and the paired test finds the loss significant.
+fn judge_paired(
+    metric: Metric,
+    base: &SummaryEntry,
+    cur: &SummaryEntry,
+    pairs: &[(f64, f64)],
+    seed: u64,
+    tolerance: Tolerance,
+) -> Option<Change> {
+    let test = paired_test(pairs, metric.higher_is_better(), seed);
+    let b = base.values.get(metric.column()).copied();
+    let c = cur.values.get(metric.column()).copied();
+    let change = |verdict| Change {
+        config_id: base.config_id.clone(),
+        metric: metric.name().to_string(),
+        baseline: b,
+        current: c,
+        interval: None,
+        tolerance: Some(tolerance),
+        paired: Some(test),
+        verdict,
+        gated: Some(metric),
+    };
+    if pairs.is_empty() {
+        // Nothing to pair: fall back to the means.
+        return judge(metric, base, cur, tolerance);
+    }
+    let d = test.mean_difference;
+    if d.abs() <= EPSILON && test.interval.is_none_or(|(lo, hi)| lo.abs() <= EPSILON && hi.abs() <= EPSILON) {
+        return None;
+    }
+    let worse_by = if metric.higher_is_better() { -d } else { d };
+    if worse_by < 0.0 {
+        return Some(change(Verdict::Improved));
+    }
+    if worse_by <= tolerance.allowed(b.unwrap_or(0.0)) + EPSILON {
+        return Some(change(Verdict::WithinTolerance));
+    }
+    if !test.significant_loss {
+        return Some(change(Verdict::NotSignificant));
+    }
+    Some(change(Verdict::Regression))
+}
+
+/// One row of a `results.csv`: a (conversation, configuration) pair.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ResultEntry {
+    pub config_id: String,
+    pub conversation_id: String,
+    pub dataset: String,
+    /// Numeric cells; an empty cell is absent.
+    pub values: BTreeMap<String, f64>,
+}
+
+/// A `results.csv`, in file order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ResultsTable {
+    pub file: String,
+    pub rows: Vec<ResultEntry>,
+}
+
+/// Text columns of `results.csv`.
+const RESULT_TEXT_COLUMNS: [&str; 8] =
+    ["conversation_id", "dataset", "strategy", "config_id", "params", "status", "error", "judge"];
+
+impl ResultsTable {
+    /// Read a `results.csv` (or the `results.csv` of a run folder).
+    pub fn read(path: &Path) -> Result<ResultsTable, GateError> {
+        let path = if path.is_dir() { path.join(crate::RESULTS_CSV) } else { path.to_path_buf() };
+        let text = std::fs::read_to_string(&path).map_err(|source| GateError::Io { path: path.clone(), source })?;
+        ResultsTable::parse(&text, &path.display().to_string())
+    }
+
+    /// Parse the text of a results file; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<ResultsTable, GateError> {
+        let mut reader = ::csv::ReaderBuilder::new().has_headers(true).from_reader(text.as_bytes());
+        let csv_err = |e: ::csv::Error| GateError::Csv {
+            file: file.to_string(),
+            line: e.position().map(|p| p.line()).unwrap_or(1),
+            problem: e.to_string(),
+        };
+        let header: Vec<String> = reader.headers().map_err(csv_err)?.iter().map(|h| h.trim().to_string()).collect();
+        let col = |name: &str| header.iter().position(|h| h == name);
+        let (Some(id), Some(conv)) = (col("config_id"), col("conversation_id")) else {
+            return Err(GateError::NoConfigId { file: file.into() });
+        };
+        let dataset = col("dataset");
+        let mut table = ResultsTable { file: file.to_string(), rows: Vec::new() };
+        let mut seen = std::collections::BTreeSet::new();
+        for record in reader.records() {
+            let record = record.map_err(csv_err)?;
+            let line = record.position().map(|p| p.line()).unwrap_or(0);
+            let mut row = ResultEntry {
+                config_id: record.get(id).unwrap_or("").trim().to_string(),
+                conversation_id: record.get(conv).unwrap_or("").to_string(),
+                dataset: dataset.and_then(|d| record.get(d)).unwrap_or("").to_string(),
+                values: BTreeMap::new(),
+            };
+            if row.config_id.is_empty() {
+                continue;
+            }
+            if !seen.insert((row.config_id.clone(), row.dataset.clone(), row.conversation_id.clone())) {
+                return Err(GateError::Duplicate {
+                    file: file.into(),
+                    line,
+                    config_id: format!("{} (conversation {})", row.config_id, row.conversation_id),
+                });
+            }
+            for (column, cell) in header.iter().zip(record.iter()) {
+                let cell = cell.trim();
+                if RESULT_TEXT_COLUMNS.contains(&column.as_str()) || cell.is_empty() {
+                    continue;
+                }
+                let v: f64 = cell.parse().map_err(|_| GateError::Number {
+                    file: file.into(),
+                    line,
+                    column: column.clone(),
+                    value: cell.to_string(),
+                })?;
+                row.values.insert(column.clone(), v);
+            }
+            table.rows.push(row);
+        }
+        Ok(table)
+    }
+
+    /// The rows of one configuration.
+    pub fn rows_of<'a>(&'a self, config_id: &'a str) -> impl Iterator<Item = &'a ResultEntry> + 'a {
+        self.rows.iter().filter(move |r| r.config_id == config_id)
+    }
 }
 
 impl GateReport {
@@ -610,7 +920,11 @@ impl GateReport {
             out.push_str("No value changed.\n");
         } else {
             out.push_str(
-                "| configuration | metric | baseline | current | change | baseline 95% CI | tolerance | verdict |\n",
+                if self.paired {
+                    "| configuration | metric | baseline | current | change | baseline 95% CI or paired test | tolerance | verdict |\n"
+                } else {
+                    "| configuration | metric | baseline | current | change | baseline 95% CI | tolerance | verdict |\n"
+                },
             );
             out.push_str("|---|---|---|---|---|---|---|---|\n");
             let mut rows: Vec<&Change> = self.changes.iter().collect();
@@ -622,8 +936,12 @@ impl GateReport {
                     (Some(v), None) => trim(&format!("{v:.6}")),
                     (None, _) => "–".into(),
                 };
-                let delta = match (c.baseline, c.current) {
-                    (Some(b), Some(a)) => {
+                let delta = match (c.baseline, c.current, c.paired) {
+                    (_, _, Some(t)) => {
+                        let d = t.mean_difference;
+                        format!("{}{:.1} pt (paired)", if d > 0.0 { "+" } else { "−" }, d.abs() * 100.0)
+                    }
+                    (Some(b), Some(a), None) => {
                         let d = a - b;
                         let sign = if d > 0.0 { "+" } else { "−" };
                         match c.gated {
@@ -636,8 +954,15 @@ impl GateReport {
                     }
                     _ => "–".into(),
                 };
-                let interval = match (c.interval, c.gated) {
-                    (Some((lo, hi)), Some(m)) => format!("[{}, {}]", m.format(lo), m.format(hi)),
+                let interval = match (c.paired, c.interval, c.gated) {
+                    (Some(t), _, _) => match (t.interval, t.sign_p) {
+                        (Some((lo, hi)), _) => {
+                            format!("paired Δ [{:+.1}, {:+.1}] pt, n={}", lo * 100.0, hi * 100.0, t.n)
+                        }
+                        (_, Some(p)) => format!("sign test p={p:.3}, n={}", t.n),
+                        _ => "–".into(),
+                    },
+                    (None, Some((lo, hi)), Some(m)) => format!("[{}, {}]", m.format(lo), m.format(hi)),
                     _ => "–".into(),
                 };
                 out.push_str(&format!(
@@ -671,7 +996,7 @@ mod tests {
     use super::*;
 
     const HEADER: &str = "config_id,strategy,params,conversations,failed,retention_mean,retention_ci_low,retention_ci_high,\
-        at_risk_retention_mean,at_risk_retention_ci_low,at_risk_retention_ci_high,compression_ratio,overflow_rate,violations,cost_usd_mean";
+        at_risk_retention_mean,at_risk_retention_ci_low,at_risk_retention_ci_high,compression_ratio,overflow_rate,rejected_requests_openai,cost_usd_mean";
 
     fn table(rows: &[&str]) -> SummaryTable {
         let text = format!("{HEADER}\n{}\n", rows.join("\n"));
@@ -710,14 +1035,14 @@ mod tests {
     }
 
     #[test]
-    fn new_overflows_violations_failures_and_cost_regress() {
+    fn new_overflows_rejections_failures_and_cost_regress() {
         let worse = "a,keep-last-n,{},10,1,0.8,0.7,0.9,0.6,0.4,0.8,0.5,0.02,3,0.02";
         let r = compare(&table(&[BASE]), &table(&[worse]), &Tolerances::default());
         let failing: Vec<String> = r.failures().map(|c| c.metric.clone()).collect();
-        assert_eq!(failing, ["overflow_rate", "violations", "failed", "cost"]);
+        assert_eq!(failing, ["overflow_rate", "rejected_requests_openai", "failed", "cost"]);
         let md = r.markdown();
         assert!(md.contains("### compactbench gate: FAILED"));
-        assert!(md.contains("| a | violations | 0 | 3 | +3 | – | 0 | **regression** |"), "{md}");
+        assert!(md.contains("| a | rejected_requests_openai | 0 | 3 | +3 | – | 0 | **regression** |"), "{md}");
         assert!(md.contains("| a | cost | $0.01 | $0.02 | +$0.01 | – | 5% | **regression** |"), "{md}");
     }
 
@@ -762,6 +1087,80 @@ mod tests {
                 ("a".into(), "compression_ratio".into(), Verdict::Changed)
             ]
         );
+    }
+
+    #[test]
+    fn findings_are_reported_without_failing_unless_a_tolerance_says_so() {
+        let header = "config_id,strategy,rejected_requests_anthropic,findings\n";
+        let base = SummaryTable::parse(&format!("{header}a,s,0,2\n"), "b.csv").expect("parses");
+        let more = SummaryTable::parse(&format!("{header}a,s,0,9\n"), "c.csv").expect("parses");
+        let r = compare(&base, &more, &Tolerances::default());
+        assert!(r.passed(), "{}", r.markdown());
+        assert_eq!(verdicts(&r), vec![("a".into(), "findings".into(), Verdict::WithinTolerance)]);
+        assert!(r.markdown().contains("findings reported only"), "{}", r.markdown());
+        let mut t = Tolerances::default();
+        t.apply("findings=3").expect("valid");
+        assert!(!compare(&base, &more, &t).passed(), "7 new findings over a tolerance of 3");
+        let refused = SummaryTable::parse(&format!("{header}a,s,1,2\n"), "c.csv").expect("parses");
+        let r = compare(&base, &refused, &Tolerances::default());
+        assert_eq!(r.failures().map(|c| c.metric.as_str()).collect::<Vec<_>>(), ["rejected_requests_anthropic"]);
+    }
+
+    #[test]
+    fn the_paired_test_sees_a_small_consistent_loss_the_interval_misses() {
+        // Spread-out retention over 15 conversations, every one 3 points lower.
+        let base: Vec<f64> = (0..15).map(|i| 0.3 + 0.04 * i as f64).collect();
+        let pairs: Vec<(f64, f64)> = base.iter().map(|b| (*b, b - 0.03)).collect();
+        let t = paired_test(&pairs, true, 7);
+        assert!(t.significant_loss && t.interval.is_some() && t.sign_p.is_none(), "{t:?}");
+        assert!((t.mean_difference + 0.03).abs() < 1e-12);
+        // The baseline's own interval of the mean is far wider than 3 points.
+        let (lo, hi) = bootstrap_ci(&base, 7).expect("values");
+        assert!(hi - lo > 0.15 && base.iter().sum::<f64>() / 15.0 - 0.03 > lo);
+        // One conversation lost a lot, the rest nothing: not significant by bootstrap.
+        let mut one: Vec<(f64, f64)> = base.iter().map(|b| (*b, *b)).collect();
+        one[3].1 -= 0.5;
+        assert!(!paired_test(&one, true, 7).significant_loss);
+        // No change, whatever the seed.
+        let same: Vec<(f64, f64)> = base.iter().map(|b| (*b, *b)).collect();
+        assert!((0..20).all(|s| !paired_test(&same, true, s).significant_loss));
+        // Few pairs: a sign test. 6 of 6 lower: p = 1/64.
+        let small = &pairs[..6];
+        let t = paired_test(small, true, 1);
+        assert_eq!(t.sign_p, Some(1.0 / 64.0));
+        assert!(t.significant_loss);
+        // 5 of 5 is p = 1/32, over 0.025.
+        assert!(!paired_test(&pairs[..5], true, 1).significant_loss);
+        assert_eq!(sign_test_p(0, 4), 1.0);
+        assert!((sign_test_p(3, 4) - 5.0 / 16.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_paired_gate_fails_on_a_significant_loss_and_names_the_test() {
+        let summary = "config_id,strategy,retention_mean,retention_ci_low,retention_ci_high\na,s,0.6,0.3,0.9\n";
+        let table = SummaryTable::parse(summary, "s.csv").expect("parses");
+        let results = |shift: f64| {
+            let mut text = String::from("conversation_id,dataset,config_id,retention\n");
+            for i in 0..12 {
+                text.push_str(&format!("c{i},d.jsonl,a,{}\n", 0.3 + 0.05 * i as f64 - shift));
+            }
+            ResultsTable::parse(&text, "r.csv").expect("parses")
+        };
+        let r = compare_paired(&table, &table, &results(0.0), &results(0.0), &Tolerances::default(), 42);
+        assert!(r.passed() && r.changes.is_empty(), "{}", r.markdown());
+        let r = compare_paired(&table, &table, &results(0.0), &results(0.02), &Tolerances::default(), 42);
+        assert!(!r.passed(), "{}", r.markdown());
+        let md = r.markdown();
+        assert!(md.contains("| a | retention |") && md.contains("paired Δ [") && md.contains("n=12"), "{md}");
+        // The same 2-point drop of the mean is inside the baseline's interval for the unpaired gate.
+        let lower = SummaryTable::parse(&summary.replace("0.6,0.3", "0.58,0.3"), "c.csv").expect("parses");
+        assert!(compare(&table, &lower, &Tolerances::default()).passed());
+        // A loss within the tolerance passes.
+        let r = compare_paired(&table, &table, &results(0.0), &results(0.005), &Tolerances::default(), 42);
+        assert!(r.passed());
+        // Bad results files name the file, line and column.
+        let e = ResultsTable::parse("conversation_id,config_id,retention\nc,a,x\n", "r.csv").expect_err("bad");
+        assert_eq!(e.to_string(), "r.csv:2: column `retention`: \"x\" is not a number");
     }
 
     #[test]

@@ -609,10 +609,13 @@ impl Page<'_> {
         out.push_str("<div class=\"charts\">\n");
         let cost = points(|s| s.cost_usd_mean);
         out.push_str("<div class=\"chart big\"><h3>Retention against cost per conversation</h3>");
-        if cost.iter().all(|p| p.x == 0.0) && !cost.is_empty() {
-            out.push_str("<p class=\"note\">Every configuration costs $0 (the experiment sets no price).</p>");
+        if cost.is_empty() && !self.summaries.is_empty() {
+            out.push_str(
+                "<p class=\"note\" id=\"cost-not-measured\">Cost is not measured: the experiment sets no price.</p>",
+            );
+        } else {
+            out.push_str(&svg::pareto_chart("cost per conversation (USD)", usd, &cost));
         }
-        out.push_str(&svg::pareto_chart("cost per conversation (USD)", usd, &cost));
         out.push_str("</div>\n");
         let kept = points(|s| s.compression_ratio);
         out.push_str("<div class=\"chart big\"><h3>Retention against tokens kept</h3>");
@@ -941,8 +944,51 @@ impl Page<'_> {
         out.push_str(&section);
     }
 
+    /// Requests a provider would refuse and findings both accept, apart, per configuration and
+    /// rule, summed over its conversations.
+    fn refusals_and_findings(&self, out: &mut String) {
+        let mut refused: std::collections::BTreeMap<(String, String), u64> = Default::default();
+        let mut findings: std::collections::BTreeMap<(String, String), u64> = Default::default();
+        for r in &self.data.records {
+            let PairOutcome::Ok(m) = &r.outcome else { continue };
+            for (rule, n) in &m.rejections_by_rule {
+                *refused.entry((r.config_id.clone(), rule.clone())).or_default() += n;
+            }
+            for (kind, n) in &m.violations_by_kind {
+                if kind != "orphan_tool_result" && kind != "unanswered_tool_call" {
+                    *findings.entry((r.config_id.clone(), kind.clone())).or_default() += n;
+                }
+            }
+        }
+        let table = |out: &mut String,
+                     id: &str,
+                     title: &str,
+                     what: &str,
+                     rows: &std::collections::BTreeMap<(String, String), u64>| {
+            if rows.is_empty() {
+                out.push_str(&format!("<h3 id=\"{id}\">{title}</h3>\n<p class=\"ok\">None.</p>\n"));
+                return;
+            }
+            out.push_str(&format!(
+                "<h3 id=\"{id}\">{title}</h3>\n<div class=\"scroll\"><table><thead><tr><th>configuration</th><th>{what}</th>\
+                 <th>count</th></tr></thead>\n<tbody>\n"
+            ));
+            for ((config, rule), n) in rows {
+                out.push_str(&format!(
+                    "<tr><td class=\"mono\">{}</td><td class=\"mono\">{}</td><td class=\"num\">{n}</td></tr>\n",
+                    escape(config),
+                    escape(rule)
+                ));
+            }
+            out.push_str("</tbody></table></div>\n");
+        };
+        table(out, "rejections", "Requests a provider would refuse", "provider / rule broken (requests)", &refused);
+        table(out, "findings", "Findings (both providers accept)", "kind", &findings);
+    }
+
     fn problems(&self, out: &mut String) {
         out.push_str("<h2 id=\"problems\">Problems</h2>\n");
+        self.refusals_and_findings(out);
         let failed: Vec<&PairRecord> =
             self.data.records.iter().filter(|r| matches!(r.outcome, PairOutcome::Failed { .. })).collect();
         let dataset_problems = &self.data.manifest.dataset_problems;

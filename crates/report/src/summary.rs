@@ -50,8 +50,17 @@ pub struct ConfigSummary {
     pub calls: u64,
     pub compactions_mean: Option<f64>,
     pub violations: u64,
+    /// Requests the OpenAI Chat Completions API would refuse, summed over conversations.
+    pub rejected_requests_openai: u64,
+    /// Requests the Anthropic Messages API would refuse, summed over conversations.
+    pub rejected_requests_anthropic: u64,
+    /// Violations both providers accept, summed over conversations.
+    pub findings: u64,
     pub peak_tokens_max: Option<u64>,
+    /// Mean cost per conversation; `None` when no pair was priced (cost not measured).
     pub cost_usd_mean: Option<f64>,
+    /// Mean cost of the compaction (summary) calls per conversation, part of `cost_usd_mean`.
+    pub summary_cost_usd_mean: Option<f64>,
     /// Cached request tokens / request tokens.
     pub cache_hit_rate: Option<f64>,
 }
@@ -171,7 +180,8 @@ fn summarize_one<'a>(
     let sum = |f: fn(&runner::record::PairMetrics) -> u64| ok.iter().map(|m| f(m)).sum::<u64>();
     let calls = sum(|m| m.calls);
     let input = sum(|m| m.input_tokens);
-    let costs: Vec<f64> = ok.iter().map(|m| m.cost_usd).filter(|v| v.is_finite()).collect();
+    let costs: Vec<f64> = ok.iter().filter_map(|m| m.cost_usd).filter(|v| v.is_finite()).collect();
+    let summary_costs: Vec<f64> = ok.iter().filter_map(|m| m.summary_cost_usd).filter(|v| v.is_finite()).collect();
     let compactions: Vec<f64> = ok.iter().map(|m| m.compactions as f64).collect();
     ConfigSummary {
         conversations: ok.len(),
@@ -186,8 +196,12 @@ fn summarize_one<'a>(
         calls,
         compactions_mean: mean(&compactions),
         violations: sum(|m| m.violations),
+        rejected_requests_openai: sum(|m| m.rejected_requests_openai),
+        rejected_requests_anthropic: sum(|m| m.rejected_requests_anthropic),
+        findings: sum(|m| m.findings),
         peak_tokens_max: ok.iter().map(|m| m.peak_tokens).max(),
         cost_usd_mean: mean(&costs),
+        summary_cost_usd_mean: mean(&summary_costs),
         cache_hit_rate: ratio(sum(|m| m.cached_tokens), input),
         config: config.clone(),
     }

@@ -37,7 +37,12 @@ fn the_baseline_holds_exactly_the_ci_configurations() {
     let ids: Vec<&str> = baseline.entries.iter().map(|e| e.config_id.as_str()).collect();
     let expected: Vec<&str> = exp.configurations.iter().map(|c| c.config_id.as_str()).collect();
     assert_eq!(ids, expected, "the baseline is stale: refresh it with `just baseline`");
+    // The paired gate of .ci/run reads the baseline's results.csv beside it.
+    let results = report::gate::ResultsTable::read(&Path::new(ROOT).join("reports/baseline/results.csv"))
+        .expect("reports/baseline/results.csv is committed (just baseline)");
     for e in &baseline.entries {
+        let n = results.rows_of(&e.config_id).count() as f64;
+        assert_eq!(e.values.get("conversations"), Some(&n), "{}: results.csv and summary.csv disagree", e.config_id);
         assert_eq!(e.values.get("failed"), Some(&0.0), "{}: a baseline with failed conversations", e.config_id);
         assert!(e.values.get("conversations").is_some_and(|n| *n > 0.0), "{}: no conversation", e.config_id);
     }

@@ -108,7 +108,7 @@ fn stand_in_replay(
         input_tokens: (n.min(keep) * 100) as u64,
         cached_tokens: (n.min(keep) * 40) as u64,
         uncompacted_input_tokens: (n * 100) as u64,
-        cost_usd: n as f64 * 1.7e-6,
+        cost_usd: Some(n as f64 * 1.7e-6),
         retention: mean(&all),
         at_risk_retention: mean(&at_risk),
         probes,
@@ -207,8 +207,8 @@ fn headers_are_pinned() {
         RESULTS_HEADER.join(","),
         "conversation_id,dataset,strategy,config_id,params,window,status,error,calls,compactions,overflows,\
          violations,peak_tokens,input_tokens,cached_tokens,output_tokens,uncompacted_input_tokens,final_tokens,\
-         summarizer_calls,summarizer_failures,cost_usd,probes,retention,at_risk_probes,at_risk_retention,cache_hit_rate,\
-         judge"
+         summarizer_calls,summarizer_failures,cost_usd,summary_cost_usd,probes,retention,at_risk_probes,at_risk_retention,\
+         cache_hit_rate,judge,rejected_requests_openai,rejected_requests_anthropic,findings"
     );
     assert_eq!(
         SUMMARY_HEADER.join(","),
@@ -217,7 +217,8 @@ fn headers_are_pinned() {
          retention_task,retention_recall,retention_artifact,retention_decision,retention_continuation,\
          compression_ratio,overflow_rate,calls,compactions_mean,violations,peak_tokens_max,cost_usd_mean,cache_hit_rate,\
          at_risk_retention_task,at_risk_retention_recall,at_risk_retention_artifact,at_risk_retention_decision,\
-         at_risk_retention_continuation,judge"
+         at_risk_retention_continuation,judge,rejected_requests_openai,rejected_requests_anthropic,findings,\
+         summary_cost_usd_mean"
     );
     assert_eq!(
         PROBES_HEADER.join(","),

@@ -113,12 +113,27 @@ pub struct PriceSpec {
     pub cached_input: f64,
     /// US dollars per million output tokens.
     pub output: f64,
+    /// US dollars per million input tokens written to the prefix cache, for the experiment's
+    /// `cache_ttl`; `None`: writes cost plain input (no write premium, as with OpenAI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<f64>,
 }
 
 impl PriceSpec {
     pub fn price(&self) -> Price {
-        Price { input: self.input, cached_input: self.cached_input, output: self.output }
+        Price { input: self.input, cached_input: self.cached_input, output: self.output, cache_write: self.cache_write }
     }
+}
+
+/// How long the provider keeps a cache write (Anthropic: 5 minutes or 1 hour), which picks the
+/// write price.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum CacheTtl {
+    #[default]
+    #[serde(rename = "5m")]
+    FiveMinutes,
+    #[serde(rename = "1h")]
+    OneHour,
 }
 
 /// Who writes the summaries a strategy asks for.
@@ -230,6 +245,8 @@ struct RawExperiment {
     price: Option<toml::Value>,
     #[serde(default)]
     prices: Option<String>,
+    #[serde(default)]
+    cache_ttl: CacheTtl,
     #[serde(default, deserialize_with = "llm_setup::summarizer_role")]
     summarizer: RawRole,
     #[serde(default, deserialize_with = "llm_setup::judge_role")]
@@ -261,6 +278,20 @@ struct PriceTable {
     input: f64,
     cached_input: f64,
     output: f64,
+    #[serde(default)]
+    cache_write_5m: Option<f64>,
+    #[serde(default)]
+    cache_write_1h: Option<f64>,
+}
+
+impl PriceTable {
+    fn spec(&self, model: Option<String>, ttl: CacheTtl) -> PriceSpec {
+        let cache_write = match ttl {
+            CacheTtl::FiveMinutes => self.cache_write_5m,
+            CacheTtl::OneHour => self.cache_write_1h,
+        };
+        PriceSpec { model, input: self.input, cached_input: self.cached_input, output: self.output, cache_write }
+    }
 }
 
 /// `prices.toml`: `[models."gpt-4.1"]` tables.
@@ -323,7 +354,7 @@ impl Experiment {
             llm_setup::resolve(raw_llm, base).map_err(|(key, problem)| key_err(&key, problem))?;
         let price = match &raw.price {
             None => None,
-            Some(value) => Some(resolve_price(value, raw.prices.as_deref(), path)?),
+            Some(value) => Some(resolve_price(value, raw.prices.as_deref(), raw.cache_ttl, path)?),
         };
         if raw.strategies.is_empty() {
             return Err(key_err("strategy", "add at least one [[strategy]] table".into()));
@@ -418,7 +449,12 @@ fn line_of(text: &str, at: usize) -> usize {
     text.as_bytes()[..at.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
 }
 
-fn resolve_price(value: &toml::Value, prices: Option<&str>, path: &Path) -> Result<PriceSpec, ExperimentError> {
+fn resolve_price(
+    value: &toml::Value,
+    prices: Option<&str>,
+    ttl: CacheTtl,
+    path: &Path,
+) -> Result<PriceSpec, ExperimentError> {
     let key_err =
         |key: &str, problem: String| ExperimentError::Key { path: path.to_path_buf(), key: key.to_string(), problem };
     match value {
@@ -440,14 +476,14 @@ fn resolve_price(value: &toml::Value, prices: Option<&str>, path: &Path) -> Resu
                 ));
             };
             check_price(p, &table_path, model)?;
-            Ok(PriceSpec { model: Some(model.clone()), input: p.input, cached_input: p.cached_input, output: p.output })
+            Ok(p.spec(Some(model.clone()), ttl))
         }
         toml::Value::Table(t) => {
             let p: PriceTable = toml::Value::Table(t.clone()).try_into().map_err(|e: toml::de::Error| {
                 key_err("price", format!("{} (an inline price has input, cached_input and output)", e.message()))
             })?;
             check_price(&p, path, "inline")?;
-            Ok(PriceSpec { model: None, input: p.input, cached_input: p.cached_input, output: p.output })
+            Ok(p.spec(None, ttl))
         }
         other => Err(key_err(
             "price",
@@ -457,7 +493,11 @@ fn resolve_price(value: &toml::Value, prices: Option<&str>, path: &Path) -> Resu
 }
 
 fn check_price(p: &PriceTable, path: &Path, model: &str) -> Result<(), ExperimentError> {
-    for (key, v) in [("input", p.input), ("cached_input", p.cached_input), ("output", p.output)] {
+    let writes = [("cache_write_5m", p.cache_write_5m), ("cache_write_1h", p.cache_write_1h)];
+    let given = writes.into_iter().filter_map(|(k, v)| Some((k, v?)));
+    for (key, v) in
+        [("input", p.input), ("cached_input", p.cached_input), ("output", p.output)].into_iter().chain(given)
+    {
         if !(v.is_finite() && v >= 0.0) {
             return Err(ExperimentError::Key {
                 path: path.to_path_buf(),

@@ -699,7 +699,7 @@ mod tests {
         };
         let known = parse_in("small");
         let s = known.llm.as_ref().unwrap();
-        assert_eq!(s.summarizer_price, Some(Price { input: 0.5, cached_input: 0.05, output: 2.0 }));
+        assert_eq!(s.summarizer_price, Some(Price { input: 0.5, cached_input: 0.05, output: 2.0, cache_write: None }));
         assert!(s.summarizer_price_note.is_none());
         let unknown = parse_in("not-in-the-table");
         let s = unknown.llm.as_ref().unwrap();

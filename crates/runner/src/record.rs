@@ -49,6 +49,21 @@ pub struct PairMetrics {
     pub violations: u64,
     /// Violations by kind (`ViolationKind::as_str`).
     pub violations_by_kind: BTreeMap<String, u64>,
+    /// Requests the OpenAI Chat Completions API would refuse ([`compaction::check_request`]).
+    #[serde(default)]
+    pub rejected_requests_openai: u64,
+    /// Requests the Anthropic Messages API would refuse.
+    #[serde(default)]
+    pub rejected_requests_anthropic: u64,
+    /// Refused requests by provider and rule (`anthropic-messages/first_not_user`): how many
+    /// requests broke that rule.
+    #[serde(default)]
+    pub rejections_by_rule: BTreeMap<String, u64>,
+    /// Violations both providers accept (every kind but a tool result without its call and a
+    /// call without its result): alternation breaks, summaries at odd places, a document's
+    /// deliberate deviations.
+    #[serde(default)]
+    pub findings: u64,
     /// Largest request, exact tokens.
     pub peak_tokens: u64,
     /// Sum of request tokens over all calls, exact.
@@ -84,8 +99,17 @@ pub struct PairMetrics {
     /// The first of those failures, as the client reported it (the key scrubbed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint_error: Option<String>,
-    /// Cost of the replayed calls plus summarizer calls, in US dollars.
-    pub cost_usd: f64,
+    /// Request tokens written to the provider's prefix cache (the Anthropic profile writes the
+    /// uncached part of every cacheable request).
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+    /// Cost of the replayed calls plus summarizer calls, in US dollars; `None` when the
+    /// experiment sets no price (cost not measured).
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+    /// The compaction calls' share of `cost_usd` (every summary call, `recorded`'s included).
+    #[serde(default)]
+    pub summary_cost_usd: Option<f64>,
     /// Mean probe score (0..1); `None` when the conversation has no probes.
     pub retention: Option<f64>,
     /// Mean score of at-risk probes; `None` when no probe was at risk.

@@ -72,18 +72,32 @@
 //!   request reads the longest prefix written at a breakpoint of the previous request that it
 //!   shares: the whole previous request when it is a prefix, else the system prompt when that
 //!   is shared, else nothing. Prefixes under 1,024 tokens are not cached (Anthropic's minimum for
-//!   Sonnet and Opus). Cache writes are priced as plain input (the price table has no write
-//!   premium). A strategy that places its own breakpoints ([`Strategy::cache_breakpoints`]:
+//!   Sonnet and Opus). A strategy that places its own breakpoints ([`Strategy::cache_breakpoints`]:
 //!   `cut-point`'s previous-turn, round `N-4` and tail points) has them used instead: a request
 //!   reads the longest prefix of the previous request that ends at one of its breakpoints and
 //!   that it shares.
+//!   A cacheable request (at least 1,024 tokens) writes its uncached part to
+//!   the cache (`cache_write_tokens`), priced at the model's cache-write price for the
+//!   experiment's `cache_ttl` (Anthropic: 1.25x input for 5 minutes, 2x for 1 hour), so a
+//!   strategy that breaks the cached prefix on every call pays the premium on every call.
 //! - [`CacheProfile::None`]: nothing is cached.
 //!
 //! # Cost
 //!
-//! Per call, `(input - cached) x input + cached x cached_input + output x output` per million
-//! tokens, where output is the exact size of the recorded assistant message; summarizer calls
-//! add their input and output tokens at the input and output prices.
+//! Per call, `(input - cached - written) x input + cached x cached_input + written x cache_write
+//! + output x output` per million tokens, where output is the exact size of the recorded
+//! assistant message; summarizer calls add their input and output tokens at the input and output
+//! prices. Every compaction's summary is billed: `recorded`, whose summary the recorded agent
+//! wrote, pays one summary call per compaction, the context it replaced as input and the
+//! summary as output. `summary_cost_usd` is the summary calls' share. With no price, cost is not
+//! measured: `cost_usd` is `None`, never a silent 0.
+//!
+//! # What providers refuse
+//!
+//! Every request is checked with [`compaction::check_request`] for both providers; a request
+//! that breaks any rule counts once in `rejected_requests_openai` or
+//! `rejected_requests_anthropic`, and once per rule it breaks in `rejections_by_rule`. Violations
+//! of other kinds (both providers accept them) count in `findings`.
 //!
 //! # Probes
 //!
@@ -96,8 +110,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use compaction::{
-    check_compaction, Budget, Context, Conversation, Encoding, Entry, Exact, Message, Origin, Probe, Role, Strategy,
-    StrategyConfig, SummaryFailure, SummaryOutcome, SummaryRequest, TokenCounter, Trigger, Violation, ViolationKind,
+    check_compaction, check_request, Budget, Context, Conversation, Encoding, Entry, Exact, Message, Origin, Probe,
+    Provider, Role, Strategy, StrategyConfig, SummaryFailure, SummaryOutcome, SummaryRequest, TokenCounter, Trigger,
+    Violation, ViolationKind,
 };
 use serde::{Deserialize, Serialize};
 
@@ -174,16 +189,36 @@ pub struct Price {
     pub input: f64,
     pub cached_input: f64,
     pub output: f64,
+    /// Input tokens written to the prefix cache; `None`: priced as plain input (OpenAI has no
+    /// write premium).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<f64>,
 }
 
 impl Price {
     /// Dollars for `input` tokens of which `cached` were cached, and `output` tokens.
     pub fn cost(&self, input: u64, cached: u64, output: u64) -> f64 {
+        self.cost_with_writes(input, cached, 0, output)
+    }
+
+    /// [`Price::cost`] with `written` of the uncached input tokens written to the cache.
+    pub fn cost_with_writes(&self, input: u64, cached: u64, written: u64, output: u64) -> f64 {
         let per_million = |tokens: u64, usd: f64| tokens as f64 * usd / 1_000_000.0;
         let cached = cached.min(input);
-        per_million(input - cached, self.input)
+        let written = written.min(input - cached);
+        per_million(input - cached - written, self.input)
+            + per_million(written, self.cache_write.unwrap_or(self.input))
             + per_million(cached, self.cached_input)
             + per_million(output, self.output)
+    }
+}
+
+/// Tokens of a request of `tokens` with `cached` read from the cache that the profile writes to
+/// the cache: under [`CacheProfile::Anthropic`], the uncached part of a cacheable request.
+pub fn cache_writes(profile: CacheProfile, tokens: u64, cached: u64) -> u64 {
+    match profile {
+        CacheProfile::Anthropic if tokens >= ANTHROPIC_CACHE_MIN => tokens.saturating_sub(cached),
+        _ => 0,
     }
 }
 
@@ -583,6 +618,9 @@ impl<'a> Replayer<'a> {
 
     fn count(&mut self, kind: ViolationKind) {
         self.metrics.violations += 1;
+        if !matches!(kind, ViolationKind::OrphanToolResult | ViolationKind::UnansweredToolCall) {
+            self.metrics.findings += 1;
+        }
         *self.metrics.violations_by_kind.entry(kind.as_str().to_string()).or_default() += 1;
     }
 
@@ -613,8 +651,10 @@ impl<'a> Replayer<'a> {
         let tokens = self.ctx.tokens(&self.exact);
         let overflow = tokens > window;
         self.check_request();
+        self.check_providers();
         let share = self.prefix_share();
         let cached = self.settings.cache.cached_tokens(&share).min(tokens);
+        let written = cache_writes(self.settings.cache, tokens, cached);
         self.previous = Some(PreviousRequest {
             len: self.ctx.len(),
             tokens,
@@ -629,6 +669,7 @@ impl<'a> Replayer<'a> {
         m.peak_tokens = m.peak_tokens.max(tokens);
         m.input_tokens += tokens;
         m.cached_tokens += cached;
+        m.cache_write_tokens += written;
         m.output_tokens += output_tokens;
         m.uncompacted_input_tokens += self.uncompacted;
         m.timeline.push(CallPoint {
@@ -653,6 +694,25 @@ impl<'a> Replayer<'a> {
             }
         }
         self.open_violations = keyed.into_iter().map(|(key, _)| key).collect();
+    }
+
+    /// Count the request once per provider that would refuse it, and once per rule it breaks.
+    fn check_providers(&mut self) {
+        for provider in Provider::ALL {
+            let mut rules: Vec<_> = check_request(&self.ctx, provider).into_iter().map(|r| r.rule).collect();
+            if rules.is_empty() {
+                continue;
+            }
+            rules.sort();
+            rules.dedup();
+            match provider {
+                Provider::OpenaiChat => self.metrics.rejected_requests_openai += 1,
+                Provider::AnthropicMessages => self.metrics.rejected_requests_anthropic += 1,
+            }
+            for rule in rules {
+                *self.metrics.rejections_by_rule.entry(format!("{provider}/{rule}")).or_default() += 1;
+            }
+        }
     }
 
     /// What the current request shares with the previous one.
@@ -719,6 +779,31 @@ impl<'a> Replayer<'a> {
         (outcomes, context_length)
     }
 
+    /// A summary the strategy did not ask the summarizer for (`recorded`: the recorded agent's
+    /// own) was still a model call: the context it replaced as input, the summary as output.
+    fn bill_recorded_summary(&mut self, plan: &compaction::Plan, out: &compaction::Compacted) {
+        let kept: BTreeSet<usize> = plan
+            .layout
+            .iter()
+            .filter_map(|slot| match slot {
+                compaction::Slot::Keep { index } => Some(*index),
+                _ => None,
+            })
+            .collect();
+        let replaced: u64 = self
+            .ctx
+            .entries()
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !kept.contains(i))
+            .map(|(_, e)| e.tokens(&self.exact))
+            .sum();
+        let written: u64 = out.event.summaries.iter().map(|s| self.exact.text_tokens(s)).sum();
+        self.metrics.summarizer_calls += 1;
+        self.metrics.summarizer_input_tokens += replaced;
+        self.metrics.summarizer_output_tokens += written;
+    }
+
     /// Plan, summarize and apply one compaction for `trigger`; true when the context changed.
     fn compact(&mut self, trigger: Trigger, call: u32) -> bool {
         let Some(mut plan) = self.strategy.plan(&self.ctx, &self.budget, trigger) else { return false };
@@ -734,6 +819,9 @@ impl<'a> Replayer<'a> {
             }
         }
         let out = self.strategy.apply(&self.ctx, &self.budget, &plan, &outcomes);
+        if plan.requests.is_empty() && !out.event.summaries.is_empty() {
+            self.bill_recorded_summary(&plan, &out);
+        }
         let violations = check_compaction(self.strategy.as_ref(), &self.ctx, &self.budget, trigger, &out);
         for v in &violations {
             if !is_structural(v.kind()) {
@@ -803,8 +891,13 @@ impl<'a> Replayer<'a> {
         m.at_risk_retention = mean(scored().filter(|p| p.at_risk).map(|p| p.score));
         if let Some(price) = self.settings.price {
             let s_price = self.summarizer.price().unwrap_or(price);
-            m.cost_usd = price.cost(m.input_tokens, m.cached_tokens, m.output_tokens)
-                + s_price.cost(m.summarizer_input_tokens, m.summarizer_cached_tokens, m.summarizer_output_tokens);
+            let summaries =
+                s_price.cost(m.summarizer_input_tokens, m.summarizer_cached_tokens, m.summarizer_output_tokens);
+            m.cost_usd = Some(
+                price.cost_with_writes(m.input_tokens, m.cached_tokens, m.cache_write_tokens, m.output_tokens)
+                    + summaries,
+            );
+            m.summary_cost_usd = Some(summaries);
         }
         m.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.metrics

@@ -6,7 +6,7 @@
 // The test prints why it skips.
 #![allow(clippy::print_stdout)]
 
-use compaction::{Conversation, Encoding, Message, Probe, ProbeKind, StrategyConfig, ToolCall};
+use compaction::{Conversation, Encoding, Message, Probe, ProbeKind, StrategyConfig, TokenCounter, ToolCall};
 use runner::judge::OfflineJudge;
 use runner::record::{FoundIn, PairMetrics};
 use runner::replay::{replay, CacheProfile, ReplaySettings};
@@ -72,6 +72,29 @@ fn recorded_cuts_at_the_recorded_summary_and_is_scored_on_it() {
     assert!(p.at_risk);
     assert_eq!(p.facts, vec![FoundIn::Summary, FoundIn::Lost]);
     assert_eq!(p.score, 0.5);
+}
+
+#[test]
+fn recorded_pays_for_its_summary_call() {
+    let conv = session();
+    let exact = compaction::Exact::new(Encoding::O200kBase);
+    let settings = ReplaySettings {
+        strategy: StrategyConfig::default_for("recorded").expect("known strategy"),
+        window: 1_000_000,
+        encoding: Encoding::O200kBase,
+        cache: CacheProfile::None,
+        price: Some(runner::replay::Price { input: 3.0, cached_input: 0.3, output: 15.0, cache_write: None }),
+    };
+    let m = replay(&conv, &settings, &OfflineSummarizer::new(), &OfflineJudge).expect("replays");
+    // One summary call: the 13 messages it replaced in, the recorded summary out.
+    let replaced: u64 = conv.messages[..13].iter().map(|msg| exact.message_tokens(msg)).sum();
+    let summary = exact.text_tokens(&conv.messages[13].content);
+    assert_eq!((m.summarizer_calls, m.summarizer_input_tokens, m.summarizer_output_tokens), (1, replaced, summary));
+    let expected = (replaced as f64 * 3.0 + summary as f64 * 15.0) / 1e6;
+    assert!((m.summary_cost_usd.expect("priced") - expected).abs() < 1e-12, "{:?}", m.summary_cost_usd);
+    assert!(m.cost_usd.expect("priced") > expected);
+    // Without a price, cost is not measured.
+    assert_eq!(run(&conv, "recorded", 1_000_000).cost_usd, None);
 }
 
 #[test]

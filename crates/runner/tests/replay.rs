@@ -102,7 +102,7 @@ fn none_counts_calls_tokens_and_overflows() {
     assert_eq!(m.output_tokens, 50);
     assert_eq!(m.final_tokens, 319);
     assert_eq!(m.violations, 0);
-    assert_eq!(m.cost_usd, 0.0);
+    assert_eq!(m.cost_usd, None, "no price: cost is not measured");
     assert_eq!((m.retention, m.at_risk_retention), (None, None));
     // `none` estimates with 4 + ceil(chars / 4): system 4 + 8, user 4 + 24.
     assert_eq!(m.timeline[0].estimate, 12 + 28);
@@ -190,18 +190,26 @@ fn openai_and_anthropic_prefix_caches_and_cost() {
     let conversation = chat(2_000, 3, 500, 100).conversation("c");
     let mut s = settings(StrategyConfig::default_for("none").expect("none"), 100_000);
     s.cache = CacheProfile::Openai;
-    s.price = Some(Price { input: 2.0, cached_input: 0.5, output: 8.0 });
+    s.price = Some(Price { input: 2.0, cached_input: 0.5, output: 8.0, cache_write: None });
     let m = run(&conversation, &s);
     assert_eq!(requests(&m), [2_500, 3_100, 3_700]);
     // floor(2,500 / 128) x 128 = 2,432; floor(3,100 / 128) x 128 = 3,072.
     assert_eq!(cached(&m), [0, 2_432, 3_072]);
     assert_eq!((m.input_tokens, m.cached_tokens, m.output_tokens), (9_300, 5_504, 300));
     // (3,796 x 2 + 5,504 x 0.5 + 300 x 8) / 1e6
-    assert!((m.cost_usd - 0.012_744).abs() < 1e-12, "{}", m.cost_usd);
+    assert!((m.cost_usd.expect("priced") - 0.012_744).abs() < 1e-12, "{:?}", m.cost_usd);
+    assert_eq!(m.cache_write_tokens, 0, "OpenAI has no cache writes to price");
 
     s.cache = CacheProfile::Anthropic;
     let m = run(&conversation, &s);
     assert_eq!(cached(&m), [0, 2_500, 3_100]);
+    // Each request writes its uncached part: 2,500 + 600 + 600.
+    assert_eq!(m.cache_write_tokens, 3_700);
+    // Writes at 1.25x input: (3,700 x 2.5 + 5,600 x 0.5 + 300 x 8) / 1e6.
+    s.price = Some(Price { input: 2.0, cached_input: 0.5, output: 8.0, cache_write: Some(2.5) });
+    let m = run(&conversation, &s);
+    assert!((m.cost_usd.expect("priced") - 0.014_45).abs() < 1e-12, "{:?}", m.cost_usd);
+    assert_eq!(m.summary_cost_usd, Some(0.0), "none never summarizes");
     s.cache = CacheProfile::None;
     assert_eq!(cached(&run(&conversation, &s)), [0, 0, 0]);
 
@@ -251,7 +259,7 @@ fn keep_last_n_summary_at_index_1_is_counted_priced_and_cached() {
     let conversation = chat(1_100, 8, 300, 50).conversation("c");
     let mut s = settings(keep_last_n(), 4_000);
     s.cache = CacheProfile::Openai;
-    s.price = Some(Price { input: 1.0, cached_input: 0.25, output: 4.0 });
+    s.price = Some(Price { input: 1.0, cached_input: 0.25, output: 4.0, cache_write: None });
     let m = run(&conversation, &s);
     assert_eq!(m.timeline[5].estimate, 1_587);
     assert_eq!(compaction_calls(&m)[0], 6);
@@ -284,8 +292,14 @@ fn keep_last_n_summary_at_index_1_is_counted_priced_and_cached() {
         + m.summarizer_input_tokens as f64
         + 4.0 * m.summarizer_output_tokens as f64)
         / 1e6;
-    assert!((m.cost_usd - priced).abs() < 1e-12);
+    assert!((m.cost_usd.expect("priced") - priced).abs() < 1e-12);
+    let summary_priced = (m.summarizer_input_tokens as f64 + 4.0 * m.summarizer_output_tokens as f64) / 1e6;
+    assert!((m.summary_cost_usd.expect("priced") - summary_priced).abs() < 1e-12);
     assert!(m.input_tokens < m.uncompacted_input_tokens);
+    // The document's assistant summary first in the conversation: Anthropic refuses the two
+    // requests after the compaction (calls 6 and 7), OpenAI accepts them.
+    assert_eq!((m.rejected_requests_openai, m.rejected_requests_anthropic), (0, 2));
+    assert_eq!(m.rejections_by_rule.get("anthropic-messages/first_not_user"), Some(&2));
 }
 
 #[test]
@@ -484,6 +498,9 @@ fn a_violation_carried_from_request_to_request_counts_once() {
     assert_eq!(m.calls, 2);
     assert_eq!(m.violations, 1);
     assert_eq!(m.violations_by_kind.get("orphan_tool_result"), Some(&1));
+    // Both requests carry the orphaned result: both providers refuse both; it is no finding.
+    assert_eq!((m.rejected_requests_openai, m.rejected_requests_anthropic, m.findings), (2, 2, 0));
+    assert_eq!(m.rejections_by_rule.get("openai-chat/orphan_tool_result"), Some(&2));
 }
 
 #[test]
@@ -561,10 +578,10 @@ mod generated {
             for name in NAMES {
                 let mut s = settings(StrategyConfig::default_for(name).expect("every name has defaults"), window);
                 s.cache = CacheProfile::Openai;
-                s.price = Some(Price { input: 1.0, cached_input: 0.1, output: 2.0 });
+                s.price = Some(Price { input: 1.0, cached_input: 0.1, output: 2.0, cache_write: None });
                 let m = run(&conversation, &s);
                 check_metrics(&conversation, &s, &m);
-                prop_assert!(m.cost_usd >= 0.0);
+                prop_assert!(m.cost_usd.is_some_and(|c| c >= 0.0));
             }
         }
     }

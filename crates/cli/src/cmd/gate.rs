@@ -2,6 +2,11 @@
 //! run's `summary.csv` with a baseline's (see `report::gate` for the rules and the default
 //! tolerances).
 //!
+//! Pair by pair when both runs' `results.csv` are known: `--baseline-results` and
+//! `--current-results`, or `--baseline` and `--current` naming run folders that hold one. Then
+//! retention and at-risk retention fail on a loss a paired test finds significant (and beyond
+//! the tolerance), not on the baseline's interval.
+//!
 //! Prints a markdown table of every change to stdout, and appends it to the file named by
 //! `$GITHUB_STEP_SUMMARY` when that is set (the job summary of a GitHub Actions step).
 //! Exit 0 when nothing regressed, 1 on a regression or a configuration missing from the
@@ -12,7 +17,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use report::gate::{self, SummaryTable, Tolerances};
+use report::gate::{self, ResultsTable, SummaryTable, Tolerances};
 
 use crate::exit;
 
@@ -24,12 +29,33 @@ pub struct Args {
     /// The current run's summary.csv (or its run folder).
     #[arg(long, value_name = "FILE")]
     current: PathBuf,
-    /// Override a metric's tolerance: retention, at_risk_retention, overflow_rate, violations,
-    /// failed or cost; a plain number is absolute, `N%` is relative to the baseline.
-    /// Defaults: retention=0.01, at_risk_retention=0.02, overflow_rate=0, violations=0,
-    /// failed=0, cost=5%.
+    /// Override a metric's tolerance: retention, at_risk_retention, overflow_rate,
+    /// rejected_requests_openai, rejected_requests_anthropic, findings, failed or cost; a plain
+    /// number is absolute, `N%` is relative to the baseline. Defaults: retention=0.01,
+    /// at_risk_retention=0.02, overflow_rate=0, rejected_requests_*=0, failed=0, cost=5%;
+    /// findings are reported and never fail unless given a tolerance.
     #[arg(long = "tolerance", value_name = "METRIC=DELTA")]
     tolerances: Vec<String>,
+    /// The baseline's results.csv, for the paired gate (with --current-results).
+    #[arg(long, value_name = "FILE", requires = "current_results")]
+    baseline_results: Option<PathBuf>,
+    /// The current run's results.csv, for the paired gate (with --baseline-results).
+    #[arg(long, value_name = "FILE", requires = "baseline_results")]
+    current_results: Option<PathBuf>,
+    /// Seed of the paired bootstrap.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+}
+
+/// The two results files of the paired gate, when given or found in run folders.
+fn results_files(args: &Args) -> Option<(PathBuf, PathBuf)> {
+    match (&args.baseline_results, &args.current_results) {
+        (Some(b), Some(c)) => Some((b.clone(), c.clone())),
+        _ => {
+            let (b, c) = (args.baseline.join(report::RESULTS_CSV), args.current.join(report::RESULTS_CSV));
+            (args.baseline.is_dir() && args.current.is_dir() && b.is_file() && c.is_file()).then_some((b, c))
+        }
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
@@ -42,7 +68,16 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     }
     let verdict = SummaryTable::read(&args.baseline)
         .and_then(|b| Ok((b, SummaryTable::read(&args.current)?)))
-        .and_then(|(baseline, current)| gate::compare_checked(&baseline, &current, &tolerances));
+        .and_then(|(baseline, current)| {
+            gate::check_comparable(&baseline, &current)?;
+            Ok(match results_files(&args) {
+                None => gate::compare(&baseline, &current, &tolerances),
+                Some((b, c)) => {
+                    let (b, c) = (ResultsTable::read(&b)?, ResultsTable::read(&c)?);
+                    gate::compare_paired(&baseline, &current, &b, &c, &tolerances, args.seed)
+                }
+            })
+        });
     let verdict = match verdict {
         Ok(v) => v,
         Err(e) => {

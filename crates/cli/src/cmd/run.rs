@@ -132,6 +132,12 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         let what = if problem.ends_with("(invalid, replayed anyway)") { "warning" } else { "warning: skipped" };
         eprintln!("{what}: {}", crate::output::terminal(problem));
     }
+    if plan.experiment.price.is_none() {
+        eprintln!(
+            "note: {} sets no price: cost is not measured (the cost columns are empty); add `price = \"MODEL\"`",
+            config.display()
+        );
+    }
     let out = args.out.unwrap_or_else(|| {
         PathBuf::from("reports").join(format!("{}-{}", folder_name(&plan.experiment.name), utc(now).compact()))
     });

@@ -84,6 +84,11 @@
 //! - A split-turn cut leaves the retained window starting with an assistant block, which the
 //!   Anthropic role-alternation check reports; [`Strategy::promises`] lists it when the cut
 //!   splits a turn.
+//!
+//! **What a provider refuses (a finding about the document).** When the cut lands inside a
+//! turn, or the kept history starts on an assistant message, the request after the document's
+//! summary can begin with an assistant message: the Anthropic Messages API refuses that
+//! (`first_not_user`), OpenAI accepts it. Declared in `documented_rejections`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -515,6 +520,10 @@ impl CutPoint {
 }
 
 impl Strategy for CutPoint {
+    fn documented_rejections(&self) -> Vec<(crate::request::Provider, crate::request::RequestRule)> {
+        use crate::request::{Provider, RequestRule};
+        vec![(Provider::AnthropicMessages, RequestRule::FirstNotUser)]
+    }
     fn name(&self) -> &'static str {
         "cut-point"
     }

@@ -50,6 +50,13 @@
 //!   target travels with the request ([`Params::summary_target_tokens`]) under the 1,000-token
 //!   cap.
 //! - An empty summary is a failed one (the context is left unchanged), as for every strategy.
+//!
+//! **What a provider refuses (a finding about the document).** The document puts its
+//! `## Session Summary` as an assistant message at index 1, right after the system prompt.
+//! The OpenAI Chat Completions API accepts that; the Anthropic Messages API refuses a
+//! conversation whose first message is not a user message (`first_not_user`), so every
+//! request after the first compaction would be refused there as written. Declared in
+//! `documented_rejections`, counted in `rejected_requests_anthropic`, not hidden.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -277,6 +284,10 @@ pub fn original_task(ctx: &Context) -> String {
 }
 
 impl Strategy for KeepLastN {
+    fn documented_rejections(&self) -> Vec<(crate::request::Provider, crate::request::RequestRule)> {
+        use crate::request::{Provider, RequestRule};
+        vec![(Provider::AnthropicMessages, RequestRule::FirstNotUser)]
+    }
     fn name(&self) -> &'static str {
         "keep-last-n"
     }

@@ -86,6 +86,13 @@
 //! Deliberate invariant breaks (see [`Strategy::promises`]): role alternation (P1 removes user
 //! turns, P3 and P5 cut at counts), several live summaries after a second P3, and, when a
 //! system message sits inside the conversation, order (P3 and P5 move system messages first).
+//!
+//! **What a provider refuses (a finding about the document).** The document's brute prune and
+//! its summaries of the oldest messages can leave an assistant message first in the
+//! conversation; the Anthropic Messages API refuses that (`first_not_user`), OpenAI accepts
+//! it. With `keep_tool_pairs = false` its raw message counts cut between a call and its
+//! result, which both providers refuse (an orphaned result, an unanswered call). Declared in
+//! `documented_rejections`.
 
 use std::collections::HashMap;
 
@@ -610,6 +617,20 @@ impl PriorityChain {
 }
 
 impl Strategy for PriorityChain {
+    fn documented_rejections(&self) -> Vec<(crate::request::Provider, crate::request::RequestRule)> {
+        use crate::request::{Provider, RequestRule};
+        let mut rules = vec![(Provider::AnthropicMessages, RequestRule::FirstNotUser)];
+        if !self.params.keep_tool_pairs {
+            for provider in Provider::ALL {
+                for rule in
+                    [RequestRule::OrphanToolResult, RequestRule::UnansweredToolCall, RequestRule::MisplacedToolResult]
+                {
+                    rules.push((provider, rule));
+                }
+            }
+        }
+        rules
+    }
     fn name(&self) -> &'static str {
         "priority-chain"
     }

@@ -22,6 +22,11 @@
 //! One step costs O(dropped + kept): message sizes come from the [`Context`]'s per-entry cache
 //! and running totals, and the cut walks forward from the oldest group subtracting sizes, never
 //! re-summing the suffix.
+//!
+//! **What a provider refuses.** With `start_on_user = false`, or when the kept tail holds no
+//! user message (the fallback keeps the cut where it is), the kept history may begin with an
+//! assistant message, which the Anthropic Messages API refuses (`first_not_user`); OpenAI
+//! accepts it. Declared in `documented_rejections`.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -169,6 +174,10 @@ impl Truncate {
 }
 
 impl Strategy for Truncate {
+    fn documented_rejections(&self) -> Vec<(crate::request::Provider, crate::request::RequestRule)> {
+        use crate::request::{Provider, RequestRule};
+        vec![(Provider::AnthropicMessages, RequestRule::FirstNotUser)]
+    }
     fn name(&self) -> &'static str {
         "truncate"
     }

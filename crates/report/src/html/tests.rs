@@ -209,7 +209,12 @@ fn the_sections_are_all_there() {
     let table = &html[html.find("id=\"leaderboard-table\"").expect("table")..];
     let body = &table[..table.find("</table>").expect("end")];
     assert_eq!(body.matches("<tr>").count(), 1 + data.manifest.experiment.configurations.len());
-    assert_eq!(html.matches("class=\"point\"").count(), 2 * data.manifest.experiment.configurations.len());
+    // No price: one Pareto point per configuration (tokens kept), and the cost chart says why
+    // it is missing rather than drawing every configuration at $0.
+    assert_eq!(html.matches("class=\"point\"").count(), data.manifest.experiment.configurations.len());
+    assert!(html.contains("id=\"cost-not-measured\""));
+    // Requests a provider would refuse and findings are listed apart in Problems.
+    assert!(html.contains("id=\"rejections\"") && html.contains("id=\"findings\""));
     // The best configuration leads the leaderboard and sits on the frontier.
     let truncate = &data.manifest.experiment.configurations[1].config_id;
     let first_row = &body[body.find("<tbody>").expect("tbody")..];
@@ -296,7 +301,7 @@ fn run_data_with_a_frontier() -> RunData {
     let mut data = run_data();
     for (i, r) in data.records.iter_mut().enumerate() {
         if let PairOutcome::Ok(m) = &mut r.outcome {
-            m.cost_usd = 0.001 * (i + 1) as f64;
+            m.cost_usd = Some(0.001 * (i + 1) as f64);
             m.input_tokens = 3_000 + 1_000 * i as u64;
         }
     }

@@ -230,6 +230,54 @@ fn inline_price_and_price_table_lookup() {
 }
 
 #[test]
+fn cache_ttl_picks_the_cache_write_price() {
+    let dir = std::env::temp_dir().join(format!("compactbench-exp-ttl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(
+        dir.join("prices.toml"),
+        "[models.\"c\"]\ninput = 3.0\ncached_input = 0.3\noutput = 15.0\ncache_write_5m = 3.75\ncache_write_1h = 6.0\n\
+         [models.\"o\"]\ninput = 2.0\ncached_input = 0.5\noutput = 8.0\n",
+    )
+    .expect("write prices");
+    let path = dir.join("e.toml");
+    let with = |extra: &str| Experiment::parse(&format!("{BASE}{extra}\n[[strategy]]\nname = \"none\"\n"), &path);
+    let write = |extra: &str| with(extra).expect("valid").price.expect("priced").cache_write;
+    assert_eq!(write("price = \"c\""), Some(3.75), "5 minutes by default");
+    assert_eq!(write("price = \"c\"\ncache_ttl = \"5m\""), Some(3.75));
+    assert_eq!(write("price = \"c\"\ncache_ttl = \"1h\""), Some(6.0));
+    assert_eq!(write("price = \"o\""), None, "no write premium: writes cost plain input");
+    assert_eq!(
+        write("price = { input = 1.0, cached_input = 0.1, output = 4.0, cache_write_1h = 2.0 }\ncache_ttl = \"1h\""),
+        Some(2.0)
+    );
+    // The TTL changes the price, so the configuration id.
+    let id = |extra: &str| with(extra).expect("valid").configurations[0].config_id.clone();
+    assert_ne!(id("price = \"c\""), id("price = \"c\"\ncache_ttl = \"1h\""));
+    let err = with("price = \"c\"\ncache_ttl = \"2h\"").expect_err("unknown ttl").to_string();
+    assert!(err.contains("cache_ttl") || err.contains("2h"), "{err}");
+    let err = with("price = { input = 1.0, cached_input = 0.1, output = 4.0, cache_write_5m = -2.0 }")
+        .expect_err("negative")
+        .to_string();
+    assert!(err.contains("price.cache_write_5m"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_corpora_experiments_set_a_price() {
+    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../experiments"));
+    for name in ["corpora.toml", "ci-corpora.toml"] {
+        let path = dir.join(name);
+        if !path.exists() {
+            eprintln!("skipped: {} not found", path.display());
+            continue;
+        }
+        let exp = Experiment::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let price = exp.price.unwrap_or_else(|| panic!("{name} sets a price, so its runs measure cost"));
+        assert!(price.cache_write.is_some_and(|w| w > price.input), "{name}: Anthropic cache writes at their premium");
+    }
+}
+
+#[test]
 fn the_repository_experiments_parse() {
     let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../experiments"));
     let default = dir.join("default.toml");

@@ -1,0 +1,506 @@
+//! What a provider refuses: [`check_request`] applies the documented request rules of the OpenAI
+//! Chat Completions API ([`Provider::OpenaiChat`]) and the Anthropic Messages API
+//! ([`Provider::AnthropicMessages`]) to one request, and returns every rule it breaks.
+//!
+//! These are the rules a provider answers with a 400; everything else the invariant checker
+//! reports (a role-alternation break, a summary at an odd place, a document's deliberate
+//! deviation) is a *finding*: both providers accept it.
+//!
+//! | rule | OpenAI | Anthropic |
+//! |---|---|---|
+//! | [`RequestRule::MisplacedToolResult`]: a result not right after the assistant message holding its call | tool messages right after the assistant message, every call answered before any other message | results in the next user turn, all of a turn's results before any text |
+//! | [`RequestRule::OrphanToolResult`]: a result with no call before it | yes | yes |
+//! | [`RequestRule::UnansweredToolCall`]: a call with no result, except those of the final assistant message | yes | yes |
+//! | [`RequestRule::DuplicateCallId`]: two calls with one id | yes | yes |
+//! | [`RequestRule::FirstNotUser`]: the first message after the system prompt is not a user message | no | yes |
+//! | [`RequestRule::SystemInConversation`]: a system message after the first non-system message | no | yes (no such role in `messages`) |
+//! | [`RequestRule::EmptyText`]: a user or assistant message with no text and no tool call | no | yes |
+//!
+//! The leading system messages are the system prompt (Anthropic's top-level `system`). For
+//! Anthropic, consecutive messages of one turn role (tool results are user turns) form one
+//! turn, as the API combines them; OpenAI sees each message on its own. Calls of the final
+//! assistant message may be in flight when nothing but their results follows them.
+//!
+//! ```
+//! use compaction::{check_request, Context, Message, Provider, RequestRule, ToolCall};
+//!
+//! let call = ToolCall { id: "c1".into(), name: "ls".into(), arguments: "{}".into() };
+//! let ctx = Context::from_messages([
+//!     Message::user("list the files"),
+//!     Message::assistant_calls("", vec![call]),
+//!     Message::user("and be quick"),
+//!     Message::tool_result("c1", "ls", "a.txt"),
+//!     Message::assistant("a.txt"),
+//! ]);
+//! for provider in Provider::ALL {
+//!     let rules: Vec<RequestRule> = check_request(&ctx, provider).iter().map(|r| r.rule).collect();
+//!     assert_eq!(rules, [RequestRule::MisplacedToolResult]);
+//! }
+//! ```
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::context::Context;
+use crate::message::{Message, Role};
+
+/// A provider whose request rules [`check_request`] knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Provider {
+    /// The OpenAI Chat Completions API.
+    OpenaiChat,
+    /// The Anthropic Messages API.
+    AnthropicMessages,
+}
+
+impl Provider {
+    pub const ALL: [Provider; 2] = [Provider::OpenaiChat, Provider::AnthropicMessages];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::OpenaiChat => "openai-chat",
+            Provider::AnthropicMessages => "anthropic-messages",
+        }
+    }
+}
+
+impl std::fmt::Display for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A documented request rule of a provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestRule {
+    MisplacedToolResult,
+    OrphanToolResult,
+    UnansweredToolCall,
+    DuplicateCallId,
+    FirstNotUser,
+    SystemInConversation,
+    EmptyText,
+}
+
+impl RequestRule {
+    pub const ALL: [RequestRule; 7] = [
+        RequestRule::MisplacedToolResult,
+        RequestRule::OrphanToolResult,
+        RequestRule::UnansweredToolCall,
+        RequestRule::DuplicateCallId,
+        RequestRule::FirstNotUser,
+        RequestRule::SystemInConversation,
+        RequestRule::EmptyText,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestRule::MisplacedToolResult => "misplaced_tool_result",
+            RequestRule::OrphanToolResult => "orphan_tool_result",
+            RequestRule::UnansweredToolCall => "unanswered_tool_call",
+            RequestRule::DuplicateCallId => "duplicate_call_id",
+            RequestRule::FirstNotUser => "first_not_user",
+            RequestRule::SystemInConversation => "system_in_conversation",
+            RequestRule::EmptyText => "empty_text",
+        }
+    }
+
+    /// Whether `provider` refuses a request that breaks this rule.
+    pub fn applies_to(self, provider: Provider) -> bool {
+        match self {
+            RequestRule::MisplacedToolResult
+            | RequestRule::OrphanToolResult
+            | RequestRule::UnansweredToolCall
+            | RequestRule::DuplicateCallId => true,
+            RequestRule::FirstNotUser | RequestRule::SystemInConversation | RequestRule::EmptyText => {
+                provider == Provider::AnthropicMessages
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for RequestRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One broken rule: which, at which message of the request, and the call id it is about.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Rejection {
+    pub rule: RequestRule,
+    /// Position of the offending message in the request.
+    pub index: usize,
+    /// The tool call id, for the pairing rules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.rule {
+            RequestRule::MisplacedToolResult => "tool result not right after the assistant message holding its call",
+            RequestRule::OrphanToolResult => "tool result with no call before it",
+            RequestRule::UnansweredToolCall => "tool call with no result",
+            RequestRule::DuplicateCallId => "a second tool call with this id",
+            RequestRule::FirstNotUser => "the first message after the system prompt is not a user message",
+            RequestRule::SystemInConversation => "system message inside the conversation",
+            RequestRule::EmptyText => "message with empty text",
+        };
+        match &self.call_id {
+            Some(id) => write!(f, "message {}: {what} ({id:?})", self.index),
+            None => write!(f, "message {}: {what}", self.index),
+        }
+    }
+}
+
+/// Every rule `provider` documents that the request `ctx` breaks, in message order.
+pub fn check_request(ctx: &Context, provider: Provider) -> Vec<Rejection> {
+    let messages: Vec<&Message> = ctx.entries().iter().map(|e| e.message()).collect();
+    check_messages(&messages, provider)
+}
+
+/// [`check_request`] over plain messages.
+pub fn check_messages(messages: &[&Message], provider: Provider) -> Vec<Rejection> {
+    let mut out = match provider {
+        Provider::OpenaiChat => openai(messages),
+        Provider::AnthropicMessages => anthropic(messages),
+    };
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn rejection(rule: RequestRule, index: usize, call_id: Option<&str>) -> Rejection {
+    Rejection { rule, index, call_id: call_id.map(str::to_string) }
+}
+
+/// Where the conversation starts: after the leading system messages.
+fn body_start(messages: &[&Message]) -> usize {
+    messages.iter().position(|m| m.role != Role::System).unwrap_or(messages.len())
+}
+
+fn result_id(m: &Message) -> &str {
+    m.tool_call_id.as_deref().unwrap_or("")
+}
+
+/// Shared bookkeeping of the pairing rules.
+#[derive(Default)]
+struct Pairing<'a> {
+    /// Every call id seen so far.
+    called: HashSet<&'a str>,
+    out: Vec<Rejection>,
+}
+
+impl<'a> Pairing<'a> {
+    /// Record the calls of one assistant message at `index`; returns its distinct ids.
+    fn calls(&mut self, index: usize, m: &'a Message) -> Vec<&'a str> {
+        let mut ids = Vec::new();
+        for c in &m.tool_calls {
+            if !self.called.insert(c.id.as_str()) {
+                self.out.push(rejection(RequestRule::DuplicateCallId, index, Some(&c.id)));
+            }
+            if !ids.contains(&c.id.as_str()) {
+                ids.push(c.id.as_str());
+            }
+        }
+        ids
+    }
+
+    /// A result at `index` that answers none of the calls it may answer.
+    fn stray(&mut self, index: usize, id: &str) {
+        let rule =
+            if self.called.contains(id) { RequestRule::MisplacedToolResult } else { RequestRule::OrphanToolResult };
+        self.out.push(rejection(rule, index, Some(id)));
+    }
+
+    /// Calls of the assistant message at `index` left without a result where it belongs. One
+    /// answered later (out of place) is reported there, as a misplaced result.
+    fn unanswered(&mut self, messages: &[&Message], index: usize, after: usize, pending: &[&str]) {
+        for id in pending {
+            let later = messages[after..].iter().any(|m| m.role == Role::Tool && result_id(m) == *id);
+            if !later {
+                self.out.push(rejection(RequestRule::UnansweredToolCall, index, Some(id)));
+            }
+        }
+    }
+}
+
+fn openai(messages: &[&Message]) -> Vec<Rejection> {
+    let n = messages.len();
+    let last_assistant = messages.iter().rposition(|m| m.role == Role::Assistant);
+    let mut p = Pairing::default();
+    let mut i = body_start(messages);
+    while i < n {
+        let m = messages[i];
+        match m.role {
+            Role::Assistant if m.has_tool_calls() => {
+                let mut pending = p.calls(i, m);
+                let mut j = i + 1;
+                while j < n && messages[j].role == Role::Tool {
+                    let id = result_id(messages[j]);
+                    match pending.iter().position(|p| *p == id) {
+                        Some(k) => {
+                            pending.remove(k);
+                        }
+                        None => p.stray(j, id),
+                    }
+                    j += 1;
+                }
+                let in_flight = Some(i) == last_assistant && j == n;
+                if !in_flight {
+                    p.unanswered(messages, i, j, &pending);
+                }
+                i = j;
+            }
+            Role::Tool => {
+                p.stray(i, result_id(m));
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    p.out
+}
+
+/// The role of a message's turn in the Anthropic API: tool results are user content.
+fn turn_role(r: Role) -> Role {
+    if r == Role::Tool {
+        Role::User
+    } else {
+        r
+    }
+}
+
+fn anthropic(messages: &[&Message]) -> Vec<Rejection> {
+    let start = body_start(messages);
+    let mut out = Vec::new();
+    // The conversation without its system messages: those inside it are refused on their own.
+    let mut body: Vec<usize> = Vec::new();
+    for (i, m) in messages.iter().enumerate().skip(start) {
+        if m.role == Role::System {
+            out.push(rejection(RequestRule::SystemInConversation, i, None));
+            continue;
+        }
+        if m.role != Role::Tool && !m.has_tool_calls() && m.content.trim().is_empty() {
+            out.push(rejection(RequestRule::EmptyText, i, None));
+        }
+        body.push(i);
+    }
+    if let Some(&first) = body.first() {
+        if messages[first].role != Role::User {
+            out.push(rejection(RequestRule::FirstNotUser, first, None));
+        }
+    }
+    // Turns: runs of one turn role, as the API combines them.
+    let mut turns: Vec<(Role, Vec<usize>)> = Vec::new();
+    for &i in &body {
+        let role = turn_role(messages[i].role);
+        match turns.last_mut() {
+            Some((r, members)) if *r == role => members.push(i),
+            _ => turns.push((role, vec![i])),
+        }
+    }
+    let last_assistant_turn = turns.iter().rposition(|(r, _)| *r == Role::Assistant);
+    let mut p = Pairing::default();
+    let mut pending: Vec<&str> = Vec::new();
+    let mut caller: Option<usize> = None;
+    for (t, (role, members)) in turns.iter().enumerate() {
+        if *role == Role::Assistant {
+            pending.clear();
+            caller = None;
+            for &i in members {
+                if messages[i].has_tool_calls() {
+                    caller.get_or_insert(i);
+                    for id in p.calls(i, messages[i]) {
+                        if !pending.contains(&id) {
+                            pending.push(id);
+                        }
+                    }
+                }
+            }
+            // A request that ends on this turn's calls has them in flight.
+            continue;
+        }
+        // A user turn: the results of the previous assistant turn's calls come first, together.
+        let mut text_seen = false;
+        for &i in members {
+            let m = messages[i];
+            if m.role != Role::Tool {
+                text_seen = true;
+                continue;
+            }
+            let id = result_id(m);
+            match pending.iter().position(|p| *p == id) {
+                Some(k) if !text_seen => {
+                    pending.remove(k);
+                }
+                Some(k) => {
+                    pending.remove(k);
+                    p.out.push(rejection(RequestRule::MisplacedToolResult, i, Some(id)));
+                }
+                None => p.stray(i, id),
+            }
+        }
+        if let Some(index) = caller.take() {
+            let only_results = members.iter().all(|&i| messages[i].role == Role::Tool);
+            let in_flight = t > 0 && Some(t - 1) == last_assistant_turn && t + 1 == turns.len() && only_results;
+            if !in_flight {
+                let after = members.last().map_or(messages.len(), |&i| i + 1);
+                p.unanswered(messages, index, after, &pending);
+            }
+        }
+        pending.clear();
+    }
+    out.extend(p.out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::ToolCall;
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall { id: id.into(), name: "t".into(), arguments: "{}".into() }
+    }
+    fn calls(ids: &[&str]) -> Message {
+        Message::assistant_calls("", ids.iter().map(|i| call(i)).collect())
+    }
+    fn result(id: &str) -> Message {
+        Message::tool_result(id, "t", "ok")
+    }
+    fn rules(messages: Vec<Message>, provider: Provider) -> Vec<(RequestRule, usize)> {
+        check_request(&Context::from_messages(messages), provider).into_iter().map(|r| (r.rule, r.index)).collect()
+    }
+    use Provider::{AnthropicMessages as A, OpenaiChat as O};
+    use RequestRule::*;
+
+    #[test]
+    fn a_well_formed_agent_request_passes_both() {
+        let ok = vec![
+            Message::system("sys"),
+            Message::user("go"),
+            calls(&["a", "b"]),
+            result("a"),
+            result("b"),
+            Message::assistant("done"),
+            Message::user("more"),
+            calls(&["c"]),
+            result("c"),
+        ];
+        assert_eq!(rules(ok, O), []);
+        let ok = vec![Message::user("go"), calls(&["a"]), result("a"), Message::assistant("x")];
+        assert_eq!(rules(ok, A), []);
+    }
+
+    #[test]
+    fn misplaced_result_openai() {
+        let m = vec![Message::user("go"), calls(&["a"]), Message::user("hm"), result("a"), Message::assistant("x")];
+        assert_eq!(rules(m, O), [(MisplacedToolResult, 3)]);
+        // A parallel batch split by an assistant message.
+        let m = vec![Message::user("go"), calls(&["a", "b"]), result("a"), Message::assistant("x"), result("b")];
+        assert_eq!(rules(m, O), [(MisplacedToolResult, 4)]);
+    }
+
+    #[test]
+    fn misplaced_result_anthropic() {
+        // Text before the result in the next user turn.
+        let m = vec![Message::user("go"), calls(&["a"]), Message::user("hm"), result("a"), Message::assistant("x")];
+        assert_eq!(rules(m, A), [(MisplacedToolResult, 3)]);
+        // A result two turns later.
+        let m = vec![
+            Message::user("go"),
+            calls(&["a"]),
+            Message::user("hm"),
+            Message::assistant("y"),
+            result("a"),
+            Message::assistant("x"),
+        ];
+        assert_eq!(rules(m, A), [(MisplacedToolResult, 4)]);
+        // Anthropic combines consecutive assistant messages into one turn: text after the call
+        // in that turn is accepted, which OpenAI refuses.
+        let m = vec![Message::user("go"), calls(&["a"]), Message::assistant("thinking"), result("a")];
+        assert_eq!(rules(m.clone(), A), []);
+        assert_eq!(rules(m, O), [(MisplacedToolResult, 3)]);
+    }
+
+    #[test]
+    fn orphan_result_both() {
+        let m = vec![Message::user("go"), result("zz"), Message::assistant("x")];
+        assert_eq!(rules(m.clone(), O), [(OrphanToolResult, 1)]);
+        assert_eq!(rules(m, A), [(OrphanToolResult, 1)]);
+        let m = vec![Message::user("go"), calls(&["a"]), result("a"), result("zz"), Message::assistant("x")];
+        assert_eq!(rules(m.clone(), O), [(OrphanToolResult, 3)]);
+        assert_eq!(rules(m, A), [(OrphanToolResult, 3)]);
+    }
+
+    #[test]
+    fn unanswered_call_both_but_the_final_assistants_calls_may_be_in_flight() {
+        let m =
+            vec![Message::user("go"), calls(&["a", "b"]), result("a"), Message::user("next"), Message::assistant("x")];
+        assert_eq!(rules(m.clone(), O), [(UnansweredToolCall, 1)]);
+        assert_eq!(rules(m, A), [(UnansweredToolCall, 1)]);
+        // The final assistant message, partly answered: in flight.
+        let m = vec![Message::user("go"), calls(&["a", "b"]), result("a")];
+        assert_eq!(rules(m.clone(), O), []);
+        assert_eq!(rules(m, A), []);
+        let m = vec![Message::user("go"), calls(&["a"])];
+        assert_eq!(rules(m.clone(), O), []);
+        assert_eq!(rules(m, A), []);
+        // Not the final one when a user message follows.
+        let m = vec![Message::user("go"), calls(&["a"]), Message::user("still there?")];
+        assert_eq!(rules(m.clone(), O), [(UnansweredToolCall, 1)]);
+        assert_eq!(rules(m, A), [(UnansweredToolCall, 1)]);
+    }
+
+    #[test]
+    fn duplicate_call_ids_both() {
+        let m =
+            vec![Message::user("go"), calls(&["a"]), result("a"), calls(&["a"]), result("a"), Message::assistant("x")];
+        assert_eq!(rules(m.clone(), O), [(DuplicateCallId, 3)]);
+        assert_eq!(rules(m, A), [(DuplicateCallId, 3)]);
+    }
+
+    #[test]
+    fn first_message_after_the_system_prompt_must_be_a_user_message_for_anthropic() {
+        let m = vec![Message::system("s"), Message::assistant("summary"), Message::user("go"), Message::assistant("x")];
+        assert_eq!(rules(m.clone(), A), [(FirstNotUser, 1)]);
+        assert_eq!(rules(m, O), []);
+    }
+
+    #[test]
+    fn a_system_message_inside_the_conversation_is_refused_by_anthropic() {
+        let m = vec![
+            Message::system("s"),
+            Message::system("also the prompt"),
+            Message::user("go"),
+            Message::system("digest"),
+            Message::assistant("x"),
+        ];
+        assert_eq!(rules(m.clone(), A), [(SystemInConversation, 3)]);
+        assert_eq!(rules(m, O), []);
+    }
+
+    #[test]
+    fn empty_text_is_refused_by_anthropic() {
+        let m = vec![Message::user("go"), Message::assistant(""), Message::user("  \n"), Message::assistant("x")];
+        assert_eq!(rules(m.clone(), A), [(EmptyText, 1), (EmptyText, 2)]);
+        assert_eq!(rules(m, O), []);
+        // An assistant message that only calls tools, and an empty tool result, are fine.
+        let m = vec![Message::user("go"), calls(&["a"]), Message::tool_result("a", "t", ""), Message::assistant("x")];
+        assert_eq!(rules(m, A), []);
+    }
+
+    #[test]
+    fn every_rule_applies_to_the_providers_that_document_it() {
+        for rule in RequestRule::ALL {
+            assert!(rule.applies_to(A), "{rule}");
+        }
+        let openai: Vec<RequestRule> = RequestRule::ALL.into_iter().filter(|r| r.applies_to(O)).collect();
+        assert_eq!(openai, [MisplacedToolResult, OrphanToolResult, UnansweredToolCall, DuplicateCallId]);
+    }
+}
