@@ -171,7 +171,7 @@ impl Opencode {
     }
 
     pub fn preserve_recent_tokens(&self, budget: &Budget) -> u64 {
-        self.params.preserve_recent_tokens.unwrap_or_else(|| (self.usable(budget) / 4).max(2_000).min(15_000))
+        self.params.preserve_recent_tokens.unwrap_or_else(|| (self.usable(budget) / 4).clamp(2_000, 15_000))
     }
 
     /// `select`: the first entry of the tail (`ctx.len()` when the tail is empty).
