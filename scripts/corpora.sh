@@ -7,7 +7,7 @@
 #   scripts/corpora.sh ci       the CI slice: import, then experiments/ci-corpora.toml, then check
 #   scripts/corpora.sh check DIR   check that run folder DIR is complete (below)
 #
-# `ci` ends with `check`: the run's summary.csv must hold exactly the eight strategies
+# `ci` ends with `check`: the run's summary.csv must hold exactly the strategies
 # (`compactbench strategies --json`) and the `recorded` reference, each with a row for every
 # window of the experiment, and its results.csv a row for every (conversation, configuration)
 # of every dataset the experiment names, all `ok`; otherwise it says what is missing and exits 1.
@@ -23,7 +23,7 @@ mode="${1:-run}"
 shift || true
 bin="${COMPACTBENCH:-cargo run --release -q -p compactbench --}"
 
-# check DIR: the run in DIR covers its experiment (from DIR/run.json) with the eight strategies
+# check DIR: the run in DIR covers its experiment (from DIR/run.json) with every strategy
 # and `recorded`. Dataset entries are resolved as the run resolved them: relative to the
 # experiment file's folder; a folder entry stands for every *.jsonl file under it.
 check() {
@@ -36,8 +36,9 @@ from collections import Counter
 
 run_dir, names_json = sys.argv[1], sys.argv[2]
 problems = []
-# The eight strategies, and the reference that replays the recorded compactions.
-want = sorted([s["name"] for s in json.loads(names_json)] + ["recorded"])
+# Every strategy, and the reference that replays the recorded compactions (`strategies --json`
+# lists it with family `reference`).
+want = sorted({s["name"] for s in json.loads(names_json)} | {"recorded"})
 
 def read(name):
     path = os.path.join(run_dir, name)

@@ -3,7 +3,7 @@
 use std::process::Command;
 
 #[test]
-fn strategies_json_lists_the_eight_strategies_with_their_params() {
+fn strategies_json_lists_every_strategy_with_its_family_and_params() {
     let out = Command::new(env!("CARGO_BIN_EXE_compactbench"))
         .args(["strategies", "--json"])
         .output()
@@ -13,7 +13,15 @@ fn strategies_json_lists_the_eight_strategies_with_their_params() {
     let entries = json.as_array().expect("an array");
 
     let names: Vec<&str> = entries.iter().map(|e| e["name"].as_str().expect("name is a string")).collect();
-    assert_eq!(names, compaction::strategies::NAMES.to_vec());
+    let mut want = compaction::strategies::NAMES.to_vec();
+    want.extend(compaction::strategies::REFERENCE_NAMES);
+    assert_eq!(names, want);
+    for e in entries {
+        let name = e["name"].as_str().unwrap_or_default();
+        assert_eq!(e["family"].as_str(), compaction::strategies::family(name), "{name}: family");
+    }
+    let count = |f: &str| entries.iter().filter(|e| e["family"] == f).count();
+    assert_eq!((count("seed"), count("production"), count("baseline"), count("reference")), (5, 9, 3, 1));
 
     for e in entries {
         let name = &e["name"];
@@ -55,7 +63,27 @@ fn strategies_json_lists_the_eight_strategies_with_their_params() {
         }
     }
 
-    // The five seed strategies name their document; the three baselines do not.
-    let seeded = entries.iter().filter(|e| e["source"].as_str() != Some("baseline")).count();
-    assert_eq!(seeded, 5, "{json:#}");
+    // The five seed strategies name their document, the production systems their repository
+    // or documentation; the baselines and the reference name their family.
+    for e in entries {
+        let (family, source) = (e["family"].as_str().unwrap_or_default(), e["source"].as_str().unwrap_or_default());
+        match family {
+            "seed" => assert!(source.ends_with(".txt"), "{e}"),
+            "production" => assert!(source.contains('/') || source.starts_with("Anthropic"), "{e}"),
+            other => assert_eq!(source, other, "{e}"),
+        }
+    }
+    // The production systems' parameters and defaults, from their sources.
+    assert_eq!(param("codex", "trigger_ratio")["default"], 0.9);
+    assert_eq!(param("codex", "user_message_max_tokens")["default"], 20_000);
+    assert_eq!(param("goose", "threshold")["default"], 0.8);
+    assert_eq!(param("openhands", "max_size")["default"], 120);
+    assert_eq!(param("openhands", "keep_first")["default"], 4);
+    assert_eq!(param("openhands-masking", "attention_window")["default"], 5);
+    assert_eq!(param("anthropic-clear-tool-uses", "keep")["default"], 3);
+    assert_eq!(param("langchain-summarization", "keep_messages")["default"], 20);
+    assert_eq!(param("langchain-summarization", "trim_tokens_to_summarize")["default"], 4_000);
+    assert_eq!(param("letta", "sliding_window_percentage")["default"], 0.3);
+    assert_eq!(param("opencode", "prune_protect")["default"], 40_000);
+    assert_eq!(param("opencode", "prune_minimum")["default"], 20_000);
 }

@@ -65,6 +65,20 @@ pub enum PromptKind {
     CompactSummary,
     /// 004: continuation prompt with its sections.
     Continuation,
+    /// OpenCode: the anchored summary (Objective ... Relevant Files), merged with the previous one.
+    OpencodeAnchored,
+    /// Codex CLI: the handoff summary over the whole history.
+    CodexHandoff,
+    /// Goose: the six-section compaction template.
+    GooseCompaction,
+    /// OpenHands LLMSummarizingCondenser: the forgotten events with the previous summary.
+    OpenhandsCondensation,
+    /// Anthropic server-side compaction: the summary that replaces everything before it.
+    AnthropicCompaction,
+    /// LangChain SummarizationMiddleware: the default summary prompt.
+    LangchainSummary,
+    /// Letta sliding window: the summary of the evicted messages.
+    LettaSummary,
 }
 
 impl PromptKind {
@@ -77,6 +91,13 @@ impl PromptKind {
             PromptKind::SplitTurnPrefix => "split_turn_prefix",
             PromptKind::CompactSummary => "compact_summary",
             PromptKind::Continuation => "continuation",
+            PromptKind::OpencodeAnchored => "opencode_anchored",
+            PromptKind::CodexHandoff => "codex_handoff",
+            PromptKind::GooseCompaction => "goose_compaction",
+            PromptKind::OpenhandsCondensation => "openhands_condensation",
+            PromptKind::AnthropicCompaction => "anthropic_compaction",
+            PromptKind::LangchainSummary => "langchain_summary",
+            PromptKind::LettaSummary => "letta_summary",
         }
     }
 }

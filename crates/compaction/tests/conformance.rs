@@ -507,6 +507,15 @@ conformance! {
     none => "none",
     truncate => "truncate",
     observation_mask => "observation-mask",
+    opencode => "opencode",
+    codex => "codex",
+    goose => "goose",
+    openhands => "openhands",
+    openhands_masking => "openhands-masking",
+    anthropic_clear_tool_uses => "anthropic-clear-tool-uses",
+    anthropic_compaction => "anthropic-compaction",
+    langchain_summarization => "langchain-summarization",
+    letta => "letta",
 }
 
 #[test]

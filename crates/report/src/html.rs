@@ -65,9 +65,31 @@ pub const MAX_FAILURES: usize = 200;
 const STYLE: &str = include_str!("html/report.css");
 const SCRIPT: &str = include_str!("html/report.js");
 
-/// Distinct colours for strategies, in the order they first appear in the experiment.
+/// Distinct colours for strategies, in the order they first appear in the experiment (a name
+/// outside the catalog).
 const PALETTE: [&str; 10] =
     ["#2457c5", "#d9822b", "#1e8449", "#c0392b", "#7d3cb5", "#17a2b8", "#8c6d31", "#e84393", "#5b6475", "#b7950b"];
+
+/// Each family's colours: blues and greens for the seeds, warm hues for the production systems,
+/// greys for the baselines, purple for the reference. A strategy takes the next colour of its
+/// family in the order it first appears.
+fn family_palette(family: &str) -> &'static [&'static str] {
+    match family {
+        "seed" => &["#2457c5", "#1e8449", "#17a2b8", "#5b8def", "#0e6655"],
+        "production" => {
+            &["#d9822b", "#c0392b", "#e84393", "#b7950b", "#8c6d31", "#e67e22", "#a93226", "#d35400", "#7e5109"]
+        }
+        "baseline" => &["#5b6475", "#95a5a6", "#34495e"],
+        "reference" => &["#7d3cb5"],
+        _ => &PALETTE,
+    }
+}
+
+/// A strategy's family (`seed`, `production`, `baseline`, `reference`), or `other` for a name
+/// the catalog does not know.
+pub fn family_of(strategy: &str) -> &'static str {
+    compaction::strategies::family(strategy).unwrap_or("other")
+}
 
 /// Escape text for HTML element content and double- or single-quoted attribute values.
 pub fn escape(text: &str) -> String {
@@ -214,13 +236,17 @@ pub fn render(data: &RunData, texts: &ProbeTexts) -> String {
     let experiment = &data.manifest.experiment;
     let summaries = summary::summarize(&experiment.configurations, &data.records, data.manifest.seed);
     let mut colors: HashMap<&str, &'static str> = HashMap::new();
-    for c in &experiment.configurations {
-        let next = PALETTE[colors.len() % PALETTE.len()];
-        colors.entry(c.strategy.as_str()).or_insert(next);
-    }
-    for r in &data.records {
-        let next = PALETTE[colors.len() % PALETTE.len()];
-        colors.entry(r.strategy.as_str()).or_insert(next);
+    let mut per_family: HashMap<&'static str, usize> = HashMap::new();
+    let names = experiment.configurations.iter().map(|c| c.strategy.as_str());
+    for name in names.chain(data.records.iter().map(|r| r.strategy.as_str())) {
+        if colors.contains_key(name) {
+            continue;
+        }
+        let family = family_of(name);
+        let palette = family_palette(family);
+        let k = per_family.entry(family).or_insert(0);
+        colors.insert(name, palette[*k % palette.len()]);
+        *k += 1;
     }
     let configs = experiment.configurations.iter().map(|c| (c.config_id.as_str(), c)).collect();
     let mut by_conversation: BTreeMap<(&str, &str), Vec<&PairRecord>> = BTreeMap::new();
@@ -243,6 +269,7 @@ pub fn render(data: &RunData, texts: &ProbeTexts) -> String {
     page.header(&mut out);
     page.manifest(&mut out);
     page.leaderboard(&mut out);
+    page.families(&mut out);
     page.pareto(&mut out);
     page.by_kind(&mut out);
     page.timelines(&mut out);
@@ -378,7 +405,7 @@ impl Page<'_> {
             if m.complete { "" } else { " · <span class=\"bad\">incomplete run</span>" }
         ));
         out.push_str(
-            "<nav><a href=\"#manifest\">Manifest</a><a href=\"#leaderboard\">Leaderboard</a><a href=\"#pareto\">Pareto</a>\
+            "<nav><a href=\"#manifest\">Manifest</a><a href=\"#leaderboard\">Leaderboard</a><a href=\"#families\">By family</a><a href=\"#pareto\">Pareto</a>\
              <a href=\"#kinds\">By probe kind</a><a href=\"#timelines\">Timelines</a><a href=\"#lost\">Lost facts</a>\
              <a href=\"#compactions\">Compactions</a><a href=\"#problems\">Problems</a></nav>\n",
         );
@@ -468,9 +495,10 @@ impl Page<'_> {
             "<input class=\"filter\" type=\"search\" placeholder=\"filter configurations\" data-filter=\"leaderboard-table\">\n",
         );
         out.push_str("<div class=\"scroll\"><table id=\"leaderboard-table\" class=\"sortable\">\n<thead><tr>");
-        let heads: [(&str, bool); 16] = [
+        let heads: [(&str, bool); 17] = [
             ("configuration", false),
             ("strategy", false),
+            ("family", false),
             ("window", true),
             ("parameters", false),
             ("conversations", true),
@@ -500,6 +528,7 @@ impl Page<'_> {
             out.push_str("<tr>");
             out.push_str(&format!("<td class=\"mono nowrap\">{}</td>", escape(&c.config_id)));
             out.push_str(&format!("<td class=\"nowrap\">{}{}</td>", self.swatch(&c.strategy), escape(&c.strategy)));
+            out.push_str(&format!("<td><span class=\"tag\">{}</span></td>", family_of(&c.strategy)));
             out.push_str(&format!(
                 "<td class=\"num\"{}>{}</td>",
                 dv(c.window.map(|w| w as f64)),
@@ -569,6 +598,57 @@ impl Page<'_> {
         out.push_str("</tbody>\n</table></div>\n");
     }
 
+    /// The leaderboard's configurations grouped by family (seeds, production systems,
+    /// baselines, reference), each group by retention, with the headline numbers side by side.
+    fn families(&self, out: &mut String) {
+        out.push_str("<h2 id=\"families\">By family</h2>\n");
+        out.push_str(
+            "<p class=\"note\">The same configurations grouped by family: the seed documents, the production \
+             systems (the compaction built into agents and APIs), the baselines and the recorded reference; within \
+             a family, by retention.</p>\n",
+        );
+        out.push_str(
+            "<div class=\"scroll\"><table id=\"families-table\">\n<thead><tr><th>configuration</th><th>strategy</th>\
+             <th class=\"num\">window</th><th class=\"num\">retention</th><th class=\"num\">compression ratio</th>\
+             <th class=\"num\">overflow rate</th><th class=\"num\">cost / conv.</th><th class=\"num\">failed</th>\
+             </tr></thead>\n<tbody>\n",
+        );
+        let order = ["seed", "production", "baseline", "reference", "other"];
+        for family in order {
+            let mut rows: Vec<&ConfigSummary> =
+                self.summaries.iter().filter(|s| family_of(&s.config.strategy) == family).collect();
+            if rows.is_empty() {
+                continue;
+            }
+            rows.sort_by(|a, b| {
+                b.retention.mean.unwrap_or(f64::NEG_INFINITY).total_cmp(&a.retention.mean.unwrap_or(f64::NEG_INFINITY))
+            });
+            out.push_str(&format!(
+                "<tr class=\"group\"><th colspan=\"8\">{family} ({} configurations)</th></tr>\n",
+                rows.len()
+            ));
+            for s in rows {
+                let c = &s.config;
+                out.push_str(&format!(
+                    "<tr><td class=\"mono nowrap\">{}</td><td class=\"nowrap\">{}{}</td><td class=\"num\">{}</td>\
+                     <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+                     <td class=\"num{}\">{}</td></tr>\n",
+                    escape(&c.config_id),
+                    self.swatch(&c.strategy),
+                    escape(&c.strategy),
+                    c.window.map(|w| w.to_string()).unwrap_or_else(|| "own".into()),
+                    pct(s.retention.mean),
+                    s.compression_ratio.map(|v| format!("{v:.3}")).unwrap_or_else(|| "–".into()),
+                    pct(s.overflow_rate),
+                    s.cost_usd_mean.map(usd).unwrap_or_else(|| "–".into()),
+                    if s.failed > 0 { " bad" } else { "" },
+                    s.failed
+                ));
+            }
+        }
+        out.push_str("</tbody>\n</table></div>\n");
+    }
+
     fn legend(&self, out: &mut String) {
         let mut seen: Vec<&str> = Vec::new();
         for s in &self.summaries {
@@ -576,6 +656,7 @@ impl Page<'_> {
                 seen.push(&s.config.strategy);
             }
         }
+        seen.sort_by_key(|s| ["seed", "production", "baseline", "reference"].iter().position(|f| *f == family_of(s)));
         out.push_str("<div class=\"legend\">");
         for s in seen {
             out.push_str(&format!("<span>{}{}</span>", self.swatch(s), escape(s)));

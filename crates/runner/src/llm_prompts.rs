@@ -256,6 +256,13 @@ pub mod builtin {
     pub const SPLIT_TURN_PREFIX: &str = include_str!("../prompts/split_turn_prefix.md");
     pub const COMPACT_SUMMARY: &str = include_str!("../prompts/compact_summary.md");
     pub const CONTINUATION: &str = include_str!("../prompts/continuation.md");
+    pub const OPENCODE_ANCHORED: &str = include_str!("../prompts/opencode_anchored.md");
+    pub const CODEX_HANDOFF: &str = include_str!("../prompts/codex_handoff.md");
+    pub const GOOSE_COMPACTION: &str = include_str!("../prompts/goose_compaction.md");
+    pub const OPENHANDS_CONDENSATION: &str = include_str!("../prompts/openhands_condensation.md");
+    pub const ANTHROPIC_COMPACTION: &str = include_str!("../prompts/anthropic_compaction.md");
+    pub const LANGCHAIN_SUMMARY: &str = include_str!("../prompts/langchain_summary.md");
+    pub const LETTA_SUMMARY: &str = include_str!("../prompts/letta_summary.md");
     pub const JUDGE_ANSWER: &str = include_str!("../prompts/judge_answer.md");
     pub const JUDGE_GRADE: &str = include_str!("../prompts/judge_grade.md");
 }
@@ -439,7 +446,42 @@ pub fn seed_call(kind: &PromptKind) -> SeedCall {
             temperature: None,
             empty_fails: false,
         },
+        // The production systems: an empty answer is no summary.
+        PromptKind::OpencodeAnchored => production(OPENCODE_ANCHORED, "opencode_anchored.md"),
+        PromptKind::CodexHandoff => production(CODEX_HANDOFF, "codex_handoff.md"),
+        PromptKind::GooseCompaction => production(GOOSE_COMPACTION, "goose_compaction.md"),
+        PromptKind::OpenhandsCondensation => production(OPENHANDS_CONDENSATION, "openhands_condensation.md"),
+        PromptKind::AnthropicCompaction => production(ANTHROPIC_COMPACTION, "anthropic_compaction.md"),
+        // LangChain returns whatever the model wrote.
+        PromptKind::LangchainSummary => {
+            SeedCall { empty_fails: false, ..production(LANGCHAIN_SUMMARY, "langchain_summary.md") }
+        }
+        PromptKind::LettaSummary => production(LETTA_SUMMARY, "letta_summary.md"),
     }
+}
+
+fn production(file: &'static str, name: &'static str) -> SeedCall {
+    SeedCall { file, name, transcript: Transcript::Sections, temperature: None, empty_fails: true }
+}
+
+/// Every built-in summary prompt kind: the seeds', then the production systems'.
+pub fn builtin_kinds() -> Vec<PromptKind> {
+    vec![
+        PromptKind::PaperMidStage { stage: String::new() },
+        PromptKind::GeneralChat,
+        PromptKind::SessionSummary,
+        PromptKind::Progressive,
+        PromptKind::SplitTurnPrefix,
+        PromptKind::CompactSummary,
+        PromptKind::Continuation,
+        PromptKind::OpencodeAnchored,
+        PromptKind::CodexHandoff,
+        PromptKind::GooseCompaction,
+        PromptKind::OpenhandsCondensation,
+        PromptKind::AnthropicCompaction,
+        PromptKind::LangchainSummary,
+        PromptKind::LettaSummary,
+    ]
 }
 
 #[cfg(test)]
@@ -450,15 +492,7 @@ mod tests {
     use compaction::{Entry, ToolCall};
 
     fn all_kinds() -> Vec<PromptKind> {
-        vec![
-            PromptKind::PaperMidStage { stage: "Gagasan".into() },
-            PromptKind::GeneralChat,
-            PromptKind::SessionSummary,
-            PromptKind::Progressive,
-            PromptKind::SplitTurnPrefix,
-            PromptKind::CompactSummary,
-            PromptKind::Continuation,
-        ]
+        builtin_kinds()
     }
 
     #[test]

@@ -71,17 +71,9 @@ pub enum Prompts {
 }
 
 impl Prompts {
-    /// The built-in prompts of the five seeds.
+    /// The built-in prompts of the five seeds and the production systems.
     pub fn seeds() -> Result<Prompts, PromptError> {
-        let kinds = [
-            PromptKind::PaperMidStage { stage: String::new() },
-            PromptKind::GeneralChat,
-            PromptKind::SessionSummary,
-            PromptKind::Progressive,
-            PromptKind::SplitTurnPrefix,
-            PromptKind::CompactSummary,
-            PromptKind::Continuation,
-        ];
+        let kinds = crate::llm_prompts::builtin_kinds();
         let mut map = BTreeMap::new();
         for k in kinds {
             let call = seed_call(&k);

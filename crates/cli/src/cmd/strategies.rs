@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Print JSON: an array of {name, source, summary, params}.
+    /// Print JSON: an array of {name, family, source, summary, params}.
     #[arg(long, conflicts_with = "markdown")]
     json: bool,
     /// Print Markdown: a table of parameters per strategy (the section of experiments/README.md
@@ -13,8 +13,15 @@ pub struct Args {
     markdown: bool,
 }
 
+/// The strategies, then the references, each with its family.
+fn listing() -> Vec<compaction::StrategyInfo> {
+    let mut all = compaction::catalog();
+    all.extend(compaction::strategies::reference_catalog());
+    all
+}
+
 pub fn run(args: Args) -> anyhow::Result<u8> {
-    let catalog = compaction::catalog();
+    let catalog = listing();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&catalog)?);
         return Ok(crate::exit::OK);
@@ -24,7 +31,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         return Ok(crate::exit::OK);
     }
     for s in &catalog {
-        println!("{}  ({})", s.name, s.source);
+        println!("{}  [{}]  ({})", s.name, s.family, s.source);
         println!("    {}", s.summary);
         for p in &s.params {
             println!("    --{} <{}> = {}    {}", p.name, p.ty, p.default, p.meaning);
@@ -34,12 +41,28 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     Ok(crate::exit::OK)
 }
 
-/// The catalog as Markdown: a heading and a parameter table per strategy.
+/// The catalog as Markdown: a heading and a parameter table per strategy, grouped by family.
 fn markdown(catalog: &[compaction::StrategyInfo]) -> String {
     let mut out = String::new();
+    let mut family = "";
     for s in catalog {
+        if s.family != family {
+            family = s.family;
+            let title = match family {
+                "seed" => "Seeds: the five documents in `seeds/`",
+                "production" => "Production systems (`PRODUCTION.md`)",
+                "baseline" => "Baselines",
+                _ => "References",
+            };
+            let _ = writeln!(out, "### {title}\n");
+        }
         let _ = writeln!(out, "#### `{}`\n", s.name);
-        let source = if s.source == "baseline" { "a baseline".to_string() } else { format!("seed `{}`", s.source) };
+        let source = match s.family {
+            "seed" => format!("seed `{}`", s.source),
+            "production" => format!("production: {}", s.source),
+            "baseline" => "a baseline".to_string(),
+            _ => "a reference: replays the recording's own compaction".to_string(),
+        };
         let _ = writeln!(out, "{} ({source})\n", s.summary.trim());
         if s.params.is_empty() {
             let _ = writeln!(out, "No parameters.\n");

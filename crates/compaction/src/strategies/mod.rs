@@ -1,4 +1,5 @@
-//! The eight strategies: five from the seed documents, three baselines; and the `recorded`
+//! The seventeen strategies: five from the seed documents, three baselines, nine production
+//! systems (`PRODUCTION.md`, modules named after them, sharing [`prod`]); and the `recorded`
 //! reference, which replays the compaction a recording contains ([`REFERENCE_NAMES`],
 //! [`reference_catalog`]).
 //!
@@ -10,11 +11,21 @@ use serde::{Deserialize, Serialize};
 
 use crate::strategy::Strategy;
 
+pub mod anthropic_clear_tool_uses;
+pub mod anthropic_compaction;
+pub mod codex;
 pub mod cut_point;
+pub mod goose;
 pub mod keep_last_n;
+pub mod langchain_summarization;
+pub mod letta;
 pub mod none;
 pub mod observation_mask;
+pub mod opencode;
+pub mod openhands;
+pub mod openhands_masking;
 pub mod priority_chain;
+pub mod prod;
 pub mod prune_then_summarize;
 pub mod recorded;
 pub mod split_fraction;
@@ -47,16 +58,26 @@ pub enum StrategyConfig {
     None(none::Params),
     Truncate(truncate::Params),
     ObservationMask(observation_mask::Params),
+    Opencode(opencode::Params),
+    Codex(codex::Params),
+    Goose(goose::Params),
+    Openhands(openhands::Params),
+    OpenhandsMasking(openhands_masking::Params),
+    AnthropicClearToolUses(anthropic_clear_tool_uses::Params),
+    AnthropicCompaction(anthropic_compaction::Params),
+    LangchainSummarization(langchain_summarization::Params),
+    Letta(letta::Params),
     /// The reference that replays a recording's own compaction (not one of [`NAMES`]).
     Recorded(recorded::Params),
 }
 
 /// References: configurations that replay what the recording did rather than a strategy of
-/// their own. They are not in [`NAMES`] (the eight strategies) nor in [`catalog`].
+/// their own. They are not in [`NAMES`] (the strategies) nor in [`catalog`].
 pub const REFERENCE_NAMES: [&str; 1] = ["recorded"];
 
-/// Every strategy name, in catalog order.
-pub const NAMES: [&str; 8] = [
+/// Every strategy name, in catalog order: the seeds, the baselines, then the production systems
+/// ([`PRODUCTION_NAMES`]).
+pub const NAMES: [&str; 17] = [
     "priority-chain",
     "keep-last-n",
     "cut-point",
@@ -65,7 +86,44 @@ pub const NAMES: [&str; 8] = [
     "none",
     "truncate",
     "observation-mask",
+    "opencode",
+    "codex",
+    "goose",
+    "openhands",
+    "openhands-masking",
+    "anthropic-clear-tool-uses",
+    "anthropic-compaction",
+    "langchain-summarization",
+    "letta",
 ];
+
+/// The production systems of `PRODUCTION.md`, in catalog order (a suffix of [`NAMES`]).
+pub const PRODUCTION_NAMES: [&str; 9] = [
+    "opencode",
+    "codex",
+    "goose",
+    "openhands",
+    "openhands-masking",
+    "anthropic-clear-tool-uses",
+    "anthropic-compaction",
+    "langchain-summarization",
+    "letta",
+];
+
+/// A strategy's family: `seed` (the five documents in `seeds/`), `production` (the systems of
+/// `PRODUCTION.md`), `baseline`, or `reference` (`recorded`). `None` for an unknown name.
+pub fn family(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "priority-chain" | "keep-last-n" | "cut-point" | "split-fraction" | "prune-then-summarize" => "seed",
+        "none" | "truncate" | "observation-mask" => "baseline",
+        "recorded" => "reference",
+        n if PRODUCTION_NAMES.contains(&n) => "production",
+        _ => return None,
+    })
+}
+
+/// The families in report order.
+pub const FAMILIES: [&str; 4] = ["seed", "production", "baseline", "reference"];
 
 impl StrategyConfig {
     /// The strategy with its document's defaults.
@@ -79,6 +137,15 @@ impl StrategyConfig {
             "none" => StrategyConfig::None(Default::default()),
             "truncate" => StrategyConfig::Truncate(Default::default()),
             "observation-mask" => StrategyConfig::ObservationMask(Default::default()),
+            "opencode" => StrategyConfig::Opencode(Default::default()),
+            "codex" => StrategyConfig::Codex(Default::default()),
+            "goose" => StrategyConfig::Goose(Default::default()),
+            "openhands" => StrategyConfig::Openhands(Default::default()),
+            "openhands-masking" => StrategyConfig::OpenhandsMasking(Default::default()),
+            "anthropic-clear-tool-uses" => StrategyConfig::AnthropicClearToolUses(Default::default()),
+            "anthropic-compaction" => StrategyConfig::AnthropicCompaction(Default::default()),
+            "langchain-summarization" => StrategyConfig::LangchainSummarization(Default::default()),
+            "letta" => StrategyConfig::Letta(Default::default()),
             "recorded" => StrategyConfig::Recorded(Default::default()),
             _ => return None,
         })
@@ -93,6 +160,15 @@ impl StrategyConfig {
             StrategyConfig::None(_) => "none",
             StrategyConfig::Truncate(_) => "truncate",
             StrategyConfig::ObservationMask(_) => "observation-mask",
+            StrategyConfig::Opencode(_) => "opencode",
+            StrategyConfig::Codex(_) => "codex",
+            StrategyConfig::Goose(_) => "goose",
+            StrategyConfig::Openhands(_) => "openhands",
+            StrategyConfig::OpenhandsMasking(_) => "openhands-masking",
+            StrategyConfig::AnthropicClearToolUses(_) => "anthropic-clear-tool-uses",
+            StrategyConfig::AnthropicCompaction(_) => "anthropic-compaction",
+            StrategyConfig::LangchainSummarization(_) => "langchain-summarization",
+            StrategyConfig::Letta(_) => "letta",
             StrategyConfig::Recorded(_) => "recorded",
         }
     }
@@ -109,6 +185,21 @@ impl StrategyConfig {
             StrategyConfig::None(p) => Box::new(none::NoCompaction::new(p.clone())?),
             StrategyConfig::Truncate(p) => Box::new(truncate::Truncate::new(p.clone())?),
             StrategyConfig::ObservationMask(p) => Box::new(observation_mask::ObservationMask::new(p.clone())?),
+            StrategyConfig::Opencode(p) => Box::new(opencode::Opencode::new(p.clone())?),
+            StrategyConfig::Codex(p) => Box::new(codex::Codex::new(p.clone())?),
+            StrategyConfig::Goose(p) => Box::new(goose::Goose::new(p.clone())?),
+            StrategyConfig::Openhands(p) => Box::new(openhands::Openhands::new(p.clone())?),
+            StrategyConfig::OpenhandsMasking(p) => Box::new(openhands_masking::OpenhandsMasking::new(p.clone())?),
+            StrategyConfig::AnthropicClearToolUses(p) => {
+                Box::new(anthropic_clear_tool_uses::AnthropicClearToolUses::new(p.clone())?)
+            }
+            StrategyConfig::AnthropicCompaction(p) => {
+                Box::new(anthropic_compaction::AnthropicCompaction::new(p.clone())?)
+            }
+            StrategyConfig::LangchainSummarization(p) => {
+                Box::new(langchain_summarization::LangchainSummarization::new(p.clone())?)
+            }
+            StrategyConfig::Letta(p) => Box::new(letta::Letta::new(p.clone())?),
             StrategyConfig::Recorded(p) => Box::new(recorded::Recorded::new(p.clone())?),
         })
     }
@@ -212,7 +303,10 @@ fn type_of(schema: &serde_json::Value, root: &serde_json::Value, out: &mut TypeO
 #[derive(Debug, Clone, Serialize)]
 pub struct StrategyInfo {
     pub name: &'static str,
-    /// The seed document it implements, or `baseline`.
+    /// `seed`, `production`, `baseline` or `reference` (see [`family`]).
+    pub family: &'static str,
+    /// The seed document it implements, the production system's repository and path, or
+    /// `baseline` / `reference`.
     pub source: &'static str,
     pub summary: &'static str,
     pub params: Vec<ParamInfo>,
@@ -244,46 +338,122 @@ pub fn catalog() -> Vec<StrategyInfo> {
     vec![
         StrategyInfo {
             name: "priority-chain",
+            family: "seed",
             source: "000_2fac289758ab7930.txt",
             summary: priority_chain::SUMMARY,
             params: params_of::<priority_chain::Params>(),
         },
         StrategyInfo {
             name: "keep-last-n",
+            family: "seed",
             source: "001_de18f529e65eee2b.txt",
             summary: keep_last_n::SUMMARY,
             params: params_of::<keep_last_n::Params>(),
         },
         StrategyInfo {
             name: "cut-point",
+            family: "seed",
             source: "002_42c9180b380c45a6.txt",
             summary: cut_point::SUMMARY,
             params: params_of::<cut_point::Params>(),
         },
         StrategyInfo {
             name: "split-fraction",
+            family: "seed",
             source: "003_3df80400101a2bd6.txt",
             summary: split_fraction::SUMMARY,
             params: params_of::<split_fraction::Params>(),
         },
         StrategyInfo {
             name: "prune-then-summarize",
+            family: "seed",
             source: "004_147aab84aa2c9315.txt",
             summary: prune_then_summarize::SUMMARY,
             params: params_of::<prune_then_summarize::Params>(),
         },
-        StrategyInfo { name: "none", source: "baseline", summary: none::SUMMARY, params: params_of::<none::Params>() },
+        StrategyInfo {
+            name: "none",
+            family: "baseline",
+            source: "baseline",
+            summary: none::SUMMARY,
+            params: params_of::<none::Params>(),
+        },
         StrategyInfo {
             name: "truncate",
+            family: "baseline",
             source: "baseline",
             summary: truncate::SUMMARY,
             params: params_of::<truncate::Params>(),
         },
         StrategyInfo {
             name: "observation-mask",
+            family: "baseline",
             source: "baseline",
             summary: observation_mask::SUMMARY,
             params: params_of::<observation_mask::Params>(),
+        },
+        StrategyInfo {
+            name: "opencode",
+            family: "production",
+            source: "sst/opencode packages/opencode/src/session/compaction.ts (31e22f65)",
+            summary: opencode::SUMMARY,
+            params: params_of::<opencode::Params>(),
+        },
+        StrategyInfo {
+            name: "codex",
+            family: "production",
+            source: "openai/codex codex-rs/core/src/compact.rs",
+            summary: codex::SUMMARY,
+            params: params_of::<codex::Params>(),
+        },
+        StrategyInfo {
+            name: "goose",
+            family: "production",
+            source: "block/goose crates/goose/src/context_mgmt/mod.rs",
+            summary: goose::SUMMARY,
+            params: params_of::<goose::Params>(),
+        },
+        StrategyInfo {
+            name: "openhands",
+            family: "production",
+            source: "OpenHands/software-agent-sdk openhands-sdk/openhands/sdk/context/condenser/llm_summarizing_condenser.py",
+            summary: openhands::SUMMARY,
+            params: params_of::<openhands::Params>(),
+        },
+        StrategyInfo {
+            name: "openhands-masking",
+            family: "production",
+            source: "OpenHands/OpenHands openhands/memory/condenser/impl/observation_masking_condenser.py",
+            summary: openhands_masking::SUMMARY,
+            params: params_of::<openhands_masking::Params>(),
+        },
+        StrategyInfo {
+            name: "anthropic-clear-tool-uses",
+            family: "production",
+            source: "Anthropic API docs: context editing, clear_tool_uses_20250919",
+            summary: anthropic_clear_tool_uses::SUMMARY,
+            params: params_of::<anthropic_clear_tool_uses::Params>(),
+        },
+        StrategyInfo {
+            name: "anthropic-compaction",
+            family: "production",
+            source: "Anthropic API docs: compaction, compact_20260112",
+            summary: anthropic_compaction::SUMMARY,
+            params: params_of::<anthropic_compaction::Params>(),
+        },
+        StrategyInfo {
+            name: "langchain-summarization",
+            family: "production",
+            source: "langchain-ai/langchain libs/langchain_v1/langchain/agents/middleware/summarization.py",
+            summary: langchain_summarization::SUMMARY,
+            params: params_of::<langchain_summarization::Params>(),
+        },
+        StrategyInfo {
+            name: "letta",
+            family: "production",
+            source: "letta-ai/letta letta/services/summarizer/summarizer_sliding_window.py",
+            summary: letta::SUMMARY,
+            params: params_of::<letta::Params>(),
         },
     ]
 }
@@ -292,6 +462,7 @@ pub fn catalog() -> Vec<StrategyInfo> {
 pub fn reference_catalog() -> Vec<StrategyInfo> {
     vec![StrategyInfo {
         name: "recorded",
+        family: "reference",
         source: "reference",
         summary: recorded::SUMMARY,
         params: params_of::<recorded::Params>(),

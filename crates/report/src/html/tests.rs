@@ -202,7 +202,8 @@ fn hostile_text_renders_as_text_everywhere() {
 fn the_sections_are_all_there() {
     let data = run_data();
     let html = render(&data, &ProbeTexts::default());
-    for id in ["manifest", "leaderboard", "pareto", "kinds", "timelines", "lost", "compactions", "problems"] {
+    for id in ["manifest", "leaderboard", "families", "pareto", "kinds", "timelines", "lost", "compactions", "problems"]
+    {
         assert!(html.contains(&format!("id=\"{id}\"")), "section {id}");
     }
     // One leaderboard row and one Pareto point per chart for each configuration.
@@ -220,6 +221,20 @@ fn the_sections_are_all_there() {
     let first_row = &body[body.find("<tbody>").expect("tbody")..];
     assert!(first_row[..first_row.find("</tr>").expect("row")].contains(truncate.as_str()));
     assert!(html.contains("75.0%"), "the truncate configuration's retention");
+    // Each row names its family, and the family view groups the rows under their family.
+    assert!(first_row.contains("<span class=\"tag\">baseline</span>"));
+    let families = &html[html.find("id=\"families-table\"").expect("families table")..];
+    let families = &families[..families.find("</table>").expect("end")];
+    assert_eq!(
+        families.matches("<tr class=\"group\">").count(),
+        data.manifest
+            .experiment
+            .configurations
+            .iter()
+            .map(|c| family_of(&c.strategy))
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    );
     // A timeline per configuration of the replayed conversation, with the window and the trigger.
     assert_eq!(html.matches("aria-label=\"context size per call\"").count(), 2);
     assert!(html.contains("window 2000"));

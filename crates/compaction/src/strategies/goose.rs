@@ -1,0 +1,298 @@
+//! `goose`: Goose's auto-compaction.
+//!
+//! Source: block/goose `crates/goose/src/context_mgmt/mod.rs` (`check_if_compaction_needed`,
+//! `compact_messages`, `do_compact`, `filter_tool_responses`) and
+//! `crates/goose/src/prompts/compaction.md` (the template), read with the code search.
+//!
+//! - **Trigger**: `current_tokens / context_limit > threshold`, threshold
+//!   `GOOSE_AUTO_COMPACT_THRESHOLD` = 0.8 (`DEFAULT_COMPACTION_THRESHOLD`); a threshold `<= 0`
+//!   or `>= 1` disables auto-compaction (no threshold here, so no proactive compaction).
+//!   Tokens are the session's reported usage: exact `o200k_base` here.
+//! - **Summary**: every agent-visible message (the whole history after the system prompt,
+//!   earlier summary included) goes to the summarizer with the template
+//!   (`goose_compaction.md`: Goal; Constraints & Preferences; Progress with Done / In Progress /
+//!   Blocked; Key Decisions; Next Steps; Critical Context; keep exact paths, function names and
+//!   error messages; leave out what can be re-read from files).
+//! - **New context**: the summary as a user message (the response's role is set to `User`,
+//!   agent-only), then an assistant continuation notice, then the most recent user text message
+//!   (the preserved message). The notice says the conversation continues
+//!   (`CONVERSATION_CONTINUATION_TEXT`) when that message was the last one, and that a tool loop
+//!   was in progress (`TOOL_LOOP_CONTINUATION_TEXT`) when it was not. Nothing else is kept.
+//! - **Summary request too long**: `do_compact` retries with tool responses removed from the
+//!   middle outward, 0, 10, 20, 50 and 100% of them (`num_to_remove = max(1, n x pct / 100)`,
+//!   alternating below and above the middle), and fails with "context limit exceeded even after
+//!   removing all tool responses". Here the plan picks the first step whose span plus the
+//!   summary's output cap fits the window (`notes.tool_responses_removed_percent`); when none
+//!   does there is no plan (the compaction fails and the request goes on over the window).
+//! - **Failure**: a failed summary is an error of the compaction; the context is unchanged.
+//! - **Forced** ([`Trigger::Overflow`]): the same compaction (Goose compacts after a
+//!   context-length error).
+//!
+//! Departures: the summary's output cap (`summary_max_tokens`, 4,096) is a benchmark choice;
+//! Goose sets none. The preserved user message is kept whole (Goose copies its text parts; a
+//! message here is text only). Continuation texts are in the project's words.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{prod, ParamError};
+use crate::context::{Context, Inserted};
+use crate::message::{Message, Role};
+use crate::strategy::{Budget, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
+use crate::tokens::{Exact, TokenCounter};
+
+pub const SUMMARY: &str = "Goose auto-compaction: above 80% of the window, summarizes the whole history with the \
+     six-section template; keeps the summary, a continuation notice and the most recent user message; removes tool \
+     responses from the middle outward (0/10/20/50/100%) when the summary request would not fit.";
+
+/// `removal_percentages`.
+pub const REMOVAL_PERCENTAGES: [u32; 5] = [0, 10, 20, 50, 100];
+
+/// The notice after the summary when the preserved user message was the last message.
+pub const CONVERSATION_CONTINUATION: &str = "The earlier conversation was compacted into the summary above. Continue \
+     from it without mentioning the compaction, and answer the user's latest message below.";
+/// The notice when the agent was in the middle of a tool loop.
+pub const TOOL_LOOP_CONTINUATION: &str = "The earlier conversation was compacted into the summary above while a task \
+     was in progress. Continue the work from where it stopped, without mentioning the compaction; the user's latest \
+     message is repeated below.";
+/// The notice when no user message is preserved.
+pub const PLAIN_CONTINUATION: &str = "The earlier conversation was compacted into the summary above. Continue the \
+     work from where it stopped, without mentioning the compaction.";
+
+/// Parameters of `goose`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Params {
+    /// `GOOSE_AUTO_COMPACT_THRESHOLD`: compact above this fraction of the window (0.8);
+    /// `<= 0` or `>= 1` disables auto-compaction.
+    pub threshold: f64,
+    /// Output cap of the summary request.
+    pub summary_max_tokens: u32,
+}
+
+impl Default for Params {
+    fn default() -> Params {
+        Params { threshold: 0.8, summary_max_tokens: 4_096 }
+    }
+}
+
+/// The `goose` strategy.
+#[derive(Debug, Clone)]
+pub struct Goose {
+    params: Params,
+    meter: Exact,
+}
+
+/// `filter_tool_responses`: the positions (into `items`) left after removing `percent` of
+/// the tool responses from the middle outward. `is_tool[i]` says whether item `i` is one.
+pub fn filter_tool_responses(is_tool: &[bool], percent: u32) -> Vec<usize> {
+    let all: Vec<usize> = (0..is_tool.len()).collect();
+    if percent == 0 {
+        return all;
+    }
+    let tools: Vec<usize> = all.iter().copied().filter(|&i| is_tool[i]).collect();
+    if tools.is_empty() {
+        return all;
+    }
+    let to_remove = (tools.len() * percent as usize / 100).max(1);
+    let middle = tools.len() / 2;
+    let mut removed = Vec::new();
+    for i in 0..to_remove {
+        let offset = i / 2;
+        if i % 2 == 0 {
+            if middle > offset {
+                removed.push(tools[middle - offset - 1]);
+            }
+        } else if middle + offset < tools.len() {
+            removed.push(tools[middle + offset]);
+        }
+    }
+    all.into_iter().filter(|i| !removed.contains(i)).collect()
+}
+
+impl Goose {
+    pub fn new(params: Params) -> Result<Goose, ParamError> {
+        if !params.threshold.is_finite() {
+            return Err(ParamError::new("goose", "threshold", "must be a number"));
+        }
+        if params.summary_max_tokens == 0 {
+            return Err(ParamError::new("goose", "summary_max_tokens", "must be at least 1"));
+        }
+        Ok(Goose { params, meter: Exact::o200k() })
+    }
+
+    /// The most recent user text message, and whether it is the last message.
+    pub fn preserved_user(&self, ctx: &Context) -> Option<(usize, bool)> {
+        let i = *prod::user_turns(ctx).last()?;
+        Some((i, i + 1 == ctx.len()))
+    }
+}
+
+impl Strategy for Goose {
+    fn name(&self) -> &'static str {
+        "goose"
+    }
+    fn estimator(&self) -> &dyn TokenCounter {
+        &self.meter
+    }
+    fn threshold(&self, _ctx: &Context, budget: &Budget) -> Option<u64> {
+        let t = self.params.threshold;
+        if t <= 0.0 || t >= 1.0 {
+            return None;
+        }
+        Some(prod::fraction_of(budget.context_window, t))
+    }
+    fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
+        if trigger == Trigger::Proactive && !self.should_compact(ctx, budget) {
+            return None;
+        }
+        let start = prod::body_start(ctx);
+        let visible: Vec<usize> = (start..ctx.len()).collect();
+        if visible.is_empty() {
+            return None;
+        }
+        let is_tool: Vec<bool> = visible.iter().map(|&i| ctx.entries()[i].role() == Role::Tool).collect();
+        let output = u64::from(self.params.summary_max_tokens);
+        let (percent, span) = REMOVAL_PERCENTAGES.iter().find_map(|&pct| {
+            let span: Vec<usize> = filter_tool_responses(&is_tool, pct).into_iter().map(|k| visible[k]).collect();
+            prod::request_fits(ctx, &span, &self.meter, budget.context_window, output).then_some((pct, span))
+        })?;
+        let mut layout: Vec<Slot> = prod::keep(0..start).collect();
+        layout.push(Slot::Summary { request: 0, role: Role::User, prefix: String::new(), suffix: String::new() });
+        let preserved = self.preserved_user(ctx);
+        let notice = match preserved {
+            Some((_, true)) => CONVERSATION_CONTINUATION,
+            Some((_, false)) => TOOL_LOOP_CONTINUATION,
+            None => PLAIN_CONTINUATION,
+        };
+        layout.push(Slot::Insert { message: Message::assistant(notice), what: Inserted::Acknowledgement });
+        if let Some((index, _)) = preserved {
+            layout.push(Slot::Keep { index });
+        }
+        let request = SummaryRequest {
+            span,
+            prompt: PromptKind::GooseCompaction,
+            previous: None,
+            task: None,
+            max_tokens: self.params.summary_max_tokens,
+            target_tokens: None,
+            round: prod::next_round(ctx),
+        };
+        let mut notes = serde_json::Map::new();
+        notes.insert("tool_responses_removed_percent".into(), percent.into());
+        Some(Plan {
+            trigger,
+            layout,
+            requests: vec![request],
+            fallback: Fallback::Unchanged,
+            step: "compact".into(),
+            notes,
+        })
+    }
+    fn promises(&self, ctx: &Context, _budget: &Budget) -> Promises {
+        let last_is_user = self.preserved_user(ctx).is_some_and(|(_, last)| last);
+        Promises {
+            keeps_system_prompt: true,
+            recent_window: usize::from(last_is_user),
+            documented_deviations: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::message::ToolCall;
+    use crate::strategy::apply_layout;
+
+    fn tool_loop(results: usize, result_words: usize) -> Context {
+        let mut m = vec![Message::system("s"), Message::user("refactor the parser")];
+        for i in 0..results {
+            let id = format!("t{i}");
+            m.push(Message::assistant_calls(
+                "",
+                vec![ToolCall { id: id.clone(), name: "shell".into(), arguments: "{}".into() }],
+            ));
+            m.push(Message::tool_result(id, "shell", "line ".repeat(result_words)));
+        }
+        Context::from_messages(m)
+    }
+
+    #[test]
+    fn trigger_is_strictly_above_80_percent_and_out_of_range_disables() {
+        let s = Goose::new(Params::default()).unwrap();
+        assert_eq!(s.threshold(&Context::new(), &Budget::new(128_000)), Some(102_400));
+        for t in [0.0, 1.0, -0.5, 1.5] {
+            let off = Goose::new(Params { threshold: t, ..Params::default() }).unwrap();
+            assert_eq!(off.threshold(&Context::new(), &Budget::new(128_000)), None, "{t}");
+            assert!(!off.should_compact(&tool_loop(3, 100), &Budget::new(10)));
+        }
+    }
+
+    #[test]
+    fn middle_out_removal_matches_filter_tool_responses() {
+        // Ten tool responses at even positions 0, 2, ..., 18; middle = 5.
+        let is_tool: Vec<bool> = (0..20).map(|i| i % 2 == 0).collect();
+        let removed = |pct| {
+            let kept = filter_tool_responses(&is_tool, pct);
+            (0..20).filter(|i| !kept.contains(i)).collect::<Vec<_>>()
+        };
+        assert!(removed(0).is_empty());
+        // 10% of 10 = 1: tools[4] (position 8).
+        assert_eq!(removed(10), vec![8]);
+        // 20% = 2: tools[4], tools[5].
+        assert_eq!(removed(20), vec![8, 10]);
+        // 50% = 5: tools[4], [5], [3], [6], [2].
+        assert_eq!(removed(50), vec![4, 6, 8, 10, 12]);
+        assert_eq!(removed(100).len(), 10);
+        // A percentage that rounds to 0 still removes one.
+        let three: Vec<bool> = vec![true, false, true, false, true];
+        // middle = 1, so the first removed is tools[0].
+        assert_eq!(filter_tool_responses(&three, 10), vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn new_context_is_summary_notice_and_the_last_user_message() {
+        let s = Goose::new(Params::default()).unwrap();
+        let mut ctx = tool_loop(2, 10);
+        ctx.push(crate::context::Entry::recorded(6, Message::user("also add docs")));
+        let budget = Budget::new(10_000);
+        let plan = s.plan(&ctx, &budget, Trigger::Overflow).unwrap();
+        assert_eq!(plan.requests[0].span, (1..7).collect::<Vec<_>>());
+        let out = apply_layout(&s, &ctx, &budget, &plan, &[Ok("SUMMARY".into())]);
+        let shape: Vec<(Role, &str)> = out.context.messages().map(|m| (m.role, m.content.as_str())).collect();
+        assert_eq!(
+            shape,
+            vec![
+                (Role::System, "s"),
+                (Role::User, "SUMMARY"),
+                (Role::Assistant, CONVERSATION_CONTINUATION),
+                (Role::User, "also add docs")
+            ]
+        );
+        // In a tool loop the preserved message is the task, moved after the notice.
+        let ctx = tool_loop(2, 10);
+        let plan = s.plan(&ctx, &budget, Trigger::Overflow).unwrap();
+        let out = apply_layout(&s, &ctx, &budget, &plan, &[Ok("S".into())]);
+        assert_eq!(out.context.get(2).unwrap().message().content, TOOL_LOOP_CONTINUATION);
+        assert_eq!(out.context.get(3).unwrap().message().content, "refactor the parser");
+    }
+
+    #[test]
+    fn an_overflowing_summary_request_drops_tool_responses_and_fails_past_100_percent() {
+        let s = Goose::new(Params { summary_max_tokens: 100, ..Params::default() }).unwrap();
+        // Ten results of about 200 tokens each: 2,000+ tokens of tool output.
+        let ctx = tool_loop(10, 200);
+        let plan = s.plan(&ctx, &Budget::new(1_500), Trigger::Overflow).unwrap();
+        let pct = plan.notes["tool_responses_removed_percent"].as_u64().unwrap();
+        assert_eq!(pct, 50);
+        assert_eq!(plan.requests[0].span.iter().filter(|&&i| ctx.entries()[i].role() == Role::Tool).count(), 5);
+        let all_out = s.plan(&ctx, &Budget::new(400), Trigger::Overflow).unwrap();
+        assert_eq!(all_out.notes["tool_responses_removed_percent"], 100);
+        // Without any tool response the span is the task and ten calls; a window under it fails.
+        let calls: Vec<usize> = (1..ctx.len()).filter(|&i| ctx.entries()[i].role() != Role::Tool).collect();
+        let bare = prod::span_tokens(&ctx, &calls, &Exact::o200k());
+        assert!(s.plan(&ctx, &Budget::new(bare), Trigger::Overflow).is_none());
+    }
+}

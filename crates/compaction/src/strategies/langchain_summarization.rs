@@ -1,0 +1,358 @@
+//! `langchain-summarization`: LangChain's `SummarizationMiddleware`.
+//!
+//! Source: langchain-ai/langchain `libs/langchain_v1/langchain/agents/middleware/summarization.py`
+//! (`_should_summarize`, `_find_safe_cutoff`, `_find_safe_cutoff_point`,
+//! `_trim_messages_for_summary`, `_create_summary`, `_build_new_messages`) and its tests
+//! (`test_summarization_middleware_*` safe-cutoff cases), read with the code search.
+//!
+//! - **Trigger**: any configured condition: `("fraction", f)`: tokens `>=` f x the model's
+//!   input limit (the window here); `("tokens", n)`: tokens `>= n`; `("messages", n)`: messages
+//!   `>= n`. The middleware has no default trigger (without one it never summarizes); the
+//!   benchmark's default is `("fraction", 0.8)`, the documentation's example fraction.
+//! - **Keep**: `("messages", 20)`: the cut is `len - 20` over the conversation messages (the
+//!   system prompt is not one of them), moved by `_find_safe_cutoff_point`: when it lands on a
+//!   tool message, back to the AI message whose calls those tool messages answer, or, when no
+//!   such message precedes it, forward past the tool messages.
+//! - **Summarizer input**: the messages before the cut, trimmed to their newest 4,000 tokens
+//!   (`trim_tokens_to_summarize`) starting on a human message (`trim_messages(strategy="last",
+//!   start_on="human")`). Nothing left after trimming is the fixed text "Previous conversation
+//!   was too long to summarize." with no model call. An earlier summary is one of those
+//!   messages: it survives only if it is within the newest 4,000 tokens.
+//! - **Result**: every message is removed and replaced by one human message, "Here is a summary
+//!   of the conversation to date:" and the summary, then the kept messages.
+//! - **Failure**: an exception in the summary call becomes the summary text: "Error generating
+//!   summary: <error>" (the known failure mode: the context is replaced by the error).
+//!
+//! Departures: the middleware counts with `count_tokens_approximately` (chars / 4 plus 3 per
+//! message); here the exact `o200k_base` count. Partial messages (`allow_partial`) are not cut.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{prod, ParamError};
+use crate::context::{Context, Inserted};
+use crate::invariants::ViolationKind;
+use crate::message::{Message, Role};
+use crate::strategy::{
+    apply_layout, Budget, Compacted, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
+    SummaryRequest, Trigger,
+};
+use crate::tokens::{Exact, TokenCounter};
+
+pub const SUMMARY: &str = "LangChain SummarizationMiddleware: at 80% of the window (the benchmark's trigger; tokens \
+     and message-count triggers optional), keeps the newest 20 messages with a pair-safe cut and replaces the rest \
+     with one human message \"Here is a summary of the conversation to date:\"; summarizer input trimmed to 4,000 \
+     tokens; an error becomes the summary.";
+
+pub const SUMMARY_PREFIX: &str = "Here is a summary of the conversation to date:\n\n";
+pub const TOO_LONG: &str = "Previous conversation was too long to summarize.";
+
+/// Parameters of `langchain-summarization`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Params {
+    /// `("fraction", f)`: summarize at this fraction of the window (0.8, the benchmark's choice).
+    pub trigger_fraction: f64,
+    /// `("tokens", n)`: also summarize at this many tokens.
+    pub trigger_tokens: Option<u64>,
+    /// `("messages", n)`: also summarize at this many messages.
+    pub trigger_messages: Option<u64>,
+    /// `("messages", 20)`: newest messages kept.
+    pub keep_messages: usize,
+    /// `trim_tokens_to_summarize`: the summarizer sees at most this many of the newest tokens.
+    pub trim_tokens_to_summarize: u64,
+    /// Output cap of the summary request.
+    pub summary_max_tokens: u32,
+}
+
+impl Default for Params {
+    fn default() -> Params {
+        Params {
+            trigger_fraction: 0.8,
+            trigger_tokens: None,
+            trigger_messages: None,
+            keep_messages: 20,
+            trim_tokens_to_summarize: 4_000,
+            summary_max_tokens: 4_096,
+        }
+    }
+}
+
+/// The `langchain-summarization` strategy.
+#[derive(Debug, Clone)]
+pub struct LangchainSummarization {
+    params: Params,
+    meter: Exact,
+}
+
+/// `_find_safe_cutoff_point` over `messages` (context entries `base..`), `cut` relative to it.
+pub fn safe_cutoff_point(ctx: &Context, base: usize, cut: usize) -> usize {
+    let e = ctx.entries();
+    let n = ctx.len() - base;
+    if cut >= n || e[base + cut].role() != Role::Tool {
+        return cut;
+    }
+    let mut ids = Vec::new();
+    let mut idx = cut;
+    while idx < n && e[base + idx].role() == Role::Tool {
+        if let Some(id) = e[base + idx].message().tool_call_id.as_deref() {
+            ids.push(id);
+        }
+        idx += 1;
+    }
+    for i in (0..cut).rev() {
+        let m = e[base + i].message();
+        if m.role == Role::Assistant && m.tool_calls.iter().any(|c| ids.contains(&c.id.as_str())) {
+            return i;
+        }
+    }
+    idx
+}
+
+impl LangchainSummarization {
+    pub fn new(params: Params) -> Result<LangchainSummarization, ParamError> {
+        const NAME: &str = "langchain-summarization";
+        if !(params.trigger_fraction.is_finite() && params.trigger_fraction > 0.0 && params.trigger_fraction <= 1.0) {
+            return Err(ParamError::new(NAME, "trigger_fraction", "must be in (0, 1]"));
+        }
+        if params.trigger_tokens == Some(0) {
+            return Err(ParamError::new(NAME, "trigger_tokens", "must be at least 1"));
+        }
+        if params.trigger_messages == Some(0) {
+            return Err(ParamError::new(NAME, "trigger_messages", "must be at least 1"));
+        }
+        if params.trim_tokens_to_summarize == 0 {
+            return Err(ParamError::new(NAME, "trim_tokens_to_summarize", "must be at least 1"));
+        }
+        if params.summary_max_tokens == 0 {
+            return Err(ParamError::new(NAME, "summary_max_tokens", "must be at least 1"));
+        }
+        Ok(LangchainSummarization { params, meter: Exact::o200k() })
+    }
+
+    /// The token trigger: `tokens >= t` for the smallest configured `t`.
+    pub fn token_trigger(&self, budget: &Budget) -> u64 {
+        let fraction = prod::fraction_of(budget.context_window, self.params.trigger_fraction);
+        self.params.trigger_tokens.map_or(fraction, |t| t.min(fraction))
+    }
+
+    fn message_trigger_met(&self, ctx: &Context) -> bool {
+        let n = (ctx.len() - prod::body_start(ctx)) as u64;
+        self.params.trigger_messages.is_some_and(|m| n >= m)
+    }
+
+    /// The cut (a context index): the first kept message, or `None` when nothing is summarized.
+    pub fn cutoff(&self, ctx: &Context) -> Option<usize> {
+        let base = prod::body_start(ctx);
+        let n = ctx.len() - base;
+        if n <= self.params.keep_messages {
+            return None;
+        }
+        let cut = safe_cutoff_point(ctx, base, n - self.params.keep_messages);
+        (cut > 0).then_some(base + cut)
+    }
+
+    /// `_trim_messages_for_summary`: the newest entries of `base..cut` within the token budget,
+    /// starting on a user message.
+    pub fn trimmed(&self, ctx: &Context, base: usize, cut: usize) -> Vec<usize> {
+        let mut start = cut;
+        let mut used = 0;
+        while start > base {
+            let t = ctx.entries()[start - 1].tokens(&self.meter);
+            if used + t > self.params.trim_tokens_to_summarize {
+                break;
+            }
+            used += t;
+            start -= 1;
+        }
+        let first_user = (start..cut).find(|&i| ctx.entries()[i].role() == Role::User);
+        first_user.map_or_else(Vec::new, |s| (s..cut).collect())
+    }
+}
+
+impl Strategy for LangchainSummarization {
+    fn name(&self) -> &'static str {
+        "langchain-summarization"
+    }
+    fn estimator(&self) -> &dyn TokenCounter {
+        &self.meter
+    }
+    fn threshold(&self, ctx: &Context, budget: &Budget) -> Option<u64> {
+        if self.message_trigger_met(ctx) {
+            return None;
+        }
+        Some(self.token_trigger(budget).saturating_sub(1))
+    }
+    fn thresholds(&self, _ctx: &Context, budget: &Budget) -> Vec<(&'static str, u64)> {
+        vec![("trigger", self.token_trigger(budget).saturating_sub(1))]
+    }
+    fn should_compact(&self, ctx: &Context, budget: &Budget) -> bool {
+        self.message_trigger_met(ctx) || self.estimate(ctx) >= self.token_trigger(budget)
+    }
+    fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
+        if trigger == Trigger::Proactive && !self.should_compact(ctx, budget) {
+            return None;
+        }
+        let base = prod::body_start(ctx);
+        let cut = self.cutoff(ctx)?;
+        let span = self.trimmed(ctx, base, cut);
+        let mut layout: Vec<Slot> = prod::keep(0..base).collect();
+        let requests = if span.is_empty() {
+            layout.push(Slot::Insert {
+                message: Message::user(format!("{SUMMARY_PREFIX}{TOO_LONG}")),
+                what: Inserted::Other,
+            });
+            Vec::new()
+        } else {
+            layout.push(Slot::Summary {
+                request: 0,
+                role: Role::User,
+                prefix: SUMMARY_PREFIX.to_string(),
+                suffix: String::new(),
+            });
+            vec![SummaryRequest {
+                span,
+                prompt: PromptKind::LangchainSummary,
+                previous: None,
+                task: None,
+                max_tokens: self.params.summary_max_tokens,
+                target_tokens: None,
+                round: prod::next_round(ctx),
+            }]
+        };
+        layout.extend(prod::keep(cut..ctx.len()));
+        let mut notes = serde_json::Map::new();
+        notes.insert("cutoff".into(), cut.into());
+        Some(Plan { trigger, layout, requests, fallback: Fallback::Unchanged, step: "summarize".into(), notes })
+    }
+    /// A failed summary call becomes the summary text, as the middleware's `except` does.
+    fn apply(&self, ctx: &Context, budget: &Budget, plan: &Plan, summaries: &[SummaryOutcome]) -> Compacted {
+        let failure = summaries.iter().find_map(|s| s.as_ref().err()).map(|e| e.reason.clone());
+        let texts: Vec<SummaryOutcome> = (0..plan.requests.len())
+            .map(|i| match summaries.get(i) {
+                Some(Ok(t)) => Ok(t.clone()),
+                Some(Err(e)) => Ok(format!("Error generating summary: {}", e.reason)),
+                None => Ok("Error generating summary: no summary given".to_string()),
+            })
+            .collect();
+        let mut out = apply_layout(self, ctx, budget, plan, &texts);
+        if let Some(reason) =
+            failure.or_else(|| (summaries.len() < plan.requests.len()).then(|| "no summary given".into()))
+        {
+            out.event.fallback = Some(format!("error_as_summary: {reason}"));
+        }
+        out
+    }
+    fn promises(&self, ctx: &Context, _budget: &Budget) -> Promises {
+        Promises {
+            keeps_system_prompt: true,
+            recent_window: self.cutoff(ctx).map_or(ctx.len(), |c| ctx.len() - c),
+            documented_deviations: vec![ViolationKind::RoleAlternation],
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::message::ToolCall;
+    use crate::strategy::SummaryFailure;
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall { id: id.into(), name: "search".into(), arguments: "{}".into() }
+    }
+
+    /// The safe-cutoff cases of the middleware's tests: a cut on a tool message moves back to
+    /// the AI message with the matching call; a cut elsewhere stays.
+    #[test]
+    fn safe_cutoff_cases() {
+        // [human, ai(call 1), tool 1, ai, human, ai(calls 2, 3), tool 2, tool 3, ai]
+        let ctx = Context::from_messages(vec![
+            Message::user("q1"),
+            Message::assistant_calls("", vec![call("1")]),
+            Message::tool_result("1", "search", "r1"),
+            Message::assistant("a1"),
+            Message::user("q2"),
+            Message::assistant_calls("", vec![call("2"), call("3")]),
+            Message::tool_result("2", "search", "r2"),
+            Message::tool_result("3", "search", "r3"),
+            Message::assistant("a2"),
+        ]);
+        assert_eq!(safe_cutoff_point(&ctx, 0, 2), 1);
+        assert_eq!(safe_cutoff_point(&ctx, 0, 6), 5);
+        assert_eq!(safe_cutoff_point(&ctx, 0, 7), 5);
+        assert_eq!(safe_cutoff_point(&ctx, 0, 3), 3);
+        assert_eq!(safe_cutoff_point(&ctx, 0, 9), 9);
+        // Orphan tool messages with no matching AI message: forward past them.
+        let orphan = Context::from_messages(vec![
+            Message::user("q"),
+            Message::tool_result("x", "search", "r"),
+            Message::tool_result("y", "search", "r"),
+            Message::assistant("a"),
+        ]);
+        assert_eq!(safe_cutoff_point(&orphan, 0, 1), 3);
+    }
+
+    fn long_chat(n: usize) -> Context {
+        let mut m = vec![Message::system("sys")];
+        for i in 0..n {
+            m.push(Message::user(format!("question {i} {}", "word ".repeat(20))));
+            m.push(Message::assistant(format!("answer {i}")));
+        }
+        Context::from_messages(m)
+    }
+
+    #[test]
+    fn keeps_the_newest_20_behind_one_human_summary() {
+        let s = LangchainSummarization::new(Params::default()).unwrap();
+        let ctx = long_chat(15); // 30 messages after the system prompt
+        let budget = Budget::new(100);
+        assert!(s.should_compact(&ctx, &budget));
+        let plan = s.plan(&ctx, &budget, Trigger::Proactive).unwrap();
+        assert_eq!(s.cutoff(&ctx), Some(11));
+        assert_eq!(plan.requests[0].span, (1..11).collect::<Vec<_>>());
+        let out = s.apply(&ctx, &budget, &plan, &[Ok("S".into())]);
+        assert_eq!(out.context.len(), 1 + 1 + 20);
+        assert_eq!(out.context.get(1).unwrap().message().content, format!("{SUMMARY_PREFIX}S"));
+        assert_eq!(out.context.get(1).unwrap().role(), Role::User);
+        // 20 messages or fewer: nothing to summarize.
+        assert!(s.cutoff(&long_chat(10)).is_none());
+    }
+
+    #[test]
+    fn the_summarizer_sees_the_newest_4000_tokens_from_a_human_message() {
+        let s = LangchainSummarization::new(Params { trim_tokens_to_summarize: 60, ..Params::default() }).unwrap();
+        let ctx = long_chat(15);
+        let span = s.trimmed(&ctx, 1, 11);
+        assert!(!span.is_empty() && span.len() < 10);
+        assert_eq!(ctx.entries()[span[0]].role(), Role::User);
+        assert_eq!(*span.last().unwrap(), 10);
+        // Nothing fits: the fixed text, no request.
+        let none = LangchainSummarization::new(Params { trim_tokens_to_summarize: 1, ..Params::default() }).unwrap();
+        let plan = none.plan(&ctx, &Budget::new(100), Trigger::Proactive).unwrap();
+        assert!(plan.requests.is_empty());
+        assert!(matches!(&plan.layout[1], Slot::Insert { message, .. } if message.content.ends_with(TOO_LONG)));
+    }
+
+    #[test]
+    fn an_error_becomes_the_summary_and_triggers_combine() {
+        let s = LangchainSummarization::new(Params::default()).unwrap();
+        let ctx = long_chat(15);
+        let budget = Budget::new(100);
+        let plan = s.plan(&ctx, &budget, Trigger::Proactive).unwrap();
+        let out = s.apply(&ctx, &budget, &plan, &[Err(SummaryFailure { reason: "rate limited".into() })]);
+        assert_eq!(
+            out.context.get(1).unwrap().message().content,
+            format!("{SUMMARY_PREFIX}Error generating summary: rate limited")
+        );
+        assert!(out.event.fallback.is_some());
+        // 0.8 x 128,000 = 102,400, reached at >=.
+        assert_eq!(s.token_trigger(&Budget::new(128_000)), 102_400);
+        let both = LangchainSummarization::new(Params { trigger_tokens: Some(50_000), ..Params::default() }).unwrap();
+        assert_eq!(both.token_trigger(&Budget::new(128_000)), 50_000);
+        let by_count = LangchainSummarization::new(Params { trigger_messages: Some(30), ..Params::default() }).unwrap();
+        assert!(by_count.should_compact(&ctx, &Budget::new(10_000_000)));
+        assert!(!by_count.should_compact(&long_chat(14), &Budget::new(10_000_000)));
+    }
+}

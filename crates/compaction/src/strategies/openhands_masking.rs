@@ -1,0 +1,173 @@
+//! `openhands-masking`: OpenHands' `ObservationMaskingCondenser`.
+//!
+//! Source: OpenHands/OpenHands `openhands/memory/condenser/impl/observation_masking_condenser.py`
+//! (legacy agent; the SDK keeps the same condenser), read with the code search:
+//!
+//! ```text
+//! for i, event in enumerate(events):
+//!     if isinstance(event, Observation) and i < len(events) - self.attention_window:
+//!         results.append(AgentCondensationObservation('<MASKED>'))
+//! ```
+//!
+//! - **Window**: `attention_window` = 5, the class's default (the config class
+//!   `ObservationMaskingCondenserConfig` defaults to 10; PRODUCTION.md names the condenser's 5).
+//!   The window counts *events*, not observations: an observation among the newest 5 events of
+//!   the view stays, every older one is masked.
+//! - **Placeholder**: `<MASKED>`, the text of the `AgentCondensationObservation` that replaces
+//!   the observation.
+//! - **Trigger**: none. A condenser runs on every step and rebuilds the view; here it masks
+//!   whenever there is an unmasked observation outside the window ([`Strategy::threshold`] is
+//!   `None`, [`Strategy::should_compact`] says whether there is work). No model call.
+//!
+//! Departures: an observation is a tool result (`Role::Tool`); OpenHands replaces the event
+//! with a condensation observation, here the message keeps its role, call id and tool name
+//! with the content replaced, so the call keeps its result (the providers require it, and the
+//! OpenHands view pairs them the same way). The system prompt counts as an event, as
+//! OpenHands' system-prompt event does; it is never an observation.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::ParamError;
+use crate::context::{Context, Origin};
+use crate::message::Role;
+use crate::strategy::{Budget, Plan, Promises, Slot, Strategy, Trigger};
+use crate::tokens::{Exact, TokenCounter};
+
+pub const SUMMARY: &str = "OpenHands ObservationMaskingCondenser: on every step, replaces each tool observation \
+     older than the newest 5 events with <MASKED>; no threshold, no model call.";
+
+/// The placeholder OpenHands writes.
+pub const MASKED: &str = "<MASKED>";
+
+/// Parameters of `openhands-masking`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Params {
+    /// Newest events whose observations stay verbatim (`attention_window`, 5).
+    pub attention_window: usize,
+}
+
+impl Default for Params {
+    fn default() -> Params {
+        Params { attention_window: 5 }
+    }
+}
+
+/// The `openhands-masking` strategy.
+#[derive(Debug, Clone)]
+pub struct OpenhandsMasking {
+    params: Params,
+    meter: Exact,
+}
+
+impl OpenhandsMasking {
+    pub fn new(params: Params) -> Result<OpenhandsMasking, ParamError> {
+        if params.attention_window == 0 {
+            return Err(ParamError::new("openhands-masking", "attention_window", "must be at least 1"));
+        }
+        Ok(OpenhandsMasking { params, meter: Exact::o200k() })
+    }
+
+    /// Indices of the observations to mask now.
+    pub fn to_mask(&self, ctx: &Context) -> Vec<usize> {
+        let edge = ctx.len().saturating_sub(self.params.attention_window);
+        (0..edge)
+            .filter(|&i| {
+                let e = &ctx.entries()[i];
+                e.role() == Role::Tool && !matches!(e.origin(), Origin::Masked { .. })
+            })
+            .collect()
+    }
+}
+
+impl Strategy for OpenhandsMasking {
+    fn name(&self) -> &'static str {
+        "openhands-masking"
+    }
+    fn estimator(&self) -> &dyn TokenCounter {
+        &self.meter
+    }
+    fn threshold(&self, _ctx: &Context, _budget: &Budget) -> Option<u64> {
+        None
+    }
+    fn should_compact(&self, ctx: &Context, _budget: &Budget) -> bool {
+        !self.to_mask(ctx).is_empty()
+    }
+    fn plan(&self, ctx: &Context, _budget: &Budget, trigger: Trigger) -> Option<Plan> {
+        let mask = self.to_mask(ctx);
+        if mask.is_empty() {
+            return None;
+        }
+        let layout = (0..ctx.len())
+            .map(|index| {
+                if mask.binary_search(&index).is_ok() {
+                    Slot::Mask { index, placeholder: MASKED.to_string() }
+                } else {
+                    Slot::Keep { index }
+                }
+            })
+            .collect();
+        let mut plan = Plan::deterministic(trigger, "mask", layout);
+        plan.notes.insert("masked".into(), mask.len().into());
+        Some(plan)
+    }
+    fn promises(&self, ctx: &Context, _budget: &Budget) -> Promises {
+        Promises {
+            keeps_system_prompt: true,
+            recent_window: self.params.attention_window.min(ctx.len()),
+            documented_deviations: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::message::{Message, ToolCall};
+    use crate::strategy::apply_layout;
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall { id: id.into(), name: "bash".into(), arguments: "{}".into() }
+    }
+
+    /// system, user, then `n` call/observation pairs.
+    fn session(n: usize) -> Context {
+        let mut m = vec![Message::system("s"), Message::user("fix the build")];
+        for i in 0..n {
+            m.push(Message::assistant_calls("", vec![call(&format!("c{i}"))]));
+            m.push(Message::tool_result(format!("c{i}"), "bash", format!("output {i}")));
+        }
+        Context::from_messages(m)
+    }
+
+    #[test]
+    fn observations_outside_the_newest_five_events_are_masked() {
+        // 2 + 10 = 12 events; the window is events 7..12 (`i < len - 5`), so the observations
+        // at 3 and 5 are masked, those at 7, 9 and 11 stay.
+        let s = OpenhandsMasking::new(Params::default()).unwrap();
+        let ctx = session(5);
+        assert_eq!(s.to_mask(&ctx), vec![3, 5]);
+        let budget = Budget::new(1_000_000);
+        assert!(s.should_compact(&ctx, &budget));
+        let plan = s.plan(&ctx, &budget, Trigger::Proactive).unwrap();
+        let out = apply_layout(&s, &ctx, &budget, &plan, &[]);
+        assert_eq!(out.context.get(3).unwrap().message().content, MASKED);
+        assert_eq!(out.context.get(5).unwrap().message().content, MASKED);
+        assert_eq!(out.context.get(7).unwrap().message().content, "output 2");
+        assert_eq!(out.context.get(3).unwrap().message().tool_call_id.as_deref(), Some("c0"));
+        assert_eq!(out.event.masked, 2);
+        // Masked once: the next step has nothing new to mask.
+        assert!(s.to_mask(&out.context).is_empty());
+    }
+
+    #[test]
+    fn a_short_view_is_left_alone() {
+        let s = OpenhandsMasking::new(Params::default()).unwrap();
+        let ctx = session(1);
+        assert!(s.to_mask(&ctx).is_empty());
+        assert!(s.plan(&ctx, &Budget::new(10), Trigger::Proactive).is_none());
+        assert!(OpenhandsMasking::new(Params { attention_window: 0 }).is_err());
+    }
+}
