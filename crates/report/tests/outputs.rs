@@ -50,6 +50,7 @@ impl Judge for KeptJudge {
             probe_id: probe.id.clone(),
             kind: probe.kind,
             asked_at: ctx.len(),
+            checkpoint: 100,
             at_risk: retained < facts.len(),
             score: retained as f64 / facts.len() as f64,
             facts,

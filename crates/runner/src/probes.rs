@@ -335,7 +335,7 @@ impl<'a> Deriver<'a> {
     /// True when `alias` occurs in message `i` as the judge reads it.
     fn occurs_in(&self, i: usize, alias: &str) -> bool {
         let a = normalize(alias);
-        !a.is_empty() && occurs(&self.rendered[i], &a)
+        !a.is_empty() && crate::judge::matches(&self.rendered[i], &a)
     }
 
     /// The candidate with only the aliases that occur in its source; `None` when no fact is
