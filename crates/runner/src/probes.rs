@@ -750,10 +750,10 @@ impl<'a> Deriver<'a> {
                 let mentions = self.rendered.iter().filter(|r| occurs(r, &normalize(&token))).count();
                 let what = if token.contains("://") {
                     "URL"
-                } else if token.contains('/') || is_path(&token) {
-                    "path"
                 } else if token.contains('@') {
                     "address"
+                } else if token.contains('/') || is_path(&token) {
+                    "path"
                 } else if token.trim_start_matches('#').chars().all(|c| c.is_ascii_digit()) {
                     "number"
                 } else {
