@@ -108,7 +108,11 @@ fn recorded_replays_the_compaction_of_a_real_claude_code_session() {
         println!("skipped: no corpus file at {path}");
         return;
     };
-    let options = runner::import::ImportOptions { format: runner::import::FormatChoice::Auto, strict: true };
+    let options = runner::import::ImportOptions {
+        format: runner::import::FormatChoice::Auto,
+        strict: true,
+        include_compaction_calls: false,
+    };
     let out = runner::import::import_str(&text, path.as_ref(), "fa812bfe", &options);
     assert!(out.errors.is_empty(), "{:?}", out.errors);
     let mut conv = out.conversations.into_iter().next().expect("one session");
