@@ -548,8 +548,10 @@ mod tests {
         };
         let summarizer = crate::llm_setup::NeedsRoles;
         let m = replay(&conversation, &settings, &summarizer, &judge).unwrap();
-        assert_eq!(m.probes.len(), 2);
-        assert_eq!(m.probes.iter().filter(|p| is_scored(p)).count(), 1);
+        // Each probe is asked at every checkpoint after its source.
+        let asked = m.probes.len();
+        assert!(asked >= 2 && asked % 2 == 0, "{asked}");
+        assert_eq!(m.probes.iter().filter(|p| is_scored(p)).count(), asked / 2);
         assert_eq!(m.retention, Some(1.0), "the unscored probe is not averaged in as 0");
     }
 

@@ -39,7 +39,7 @@
 //! use compaction::{Conversation, Message, ProbeKind, ToolCall};
 //! use runner::probes::{derive, DeriveParams};
 //!
-//! let conv = Conversation::new("c", vec![
+//! let mut conv = Conversation::new("c", vec![
 //!     Message::user("Fix the crash in src/parser.rs when the input is empty (issue #4521)."),
 //!     Message::assistant_calls("", vec![ToolCall {
 //!         id: "1".into(), name: "Edit".into(),
@@ -48,6 +48,10 @@
 //!     Message::tool_result("1", "Edit", "The file /repo/src/parser.rs has been updated."),
 //!     Message::assistant("Fixed."),
 //! ]);
+//! // A fact found in a quarter of the messages is everywhere and dropped: a longer session.
+//! for _ in 0..12 {
+//!     conv.messages.push(Message::assistant("Working."));
+//! }
 //! let probes = derive(&conv, &DeriveParams::default());
 //! let task = probes.iter().find(|p| p.kind == ProbeKind::Task).unwrap();
 //! assert_eq!(task.source_message, 0);
