@@ -32,6 +32,8 @@ enum Command {
     Import(cmd::import::Args),
     /// Probes from the recordings themselves (`probes derive IN --out OUT`).
     Probes(cmd::probes::Args),
+    /// Check a judge against human labels (`judge calibrate LABELS.jsonl [--config FILE]`).
+    Judge(cmd::judge::Args),
     /// Compare a run's summary.csv with a baseline; exit 1 on a regression.
     Gate(cmd::gate::Args),
     /// Re-render report.html in a run folder from its run.json and results.jsonl.
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => cmd::validate::run(args),
         Command::Import(args) => cmd::import::run(args),
         Command::Probes(args) => cmd::probes::run(args),
+        Command::Judge(args) => cmd::judge::run(args),
         Command::Gate(args) => cmd::gate::run(args),
         Command::Report(args) => cmd::report::run(args),
         Command::Synth(args) => cmd::synth::run(args),

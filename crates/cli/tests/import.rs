@@ -262,7 +262,14 @@ fn a_claude_code_session_imports_with_its_subagent_and_compaction_side_call() {
     let tmp = TempDir::new("subagents");
     for (input, name) in [("claude-code/tree/session.jsonl", "file.jsonl"), ("claude-code/tree", "folder.jsonl")] {
         let out = tmp.join(name);
-        let o = run(&["import", "--strict", &fixture(input), "--out", out.to_str().expect("utf-8")]);
+        let o = run(&[
+            "import",
+            "--strict",
+            "--include-compaction-calls",
+            &fixture(input),
+            "--out",
+            out.to_str().expect("utf-8"),
+        ]);
         assert_eq!(o.code, 0, "{input}: {}", o.stderr);
         assert!(o.stdout.contains(": 3 conversations; 0 repairs"), "{input}: {}", o.stdout);
         let mut convs = lines(&out);

@@ -105,7 +105,8 @@ fn a_run_with_smollm2_as_summarizer_and_judge() {
     let compactions = fs::read_to_string(dir.join("run1/compactions.csv")).expect("compactions.csv");
     assert!(compactions.lines().count() > 1, "keep-last-n compacted: {compactions}");
     let probes = fs::read_to_string(dir.join("run1/probes.csv")).expect("probes.csv");
-    assert_eq!(probes.lines().count(), 3, "{probes}");
+    // Two probes, each asked at the four checkpoints after its source message.
+    assert_eq!(probes.lines().count(), 9, "{probes}");
     assert!(probes.contains("llm:smollm2"), "{probes}");
     let log = fs::read_to_string(dir.join("run1/results.jsonl")).expect("results.jsonl");
     assert!(log.contains("\"raw\""), "the judge's raw verdicts are kept");
@@ -129,5 +130,39 @@ fn a_run_with_smollm2_as_summarizer_and_judge() {
         let b = fs::read_to_string(dir.join("run2").join(name)).expect("csv");
         assert!(a == b, "{name} differs in the rerun from the cache");
     }
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn judge_calibrate_scores_the_labelled_set_with_smollm2_too() {
+    let Some(url) = std::env::var("COMPACTBENCH_SMOLLM2_URL").ok().filter(|u| !u.is_empty()) else {
+        eprintln!("skipped: COMPACTBENCH_SMOLLM2_URL is not set (run scripts/test-llm.sh)");
+        return;
+    };
+    let dir: PathBuf = std::env::temp_dir().join(format!("compactbench-smollm2-cal-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(dir.join("data")).expect("temp dir");
+    fs::write(dir.join("data/set.jsonl"), format!("{}\n", conversation())).expect("dataset");
+    fs::write(dir.join("exp.toml"), experiment(&url)).expect("experiment");
+    // Two items of each group of the shipped set: every fact is one answer and one grade on two
+    // cores, so the whole set is for a faster model.
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/calibration/judge.jsonl");
+    let text = fs::read_to_string(&shipped).expect("the shipped labels");
+    let mut picked: Vec<&str> = Vec::new();
+    for group in ["paraphrase", "extractive", "near-miss"] {
+        picked.extend(text.lines().filter(|l| l.contains(&format!("\"group\":\"{group}\""))).take(2));
+    }
+    assert_eq!(picked.len(), 6);
+    fs::write(dir.join("labels.jsonl"), picked.join("\n")).expect("labels");
+    let out = Command::new(BIN)
+        .args(["judge", "calibrate", "labels.jsonl", "--config", "exp.toml"])
+        .current_dir(&dir)
+        .env_remove("CI")
+        .output()
+        .expect("the binary runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("judge offline:") && stdout.contains("accuracy"), "{stdout}");
+    assert!(stdout.lines().any(|l| l.starts_with("judge llm:smollm2:") && l.contains("recall")), "{stdout}");
     let _ = fs::remove_dir_all(&dir);
 }

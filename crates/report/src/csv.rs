@@ -92,7 +92,7 @@ pub const SUMMARY_HEADER: [&str; 36] = [
 ];
 
 /// Columns of `probes.csv`.
-pub const PROBES_HEADER: [&str; 16] = [
+pub const PROBES_HEADER: [&str; 17] = [
     "conversation_id",
     "dataset",
     "config_id",
@@ -101,6 +101,7 @@ pub const PROBES_HEADER: [&str; 16] = [
     "probe_id",
     "kind",
     "asked_at",
+    "checkpoint",
     "at_risk",
     "score",
     "facts_retained",
@@ -373,6 +374,8 @@ pub struct ProbeRow {
     pub probe_id: String,
     pub kind: String,
     pub asked_at: usize,
+    /// The checkpoint: the percentage of the conversation's calls made when it was asked.
+    pub checkpoint: u32,
     pub at_risk: bool,
     #[serde(serialize_with = "ratio6")]
     pub score: Option<f64>,
@@ -491,6 +494,7 @@ pub fn probe_rows(records: &[PairRecord]) -> Vec<ProbeRow> {
                 probe_id: p.probe_id.clone(),
                 kind: p.kind.as_str().to_string(),
                 asked_at: p.asked_at,
+                checkpoint: p.checkpoint,
                 at_risk: p.at_risk,
                 // An LLM verdict that did not parse is unscored: an empty field, not 0.
                 score: runner::llm_judge::is_scored(p).then_some(p.score),
@@ -638,6 +642,7 @@ mod tests {
             probe_id: "p".into(),
             kind: compaction::ProbeKind::Recall,
             asked_at: 1,
+            checkpoint: 100,
             at_risk: false,
             score: 0.5,
             facts: vec![FoundIn::Verbatim],

@@ -446,7 +446,16 @@ impl Page<'_> {
                 None => "none (every call costs $0)".into(),
             },
         ));
-        rows.push(("summarizer", m.summarizer.clone()));
+        rows.push((
+            "summarizer",
+            if m.summarizer == "offline" {
+                "offline: an extractive stand-in, not a model. Retention under it measures what verbatim extraction \
+                 keeps; comparing summary quality needs summarizer = \"llm\"."
+                    .to_string()
+            } else {
+                m.summarizer.clone()
+            },
+        ));
         rows.push(("judge", m.judge.clone()));
         rows.push(("bootstrap seed", m.seed.to_string()));
         rows.push(("tool version", m.tool_version.clone()));
@@ -740,6 +749,38 @@ impl Page<'_> {
             out.push_str("</tr>\n");
         }
         out.push_str("</tbody>\n</table></div>\n");
+        out.push_str(
+            "<p class=\"note\">Mean retention per checkpoint: a derived probe is asked at 25%, 50%, 75% and 100% of \
+             the conversation's calls (those after the message that holds its answer), the same calls for every \
+             strategy.</p>\n",
+        );
+        out.push_str(
+            "<div class=\"scroll\"><table id=\"checkpoints-table\" class=\"sortable\">\n<thead><tr><th>configuration</th>\
+             <th>strategy</th>",
+        );
+        for c in runner::replay::CHECKPOINTS {
+            out.push_str(&format!("<th class=\"num\">at {c}%</th>"));
+        }
+        out.push_str("</tr></thead>\n<tbody>\n");
+        for s in &self.summaries {
+            out.push_str(&format!(
+                "<tr><td class=\"mono\">{}</td><td>{}{}</td>",
+                escape(&s.config.config_id),
+                self.swatch(&s.config.strategy),
+                escape(&s.config.strategy)
+            ));
+            for v in s.retention_by_checkpoint {
+                let style = match v {
+                    Some(v) if v.is_finite() => {
+                        format!(" style=\"background:hsl({:.0},65%,{:.0}%)\"", 120.0 * v.clamp(0.0, 1.0), 88.0)
+                    }
+                    _ => String::new(),
+                };
+                out.push_str(&format!("<td class=\"heat\"{}{style}>{}</td>", dv(v), pct(v)));
+            }
+            out.push_str("</tr>\n");
+        }
+        out.push_str("</tbody>\n</table></div>\n");
     }
 
     /// The configuration's trigger thresholds with their labels (empty when it never
@@ -830,7 +871,8 @@ impl Page<'_> {
     fn lost_facts(&self, out: &mut String) {
         out.push_str("<h2 id=\"lost\">Lost facts</h2>\n");
         out.push_str(&format!(
-            "<p class=\"note\">One row per probe that lost a fact under at least one configuration: which \
+            "<p class=\"note\">One row per probe and checkpoint (the percentage of the conversation's calls made \
+             when it was asked) that lost a fact under at least one configuration: which \
              configurations lost which of its facts (nowhere in the context when the probe was asked), and how many \
              configurations kept them all. {}</p>\n",
             if self.texts.is_empty() {
@@ -844,24 +886,26 @@ impl Page<'_> {
         let mut total = 0usize;
         for c in &self.conversations {
             // Probe order: as the records list them.
-            let mut probe_ids: Vec<&str> = Vec::new();
+            let mut probe_ids: Vec<(&str, u32)> = Vec::new();
             for r in &c.records {
                 if let Some(m) = metrics(r) {
                     for p in &m.probes {
-                        if !probe_ids.contains(&p.probe_id.as_str()) {
-                            probe_ids.push(&p.probe_id);
+                        if !probe_ids.contains(&(p.probe_id.as_str(), p.checkpoint)) {
+                            probe_ids.push((&p.probe_id, p.checkpoint));
                         }
                     }
                 }
             }
-            for probe_id in probe_ids {
+            for (probe_id, checkpoint) in probe_ids {
                 let text = self.texts.get(c.dataset, c.id, probe_id);
                 let mut scored = 0usize;
                 let mut kind = "";
                 let mut at_risk = false;
                 let mut losses = Vec::new();
                 for r in &c.records {
-                    let Some(score) = metrics(r).and_then(|m| m.probes.iter().find(|p| p.probe_id == probe_id)) else {
+                    let found = metrics(r)
+                        .and_then(|m| m.probes.iter().find(|p| p.probe_id == probe_id && p.checkpoint == checkpoint));
+                    let Some(score) = found else {
                         continue;
                     };
                     scored += 1;
@@ -900,7 +944,8 @@ impl Page<'_> {
                 }
                 let kept_all = scored - losses.len();
                 rows.push(format!(
-                    "<tr><td class=\"mono wrap\">{}</td><td class=\"mono wrap\">{} <span class=\"tag\">{}</span>{}</td>\
+                    "<tr><td class=\"mono wrap\">{}</td><td class=\"mono wrap\">{} <span class=\"tag\">{}</span> \
+                     <span class=\"tag\">at {checkpoint}%</span>{}</td>\
                      <td class=\"wrap\">{}</td><td>{}</td><td class=\"num\"{}>{} of {}</td></tr>\n",
                     escape(&format!("{} / {}", c.dataset, c.id)),
                     escape(probe_id),

@@ -41,6 +41,9 @@ pub struct ConfigSummary {
     /// Mean retention of the at-risk probes per kind (over the conversations with at-risk
     /// probes of that kind), in [`ProbeKind::ALL`] order.
     pub at_risk_retention_by_kind: [Option<f64>; 5],
+    /// Mean retention per checkpoint (over the conversations with probes asked there), in
+    /// [`runner::replay::CHECKPOINTS`] order (25%, 50%, 75%, 100% of the calls).
+    pub retention_by_checkpoint: [Option<f64>; 4],
     /// The judges that scored the configuration's pairs, distinct, in record order, `;`-joined.
     pub judge: String,
     /// Request tokens sent / request tokens had nothing been compacted.
@@ -170,6 +173,22 @@ fn summarize_one<'a>(
         mean(&per_conversation)
     };
     let by_kind = ProbeKind::ALL.map(|kind| kind_mean(kind, false));
+    let by_checkpoint = runner::replay::CHECKPOINTS.map(|checkpoint| {
+        let per_conversation: Vec<f64> = ok
+            .iter()
+            .filter_map(|m| {
+                let scores: Vec<f64> = m
+                    .probes
+                    .iter()
+                    .filter(|p| p.checkpoint == checkpoint)
+                    .filter(|p| p.score.is_finite() && runner::llm_judge::is_scored(p))
+                    .map(|p| p.score)
+                    .collect();
+                mean(&scores)
+            })
+            .collect();
+        mean(&per_conversation)
+    });
     let at_risk_by_kind = ProbeKind::ALL.map(|kind| kind_mean(kind, true));
     let mut judges: Vec<&str> = Vec::new();
     for r in &scored_by {
@@ -190,6 +209,7 @@ fn summarize_one<'a>(
         at_risk_retention: Estimate::of(&at_risk, metric_seed(seed, &config.config_id, "at_risk_retention")),
         retention_by_kind: by_kind,
         at_risk_retention_by_kind: at_risk_by_kind,
+        retention_by_checkpoint: by_checkpoint,
         judge: judges.join(";"),
         compression_ratio: ratio(input, sum(|m| m.uncompacted_input_tokens)),
         overflow_rate: ratio(sum(|m| m.overflows), calls),

@@ -50,6 +50,7 @@ impl Judge for KeptJudge {
             probe_id: probe.id.clone(),
             kind: probe.kind,
             asked_at: ctx.len(),
+            checkpoint: 100,
             at_risk: retained < facts.len(),
             score: retained as f64 / facts.len() as f64,
             facts,
@@ -222,7 +223,7 @@ fn headers_are_pinned() {
     );
     assert_eq!(
         PROBES_HEADER.join(","),
-        "conversation_id,dataset,config_id,strategy,window,probe_id,kind,asked_at,at_risk,score,facts_retained,\
+        "conversation_id,dataset,config_id,strategy,window,probe_id,kind,asked_at,checkpoint,at_risk,score,facts_retained,\
          facts_total,found_in,judge,score_spread,scored_repeats"
     );
     assert_eq!(

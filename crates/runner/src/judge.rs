@@ -12,6 +12,12 @@
 //!   with a letter, digit or `_`, the character before (after) the occurrence is not one:
 //!   `12` does not match inside `2012`, while `a.rs` matches inside `src/a.rs`. Entries are
 //!   joined with a newline, which normalization never produces, so no match spans two entries.
+//! - **Expansion**: each alias also matches as a summary would write it ([`expand_aliases`]): a
+//!   path as its file name, a qualified error class without its module, `gift_card` as `gift
+//!   card`, a number under a hundred in words. A string judge still cannot see most paraphrases (`the ignore file` for
+//!   `.gitignore`); that is what the LLM judge is for.
+//! - **Short words**: an alias of one short word (letters only, up to 5 characters) matches only
+//!   a whole token ([`matches`]): `main` is not found in `src/main.rs`.
 //! - **Where**: a fact found in a recorded message kept verbatim is [`FoundIn::Verbatim`], else in
 //!   a summary [`FoundIn::Summary`], else in any other entry (a masked placeholder, an inserted
 //!   notice or digest) [`FoundIn::Other`], else [`FoundIn::Lost`].
@@ -136,6 +142,104 @@ pub fn occurs(haystack: &str, needle: &str) -> bool {
     })
 }
 
+/// The aliases of `fact`, normalized, with the other ways a summary writes them: a path also as
+/// its file name (when the name has an extension), a qualified error class also without its
+/// module (`requests.exceptions.HTTPError` as `HTTPError`), an identifier of `_`-joined words
+/// also as those words (`gift_card` as `gift card` and `gift-card`), a number under a hundred
+/// also in words (`3` as `three`, `42` as `forty-two` and `forty two`).
+pub fn expand_aliases<S: AsRef<str>>(fact: &[S]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut push = |a: String| {
+        if !a.is_empty() && !out.contains(&a) {
+            out.push(a);
+        }
+    };
+    for alias in fact {
+        let a = normalize(alias.as_ref());
+        if a.is_empty() {
+            continue;
+        }
+        push(a.clone());
+        if !a.contains(' ') {
+            if let Some((_, name)) = a.trim_end_matches('/').rsplit_once('/') {
+                if name.contains('.') && name.chars().count() >= 4 {
+                    push(name.to_string());
+                }
+            }
+            let last = a.rsplit('.').next().unwrap_or_default();
+            let class = alias.as_ref().trim().rsplit('.').next().unwrap_or_default();
+            if a.contains('.') && !a.contains('/') && (class.ends_with("Error") || class.ends_with("Exception")) {
+                push(last.to_string());
+            }
+            // An identifier of joined words as prose writes it: `gift_card` as `gift card`.
+            let parts: Vec<&str> = a.split('_').collect();
+            if parts.len() >= 2 && parts.iter().all(|p| p.len() >= 2 && p.chars().all(char::is_alphabetic)) {
+                push(parts.join(" "));
+                push(parts.join("-"));
+            }
+            if let Ok(n) = a.parse::<u32>() {
+                if n < 100 && !a.starts_with('0') {
+                    for w in number_words(n) {
+                        push(w);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `n` (under 100) in English words: `forty-two` and `forty two`; one form below 21 and for
+/// the tens.
+fn number_words(n: u32) -> Vec<String> {
+    const ONES: [&str; 20] = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+    ];
+    const TENS: [&str; 10] = ["", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"];
+    let n = n as usize;
+    if n < 20 {
+        return vec![ONES[n].to_string()];
+    }
+    let (t, o) = (n / 10, n % 10);
+    if o == 0 {
+        return vec![TENS[t].to_string()];
+    }
+    vec![format!("{}-{}", TENS[t], ONES[o]), format!("{} {}", TENS[t], ONES[o])]
+}
+
+/// A short single word (letters only, at most [`SHORT_WORD`] characters) matches only a whole
+/// token of the text: `main` does not match `src/main.rs` or `main_loop`, nor `test` inside
+/// `tests/test_a.py`. Every other alias matches as [`occurs`] says.
+pub fn matches(haystack: &str, alias: &str) -> bool {
+    let short = !alias.contains(' ') && alias.chars().count() <= SHORT_WORD && alias.chars().all(char::is_alphabetic);
+    if short {
+        return haystack.split([' ', '\n']).any(|t| t == alias);
+    }
+    occurs(haystack, alias)
+}
+
+/// The longest alias matched token by token ([`matches`]).
+pub const SHORT_WORD: usize = 5;
+
 /// A context rendered and normalized once, grouped by where a fact can be found.
 #[derive(Debug, Clone, Default)]
 pub struct RenderedContext {
@@ -161,13 +265,13 @@ impl RenderedContext {
     }
 
     /// Where the first alias of `fact` that is found occurs, preferring verbatim messages, then
-    /// summaries, then other entries.
+    /// summaries, then other entries. Aliases are expanded first ([`expand_aliases`]).
     pub fn locate<S: AsRef<str>>(&self, fact: &[S]) -> FoundIn {
-        let aliases: Vec<String> = fact.iter().map(|a| normalize(a.as_ref())).filter(|a| !a.is_empty()).collect();
+        let aliases = expand_aliases(fact);
         let groups =
             [(&self.verbatim, FoundIn::Verbatim), (&self.summary, FoundIn::Summary), (&self.other, FoundIn::Other)];
         for (text, found) in groups {
-            if aliases.iter().any(|a| occurs(text, a)) {
+            if aliases.iter().any(|a| matches(text, a)) {
                 return found;
             }
         }
@@ -200,6 +304,7 @@ impl OfflineJudge {
             probe_id: probe.id.clone(),
             kind: probe.kind,
             asked_at: probe.asked_at.unwrap_or(conversation.messages.len()).min(conversation.messages.len()),
+            checkpoint: 100,
             at_risk: !is_verbatim(ctx, probe.source_message),
             score,
             facts,
@@ -327,5 +432,31 @@ mod tests {
         let all = OfflineJudge.score_checkpoint(&conversation, &ctx, &[&a, &b]);
         assert_eq!(all, vec![OfflineJudge.score(&conversation, &ctx, &a), OfflineJudge.score(&conversation, &ctx, &b)]);
         assert_eq!(all[0].score, 0.5);
+    }
+
+    #[test]
+    fn aliases_expand_as_summaries_write_them() {
+        let e = expand_aliases(&["src/app/.gitignore"]);
+        assert_eq!(e, ["src/app/.gitignore", ".gitignore"]);
+        assert_eq!(expand_aliases(&["requests.exceptions.HTTPError"]), ["requests.exceptions.httperror", "httperror"]);
+        assert_eq!(expand_aliases(&["42"]), ["42", "forty-two", "forty two"]);
+        assert_eq!(expand_aliases(&["7"]), ["7", "seven"]);
+        assert_eq!(expand_aliases(&["250"]), ["250"]);
+        assert_eq!(expand_aliases(&["gift_card"]), ["gift_card", "gift card", "gift-card"]);
+        assert_eq!(expand_aliases(&["mia_li_3668"]), ["mia_li_3668"]);
+        let r = RenderedContext::new(&Context::from_messages(vec![Message::user("Ran forty-two tests.")]));
+        assert_eq!(r.locate(&["42"]), FoundIn::Verbatim);
+    }
+
+    #[test]
+    fn a_short_word_matches_only_a_whole_token() {
+        let text = normalize("Opened src/main.rs and main_loop; the main reason.");
+        assert!(matches(&text, "main"));
+        assert!(!matches(&normalize("Opened src/main.rs and main_loop."), "main"));
+        assert!(matches(&normalize("Opened src/main.rs."), "main.rs"));
+        assert!(!matches(&normalize("See tests/test_a.py"), "test"));
+        // Longer words and numbers keep boundary matching.
+        assert!(matches(&normalize("version 1.2.3"), "1.2"));
+        assert!(matches(&normalize("the config/app.toml"), "config"));
     }
 }

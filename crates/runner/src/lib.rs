@@ -1,6 +1,7 @@
 //! compactbench's engine: load and validate datasets, replay conversations through strategies,
 //! summarize and judge offline, run experiment matrices and keep a resumable result log.
 
+pub mod calibrate;
 pub mod dataset;
 pub mod experiment;
 pub mod import;

@@ -378,6 +378,7 @@ impl Judge for LlmJudge {
             probe_id: probe.id.clone(),
             kind: probe.kind,
             asked_at: probe.asked_at.unwrap_or(n).min(n),
+            checkpoint: 100,
             at_risk: !ctx.entries().iter().any(|e| e.origin().verbatim_index() == Some(probe.source_message)),
             score: score.unwrap_or(0.0),
             facts: Vec::new(),
@@ -557,7 +558,12 @@ mod tests {
         let mut conversation = conversation();
         let mut second = probe();
         second.id = "p-other".into();
-        conversation.probes = vec![probe(), second];
+        // Asked once each, at the end: the server's script has one answer and grade per probe.
+        let end = conversation.messages.len();
+        let mut first = probe();
+        first.asked_at = Some(end);
+        second.asked_at = Some(end);
+        conversation.probes = vec![first, second];
         let settings = ReplaySettings {
             strategy: compaction::StrategyConfig::default_for("none").unwrap(),
             window: 128_000,

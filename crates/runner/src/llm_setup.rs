@@ -537,6 +537,7 @@ impl Judge for NeedsRoles {
             probe_id: probe.id.clone(),
             kind: probe.kind,
             asked_at: probe.asked_at.unwrap_or(n).min(n),
+            checkpoint: 100,
             at_risk: !ctx.entries().iter().any(|e| e.origin().verbatim_index() == Some(probe.source_message)),
             score: 0.0,
             facts: Vec::new(),

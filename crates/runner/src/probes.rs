@@ -39,7 +39,7 @@
 //! use compaction::{Conversation, Message, ProbeKind, ToolCall};
 //! use runner::probes::{derive, DeriveParams};
 //!
-//! let conv = Conversation::new("c", vec![
+//! let mut conv = Conversation::new("c", vec![
 //!     Message::user("Fix the crash in src/parser.rs when the input is empty (issue #4521)."),
 //!     Message::assistant_calls("", vec![ToolCall {
 //!         id: "1".into(), name: "Edit".into(),
@@ -48,6 +48,10 @@
 //!     Message::tool_result("1", "Edit", "The file /repo/src/parser.rs has been updated."),
 //!     Message::assistant("Fixed."),
 //! ]);
+//! // A fact found in a quarter of the messages is everywhere and dropped: a longer session.
+//! for _ in 0..12 {
+//!     conv.messages.push(Message::assistant("Working."));
+//! }
 //! let probes = derive(&conv, &DeriveParams::default());
 //! let task = probes.iter().find(|p| p.kind == ProbeKind::Task).unwrap();
 //! assert_eq!(task.source_message, 0);
@@ -66,6 +70,9 @@ use serde_json::Value;
 
 use crate::import::is_harness_text;
 use crate::judge::{normalize, occurs, render_message};
+
+/// State probes per conversation: the last failing test, the last failed command.
+const STATE_PROBES: usize = 2;
 
 /// Derived probe ids start with this; [`replace_derived`] replaces only these.
 pub const DERIVED_PREFIX: &str = "derived-";
@@ -110,14 +117,58 @@ impl Default for DeriveParams {
     }
 }
 
+/// What the derivation left out, and why: facts (or single aliases) that cannot separate a
+/// context that kept them from one that did not, and probes left with no fact.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dropped {
+    /// Facts that were a stop word, or a token under 3 characters that is not a number or id.
+    pub common_word: usize,
+    /// Facts found in the system prompt (always in the context).
+    pub in_system_prompt: usize,
+    /// Facts found in at least a quarter of the conversation's messages ([`FREQUENT_SHARE`]).
+    pub frequent: usize,
+    /// Probes left with no fact.
+    pub probes: usize,
+}
+
+impl Dropped {
+    /// Add `other`'s counts to these.
+    pub fn merge(&mut self, other: &Dropped) {
+        self.common_word += other.common_word;
+        self.in_system_prompt += other.in_system_prompt;
+        self.frequent += other.frequent;
+        self.probes += other.probes;
+    }
+}
+
+impl std::fmt::Display for Dropped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "dropped {} probes with no discriminating fact; facts dropped: {} common words, {} in the system prompt, {} in 25%+ of messages",
+            self.probes, self.common_word, self.in_system_prompt, self.frequent
+        )
+    }
+}
+
+/// A fact found in at least this share of a conversation's messages (and in at least two of
+/// them) is everywhere: it cannot tell a context that kept it from one that did not.
+pub const FREQUENT_SHARE: f64 = 0.25;
+
 /// The probes derived from `conv` (see the module docs).
 pub fn derive(conv: &Conversation, params: &DeriveParams) -> Vec<Probe> {
+    derive_counted(conv, params).0
+}
+
+/// [`derive`], with what it dropped and why.
+pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>, Dropped) {
     let d = Deriver::new(conv, params);
     let mut out = Vec::new();
-    let families: [(&str, Vec<Candidate>, usize); 5] = [
+    let families: [(&str, Vec<Candidate>, usize); 6] = [
         ("task", d.task(), params.max_task),
         ("gold", d.gold(), params.max_gold),
         ("continuation", d.continuation(), params.max_continuation),
+        ("state", d.state(), STATE_PROBES),
         ("artifact", d.artifacts(), params.max_artifact),
         ("recall", d.recall(), params.max_recall),
     ];
@@ -175,17 +226,23 @@ pub fn derive(conv: &Conversation, params: &DeriveParams) -> Vec<Probe> {
             });
         }
     }
-    out
+    let dropped = d.dropped.into_inner();
+    (out, dropped)
 }
 
 /// Replace the derived probes of `conv` (ids starting with [`DERIVED_PREFIX`]) with fresh
 /// ones, keeping every other probe; the number of probes added.
 pub fn replace_derived(conv: &mut Conversation, params: &DeriveParams) -> usize {
+    replace_derived_counted(conv, params).0
+}
+
+/// [`replace_derived`], with what the derivation dropped and why.
+pub fn replace_derived_counted(conv: &mut Conversation, params: &DeriveParams) -> (usize, Dropped) {
     conv.probes.retain(|p| !p.id.starts_with(DERIVED_PREFIX));
-    let derived = derive(conv, params);
+    let (derived, dropped) = derive_counted(conv, params);
     let n = derived.len();
     conv.probes.extend(derived);
-    n
+    (n, dropped)
 }
 
 /// True when a conversation makes at least one tool call.
@@ -229,6 +286,11 @@ struct Deriver<'a> {
     rendered: Vec<String>,
     /// Messages that may be a probe's source.
     usable: Vec<bool>,
+    /// The system prompt(s), rendered and normalized.
+    system: String,
+    /// A fact found in this many messages or more is everywhere.
+    frequent: usize,
+    dropped: std::cell::RefCell<Dropped>,
 }
 
 impl<'a> Deriver<'a> {
@@ -236,7 +298,38 @@ impl<'a> Deriver<'a> {
         let rendered = conv.messages.iter().map(|m| normalize(&render_message(m))).collect();
         let usable =
             conv.messages.iter().map(|m| !m.meta_flag("compact_summary") && !m.meta_flag("synthetic")).collect();
-        Deriver { conv, params, rendered, usable }
+        let system = conv
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::System)
+            .map(|m| normalize(&render_message(m)))
+            .collect::<Vec<_>>()
+            .join("\n");
+        // At least two: the source message always holds its own facts.
+        let frequent = ((conv.messages.len() as f64 * FREQUENT_SHARE).ceil() as usize).max(2);
+        Deriver { conv, params, rendered, usable, system, frequent, dropped: Default::default() }
+    }
+
+    /// Why `alias` cannot discriminate, if it cannot: a common word, in the system prompt, or
+    /// in a quarter of the messages or more.
+    fn weak(&self, alias: &str) -> Option<Weak> {
+        let a = normalize(alias);
+        if is_common_word(alias) {
+            return Some(Weak::Common);
+        }
+        if occurs(&self.system, &a) {
+            return Some(Weak::System);
+        }
+        let mut n = 0;
+        for r in &self.rendered {
+            if occurs(r, &a) {
+                n += 1;
+                if n >= self.frequent {
+                    return Some(Weak::Frequent);
+                }
+            }
+        }
+        None
     }
 
     fn msg(&self, i: usize) -> &Message {
@@ -246,7 +339,7 @@ impl<'a> Deriver<'a> {
     /// True when `alias` occurs in message `i` as the judge reads it.
     fn occurs_in(&self, i: usize, alias: &str) -> bool {
         let a = normalize(alias);
-        !a.is_empty() && occurs(&self.rendered[i], &a)
+        !a.is_empty() && crate::judge::matches(&self.rendered[i], &a)
     }
 
     /// The candidate with only the aliases that occur in its source; `None` when no fact is
@@ -256,15 +349,31 @@ impl<'a> Deriver<'a> {
             return None;
         }
         let mut seen = HashSet::new();
+        let mut dropped = self.dropped.borrow_mut();
         c.facts = c
             .facts
             .into_iter()
             .map(|f| {
                 let mut aliases: Vec<String> = Vec::new();
+                let mut why = None;
                 for a in f {
                     let a = a.trim().to_string();
-                    if !a.is_empty() && !aliases.contains(&a) && self.occurs_in(c.source, &a) {
-                        aliases.push(a);
+                    if a.is_empty() || aliases.contains(&a) || !self.occurs_in(c.source, &a) {
+                        continue;
+                    }
+                    // A weak alias is left out (the judge would credit it anywhere); the fact
+                    // stays with its other aliases.
+                    match self.weak(&a) {
+                        Some(w) => why = why.or(Some(w)),
+                        None => aliases.push(a),
+                    }
+                }
+                if aliases.is_empty() {
+                    match why {
+                        Some(Weak::Common) => dropped.common_word += 1,
+                        Some(Weak::System) => dropped.in_system_prompt += 1,
+                        Some(Weak::Frequent) => dropped.frequent += 1,
+                        None => {}
                     }
                 }
                 aliases
@@ -272,7 +381,21 @@ impl<'a> Deriver<'a> {
             .filter(|f| !f.is_empty() && seen.insert(normalize(&f[0])))
             .take(self.params.max_facts)
             .collect();
-        (!c.facts.is_empty()).then_some(c)
+        if c.facts.is_empty() {
+            dropped.probes += 1;
+            return None;
+        }
+        Some(c)
+    }
+
+    /// The model call that message `i` is (1 for the first assistant message), or that
+    /// follows it.
+    fn call_number(&self, i: usize) -> usize {
+        self.conv.messages[..=i.min(self.conv.messages.len().saturating_sub(1))]
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .count()
+            .max(1)
     }
 
     /// Real user requests, in order.
@@ -356,6 +479,69 @@ impl<'a> Deriver<'a> {
         })
     }
 
+    /// Where a coding agent stands: the last failing test and its error, the last command
+    /// that failed and why (each from the tool output that reported it).
+    fn state(&self) -> Vec<Candidate> {
+        let calls: HashMap<&str, (&str, &str)> = self
+            .conv
+            .messages
+            .iter()
+            .flat_map(|m| m.tool_calls.iter().map(|c| (c.id.as_str(), (c.name.as_str(), c.arguments.as_str()))))
+            .collect();
+        let mut test: Option<Candidate> = None;
+        let mut command: Option<Candidate> = None;
+        for (i, m) in self.conv.messages.iter().enumerate().rev() {
+            if !self.usable[i] || m.role != Role::Tool || (test.is_some() && command.is_some()) {
+                continue;
+            }
+            let call = m.tool_call_id.as_deref().and_then(|id| calls.get(id));
+            let Some(cmd) = call.and_then(|(_, args)| command_of(args)) else { continue };
+            if call.is_some_and(|(name, args)| reads_files(name, args)) {
+                continue;
+            }
+            let error = error_line(&m.content, m.is_error, false);
+            let first = clip(cmd.lines().next().unwrap_or_default(), 60);
+            if test.is_none() {
+                if let Some(name) = failing_test(&m.content) {
+                    let mut facts = vec![vec![name.clone(), basename(&name.replace("::", "/")).to_string()]];
+                    if let Some(e) = &error {
+                        facts
+                            .extend(key_terms(e, 2).into_iter().filter(|t| term_score(t, false) >= 2).map(|t| vec![t]));
+                    }
+                    test = Some(Candidate {
+                        kind: ProbeKind::Recall,
+                        question: format!("Which test failed last (run by `{first}`), and with what error?"),
+                        answer: match &error {
+                            Some(e) => format!("{name}: {e}"),
+                            None => name,
+                        },
+                        facts,
+                        source: i,
+                        secondary: false,
+                    });
+                }
+            }
+            if command.is_none() {
+                if let Some(e) = error.filter(|_| m.is_error || m.content.contains("Exit code")) {
+                    let mut facts: Vec<Vec<String>> =
+                        key_terms(&e, 3).into_iter().filter(|t| term_score(t, false) >= 2).map(|t| vec![t]).collect();
+                    if facts.is_empty() {
+                        facts.push(vec![clip_words(&e, 80)]);
+                    }
+                    command = Some(Candidate {
+                        kind: ProbeKind::Recall,
+                        question: format!("Why did the last command that failed, `{first}`, fail?"),
+                        answer: e,
+                        facts,
+                        source: i,
+                        secondary: false,
+                    });
+                }
+            }
+        }
+        test.into_iter().chain(command).collect()
+    }
+
     fn gold(&self) -> Vec<Candidate> {
         let mut out = Vec::new();
         let actions = self.conv.meta.get("gold_actions").and_then(Value::as_array).cloned().unwrap_or_default();
@@ -373,22 +559,24 @@ impl<'a> Deriver<'a> {
             let calls: Vec<usize> = (0..self.conv.messages.len())
                 .filter(|&i| self.usable[i] && self.msg(i).tool_calls.iter().any(|c| c.name == name))
                 .collect();
-            let source = best(&calls, hits).or_else(|| {
-                let all: Vec<usize> = (0..self.conv.messages.len()).filter(|&i| self.usable[i]).collect();
-                best(&all, hits).filter(|&i| hits(i) > 0)
-            });
-            let Some(source) = source else { continue };
+            // Only a call the agent made with the action's tool: a user turn or tool result
+            // that happens to hold its values is not the decision.
+            let Some(source) = best(&calls, hits) else { continue };
             // An action whose arguments never occur tests nothing the recording holds.
             if !values.is_empty() && hits(source) == 0 {
                 continue;
             }
-            let mut facts = vec![vec![name.to_string()]];
-            facts.extend(values.iter().map(|v| vec![v.clone()]));
+            // The question names the tool: its arguments are the facts.
+            let facts: Vec<Vec<String>> = values.iter().map(|v| vec![v.clone()]).collect();
+            if facts.is_empty() {
+                continue;
+            }
             let args = action.get("arguments").map(Value::to_string).unwrap_or_default();
             out.push(Candidate {
                 kind: ProbeKind::Decision,
                 question: format!(
-                    "Which action, with which arguments, did the task require (gold action {} of {total})?",
+                    "With which arguments did the agent call {name} at call {} (gold action {} of {total})?",
+                    self.call_number(source),
                     n + 1
                 ),
                 answer: format!("{name}({})", clip(&args, 300)),
@@ -471,7 +659,12 @@ impl<'a> Deriver<'a> {
             .into_iter()
             .map(|f| {
                 let base = basename(&f.path);
-                let mut question = format!("Which file did the agent {} with the {} tool", f.verb.as_str(), f.tool);
+                let mut question = format!(
+                    "Which file did the agent {} with the {} tool at call {}",
+                    f.verb.as_str(),
+                    f.tool,
+                    self.call_number(f.message)
+                );
                 if let Some(h) = f.hint.as_deref().filter(|h| !h.contains(base) && !h.contains(&f.path)) {
                     question.push_str(&format!(" ({h})"));
                 }
@@ -551,22 +744,28 @@ impl<'a> Deriver<'a> {
     fn user_identifiers(&self) -> Vec<Candidate> {
         let mut found: Vec<(usize, usize, String, String)> = Vec::new();
         let mut seen = HashSet::new();
-        for i in self.user_requests() {
+        for (turn, i) in self.user_requests().into_iter().enumerate() {
             let text = request_text(&self.msg(i).content);
             for (pos, token, before) in tokens(&text) {
-                if term_score(&token, false) < 3 || !seen.insert(normalize(&token)) {
+                // Only identifiers: a version number, a bare folder or a marker is incidental.
+                if !is_id(&token) || !seen.insert(normalize(&token)) {
                     continue;
                 }
                 let mentions = self.rendered.iter().filter(|r| occurs(r, &normalize(&token))).count();
-                let what = if token.contains('/') {
+                let what = if token.contains("://") {
+                    "URL"
+                } else if token.contains('@') {
+                    "address"
+                } else if token.contains('/') || is_path(&token) {
                     "path"
-                } else if token.chars().all(|c| c.is_ascii_digit() || ".,-:".contains(c)) {
+                } else if token.trim_start_matches('#').chars().all(|c| c.is_ascii_digit()) {
                     "number"
                 } else {
                     "identifier"
                 };
-                let hint = if before.is_empty() { String::new() } else { format!(" right after \"{before}\"") };
-                found.push((mentions, i * 1_000_000 + pos, token, format!("What {what} did the user give{hint}?")));
+                let hint = if before.is_empty() { String::new() } else { format!(", right after \"{before}\"") };
+                let question = format!("Which {what} did the user give in their message {}{hint}?", turn + 1);
+                found.push((mentions, i * 1_000_000 + pos, token, question));
             }
         }
         found.sort_by_key(|f| (f.0, f.1));
@@ -651,6 +850,129 @@ fn clip_words(text: &str, max: usize) -> String {
     }
     out
 }
+
+/// Why an alias cannot discriminate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Weak {
+    Common,
+    System,
+    Frequent,
+}
+
+/// A stop word, or a token under 3 characters that is not a number or an id. Several words
+/// are never common as a whole.
+pub fn is_common_word(alias: &str) -> bool {
+    let t = alias.trim();
+    if t.split_whitespace().count() > 1 {
+        return false;
+    }
+    let lower = t.to_lowercase();
+    let n = lower.chars().count();
+    if n < 3 {
+        return !lower.chars().any(|c| c.is_ascii_digit());
+    }
+    lower.chars().all(char::is_alphabetic) && (STOPWORDS.contains(&lower.as_str()) || COMMON.contains(&lower.as_str()))
+}
+
+/// True when `token` is an identifier a question may ask for by itself: a reservation, user
+/// or order number (letters with digits, `_`-joined names with digits, `#` numbers, numbers of
+/// five digits or more), a hash of 7+ hex characters, a path (a file name with an extension,
+/// or two segments), a URL, or an error code (`E0425`, `ERR_X`, `HTTP 404` as `404` is not).
+/// Versions (`1.2.3`), bare folders (`lib/`) and punctuation (`###`) are not.
+pub fn is_id(token: &str) -> bool {
+    let t = token.trim();
+    let n = t.chars().count();
+    if !(3..=200).contains(&n) || t.chars().any(char::is_whitespace) {
+        return false;
+    }
+    if t.contains("://") {
+        return t.starts_with("http") && n > 10;
+    }
+    let letters = t.chars().filter(|c| c.is_alphabetic()).count();
+    let digits = t.chars().filter(|c| c.is_ascii_digit()).count();
+    // A version: digits and dots, or `v` then digits and dots.
+    let version = t.trim_start_matches(['v', 'V']).chars().all(|c| c.is_ascii_digit() || c == '.') && t.contains('.');
+    if version {
+        return false;
+    }
+    if t.contains('/') {
+        let segments = t.trim_matches('/').split('/').filter(|s| !s.is_empty()).count();
+        return letters > 1 && (segments >= 2 || is_path(t));
+    }
+    if is_path(t) {
+        return true;
+    }
+    if let Some((user, domain)) = t.split_once('@') {
+        return !user.is_empty() && domain.contains('.') && letters > 2;
+    }
+    if t.starts_with('#') {
+        return digits >= 3 && t[1..].chars().all(|c| c.is_ascii_alphanumeric());
+    }
+    let hex = n >= 7 && t.chars().all(|c| c.is_ascii_hexdigit()) && digits > 0 && letters > 0;
+    if hex {
+        return true;
+    }
+    if t.chars().all(|c| c.is_ascii_digit()) {
+        return n >= 5;
+    }
+    let plain = t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !plain {
+        return false;
+    }
+    // Error codes (`E0425`, `ERR_CONNECTION_REFUSED`, `ENOENT` is a word) and record ids
+    // (`Q69X3R`, `mia_li_3668`, `W2378156`).
+    let upper_code = t.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') && digits > 0;
+    (upper_code && letters >= 1 && n >= 4)
+        || (letters > 0 && digits > 0 && n >= 5)
+        || (t.contains("_") && digits > 0)
+        || (t.starts_with("ERR_") && letters > 4)
+}
+
+/// Frequent English words: never facts on their own (a general list, not drawn from any
+/// recording).
+#[rustfmt::skip]
+const COMMON: &[&str] = &[
+    "able", "about", "above", "account", "accounts", "across", "add", "added", "adding", "after", "again", "all",
+    "allow", "allowed", "allows", "almost", "along", "already", "also", "although", "always", "among", "and",
+    "another", "any", "are", "around", "ask", "asked", "asking", "asks", "back", "bad", "because", "been", "before",
+    "behind", "below", "beside", "best", "better", "between", "beyond", "big", "both", "boy", "business", "but",
+    "call", "called", "calling", "calls", "came", "can", "case", "cases", "change", "changed", "changing", "check",
+    "checked", "checking", "class", "classes", "code", "come", "comes", "coming", "confirm", "confirmed",
+    "confirming", "contain", "containing", "contains", "correct", "could", "create", "created", "creating",
+    "current", "customer", "customers", "data", "date", "dates", "day", "delete", "deleted", "detail", "details",
+    "did", "difference", "different", "done", "during", "each", "either", "empty", "enough", "error", "errors",
+    "even", "ever", "every", "false", "few", "file", "files", "find", "finding", "finds", "fine", "first", "fix",
+    "fixed", "fixing", "follow", "followed", "following", "follows", "for", "found", "from", "full", "function",
+    "functions", "gave", "get", "gets", "getting", "give", "given", "gives", "giving", "go", "goes", "going", "gone",
+    "good", "got", "great", "group", "groups", "had", "has", "have", "help", "helped", "helping", "her", "here",
+    "high", "him", "his", "hour", "hours", "how", "important", "impossible", "include", "included", "including",
+    "incorrect", "information", "input", "into", "issue", "issues", "item", "items", "its", "just", "keep",
+    "keeping", "keeps", "kept", "kind", "knew", "know", "knowing", "known", "knows", "large", "last", "least",
+    "left", "less", "let", "lets", "life", "like", "liked", "line", "list", "little", "long", "look", "looking",
+    "looks", "low", "made", "make", "makes", "making", "man", "many", "maybe", "method", "methods", "might",
+    "minute", "minutes", "month", "more", "most", "move", "moved", "moving", "much", "must", "name", "names", "need",
+    "needed", "needs", "neither", "never", "new", "next", "none", "not", "note", "notes", "now", "null", "number",
+    "numbers", "object", "objects", "often", "okay", "old", "once", "one", "only", "onto", "open", "option",
+    "options", "order", "orders", "other", "our", "out", "output", "over", "part", "parts", "people", "perhaps",
+    "person", "place", "places", "point", "points", "possible", "previous", "probably", "problem", "problems",
+    "process", "provide", "provided", "providing", "put", "quite", "ran", "rather", "read", "reading", "reads",
+    "ready", "really", "remove", "removed", "removing", "request", "requested", "requests", "require", "required",
+    "requires", "response", "result", "results", "right", "run", "running", "same", "saw", "say", "second", "see",
+    "seeing", "seem", "seen", "sees", "send", "sending", "sent", "service", "services", "set", "sets", "setting",
+    "several", "shall", "she", "short", "should", "show", "showed", "showing", "shown", "shows", "side", "since",
+    "small", "some", "sometimes", "sorry", "sound", "start", "started", "starting", "starts", "state", "step",
+    "steps", "still", "string", "strings", "such", "sure", "system", "systems", "take", "taken", "takes", "taking",
+    "tell", "telling", "tells", "test", "tested", "testing", "tests", "text", "than", "thank", "thanks", "that",
+    "the", "them", "then", "there", "they", "thing", "things", "think", "thinking", "thinks", "third", "this",
+    "though", "thought", "three", "through", "time", "times", "today", "told", "tomorrow", "too", "took", "tried",
+    "tries", "true", "try", "trying", "turn", "two", "type", "types", "unable", "under", "unless", "until", "update",
+    "updated", "updating", "upon", "use", "used", "user", "users", "uses", "using", "usually", "value", "values",
+    "version", "very", "want", "wanted", "wants", "was", "water", "way", "ways", "week", "welcome", "well", "went",
+    "were", "what", "when", "where", "whether", "which", "while", "who", "whom", "whose", "why", "will", "with",
+    "within", "without", "word", "words", "work", "worked", "working", "works", "world", "worse", "worst", "would",
+    "write", "writes", "writing", "written", "wrong", "wrote", "year", "years", "yes", "yesterday", "yet", "you",
+    "your",
+];
 
 /// Common words that are never facts.
 #[rustfmt::skip]
@@ -968,6 +1290,32 @@ fn error_line(content: &str, flagged: bool, reads_files: bool) -> Option<String>
         .or_else(|| if flagged { lines.iter().position(|l| informative(l)) } else { None })?;
     let line = if lines[at].split_whitespace().count() < 2 { lines.get(at + 1).copied()? } else { lines[at] };
     informative(line).then(|| line.to_string())
+}
+
+/// The name of the last failing test a test runner's output reports: pytest's
+/// `FAILED path::test - ...`, cargo's `test path ... FAILED`, Go's `--- FAIL: TestX`, unittest's
+/// `FAIL: test_x (module.Class)`.
+fn failing_test(output: &str) -> Option<String> {
+    let mut found = None;
+    for line in output.lines().map(str::trim) {
+        let name = if let Some(rest) = line.strip_prefix("FAILED ") {
+            rest.split([' ', '\t']).next()
+        } else if let Some(rest) = line.strip_prefix("--- FAIL: ") {
+            rest.split_whitespace().next()
+        } else if let Some(rest) = line.strip_prefix("FAIL: ").or_else(|| line.strip_prefix("ERROR: ")) {
+            rest.split_whitespace().next().filter(|n| n.starts_with("test"))
+        } else if line.starts_with("test ") && line.ends_with("FAILED") {
+            line.split_whitespace().nth(1)
+        } else {
+            None
+        };
+        // `FAILED (errors=1)` is unittest's tally, not a test.
+        let name = name.filter(|n| !n.starts_with('(') && !n.contains('='));
+        if let Some(n) = name.filter(|n| n.chars().count() >= 4 && n.chars().any(char::is_alphabetic)) {
+            found = Some(n.to_string());
+        }
+    }
+    found
 }
 
 /// True when a call only reads files (its output is file content).

@@ -190,6 +190,10 @@ pub struct ProbeScore {
     pub kind: ProbeKind,
     /// How many recorded messages were in the replay when it was asked.
     pub asked_at: usize,
+    /// The checkpoint it was asked at: the percentage of the conversation's calls made (25,
+    /// 50, 75 or 100 for a probe asked at every checkpoint).
+    #[serde(default = "full")]
+    pub checkpoint: u32,
     /// The probe's source message was no longer verbatim in the context.
     pub at_risk: bool,
     /// Score in 0..1 (the share of facts retained, or the LLM judge's normalized grade).
@@ -205,4 +209,9 @@ pub struct ProbeScore {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// The checkpoint of a record written before checkpoints: the end.
+fn full() -> u32 {
+    100
 }

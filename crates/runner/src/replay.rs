@@ -101,10 +101,14 @@
 //!
 //! # Probes
 //!
-//! A probe is asked once the replay has appended `asked_at` recorded messages (at the end when
-//! `None`, or when `asked_at` is past the end), before the compaction of the call that follows:
-//! the judge sees the context as it is at that moment. A probe is at risk when its source
-//! message is no longer in the context verbatim.
+//! A probe without `asked_at` is asked at every checkpoint after its source message: at 25%,
+//! 50%, 75% and 100% of the conversation's calls ([`checkpoints_of`]: right after the
+//! assistant message of call ceil(p% of the calls), the end for 100%; the same points for every
+//! strategy). A probe with `asked_at` is asked once, when the replay has appended `asked_at`
+//! recorded messages (the end when past it), under the percentage of calls made by then. A
+//! probe is asked before the compaction of the call that follows: the judge sees the context as
+//! it is at that moment. Retention is the mean over (probe, checkpoint) pairs. A probe is at
+//! risk when its source message is no longer in the context verbatim.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -361,7 +365,8 @@ pub fn replay(
     let started = Instant::now();
     let strategy = settings.strategy.build()?;
     let n = conversation.messages.len();
-    let mut checkpoints: BTreeMap<usize, Vec<&Probe>> = BTreeMap::new();
+    let mut checkpoints: BTreeMap<usize, Vec<(&Probe, u32)>> = BTreeMap::new();
+    let marks = checkpoints_of(conversation);
     for p in &conversation.probes {
         if p.source_message >= n {
             return Err(ReplayError::Conversation {
@@ -372,7 +377,18 @@ pub fn replay(
                 ),
             });
         }
-        checkpoints.entry(p.asked_at.unwrap_or(n).min(n)).or_default().push(p);
+        match p.asked_at {
+            // Asked at every checkpoint after the message that holds its answer.
+            None => {
+                for &(at, percent) in marks.iter().filter(|(at, _)| *at > p.source_message) {
+                    checkpoints.entry(at).or_default().push((p, percent));
+                }
+            }
+            Some(at) => {
+                let at = at.min(n);
+                checkpoints.entry(at).or_default().push((p, share_of_calls(conversation, at)));
+            }
+        }
     }
     let mut r = Replayer::new(conversation, settings, strategy, summarizer, judge);
     if r.strategy.rebuilds_from_history() {
@@ -400,6 +416,43 @@ pub fn replay(
         }
     }
     Ok(r.finish(started))
+}
+
+/// The percentages of a conversation's calls at which derived probes are asked.
+pub const CHECKPOINTS: [u32; 4] = [25, 50, 75, 100];
+
+/// The checkpoints of `conversation`: (recorded messages in, percentage of its calls). The
+/// checkpoint at p% comes right after the assistant message of call ceil(p% of the calls)
+/// (the same call for every strategy); 100% is the end of the conversation. Checkpoints that
+/// fall at the same point (few calls) are one, under the highest percentage.
+pub fn checkpoints_of(conversation: &Conversation) -> Vec<(usize, u32)> {
+    let n = conversation.messages.len();
+    let calls: Vec<usize> =
+        conversation.messages.iter().enumerate().filter(|(_, m)| m.role == Role::Assistant).map(|(i, _)| i).collect();
+    let mut out: Vec<(usize, u32)> = Vec::new();
+    for percent in CHECKPOINTS {
+        let at = if percent == 100 || calls.is_empty() {
+            n
+        } else {
+            let c = (calls.len() * percent as usize).div_ceil(100).max(1);
+            calls[c - 1] + 1
+        };
+        match out.last_mut() {
+            Some(last) if last.0 == at => last.1 = percent,
+            _ => out.push((at, percent)),
+        }
+    }
+    out
+}
+
+/// The percentage of the conversation's calls made once `count` recorded messages are in.
+fn share_of_calls(conversation: &Conversation, count: usize) -> u32 {
+    let total = conversation.messages.iter().filter(|m| m.role == Role::Assistant).count();
+    if total == 0 {
+        return 100;
+    }
+    let done = conversation.messages[..count].iter().filter(|m| m.role == Role::Assistant).count();
+    u32::try_from((done * 100 + total / 2) / total).unwrap_or(100)
 }
 
 fn stopped_at_length(m: &Message) -> bool {
@@ -862,11 +915,13 @@ impl<'a> Replayer<'a> {
         changed
     }
 
-    /// Ask `probes` now, `count` recorded messages in.
-    fn ask(&mut self, probes: &[&Probe], count: usize) {
-        let mut scores = self.judge.score_checkpoint(self.conversation, &self.ctx, probes);
-        for (s, p) in scores.iter_mut().zip(probes) {
+    /// Ask `probes` now, `count` recorded messages in, each with its checkpoint's percentage.
+    fn ask(&mut self, asked: &[(&Probe, u32)], count: usize) {
+        let probes: Vec<&Probe> = asked.iter().map(|(p, _)| *p).collect();
+        let mut scores = self.judge.score_checkpoint(self.conversation, &self.ctx, &probes);
+        for (s, (p, percent)) in scores.iter_mut().zip(asked) {
             s.asked_at = count;
+            s.checkpoint = *percent;
             s.at_risk = !is_verbatim(&self.ctx, p.source_message);
             if crate::llm_judge::missed_cache(s) {
                 self.metrics.cache_misses += 1;

@@ -1,8 +1,12 @@
 //! The offline summarizer: a deterministic, structured summary of a span, with no model.
 //!
 //! It stands in for an LLM summarizer when a run must be free, fast and reproducible: the same
-//! request over the same context always gives the same bytes. It keeps what an agent needs to
-//! continue and what the probes ask about, in markdown sections, one `- item` line each:
+//! request over the same context always gives the same bytes. It is extractive, not a model:
+//! it copies lines it selects by general rules, so retention under it measures what verbatim
+//! extraction keeps, and comparing summary quality needs `summarizer = "llm"`. It never sees
+//! the probes (a summary request carries the context and the span only; a test checks that its
+//! output does not change with the probes attached to the conversation). It keeps what an
+//! agent needs to continue, in markdown sections, one `- item` line each:
 //!
 //! | section | what goes in | priority |
 //! |---|---|---|

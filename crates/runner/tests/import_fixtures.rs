@@ -75,8 +75,12 @@ fn check(format: Format, input: &Path) -> Vec<String> {
         other => problems.push(format!("{}: auto picks {other:?}, not {format}", display.display())),
     }
 
-    let lenient =
-        import_str(&text, &display, &key, &ImportOptions { format: FormatChoice::Exact(format), strict: false });
+    let lenient = import_str(
+        &text,
+        &display,
+        &key,
+        &ImportOptions { format: FormatChoice::Exact(format), strict: false, include_compaction_calls: false },
+    );
     let mut jsonl = String::new();
     for conv in &lenient.conversations {
         jsonl.push_str(&serde_json::to_string(conv).expect("a conversation serializes"));
@@ -85,8 +89,12 @@ fn check(format: Format, input: &Path) -> Vec<String> {
             problems.push(format!("{}: imported conversation does not validate: {p}", display.display()));
         }
     }
-    let strict =
-        import_str(&text, &display, &key, &ImportOptions { format: FormatChoice::Exact(format), strict: true });
+    let strict = import_str(
+        &text,
+        &display,
+        &key,
+        &ImportOptions { format: FormatChoice::Exact(format), strict: true, include_compaction_calls: false },
+    );
     let mut report = String::new();
     let _ = writeln!(report, "default: {}", lenient.report);
     for r in &lenient.report.repairs {
@@ -113,8 +121,12 @@ fn derived_probes_of_the_pinned_fixtures_are_as_expected() {
         let input = Path::new(FIXTURES).join(format.name()).join(name);
         let text = fs::read_to_string(&input).unwrap_or_else(|e| panic!("{}: {e}", input.display()));
         let key = runner::import::file_key(Path::new(name));
-        let out =
-            import_str(&text, &input, &key, &ImportOptions { format: FormatChoice::Exact(format), strict: false });
+        let out = import_str(
+            &text,
+            &input,
+            &key,
+            &ImportOptions { format: FormatChoice::Exact(format), strict: false, include_compaction_calls: false },
+        );
         assert!(out.errors.is_empty(), "{}: {:?}", input.display(), out.errors);
         let mut jsonl = String::new();
         let mut count = 0;
@@ -145,7 +157,8 @@ fn every_fixture_imports_as_expected() {
         for input in &inputs {
             problems.extend(check(format, input));
             let text = fs::read_to_string(input).expect("readable");
-            let options = ImportOptions { format: FormatChoice::Exact(format), strict: true };
+            let options =
+                ImportOptions { format: FormatChoice::Exact(format), strict: true, include_compaction_calls: false };
             strict_errors += import_str(&text, input, "k", &options).errors.len();
         }
         assert!(strict_errors > 0, "{format}: no fixture shows a strict-mode error");

@@ -448,16 +448,44 @@ fn travel() -> Conversation {
 }
 
 #[test]
+fn checkpoints_are_at_a_quarter_of_the_calls_and_the_end() {
+    use runner::replay::checkpoints_of;
+    assert_eq!(checkpoints_of(&travel()), [(7, 25), (11, 50), (17, 75), (21, 100)]);
+    // One call: the first three checkpoints fall after it, the last at the end.
+    let one = Conversation::new("o", vec![Message::user("a"), Message::assistant("b"), Message::user("c")]);
+    assert_eq!(checkpoints_of(&one), [(2, 75), (3, 100)]);
+    // Its only call ends the conversation: a single checkpoint.
+    let end = Conversation::new("e", vec![Message::user("a"), Message::assistant("b")]);
+    assert_eq!(checkpoints_of(&end), [(2, 100)]);
+    let none = Conversation::new("n", vec![Message::user("a")]);
+    assert_eq!(checkpoints_of(&none), [(1, 100)]);
+}
+
+#[test]
 fn retention_truncate_loses_the_early_fact_a_summary_keeps_it() {
     let conversation = travel();
     let t = run(&conversation, &settings(StrategyConfig::default_for("truncate").expect("truncate"), 3_000));
     assert!(t.compactions > 0);
-    let scores: Vec<(&str, f64, bool, usize)> =
-        t.probes.iter().map(|p| (p.probe_id.as_str(), p.score, p.at_risk, p.asked_at)).collect();
-    // The early probe is asked after 2 messages, before anything was compacted.
-    assert_eq!(scores, [("early", 1.0, false, 2), ("code", 0.0, true, 21), ("flight", 1.0, false, 21)]);
-    assert_eq!(t.probes[1].facts, [FoundIn::Lost]);
-    assert_eq!(t.retention, Some(2.0 / 3.0));
+    let scores: Vec<(&str, f64, bool, usize, u32)> =
+        t.probes.iter().map(|p| (p.probe_id.as_str(), p.score, p.at_risk, p.asked_at, p.checkpoint)).collect();
+    // The early probe is asked once, after 2 messages (no call made yet), before anything was
+    // compacted. The others are asked at every checkpoint after their source: 10 calls, so
+    // after calls 3, 5, 8 (messages 6, 10, 16) and at the end.
+    println!("{scores:?}");
+    assert_eq!(
+        scores,
+        [
+            ("early", 1.0, false, 2, 0),
+            ("code", 1.0, false, 7, 25),
+            ("code", 1.0, false, 11, 50),
+            ("code", 0.0, true, 17, 75),
+            ("code", 0.0, true, 21, 100),
+            ("flight", 1.0, false, 21, 100)
+        ]
+    );
+    assert_eq!(t.probes[4].facts, [FoundIn::Lost]);
+    // The mean over (probe, checkpoint) pairs.
+    assert_eq!(t.retention, Some(4.0 / 6.0));
     assert_eq!(t.at_risk_retention, Some(0.0));
 
     let mut s = settings(keep_last_n(), 3_000);
@@ -472,14 +500,14 @@ fn retention_truncate_loses_the_early_fact_a_summary_keeps_it() {
     }));
     let k = run(&conversation, &s);
     assert!(k.compactions > 0);
-    let code = &k.probes[1];
+    let code = &k.probes[4];
     assert_eq!(
-        (code.probe_id.as_str(), code.at_risk, code.facts.as_slice()),
-        ("code", true, [FoundIn::Summary].as_slice())
+        (code.probe_id.as_str(), code.checkpoint, code.at_risk, code.facts.as_slice()),
+        ("code", 100, true, [FoundIn::Summary].as_slice())
     );
     assert_eq!(k.retention, Some(1.0));
     assert_eq!(k.at_risk_retention, Some(1.0));
-    assert_eq!(k.probes[2].facts, [FoundIn::Verbatim]);
+    assert_eq!(k.probes[5].facts, [FoundIn::Verbatim]);
 }
 
 #[test]
@@ -556,9 +584,20 @@ mod generated {
         if m.compactions == 0 {
             assert_eq!(m.input_tokens, m.uncompacted_input_tokens);
         }
-        assert_eq!(m.probes.len(), conversation.probes.len());
+        // One score per (probe, checkpoint after its source); a probe with `asked_at` once.
+        let marks = runner::replay::checkpoints_of(conversation);
+        let expected: usize = conversation
+            .probes
+            .iter()
+            .map(|p| match p.asked_at {
+                Some(_) => 1,
+                None => marks.iter().filter(|(at, _)| *at > p.source_message).count(),
+            })
+            .sum();
+        assert_eq!(m.probes.len(), expected);
         for p in &m.probes {
             assert!((0.0..=1.0).contains(&p.score));
+            assert!(p.checkpoint <= 100);
         }
     }
 
@@ -640,4 +679,33 @@ fn cut_point_places_its_own_cache_points_under_the_anthropic_profile() {
     t.cache = CacheProfile::Anthropic;
     let truncated = run(&conversation, &t);
     assert!(truncated.timeline.iter().any(|c| c.compacted && c.cached_tokens == 1_100));
+
+#[test]
+fn the_offline_summarizer_does_not_depend_on_the_probes() {
+    // keep-last-n summarizes the travel conversation; its summaries must be the same bytes
+    // whatever probes are attached: none, the travel probes, or probes on other facts.
+    let s = settings(
+        strategy(json!({
+            "name": "keep-last-n",
+            "system_reserve": 1_500,
+            "output_reserve": 0,
+            "safety_buffer": 0,
+            "recent_messages_to_keep": 4,
+            "summary_max_tokens": 200,
+        })),
+        3_000,
+    );
+    let summaries = |c: &Conversation| -> Vec<String> {
+        let m = run(c, &s);
+        m.compaction_events.iter().map(|e| e.summary.clone()).collect()
+    };
+    let with = travel();
+    let mut without = travel();
+    without.probes.clear();
+    let mut other = travel();
+    other.probes = vec![probe("aisle", vec![vec!["aisle seat"]], 1, None), probe("w", vec![vec!["w"]], 3, None)];
+    let expected = summaries(&with);
+    assert!(!expected.is_empty() && expected.iter().any(|s| !s.is_empty()), "the strategy summarized");
+    assert_eq!(summaries(&without), expected);
+    assert_eq!(summaries(&other), expected);
 }

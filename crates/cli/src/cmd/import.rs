@@ -35,6 +35,10 @@ pub struct Args {
     /// Also derive probes, as `compactbench probes derive` does with its default bounds.
     #[arg(long)]
     probes: bool,
+    /// Keep Claude Code's compaction side-calls (`agent-acompact-*`) as conversations, marked
+    /// `meta.kind = "compaction"`; left out by default.
+    #[arg(long)]
+    include_compaction_calls: bool,
 }
 
 fn parse_format(s: &str) -> Result<FormatChoice, String> {
@@ -42,7 +46,11 @@ fn parse_format(s: &str) -> Result<FormatChoice, String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
-    let options = ImportOptions { format: args.format, strict: args.strict };
+    let options = ImportOptions {
+        format: args.format,
+        strict: args.strict,
+        include_compaction_calls: args.include_compaction_calls,
+    };
     let files = import::import(&args.inputs, &options);
     if files.is_empty() {
         eprintln!("no *.json, *.jsonl or *.traj files in {}", list(&args.inputs));
@@ -60,7 +68,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     }
     let mut out: Vec<u8> = Vec::new();
     let mut total = RepairReport::default();
-    let (mut conversations, mut errors, mut derived) = (0usize, 0usize, 0usize);
+    let (mut conversations, mut errors, mut derived, mut side_calls) = (0usize, 0usize, 0usize, 0usize);
+    let mut dropped = probes::Dropped::default();
     let params = DeriveParams::default();
     for f in files {
         for e in &f.errors {
@@ -74,13 +83,16 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         println!("{}: {format}: {} conversations; {}", f.path.display(), f.conversations.len(), f.report);
         for mut conv in f.conversations {
             if args.probes {
-                derived += probes::replace_derived(&mut conv, &params);
+                let (n, d) = probes::replace_derived_counted(&mut conv, &params);
+                derived += n;
+                dropped.merge(&d);
             }
             serde_json::to_writer(&mut out, &conv).context("serializing a conversation")?;
             out.push(b'\n');
             conversations += 1;
         }
         errors += f.errors.len();
+        side_calls += f.skipped_compaction_calls;
         total.merge(&f.report);
     }
     if conversations == 0 {
@@ -92,9 +104,14 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         return Ok(crate::exit::USAGE);
     }
     crate::output::write_atomic(&args.out, &out)?;
-    let probes = if args.probes { format!(", {derived} derived probes") } else { String::new() };
+    let probes = if args.probes { format!(", {derived} derived probes ({dropped})") } else { String::new() };
+    let side_calls = if side_calls > 0 {
+        format!(", {side_calls} compaction side-calls left out (--include-compaction-calls keeps them)")
+    } else {
+        String::new()
+    };
     println!(
-        "{}: {conversations} conversations{probes}; {total}; {errors} error{}",
+        "{}: {conversations} conversations{side_calls}{probes}; {total}; {errors} error{}",
         args.out.display(),
         if errors == 1 { "" } else { "s" }
     );

@@ -2,6 +2,7 @@
 
 pub mod gate;
 pub mod import;
+pub mod judge;
 pub mod merge;
 pub mod probes;
 pub mod report;

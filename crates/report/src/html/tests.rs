@@ -42,6 +42,7 @@ fn metrics(retention: f64, summary: &str, lost: bool) -> PairMetrics {
             probe_id: HOSTILE.into(),
             kind: ProbeKind::Recall,
             asked_at: 8,
+            checkpoint: 100,
             at_risk: true,
             score: if lost { 0.5 } else { 1.0 },
             facts: vec![FoundIn::Summary, if lost { FoundIn::Lost } else { FoundIn::Verbatim }],

@@ -326,8 +326,11 @@ mod tests {
     }
 
     fn import(lines: &[&str], strict: bool) -> super::super::FileImport {
-        let options =
-            super::super::ImportOptions { format: super::super::FormatChoice::Exact(Format::ClaudeCode), strict };
+        let options = super::super::ImportOptions {
+            format: super::super::FormatChoice::Exact(Format::ClaudeCode),
+            strict,
+            include_compaction_calls: false,
+        };
         super::super::import_str(&lines.join("\n"), "s.jsonl".as_ref(), "s", &options)
     }
 

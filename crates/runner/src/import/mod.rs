@@ -39,7 +39,7 @@
 //! let text = r#"[{"role":"user","content":"hi"},
 //!   {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"ls","arguments":"{}"}}]},
 //!   {"role":"assistant","content":"done"}]"#;
-//! let options = ImportOptions { format: FormatChoice::Auto, strict: false };
+//! let options = ImportOptions { format: FormatChoice::Auto, strict: false, include_compaction_calls: false };
 //! let out = import_str(text, "chat.json".as_ref(), "chat", &options);
 //! assert_eq!(out.format, Some(Format::Openai));
 //! let conv = &out.conversations[0];
@@ -48,7 +48,7 @@
 //! assert!(conv.messages[2].meta_flag("synthetic"));
 //! assert_eq!(out.report.total(), 1);
 //!
-//! let strict = ImportOptions { format: FormatChoice::Auto, strict: true };
+//! let strict = ImportOptions { format: FormatChoice::Auto, strict: true, include_compaction_calls: false };
 //! let out = import_str(text, "chat.json".as_ref(), "chat", &strict);
 //! assert!(out.conversations.is_empty());
 //! assert_eq!(out.errors[0].to_string(), "chat.json:2: conversation chat, field [1].tool_calls[0].id: \
@@ -177,6 +177,10 @@ pub struct ImportOptions {
     /// Turn every repair into an [`ImportError`] (the conversation is left out) instead of
     /// fixing it.
     pub strict: bool,
+    /// Keep Claude Code's compaction side-calls (`agent-acompact-*` files, `meta.kind =
+    /// "compaction"`) as conversations. Off by default: they are the agent summarizing itself,
+    /// not a conversation to compact.
+    pub include_compaction_calls: bool,
 }
 
 /// What a problem is.
@@ -328,6 +332,8 @@ pub struct FileImport {
     pub conversations: Vec<Conversation>,
     pub report: RepairReport,
     pub errors: Vec<ImportError>,
+    /// Compaction side-calls left out ([`ImportOptions::include_compaction_calls`]).
+    pub skipped_compaction_calls: usize,
 }
 
 impl FileImport {
@@ -340,6 +346,7 @@ impl FileImport {
             conversations: Vec::new(),
             report: RepairReport::default(),
             errors: vec![error],
+            skipped_compaction_calls: 0,
         }
     }
 }
@@ -432,6 +439,11 @@ pub fn import(inputs: &[PathBuf], options: &ImportOptions) -> Vec<FileImport> {
         .into_iter()
         .map(|input| {
             let mut out = import_file(&input.path, &input.key, options);
+            if !options.include_compaction_calls {
+                let before = out.conversations.len();
+                out.conversations.retain(|c| c.meta.get("kind").and_then(|k| k.as_str()) != Some("compaction"));
+                out.skipped_compaction_calls = before - out.conversations.len();
+            }
             for conv in &mut out.conversations {
                 if !ids.insert(conv.id.clone()) {
                     let mut n = 2;
@@ -473,6 +485,7 @@ pub fn import_str(text: &str, path: &Path, key: &str, options: &ImportOptions) -
         conversations: Vec::new(),
         report: RepairReport::default(),
         errors: Vec::new(),
+        skipped_compaction_calls: 0,
     };
     let error = |line, conversation, field: Option<String>, problem| ImportError {
         file: path.to_path_buf(),

@@ -69,7 +69,7 @@ fn a_session_file_brings_its_subagents_and_ids_stay_unique() {
     let files = input_files(&[dir.clone(), dir.join("s1.jsonl")]);
     assert_eq!(files.len(), 2, "{files:?}");
 
-    let options = ImportOptions { format: FormatChoice::Auto, strict: false };
+    let options = ImportOptions { format: FormatChoice::Auto, strict: false, include_compaction_calls: false };
     let out = import(&[dir.join("s1.jsonl"), PathBuf::from(&dir)], &options);
     let ids: Vec<String> = out.iter().flat_map(|f| f.conversations.iter().map(|c| c.id.clone())).collect();
     assert_eq!(ids, ["s1", "s1/subagents/agent-a1"]);
@@ -79,12 +79,13 @@ fn a_session_file_brings_its_subagents_and_ids_stay_unique() {
 
 #[test]
 fn unknown_files_and_broken_json_are_errors_that_do_not_stop_the_import() {
-    let options = ImportOptions { format: FormatChoice::Auto, strict: false };
+    let options = ImportOptions { format: FormatChoice::Auto, strict: false, include_compaction_calls: false };
     let out = import_str("not json", Path::new("x.json"), "x", &options);
     assert!(out.conversations.is_empty());
     assert!(out.errors[0].to_string().starts_with("x.json: format not recognized"), "{}", out.errors[0]);
 
-    let exact = ImportOptions { format: FormatChoice::Exact(Format::TauBench), strict: false };
+    let exact =
+        ImportOptions { format: FormatChoice::Exact(Format::TauBench), strict: false, include_compaction_calls: false };
     let out = import_str("[\n  {\"task_id\": 1,\n   \"traj\": [}\n]", Path::new("t.json"), "t", &exact);
     assert_eq!(out.errors.len(), 1);
     assert!(out.errors[0].to_string().starts_with("t.json:3: not valid JSON"), "{}", out.errors[0]);

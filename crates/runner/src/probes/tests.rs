@@ -24,7 +24,20 @@ fn assert_grounded(conv: &Conversation, probes: &[Probe]) {
     }
 }
 
+/// `conv` with `n` assistant messages of small talk appended: a fact of a short fixture is in
+/// a quarter of its messages by construction, and would be dropped as everywhere.
+fn padded(mut conv: Conversation, n: usize) -> Conversation {
+    for _ in 0..n {
+        conv.messages.push(Message::assistant("Still on it."));
+    }
+    conv
+}
+
 fn coding_session() -> Conversation {
+    padded(coding_session_core(), 20)
+}
+
+fn coding_session_core() -> Conversation {
     Conversation::new(
         "c",
         vec![
@@ -105,11 +118,14 @@ fn artifacts_come_from_call_arguments_and_commands() {
     // Written and edited files first; `/repo/src/lib.rs` and `src/lib.rs` are one file, last
     // touched by the Edit at message 12 (which names it `src/lib.rs`).
     assert_eq!(answers, [("/repo/utils.py", 2), ("README.md", 2), ("test.log", 5), ("src/lib.rs", 12)]);
+    // In the short session alone, `src/lib.rs` is in 4 of 14 messages (a quarter): everywhere.
+    let short = derive(&coding_session_core(), &DeriveParams::default());
+    assert!(of(&short, ProbeKind::Artifact).iter().all(|p| p.answer != "src/lib.rs"), "{short:#?}");
     let lib = artifacts.iter().find(|p| p.answer == "src/lib.rs").expect("lib.rs");
     assert_eq!(lib.facts, vec![vec!["src/lib.rs".to_string(), "lib.rs".to_string()]]);
-    assert!(lib.question.starts_with("Which file did the agent edit with the Edit tool"), "{}", lib.question);
+    assert!(lib.question.starts_with("Which file did the agent edit with the Edit tool at call 4"), "{}", lib.question);
     let read = artifacts.iter().find(|p| p.answer == "/repo/utils.py").expect("utils.py");
-    assert_eq!(read.question, "Which file did the agent read with the Read tool?");
+    assert_eq!(read.question, "Which file did the agent read with the Read tool at call 1?");
 }
 
 #[test]
@@ -118,16 +134,107 @@ fn recall_takes_errors_and_identifiers_the_user_gave() {
     let probes = derive(&conv, &DeriveParams::default());
     let recall = of(&probes, ProbeKind::Recall);
     // The Read result mentions an error but is file content; the failed cargo test is an error.
-    let errors: Vec<&&Probe> = recall.iter().filter(|p| p.question.starts_with("What error")).collect();
+    // It is also the last command that failed: the state probe asks it, and the error
+    // family's probe with the same facts is merged into it.
+    let errors: Vec<&&Probe> =
+        recall.iter().filter(|p| p.question.starts_with("What error") || p.question.contains("command")).collect();
     assert_eq!(errors.len(), 1, "{recall:#?}");
     assert_eq!(errors[0].answer, "error[E0425]: cannot find value `MAX_RETRIES` in this scope");
-    assert_eq!(errors[0].question, "What error did the agent get when it ran `cargo test > test.log`?");
+    assert_eq!(errors[0].question, "Why did the last command that failed, `cargo test > test.log`, fail?");
     assert_eq!(errors[0].source_message, 7);
+    // Only identifiers the user gave: the path, not the number 250 or the name parse_config.
     let ids: Vec<&str> =
         recall.iter().filter(|p| p.question.contains("did the user give")).map(|p| p.answer.as_str()).collect();
-    assert!(ids.contains(&"250") && ids.contains(&"parse_config"), "{ids:?}");
-    let number = recall.iter().find(|p| p.answer == "250").expect("the number");
-    assert_eq!(number.question, "What number did the user give right after \"and the constant MAX_RETRIES =\"?");
+    assert_eq!(ids, ["utils.py"], "{recall:#?}");
+    let path = recall.iter().find(|p| p.answer == "utils.py").expect("the path");
+    assert_eq!(path.question, "Which path did the user give in their message 1, right after \"Port\"?");
+}
+
+#[test]
+fn only_identifiers_are_asked_for_by_themselves() {
+    for id in [
+        "Q69X3R",
+        "mia_li_3668",
+        "#W9373487",
+        "286422338955",
+        "src/lib.rs",
+        "config.yaml",
+        "a3f9c2e1b",
+        "https://example.com/x",
+        "E0425",
+        "aarav.ahmed6699@example.com",
+    ] {
+        assert!(is_id(id), "{id}");
+    }
+    for not in ["1.2.3", "v2.0", "lib/", "###", "250", "parse_config", "Code", "no", "USA", "business"] {
+        assert!(!is_id(not), "{not}");
+    }
+}
+
+#[test]
+fn weak_facts_are_dropped_and_counted() {
+    for w in ["business", "Code", "confirming", "difference", "no", "of"] {
+        assert!(is_common_word(w), "{w}");
+    }
+    assert!(!is_common_word("42") && !is_common_word("Q69X3R") && !is_common_word("two words"));
+    // `ZX-9` is in the system prompt; `Zebrafish` in every message; `Q69X3R` only in the request.
+    let mut messages = vec![
+        Message::system("Agent policy for ZX-9 devices."),
+        Message::user("About ZX-9: please cancel Q69X3R, Zebrafish."),
+    ];
+    for i in 0..6 {
+        messages.push(Message::assistant(format!("Zebrafish step {i}")));
+    }
+    let conv = Conversation::new("w", messages);
+    let (probes, dropped) = derive_counted(&conv, &DeriveParams::default());
+    let task = of(&probes, ProbeKind::Task);
+    assert_eq!(task[0].facts, vec![vec!["Q69X3R".to_string()]]);
+    assert!(dropped.in_system_prompt >= 1 && dropped.frequent >= 1, "{dropped:?}");
+    for p in &probes {
+        for a in p.facts.iter().flatten() {
+            assert!(!["ZX-9", "Zebrafish"].contains(&a.as_str()), "{a}");
+        }
+    }
+    // Nothing left: the probe is dropped and counted.
+    let bare = Conversation::new("b", vec![Message::user("Please help."), Message::assistant("Sure.")]);
+    let (probes, dropped) = derive_counted(&bare, &DeriveParams::default());
+    assert!(probes.is_empty());
+    assert_eq!(dropped.probes, 1, "{dropped:?}");
+}
+
+#[test]
+fn state_probes_name_the_last_failing_test_and_command() {
+    let conv = padded(
+        Conversation::new(
+            "st",
+            vec![
+                Message::user("Make the parser tests pass."),
+                Message::assistant_calls("", vec![call("1", "Bash", json!({"command": "pytest tests/"}))]),
+                Message::tool_result(
+                    "1",
+                    "Bash",
+                    "Exit code 1\nFAILED tests/test_parse.py::test_empty_input - IndexError: list index out of range",
+                )
+                .with_error(),
+                Message::assistant_calls("", vec![call("2", "Bash", json!({"command": "make lint"}))]),
+                Message::tool_result("2", "Bash", "Exit code 2\nmake: *** No rule to make target 'lint'.  Stop.")
+                    .with_error(),
+            ],
+        ),
+        12,
+    );
+    let probes = derive(&conv, &DeriveParams::default());
+    assert_grounded(&conv, &probes);
+    let test = probes.iter().find(|p| p.question.starts_with("Which test failed last")).expect("a test probe");
+    assert_eq!(test.source_message, 2);
+    assert_eq!(test.facts[0][0], "tests/test_parse.py::test_empty_input");
+    assert!(test.question.contains("`pytest tests/`"), "{}", test.question);
+    let cmd = probes.iter().find(|p| p.question.starts_with("Why did the last command")).expect("a command probe");
+    assert_eq!(cmd.source_message, 4);
+    assert!(cmd.question.contains("`make lint`"));
+    assert_eq!(failing_test("test parser::empty ... FAILED"), Some("parser::empty".into()));
+    assert_eq!(failing_test("--- FAIL: TestParse (0.00s)"), Some("TestParse".into()));
+    assert_eq!(failing_test("FAILED (errors=1)"), None);
 }
 
 #[test]
@@ -174,21 +281,25 @@ fn gold_actions_are_sourced_at_the_matching_call() {
             {"name": "transfer_to_human_agents", "arguments": {}}
         ]),
     );
+    let conv = padded(conv, 12);
     let probes = derive(&conv, &DeriveParams::default());
     assert_grounded(&conv, &probes);
     let gold = of(&probes, ProbeKind::Decision);
-    // The second action's values never occur: it tests nothing the recording holds. The third
-    // has no arguments and was never called.
+    // The second action was never called (its values are not in the recording either): a
+    // user turn or tool result is never a decision's source. The third has no arguments.
     assert_eq!(gold.len(), 1, "{gold:#?}");
     assert_eq!(gold[0].source_message, 4);
-    assert_eq!(gold[0].facts, vec![vec!["cancel_reservation".to_string()], vec!["Q69X3R".to_string()]]);
+    assert_eq!(gold[0].facts, vec![vec!["Q69X3R".to_string()]]);
     assert_eq!(gold[0].id, "derived-gold-1");
-    assert!(gold[0].question.ends_with("(gold action 1 of 3)?"));
+    assert_eq!(
+        gold[0].question,
+        "With which arguments did the agent call cancel_reservation at call 2 (gold action 1 of 3)?"
+    );
 }
 
 #[test]
 fn a_submitted_patch_gives_one_probe_per_changed_file() {
-    let mut conv = Conversation::new(
+    let conv = Conversation::new(
         "s",
         vec![
             Message::user("Fix SIZE in widgets/core.py"),
@@ -200,6 +311,7 @@ fn a_submitted_patch_gives_one_probe_per_changed_file() {
             Message::assistant("The flag is FLAG{d0n3}."),
         ],
     );
+    let mut conv = padded(conv, 10);
     conv.meta
         .insert("submission".into(), json!("diff --git a/widgets/core.py b/widgets/core.py\n-SIZE = 0\n+SIZE = 1\n"));
     let probes = derive(&conv, &DeriveParams::default());

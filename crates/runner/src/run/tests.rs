@@ -40,6 +40,7 @@ impl Judge for TestJudge {
             probe_id: probe.id.clone(),
             kind: probe.kind,
             asked_at: ctx.len(),
+            checkpoint: 100,
             at_risk: !found,
             score: if found { 1.0 } else { 0.0 },
             facts: vec![if found { FoundIn::Verbatim } else { FoundIn::Lost }],

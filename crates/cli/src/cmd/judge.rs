@@ -1,0 +1,124 @@
+//! `compactbench judge calibrate LABELS.jsonl [--config FILE] [--min-accuracy X]`: how often
+//! the judges agree with human labels on whether a fact is stated.
+//!
+//! Scores every fact of every labelled item with the offline judge, and with the LLM judge when
+//! the experiment file given by `--config` names one, and prints per judge the facts scored,
+//! accuracy, precision and recall, then every disagreement (item, fact, label, verdict). Exit
+//! 0; with `--min-accuracy X`, 1 when a judge's accuracy is below X; 2 for an unreadable labels
+//! or config file.
+
+use std::path::PathBuf;
+
+use runner::calibrate::{calibrate, load_labels, CalibrationReport};
+use runner::experiment::Experiment;
+use runner::judge::OfflineJudge;
+use runner::llm_setup::LlmRoles;
+
+use crate::exit;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Score a labelled set with the offline judge (and the LLM judge the config names):
+    /// accuracy, precision, recall and the disagreements.
+    Calibrate(CalibrateArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct CalibrateArgs {
+    /// The labels: JSONL, one `{"id", "context", "facts", "retained"}` item a line.
+    #[arg(value_name = "LABELS")]
+    labels: PathBuf,
+    /// An experiment file whose `[llm]` section names a judge: score with it too.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Exit 1 when a judge's accuracy is below this share (0..1).
+    #[arg(long, value_name = "X")]
+    min_accuracy: Option<f64>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    match args.command {
+        Command::Calibrate(a) => run_calibrate(a),
+    }
+}
+
+fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<u8> {
+    let items = match load_labels(&args.labels) {
+        Ok(items) => items,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
+    let facts: usize = items.iter().map(|i| i.facts.len()).sum();
+    println!("{}: {} items, {facts} facts", args.labels.display(), items.len());
+    let mut reports = vec![calibrate(&items, &OfflineJudge)];
+    if let Some(config) = &args.config {
+        let experiment = match Experiment::load(config) {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(exit::USAGE);
+            }
+        };
+        let roles = match LlmRoles::build(&experiment, &|name| std::env::var(name).ok(), None) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(exit::USAGE);
+            }
+        };
+        match &roles.judge {
+            Some(judge) => reports.push(calibrate(&items, judge.as_ref())),
+            None => eprintln!("note: {} names no LLM judge; offline judge only", config.display()),
+        }
+    }
+    let mut below = false;
+    for r in &reports {
+        print_report(r);
+        if let (Some(min), Some(acc)) = (args.min_accuracy, r.accuracy()) {
+            if acc < min {
+                eprintln!("judge {}: accuracy {:.3} is below {min}", r.judge, acc);
+                below = true;
+            }
+        }
+    }
+    Ok(if below { exit::FAILED } else { exit::OK })
+}
+
+fn fmt(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".into(), |v| format!("{:.1}%", v * 100.0))
+}
+
+fn print_report(r: &CalibrationReport) {
+    println!(
+        "judge {}: {} facts scored ({} unscored): accuracy {}, precision {}, recall {} \
+         (credited correctly {}, false credit {}, missed {}, rejected correctly {})",
+        r.judge,
+        r.scored(),
+        r.unscored,
+        fmt(r.accuracy()),
+        fmt(r.precision()),
+        fmt(r.recall()),
+        r.true_positives,
+        r.false_positives,
+        r.false_negatives,
+        r.true_negatives
+    );
+    for d in &r.disagreements {
+        println!(
+            "  {} fact {} [{}]: labelled {}, judged {}",
+            d.item,
+            d.fact + 1,
+            d.aliases.join(" | "),
+            if d.label { "stated" } else { "not stated" },
+            if d.judged { "stated" } else { "not stated" }
+        );
+    }
+}
