@@ -453,7 +453,7 @@ fn the_paired_gate_catches_small_losses_and_raises_no_false_alarm() {
     let text = std::fs::read_to_string(&ci_path).expect("readable");
     let head = &text[..text.find("[[strategy]]").expect("a strategy table")];
     let damaged_text =
-        format!("{head}[[strategy]]\nname = \"keep-last-n\"\nrecent_messages_to_keep = 2\nsummary_max_tokens = 60\n");
+        format!("{head}[[strategy]]\nname = \"keep-last-n\"\nrecent_messages_to_keep = 2\nsummary_max_tokens = 60\nsummary_target_tokens = 60\n");
     let mut damaged = Experiment::parse(&damaged_text, &ci_path).expect("the damaged experiment is valid");
     damaged.configurations[0].config_id = config_id.clone();
     let base_plan = Plan::load(ci, &runner::dataset::LoadOptions::default()).expect("the synthetic datasets load");

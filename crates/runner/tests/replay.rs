@@ -679,6 +679,7 @@ fn cut_point_places_its_own_cache_points_under_the_anthropic_profile() {
     t.cache = CacheProfile::Anthropic;
     let truncated = run(&conversation, &t);
     assert!(truncated.timeline.iter().any(|c| c.compacted && c.cached_tokens == 1_100));
+}
 
 #[test]
 fn the_offline_summarizer_does_not_depend_on_the_probes() {
@@ -692,6 +693,7 @@ fn the_offline_summarizer_does_not_depend_on_the_probes() {
             "safety_buffer": 0,
             "recent_messages_to_keep": 4,
             "summary_max_tokens": 200,
+            "summary_target_tokens": 200,
         })),
         3_000,
     );

@@ -34,7 +34,9 @@ use serde::{Deserialize, Serialize};
 use super::{prod, ParamError};
 use crate::context::Context;
 use crate::message::Role;
-use crate::strategy::{Budget, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
+use crate::strategy::{
+    Budget, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger,
+};
 use crate::tokens::{Exact, TokenCounter};
 
 pub const SUMMARY: &str = "Anthropic server-side compaction compact_20260112: once the input passes the trigger \
@@ -117,6 +119,8 @@ impl Strategy for AnthropicCompaction {
             task: None,
             max_tokens: self.params.summary_max_tokens,
             target_tokens: None,
+            target_chars: None,
+            input: InputCuts::NONE,
             round: prod::next_round(ctx),
         };
         Some(Plan {

@@ -39,7 +39,9 @@ use super::{prod, ParamError};
 use crate::context::{Context, Origin};
 use crate::invariants::ViolationKind;
 use crate::message::Role;
-use crate::strategy::{Budget, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
+use crate::strategy::{
+    Budget, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger,
+};
 use crate::tokens::{Exact, TokenCounter};
 
 pub const SUMMARY: &str = "Codex CLI local compaction: at 90% of the window, one handoff summary of the whole \
@@ -196,6 +198,8 @@ impl Strategy for Codex {
             task: None,
             max_tokens: self.params.summary_max_tokens,
             target_tokens: None,
+            target_chars: None,
+            input: InputCuts::NONE,
             round: prod::next_round(ctx),
         };
         let mut notes = serde_json::Map::new();

@@ -38,7 +38,9 @@ use serde::{Deserialize, Serialize};
 use super::{prod, ParamError};
 use crate::context::{Context, Inserted};
 use crate::message::{Message, Role};
-use crate::strategy::{Budget, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
+use crate::strategy::{
+    Budget, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger,
+};
 use crate::tokens::{Exact, TokenCounter};
 
 pub const SUMMARY: &str = "Goose auto-compaction: above 80% of the window, summarizes the whole history with the \
@@ -176,6 +178,8 @@ impl Strategy for Goose {
             task: None,
             max_tokens: self.params.summary_max_tokens,
             target_tokens: None,
+            target_chars: None,
+            input: InputCuts::NONE,
             round: prod::next_round(ctx),
         };
         let mut notes = serde_json::Map::new();

@@ -34,7 +34,7 @@ use crate::context::{Context, Inserted};
 use crate::invariants::ViolationKind;
 use crate::message::{Message, Role};
 use crate::strategy::{
-    apply_layout, Budget, Compacted, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
+    apply_layout, Budget, Compacted, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
     SummaryRequest, Trigger,
 };
 use crate::tokens::{Exact, TokenCounter};
@@ -217,6 +217,8 @@ impl Strategy for LangchainSummarization {
                 task: None,
                 max_tokens: self.params.summary_max_tokens,
                 target_tokens: None,
+                target_chars: None,
+                input: InputCuts::NONE,
                 round: prod::next_round(ctx),
             }]
         };

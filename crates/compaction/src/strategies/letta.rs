@@ -37,7 +37,7 @@ use crate::context::Context;
 use crate::invariants::ViolationKind;
 use crate::message::Role;
 use crate::strategy::{
-    apply_layout, Budget, Compacted, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
+    apply_layout, Budget, Compacted, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
     SummaryRequest, Trigger,
 };
 use crate::tokens::{Exact, TokenCounter};
@@ -236,6 +236,8 @@ impl Strategy for Letta {
             task: None,
             max_tokens: self.params.summary_max_tokens,
             target_tokens: None,
+            target_chars: None,
+            input: InputCuts::NONE,
             round: prod::next_round(ctx),
         };
         let mut notes = serde_json::Map::new();

@@ -51,7 +51,7 @@ use crate::context::{Context, Inserted, Origin};
 use crate::invariants::ViolationKind;
 use crate::message::{Message, Role};
 use crate::strategy::{
-    apply_layout, Budget, Compacted, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
+    apply_layout, Budget, Compacted, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
     SummaryRequest, Trigger,
 };
 use crate::tokens::{Exact, TokenCounter};
@@ -343,6 +343,8 @@ impl Strategy for Opencode {
             task: None,
             max_tokens: self.params.summary_max_tokens,
             target_tokens: None,
+            target_chars: None,
+            input: InputCuts { message_chars: None, tool_result_chars: Some(2_000) },
             round: prod::next_round(ctx),
         };
         let mut notes = serde_json::Map::new();

@@ -41,7 +41,9 @@ use super::{prod, ParamError};
 use crate::context::Context;
 use crate::invariants::ViolationKind;
 use crate::message::Role;
-use crate::strategy::{Budget, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
+use crate::strategy::{
+    Budget, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger,
+};
 use crate::tokens::{Exact, TokenCounter};
 
 pub const SUMMARY: &str = "OpenHands LLMSummarizingCondenser: past 120 events (or the token limit, or on a context \
@@ -193,6 +195,8 @@ impl Strategy for Openhands {
             task: None,
             max_tokens: self.params.summary_max_tokens,
             target_tokens: None,
+            target_chars: None,
+            input: InputCuts::NONE,
             round: prod::next_round(ctx),
         };
         let mut notes = serde_json::Map::new();
