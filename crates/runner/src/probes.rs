@@ -905,8 +905,8 @@ pub fn is_id(token: &str) -> bool {
     if let Some((user, domain)) = t.split_once('@') {
         return !user.is_empty() && domain.contains('.') && letters > 2;
     }
-    if t.starts_with('#') {
-        return digits >= 3 && t[1..].chars().all(|c| c.is_ascii_alphanumeric());
+    if let Some(rest) = t.strip_prefix('#') {
+        return digits >= 3 && rest.chars().all(|c| c.is_ascii_alphanumeric());
     }
     let hex = n >= 7 && t.chars().all(|c| c.is_ascii_hexdigit()) && digits > 0 && letters > 0;
     if hex {
