@@ -1,6 +1,11 @@
 //! The regression gate: compare a run's `summary.csv` with a baseline's, configuration by
 //! configuration (matched by `config_id`), and decide whether anything got worse.
 //!
+//! Rows are matched by configuration and dataset: a summary with a `dataset` column has a
+//! pooled row per configuration (`dataset = all`, matched by `config_id` alone, so a baseline
+//! written before per-dataset rows existed still gates the pooled rows) and one row per
+//! dataset, named `<config_id>@<dataset>` in the table. Every row is gated the same way.
+//!
 //! A gated metric *regresses* when it moves the wrong way by more than its tolerance and, for
 //! the metrics with a confidence interval in `summary.csv` (retention and at-risk retention),
 //! when the current mean also falls outside the baseline's 95% interval. A configuration of
@@ -239,7 +244,10 @@ pub fn parse_tolerance(given: &str) -> Result<(Metric, Tolerance), GateError> {
 /// One row of a summary file: its numeric and text cells by column.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SummaryEntry {
+    /// The row's key: the configuration id, followed by `@<dataset>` for a per-dataset row.
     pub config_id: String,
+    /// The row's dataset; empty in a file without a `dataset` column (the pooled rows).
+    pub dataset: String,
     pub strategy: String,
     /// Numeric cells; an empty cell is absent.
     pub values: BTreeMap<String, f64>,
@@ -255,7 +263,24 @@ pub struct SummaryTable {
 }
 
 /// Columns that hold text, not numbers.
-const TEXT_COLUMNS: [&str; 4] = ["config_id", "strategy", "params", "judge"];
+const TEXT_COLUMNS: [&str; 5] = ["config_id", "dataset", "strategy", "params", "judge"];
+
+/// The key a row is matched by: its configuration, and its dataset unless it is the pooled
+/// row (`all`) or the file has no `dataset` column.
+fn row_key(config_id: &str, dataset: &str) -> String {
+    if dataset.is_empty() || dataset == crate::summary::ALL_DATASETS {
+        config_id.to_string()
+    } else {
+        format!("{config_id}@{dataset}")
+    }
+}
+
+impl SummaryEntry {
+    /// The pooled row of its configuration (or a file without per-dataset rows).
+    pub fn is_pooled(&self) -> bool {
+        self.dataset.is_empty() || self.dataset == crate::summary::ALL_DATASETS
+    }
+}
 
 impl SummaryTable {
     /// Read a `summary.csv` (or the `summary.csv` of a run folder).
@@ -277,6 +302,7 @@ impl SummaryTable {
         let id_col =
             header.iter().position(|h| h == "config_id").ok_or_else(|| GateError::NoConfigId { file: file.into() })?;
         let strategy_col = header.iter().position(|h| h == "strategy");
+        let dataset_col = header.iter().position(|h| h == "dataset");
         let mut table = SummaryTable {
             file: file.to_string(),
             columns: header.iter().filter(|h| !TEXT_COLUMNS.contains(&h.as_str())).cloned().collect(),
@@ -289,10 +315,13 @@ impl SummaryTable {
             if config_id.is_empty() {
                 continue;
             }
+            let dataset = dataset_col.and_then(|c| record.get(c)).unwrap_or("").trim().to_string();
+            let config_id = row_key(&config_id, &dataset);
             if table.entries.iter().any(|e| e.config_id == config_id) {
                 return Err(GateError::Duplicate { file: file.into(), line, config_id });
             }
             let mut entry = SummaryEntry {
+                dataset,
                 strategy: strategy_col.and_then(|c| record.get(c)).unwrap_or("").to_string(),
                 config_id,
                 values: BTreeMap::new(),
@@ -315,6 +344,7 @@ impl SummaryTable {
         Ok(table)
     }
 
+    /// A row by its key (see [`SummaryEntry::config_id`]).
     pub fn get(&self, config_id: &str) -> Option<&SummaryEntry> {
         self.entries.iter().find(|e| e.config_id == config_id)
     }
@@ -668,6 +698,29 @@ mod tests {
         assert!(!compare(&table(&[BASE]), &table(&[worse]), &t).passed(), "absolute 0.0001 < 0.0004");
         t.apply("cost=10%").expect("valid");
         assert!(compare(&table(&[BASE]), &table(&[worse]), &t).passed());
+    }
+
+    #[test]
+    fn per_dataset_rows_are_gated_and_the_pooled_row_matches_an_older_baseline() {
+        let header = "config_id,dataset,retention_mean,retention_ci_low,retention_ci_high,violations\n";
+        let base = SummaryTable::parse(&format!("{header}a,all,0.9,0.85,0.95,0\na,x.jsonl,0.9,0.85,0.95,0\n"), "b.csv")
+            .expect("parses");
+        assert_eq!(base.entries.iter().map(|e| e.config_id.as_str()).collect::<Vec<_>>(), ["a", "a@x.jsonl"]);
+        assert!(base.entries[0].is_pooled() && !base.entries[1].is_pooled());
+        // The pooled row holds; the dataset's row regresses.
+        let cur = SummaryTable::parse(&format!("{header}a,all,0.9,0.85,0.95,0\na,x.jsonl,0.5,0.4,0.6,0\n"), "c.csv")
+            .expect("parses");
+        let r = compare(&base, &cur, &Tolerances::default());
+        assert_eq!(verdicts(&r), vec![("a@x.jsonl".into(), "retention".into(), Verdict::Regression)]);
+        // A baseline without the column gates the pooled rows; the dataset rows are new.
+        let old = SummaryTable::parse("config_id,retention_mean,retention_ci_low,retention_ci_high,violations\na,0.9,0.85,0.95,0\n", "o.csv")
+            .expect("parses");
+        let r = compare(&old, &cur, &Tolerances::default());
+        assert!(r.passed());
+        assert_eq!(verdicts(&r), vec![("a@x.jsonl".into(), "".into(), Verdict::NewInCurrent)]);
+        // The same configuration twice for one dataset is still an error.
+        let twice = format!("{header}a,x.jsonl,0.9,0.85,0.95,0\na,x.jsonl,0.9,0.85,0.95,0\n");
+        assert!(SummaryTable::parse(&twice, "t.csv").is_err());
     }
 
     #[test]

@@ -34,9 +34,17 @@ fn the_baseline_holds_exactly_the_ci_configurations() {
     let path = Path::new(ROOT).join("reports/baseline/summary.csv");
     let baseline =
         report::gate::SummaryTable::read(&path).expect("reports/baseline/summary.csv is committed (just baseline)");
-    let ids: Vec<&str> = baseline.entries.iter().map(|e| e.config_id.as_str()).collect();
+    let ids: Vec<&str> = baseline.entries.iter().filter(|e| e.is_pooled()).map(|e| e.config_id.as_str()).collect();
     let expected: Vec<&str> = exp.configurations.iter().map(|c| c.config_id.as_str()).collect();
     assert_eq!(ids, expected, "the baseline is stale: refresh it with `just baseline`");
+    // Every configuration also has a row per synthetic dataset, which the gate compares too.
+    let datasets: std::collections::BTreeSet<&str> =
+        baseline.entries.iter().filter(|e| !e.is_pooled()).map(|e| e.dataset.as_str()).collect();
+    assert!(datasets.len() > 1, "the baseline has per-dataset rows: {datasets:?}");
+    for d in &datasets {
+        let rows = baseline.entries.iter().filter(|e| e.dataset == *d).count();
+        assert_eq!(rows, expected.len(), "{d}: a row per configuration");
+    }
     for e in &baseline.entries {
         assert_eq!(e.values.get("failed"), Some(&0.0), "{}: a baseline with failed conversations", e.config_id);
         assert!(e.values.get("conversations").is_some_and(|n| *n > 0.0), "{}: no conversation", e.config_id);

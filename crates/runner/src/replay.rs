@@ -16,8 +16,17 @@
 //! 3. **Reactive**: while the request (exact tokens) is over the window and the strategy reacts
 //!    to [`Trigger::Overflow`], plan with that trigger and apply, at most
 //!    [`MAX_REACTIVE_ATTEMPTS`] times, stopping when a compaction changes nothing.
-//! 4. A request still over the window is an **overflow**: a real API would reject it. The call
-//!    still proceeds, as the recording does.
+//! 4. A request still over the window is an **overflow**: a real API would reject it. What
+//!    follows depends on [`OverflowPolicy`]. Under [`OverflowPolicy::Fail`] (the default) the
+//!    first such call is the conversation's **rejected call** ([`PairMetrics::first_rejected_call`]):
+//!    the conversation ends there. It and every later call are not billed (no request, cached
+//!    or output tokens, no summarizer tokens, no cost), and every probe asked after it scores 0
+//!    (the agent has nothing), at risk, with every fact lost; the judge's score as if the
+//!    request had been sent is kept in [`ProbeScore::if_sent`]. The replay itself goes on to the
+//!    end of the recording, so `retention_if_sent`, the timeline, and the counts of calls,
+//!    overflows, compactions and violations describe the whole recording as if every request
+//!    had been sent. Under [`OverflowPolicy::Continue`] (for diagnosis) the call proceeds, as
+//!    the recording does, and is billed and scored.
 //! 5. The recorded assistant message is appended, then the messages after it.
 //!
 //! A compaction whose summary failed and whose strategy keeps the context unchanged is still a
@@ -151,6 +160,27 @@ impl CacheProfile {
     }
 }
 
+/// What a request over the window does (the experiment's `overflow` key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OverflowPolicy {
+    /// The provider rejects it: the conversation ends at its first rejected call.
+    #[default]
+    Fail,
+    /// The request proceeds, billed and scored (the replay's behaviour before rejected calls
+    /// were counted; for diagnosis).
+    Continue,
+}
+
+impl OverflowPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OverflowPolicy::Fail => "fail",
+            OverflowPolicy::Continue => "continue",
+        }
+    }
+}
+
 /// Prices in US dollars per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Price {
@@ -182,6 +212,8 @@ pub struct ReplaySettings {
     /// Prices of the replayed model, and of the summarizer's calls unless it has its own
     /// ([`Summarizer::price`]); `None` prices everything at zero.
     pub price: Option<Price>,
+    /// What a request still over the window after every compaction attempt does.
+    pub overflow: OverflowPolicy,
 }
 
 /// A summary and what it cost.
@@ -274,7 +306,7 @@ pub enum ReplayError {
 /// ```
 /// use compaction::{Conversation, Encoding, Message, StrategyConfig};
 /// use runner::judge::OfflineJudge;
-/// use runner::replay::{replay, CacheProfile, ReplaySettings};
+/// use runner::replay::{replay, CacheProfile, OverflowPolicy, ReplaySettings};
 /// use runner::summarize::OfflineSummarizer;
 ///
 /// let conversation = Conversation::new(
@@ -287,6 +319,7 @@ pub enum ReplayError {
 ///     encoding: Encoding::O200kBase,
 ///     cache: CacheProfile::Openai,
 ///     price: None,
+///     overflow: OverflowPolicy::Continue,
 /// };
 /// let m = replay(&conversation, &settings, &OfflineSummarizer::new(), &OfflineJudge).unwrap();
 /// assert_eq!(m.calls, 2);
@@ -294,6 +327,11 @@ pub enum ReplayError {
 /// assert_eq!(m.timeline[0].request_tokens, 4);
 /// assert_eq!(m.timeline[1].request_tokens, 12);
 /// assert_eq!(m.overflows, 1);
+/// // Under the default policy, `fail`, the provider would have rejected that second call.
+/// let fail = ReplaySettings { overflow: OverflowPolicy::Fail, ..settings };
+/// let m = replay(&conversation, &fail, &OfflineSummarizer::new(), &OfflineJudge).unwrap();
+/// assert_eq!(m.first_rejected_call, Some(1));
+/// assert_eq!(m.input_tokens, 4, "the rejected request is not billed");
 /// ```
 pub fn replay(
     conversation: &Conversation,
@@ -474,6 +512,8 @@ struct Replayer<'a> {
     checker: RequestChecker,
     /// The last recorded assistant message stopped at its output limit.
     length_stop: bool,
+    /// Index of the recorded assistant message of the first rejected call (`fail` only).
+    rejected_at: Option<usize>,
 }
 
 impl<'a> Replayer<'a> {
@@ -500,7 +540,13 @@ impl<'a> Replayer<'a> {
             open_violations: BTreeSet::new(),
             checker: RequestChecker::default(),
             length_stop: false,
+            rejected_at: None,
         }
+    }
+
+    /// The conversation has ended at a rejected call: nothing more is billed.
+    fn ended(&self) -> bool {
+        self.rejected_at.is_some()
     }
 
     fn append(&mut self, entry: Entry) {
@@ -517,6 +563,11 @@ impl<'a> Replayer<'a> {
     fn call(&mut self, index: usize, output_tokens: u64) {
         let call = u32::try_from(self.metrics.calls).unwrap_or(u32::MAX);
         let events_before = self.metrics.compaction_events.len();
+        let (check_tokens, check_estimate) = if self.strategy.threshold(&self.ctx, &self.budget).is_some() {
+            (self.ctx.tokens(&self.exact), self.strategy.estimate(&self.ctx))
+        } else {
+            (0, 0)
+        };
         self.pre_compaction = None;
         let length_stop = std::mem::take(&mut self.length_stop);
         let after_length_stop =
@@ -548,14 +599,25 @@ impl<'a> Replayer<'a> {
         });
         self.pre_compaction = None;
 
+        let billed = if self.ended() {
+            false
+        } else if overflow && self.settings.overflow == OverflowPolicy::Fail {
+            self.rejected_at = Some(index);
+            self.metrics.first_rejected_call = Some(call);
+            false
+        } else {
+            true
+        };
         let m = &mut self.metrics;
         m.calls += 1;
         m.overflows += u64::from(overflow);
         m.peak_tokens = m.peak_tokens.max(tokens);
-        m.input_tokens += tokens;
-        m.cached_tokens += cached;
-        m.output_tokens += output_tokens;
-        m.uncompacted_input_tokens += self.uncompacted;
+        if billed {
+            m.input_tokens += tokens;
+            m.cached_tokens += cached;
+            m.output_tokens += output_tokens;
+            m.uncompacted_input_tokens += self.uncompacted;
+        }
         m.timeline.push(CallPoint {
             call,
             message_index: index,
@@ -564,6 +626,8 @@ impl<'a> Replayer<'a> {
             cached_tokens: cached,
             compacted: m.compaction_events.len() > events_before,
             overflow,
+            check_tokens,
+            check_estimate,
         });
     }
 
@@ -613,9 +677,13 @@ impl<'a> Replayer<'a> {
             self.metrics.summarizer_calls += 1;
             match self.summarizer.summarize_with_kind(&self.ctx, request) {
                 Ok(s) => {
-                    self.metrics.summarizer_input_tokens += s.input_tokens;
-                    self.metrics.summarizer_cached_tokens += s.cached_tokens.min(s.input_tokens);
-                    self.metrics.summarizer_output_tokens += s.output_tokens;
+                    // After a rejected call the conversation has ended: the summary is made
+                    // only for the figures as if every request had been sent, and not billed.
+                    if !self.ended() {
+                        self.metrics.summarizer_input_tokens += s.input_tokens;
+                        self.metrics.summarizer_cached_tokens += s.cached_tokens.min(s.input_tokens);
+                        self.metrics.summarizer_output_tokens += s.output_tokens;
+                    }
                     outcomes.push(Ok(s.text));
                 }
                 Err(e) => {
@@ -689,11 +757,20 @@ impl<'a> Replayer<'a> {
     /// Ask `probes` now, `count` recorded messages in.
     fn ask(&mut self, probes: &[&Probe], count: usize) {
         let mut scores = self.judge.score_checkpoint(self.conversation, &self.ctx, probes);
+        // Asked after the rejected call (its recorded message is not in the conversation the
+        // agent had): the agent has nothing.
+        let ended = self.rejected_at.is_some_and(|at| count > at);
         for (s, p) in scores.iter_mut().zip(probes) {
             s.asked_at = count;
             s.at_risk = !is_verbatim(&self.ctx, p.source_message);
             if crate::llm_judge::missed_cache(s) {
                 self.metrics.cache_misses += 1;
+            }
+            if ended {
+                s.if_sent = Some(s.score);
+                s.score = 0.0;
+                s.at_risk = true;
+                s.facts.iter_mut().for_each(|f| *f = crate::record::FoundIn::Lost);
             }
         }
         self.metrics.probes.extend(scores);
@@ -706,6 +783,7 @@ impl<'a> Replayer<'a> {
         // of the means: their placeholder 0 is not a score.
         let scored = || m.probes.iter().filter(|p| crate::llm_judge::is_scored(p));
         m.retention = mean(scored().map(|p| p.score));
+        m.retention_if_sent = mean(scored().map(|p| p.if_sent.unwrap_or(p.score)));
         m.at_risk_retention = mean(scored().filter(|p| p.at_risk).map(|p| p.score));
         if let Some(price) = self.settings.price {
             let s_price = self.summarizer.price().unwrap_or(price);

@@ -20,6 +20,7 @@ fn run(conversation: &Conversation, strategy: &str, window: u64) -> PairMetrics 
         encoding: Encoding::O200kBase,
         cache: CacheProfile::Anthropic,
         price: None,
+        overflow: runner::replay::OverflowPolicy::Continue,
     };
     replay(conversation, &settings, &OfflineSummarizer::new(), &OfflineJudge).expect("replays")
 }
