@@ -555,13 +555,13 @@ impl GateReport {
         let mut out = String::new();
         if failures == 0 {
             out.push_str(&format!(
-                "### compactbench gate: passed\n\n{} configurations compared with the baseline; no regression.\n\n",
+                "### compactbench gate: passed\n\n{} rows (configurations, pooled and per dataset) compared with the baseline; no regression.\n\n",
                 self.compared
             ));
         } else {
             let configs: std::collections::BTreeSet<&str> = self.failures().map(|c| c.config_id.as_str()).collect();
             out.push_str(&format!(
-                "### compactbench gate: FAILED\n\n{} {} in {} {} ({} configurations compared with the baseline).\n\n",
+                "### compactbench gate: FAILED\n\n{} {} in {} {} ({} rows compared with the baseline).\n\n",
                 failures,
                 if failures == 1 { "failure" } else { "failures" },
                 configs.len(),
