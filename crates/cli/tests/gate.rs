@@ -364,8 +364,7 @@ fn a_damaged_strategy_that_loses_information_fails_the_gate() {
     // The same experiment text with keep-last-n damaged.
     let text = std::fs::read_to_string(&ci_path).expect("readable");
     let head = &text[..text.find("[[strategy]]").expect("a strategy table")];
-    let damaged_text =
-        format!("{head}[[strategy]]\nname = \"keep-last-n\"\nsummary_max_tokens = 60\n");
+    let damaged_text = format!("{head}[[strategy]]\nname = \"keep-last-n\"\nsummary_max_tokens = 60\n");
     let mut damaged = Experiment::parse(&damaged_text, &ci_path).expect("the damaged experiment is valid");
     assert_ne!(damaged.configurations[0].resolved, ci.configurations[0].resolved, "the damage changes the strategy");
     damaged.configurations[0].config_id = config_id.clone();

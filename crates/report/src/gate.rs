@@ -713,8 +713,11 @@ mod tests {
         let r = compare(&base, &cur, &Tolerances::default());
         assert_eq!(verdicts(&r), vec![("a@x.jsonl".into(), "retention".into(), Verdict::Regression)]);
         // A baseline without the column gates the pooled rows; the dataset rows are new.
-        let old = SummaryTable::parse("config_id,retention_mean,retention_ci_low,retention_ci_high,violations\na,0.9,0.85,0.95,0\n", "o.csv")
-            .expect("parses");
+        let old = SummaryTable::parse(
+            "config_id,retention_mean,retention_ci_low,retention_ci_high,violations\na,0.9,0.85,0.95,0\n",
+            "o.csv",
+        )
+        .expect("parses");
         let r = compare(&old, &cur, &Tolerances::default());
         assert!(r.passed());
         assert_eq!(verdicts(&r), vec![("a@x.jsonl".into(), "".into(), Verdict::NewInCurrent)]);

@@ -317,7 +317,8 @@ fn summarize_one<'a>(
         if dataset == ALL_DATASETS { config.config_id.clone() } else { format!("{}@{dataset}", config.config_id) };
     let mut errors: Vec<f64> = ok.iter().flat_map(|m| estimate_errors(m)).filter(|v| v.is_finite()).collect();
     errors.sort_by(f64::total_cmp);
-    let if_sent: Vec<f64> = ok.iter().filter_map(|m| m.retention_if_sent.or(m.retention)).filter(|v| v.is_finite()).collect();
+    let if_sent: Vec<f64> =
+        ok.iter().filter_map(|m| m.retention_if_sent.or(m.retention)).filter(|v| v.is_finite()).collect();
     let retention: Vec<f64> = ok.iter().filter_map(|m| m.retention).filter(|v| v.is_finite()).collect();
     let at_risk: Vec<f64> = ok.iter().filter_map(|m| m.at_risk_retention).filter(|v| v.is_finite()).collect();
     let kind_mean = |kind: ProbeKind, at_risk_only: bool| {

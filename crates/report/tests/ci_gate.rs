@@ -52,8 +52,11 @@ fn the_baseline_holds_exactly_the_ci_configurations() {
 }
 
 /// The story the synthetic set is built to tell, read from the committed baseline by column
-/// name: `none` overflows, `truncate` loses early facts, and every strategy that summarizes,
-/// masks or prunes keeps more of the at-risk facts than plain truncation.
+/// name: `none` overflows and, since a request over the window is a rejected call, completes no
+/// conversation at 32k; `truncate` completes every one but loses early facts; `split-fraction`,
+/// which also completes every conversation, keeps more of the at-risk facts than plain
+/// truncation; and a strategy's rejected calls cost it retention (never more than as if every
+/// request had been sent).
 #[test]
 fn the_baseline_tells_the_synthetic_sets_story() {
     let path = Path::new(ROOT).join("reports/baseline/summary.csv");
@@ -62,20 +65,22 @@ fn the_baseline_tells_the_synthetic_sets_story() {
         let entry = baseline
             .entries
             .iter()
-            .find(|e| e.strategy == strategy)
+            .find(|e| e.strategy == strategy && e.is_pooled())
             .unwrap_or_else(|| panic!("the baseline has no {strategy} configuration"));
         *entry.values.get(column).unwrap_or_else(|| panic!("{strategy}: no {column} value in the baseline"))
     };
     assert!(value("none", "overflow_rate") > 0.0, "none never compacts, so a 32k window overflows");
+    assert_eq!(value("none", "completion_rate"), 0.0, "every synthetic conversation outgrows 32k");
+    assert_eq!(value("truncate", "completion_rate"), 1.0, "truncate always fits");
     assert!(value("truncate", "retention_task") < 1.0, "truncate drops the first messages, and the task with them");
-    let truncate = value("truncate", "at_risk_retention_mean");
-    for strategy in
-        ["priority-chain", "keep-last-n", "cut-point", "split-fraction", "prune-then-summarize", "observation-mask"]
-    {
-        let kept = value(strategy, "at_risk_retention_mean");
-        assert!(
-            kept > truncate,
-            "{strategy} keeps {kept} of the at-risk facts, truncate {truncate}: it must keep more"
-        );
+    assert_eq!(value("split-fraction", "completion_rate"), 1.0);
+    assert!(value("split-fraction", "at_risk_retention_mean") > value("truncate", "at_risk_retention_mean"));
+    for strategy in compaction::strategies::NAMES {
+        let (kept, if_sent) = (value(strategy, "retention_mean"), value(strategy, "retention_if_sent_mean"));
+        if value(strategy, "completion_rate") < 1.0 {
+            assert!(kept < if_sent, "{strategy}: rejected calls cost nothing ({kept} vs {if_sent} as if sent)");
+        } else {
+            assert!((kept - if_sent).abs() < 1e-9, "{strategy}: completes everything, so {kept} = {if_sent}");
+        }
     }
 }

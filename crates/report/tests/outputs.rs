@@ -355,7 +355,8 @@ fn the_pooled_row_is_the_conversation_weighted_mean_of_the_dataset_rows() {
             assert_eq!(num(p, count), Some(sum), "{id}: {count} adds up");
         }
         let n = |r: &csv::StringRecord| num(r, "conversations").expect("conversations");
-        for mean in ["retention_mean", "retention_if_sent_mean", "completion_rate", "compactions_mean", "cost_usd_mean"] {
+        for mean in ["retention_mean", "retention_if_sent_mean", "completion_rate", "compactions_mean", "cost_usd_mean"]
+        {
             let weighted: f64 = parts.iter().map(|r| n(r) * num(r, mean).expect("a mean")).sum::<f64>()
                 / parts.iter().map(|r| n(r)).sum::<f64>();
             let pooled = num(p, mean).expect("a pooled mean");

@@ -197,7 +197,8 @@ impl Plan {
         (0..self.conversations.len())
             .flat_map(|conversation| (0..n).map(move |config| Pair { conversation, config }))
             .filter(|p| {
-                configs[p.config].strategy != "recorded" || holds_compaction(&self.conversations[p.conversation].conversation)
+                configs[p.config].strategy != "recorded"
+                    || holds_compaction(&self.conversations[p.conversation].conversation)
             })
             .collect()
     }
