@@ -205,6 +205,7 @@ impl OfflineJudge {
             facts,
             judge: self.name(),
             llm: None,
+            if_sent: None,
         }
     }
 }

@@ -542,6 +542,7 @@ impl Judge for NeedsRoles {
             facts: Vec::new(),
             judge: Judge::name(self),
             llm: Some(serde_json::json!({"scored": false, "error": NEEDS_ROLES})),
+            if_sent: None,
         }
     }
 }
