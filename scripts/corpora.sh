@@ -10,7 +10,8 @@
 # `ci` ends with `check`: the run's summary.csv must hold exactly the strategies
 # (`compactbench strategies --json`) and the `recorded` reference, each with a row for every
 # window of the experiment, and its results.csv a row for every (conversation, configuration)
-# of every dataset the experiment names, all `ok`; otherwise it says what is missing and exits 1.
+# of every dataset the experiment names (for `recorded`, every conversation that holds a
+# recorded compaction), all `ok`; otherwise it says what is missing and exits 1.
 # `check` needs python3 (the standard library only), not the corpora.
 #
 # Skips with a printed reason (exit 0) when ../shared/corpora is absent. The corpora are never
@@ -75,9 +76,20 @@ for entry in experiment["datasets"]:
         problems.append(f"dataset {entry}: not found at {path}")
     for label, full in files:
         with open(full, encoding="utf-8") as f:
-            datasets[label] = sum(1 for line in f if line.strip())
+            lines = [line for line in f if line.strip()]
+        # `recorded` runs only the conversations that hold a compaction of their own.
+        compacted = 0
+        for line in lines:
+            try:
+                messages = json.loads(line).get("messages", [])
+            except ValueError:
+                continue
+            if any((m.get("meta") or {}).get("compact_summary") is True for m in messages):
+                compacted += 1
+        datasets[label] = (len(lines), compacted)
 
-summary = read("summary.csv")
+# The pooled rows: one per configuration (per-dataset rows have their dataset's name).
+summary = [r for r in read("summary.csv") if r.get("dataset", "all") == "all"]
 got = sorted({r["strategy"] for r in summary})
 if got != want:
     missing = sorted(set(want) - set(got))
@@ -92,7 +104,9 @@ results = read("results.csv")
 rows = Counter((r["config_id"], r["dataset"], r["window"]) for r in results)
 ok = Counter((r["config_id"], r["dataset"], r["window"]) for r in results if r["status"] == "ok")
 for r in summary:
-    for label, n in sorted(datasets.items()):
+    for label, (n, compacted) in sorted(datasets.items()):
+        if r["strategy"] == "recorded":
+            n = compacted
         key = (r["config_id"], label, r["window"])
         if rows[key] != n or ok[key] != n:
             problems.append(

@@ -43,6 +43,7 @@ pub fn settings(name: &str) -> Option<ReplaySettings> {
         encoding: Encoding::O200kBase,
         cache: CacheProfile::Openai,
         price: None,
+        overflow: runner::replay::OverflowPolicy::Continue,
     })
 }
 

@@ -233,6 +233,10 @@ fn the_corpora_check_passes_a_complete_run_and_names_what_an_incomplete_one_lack
     let o = check(&run_dir);
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
     assert!(o.stdout.contains("18 strategies x 2 windows x 2 datasets"), "{}", o.stdout);
+    // `recorded` replays only the recording that holds a compaction (the Claude Code session).
+    let results_text = std::fs::read_to_string(run_dir.join("results.csv")).expect("results.csv");
+    let recorded: Vec<&str> = results_text.lines().filter(|l| l.contains(",recorded,")).collect();
+    assert!(!recorded.is_empty() && recorded.iter().all(|l| l.contains(",data/cc.jsonl,")), "{recorded:?}");
 
     // Without `recorded` in summary.csv.
     let summary = run_dir.join("summary.csv");

@@ -132,7 +132,8 @@ fn a_run_writes_every_output_and_exits_0() {
     assert!(results.starts_with("conversation_id,dataset,strategy,config_id,params,window,status,error,"));
     assert!(results.contains(",set.jsonl,") || results.contains(",data/set.jsonl,"), "{results}");
     let summary = fs::read_to_string(run.join("summary.csv")).expect("summary.csv");
-    assert_eq!(summary.lines().count(), 1 + 8);
+    // A pooled row per configuration and one per configuration on the one dataset.
+    assert_eq!(summary.lines().count(), 1 + 2 * 8);
     assert!(!summary.contains("NaN"));
     // Compaction happened at 8k and left events with summaries or drops.
     assert!(fs::read_to_string(run.join("compactions.csv")).expect("compactions.csv").lines().count() > 1);

@@ -17,7 +17,7 @@ use crate::summary::ConfigSummary;
 use crate::ReportError;
 
 /// Columns of `results.csv`.
-pub const RESULTS_HEADER: [&str; 31] = [
+pub const RESULTS_HEADER: [&str; 33] = [
     "conversation_id",
     "dataset",
     "strategy",
@@ -49,10 +49,12 @@ pub const RESULTS_HEADER: [&str; 31] = [
     "rejected_requests_openai",
     "rejected_requests_anthropic",
     "findings",
+    "completed",
+    "first_rejected_call",
 ];
 
 /// Columns of `summary.csv`.
-pub const SUMMARY_HEADER: [&str; 36] = [
+pub const SUMMARY_HEADER: [&str; 44] = [
     "config_id",
     "strategy",
     "params",
@@ -89,6 +91,14 @@ pub const SUMMARY_HEADER: [&str; 36] = [
     "rejected_requests_anthropic",
     "findings",
     "summary_cost_usd_mean",
+    "dataset",
+    "completion_rate",
+    "compacted_conversations",
+    "retention_if_sent_mean",
+    "paired_at_risk_retention",
+    "paired_at_risk_probes",
+    "estimate_error_p50",
+    "estimate_error_p95",
 ];
 
 /// Columns of `probes.csv`.
@@ -203,6 +213,10 @@ pub struct ResultRow {
     pub rejected_requests_openai: Option<u64>,
     pub rejected_requests_anthropic: Option<u64>,
     pub findings: Option<u64>,
+    /// No call was rejected (empty for a failed pair).
+    pub completed: Option<bool>,
+    /// The first call a provider would have rejected; empty when none was.
+    pub first_rejected_call: Option<u32>,
 }
 
 impl ResultRow {
@@ -246,6 +260,8 @@ impl ResultRow {
                 row.at_risk_probes = Some(m.probes.iter().filter(|p| p.at_risk).count() as u64);
                 row.at_risk_retention = m.at_risk_retention;
                 row.cache_hit_rate = (m.input_tokens > 0).then(|| m.cached_tokens as f64 / m.input_tokens as f64);
+                row.completed = Some(m.first_rejected_call.is_none());
+                row.first_rejected_call = m.first_rejected_call;
             }
         }
         row
@@ -315,6 +331,20 @@ pub struct SummaryRow {
     pub findings: u64,
     #[serde(serialize_with = "usd8")]
     pub summary_cost_usd_mean: Option<f64>,
+    /// The dataset the row is over, or `all` for the pooled row.
+    pub dataset: String,
+    #[serde(serialize_with = "ratio6")]
+    pub completion_rate: Option<f64>,
+    pub compacted_conversations: usize,
+    #[serde(serialize_with = "ratio6")]
+    pub retention_if_sent_mean: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub paired_at_risk_retention: Option<f64>,
+    pub paired_at_risk_probes: usize,
+    #[serde(serialize_with = "ratio6")]
+    pub estimate_error_p50: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub estimate_error_p95: Option<f64>,
 }
 
 impl SummaryRow {
@@ -324,6 +354,7 @@ impl SummaryRow {
             s.at_risk_retention_by_kind;
         SummaryRow {
             config_id: s.config.config_id.clone(),
+            dataset: s.dataset.clone(),
             strategy: s.config.strategy.clone(),
             params: canonical_json(&s.config.params),
             window: s.config.window,
@@ -359,6 +390,13 @@ impl SummaryRow {
             rejected_requests_anthropic: s.rejected_requests_anthropic,
             findings: s.findings,
             summary_cost_usd_mean: s.summary_cost_usd_mean,
+            completion_rate: s.completion_rate,
+            compacted_conversations: s.compacted_conversations,
+            retention_if_sent_mean: s.retention_if_sent,
+            paired_at_risk_retention: s.paired_at_risk_retention,
+            paired_at_risk_probes: s.paired_at_risk_probes,
+            estimate_error_p50: s.estimate_error_p50,
+            estimate_error_p95: s.estimate_error_p95,
         }
     }
 }
@@ -520,7 +558,8 @@ pub fn compaction_rows(records: &[PairRecord]) -> Vec<CompactionRow> {
     rows
 }
 
-/// The rows of `summary.csv`, one per configuration in experiment order.
+/// The rows of `summary.csv`: the pooled row of each configuration in experiment order, then
+/// dataset by dataset a row per configuration with records there.
 pub fn summary_rows(configurations: &[Configuration], records: &[PairRecord], seed: u64) -> Vec<SummaryRow> {
     crate::summary::summarize(configurations, records, seed).iter().map(SummaryRow::from_summary).collect()
 }
@@ -648,6 +687,7 @@ mod tests {
             facts: vec![FoundIn::Verbatim],
             judge: "j".into(),
             llm,
+            if_sent: None,
         };
         assert_eq!((score_spread(&probe(None)), scored_repeats(&probe(None))), (Some(0.0), Some(1)));
         let llm = probe(Some(serde_json::json!({"scored": true, "repeats": 3, "scored_repeats": 2, "spread": 0.25})));

@@ -1,6 +1,11 @@
 //! The regression gate: compare a run's `summary.csv` with a baseline's, configuration by
 //! configuration (matched by `config_id`), and decide whether anything got worse.
 //!
+//! Rows are matched by configuration and dataset: a summary with a `dataset` column has a
+//! pooled row per configuration (`dataset = all`, matched by `config_id` alone, so a baseline
+//! written before per-dataset rows existed still gates the pooled rows) and one row per
+//! dataset, named `<config_id>@<dataset>` in the table. Every row is gated the same way.
+//!
 //! A gated metric *regresses* when it moves the wrong way by more than its tolerance and, for
 //! the metrics with a confidence interval in `summary.csv` (retention and at-risk retention),
 //! when the current mean also falls outside the baseline's 95% interval. A configuration of
@@ -283,7 +288,10 @@ pub fn parse_tolerance(given: &str) -> Result<(Metric, Tolerance), GateError> {
 /// One row of a summary file: its numeric and text cells by column.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SummaryEntry {
+    /// The row's key: the configuration id, followed by `@<dataset>` for a per-dataset row.
     pub config_id: String,
+    /// The row's dataset; empty in a file without a `dataset` column (the pooled rows).
+    pub dataset: String,
     pub strategy: String,
     /// Numeric cells; an empty cell is absent.
     pub values: BTreeMap<String, f64>,
@@ -299,7 +307,32 @@ pub struct SummaryTable {
 }
 
 /// Columns that hold text, not numbers.
-const TEXT_COLUMNS: [&str; 4] = ["config_id", "strategy", "params", "judge"];
+const TEXT_COLUMNS: [&str; 5] = ["config_id", "dataset", "strategy", "params", "judge"];
+
+/// The key a row is matched by: its configuration, and its dataset unless it is the pooled
+/// row (`all`) or the file has no `dataset` column.
+fn row_key(config_id: &str, dataset: &str) -> String {
+    if dataset.is_empty() || dataset == crate::summary::ALL_DATASETS {
+        config_id.to_string()
+    } else {
+        format!("{config_id}@{dataset}")
+    }
+}
+
+impl SummaryEntry {
+    /// The pooled row of its configuration (or a file without per-dataset rows).
+    pub fn is_pooled(&self) -> bool {
+        self.dataset.is_empty() || self.dataset == crate::summary::ALL_DATASETS
+    }
+
+    /// The configuration id alone, without the `@<dataset>` of a per-dataset row.
+    pub fn configuration(&self) -> &str {
+        if self.is_pooled() {
+            return &self.config_id;
+        }
+        self.config_id.strip_suffix(self.dataset.as_str()).and_then(|c| c.strip_suffix('@')).unwrap_or(&self.config_id)
+    }
+}
 
 impl SummaryTable {
     /// Read a `summary.csv` (or the `summary.csv` of a run folder).
@@ -324,6 +357,7 @@ impl SummaryTable {
         let id_col =
             header.iter().position(|h| h == "config_id").ok_or_else(|| GateError::NoConfigId { file: file.into() })?;
         let strategy_col = header.iter().position(|h| h == "strategy");
+        let dataset_col = header.iter().position(|h| h == "dataset");
         let mut table = SummaryTable {
             file: file.to_string(),
             columns: header.iter().filter(|h| !TEXT_COLUMNS.contains(&h.as_str())).cloned().collect(),
@@ -336,10 +370,13 @@ impl SummaryTable {
             if config_id.is_empty() {
                 continue;
             }
+            let dataset = dataset_col.and_then(|c| record.get(c)).unwrap_or("").trim().to_string();
+            let config_id = row_key(&config_id, &dataset);
             if table.entries.iter().any(|e| e.config_id == config_id) {
                 return Err(GateError::Duplicate { file: file.into(), line, config_id });
             }
             let mut entry = SummaryEntry {
+                dataset,
                 strategy: strategy_col.and_then(|c| record.get(c)).unwrap_or("").to_string(),
                 config_id,
                 values: BTreeMap::new(),
@@ -372,6 +409,7 @@ impl SummaryTable {
         Ok(table)
     }
 
+    /// A row by its key (see [`SummaryEntry::config_id`]).
     pub fn get(&self, config_id: &str) -> Option<&SummaryEntry> {
         self.entries.iter().find(|e| e.config_id == config_id)
     }
@@ -537,15 +575,20 @@ struct PairedInput<'a> {
 }
 
 impl PairedInput<'_> {
-    /// The per-conversation pairs `(baseline, current)` of `column` for one configuration.
-    fn pairs(&self, config_id: &str, column: &str) -> Vec<(f64, f64)> {
+    /// The per-conversation pairs `(baseline, current)` of `column` for one summary row: every
+    /// conversation of its configuration for a pooled row, those of its dataset otherwise.
+    fn pairs(&self, entry: &SummaryEntry, column: &str) -> Vec<(f64, f64)> {
+        let config_id = entry.configuration();
+        let in_row = |r: &&ResultEntry| entry.is_pooled() || r.dataset == entry.dataset;
         let current: BTreeMap<(&str, &str), f64> = self
             .current_results
             .rows_of(config_id)
+            .filter(in_row)
             .filter_map(|r| Some(((r.dataset.as_str(), r.conversation_id.as_str()), *r.values.get(column)?)))
             .collect();
         self.baseline_results
             .rows_of(config_id)
+            .filter(in_row)
             .filter_map(|r| {
                 let b = *r.values.get(column)?;
                 let c = *current.get(&(r.dataset.as_str(), r.conversation_id.as_str()))?;
@@ -582,7 +625,7 @@ fn compare_with(
         for metric in Metric::ALL {
             let pairs = paired.filter(|_| metric.paired_column().is_some()).map(|p| {
                 let column = metric.paired_column().unwrap_or_default();
-                (p.pairs(&base.config_id, column), metric_seed(p.seed, &base.config_id, metric.name()))
+                (p.pairs(base, column), metric_seed(p.seed, &base.config_id, metric.name()))
             });
             let change = match pairs {
                 Some((pairs, seed)) => judge_paired(metric, base, cur, &pairs, seed, tolerances.get(metric)),
@@ -865,7 +908,13 @@ impl ResultsTable {
                 if RESULT_TEXT_COLUMNS.contains(&column.as_str()) || cell.is_empty() {
                     continue;
                 }
-                let v: f64 = cell.parse().map_err(|_| GateError::Number {
+                // `completed` is a boolean: 1 when the conversation completed, 0 when not.
+                let v: f64 = match cell {
+                    "true" => Ok(1.0),
+                    "false" => Ok(0.0),
+                    _ => cell.parse(),
+                }
+                .map_err(|_| GateError::Number {
                     file: file.into(),
                     line,
                     column: column.clone(),
@@ -901,13 +950,13 @@ impl GateReport {
         let mut out = String::new();
         if failures == 0 {
             out.push_str(&format!(
-                "### compactbench gate: passed\n\n{} configurations compared with the baseline; no regression.\n\n",
+                "### compactbench gate: passed\n\n{} rows (configurations, pooled and per dataset) compared with the baseline; no regression.\n\n",
                 self.compared
             ));
         } else {
             let configs: std::collections::BTreeSet<&str> = self.failures().map(|c| c.config_id.as_str()).collect();
             out.push_str(&format!(
-                "### compactbench gate: FAILED\n\n{} {} in {} {} ({} configurations compared with the baseline).\n\n",
+                "### compactbench gate: FAILED\n\n{} {} in {} {} ({} rows compared with the baseline).\n\n",
                 failures,
                 if failures == 1 { "failure" } else { "failures" },
                 configs.len(),
@@ -1062,6 +1111,32 @@ mod tests {
     }
 
     #[test]
+    fn per_dataset_rows_are_gated_and_the_pooled_row_matches_an_older_baseline() {
+        let header = "config_id,dataset,retention_mean,retention_ci_low,retention_ci_high,violations\n";
+        let base = SummaryTable::parse(&format!("{header}a,all,0.9,0.85,0.95,0\na,x.jsonl,0.9,0.85,0.95,0\n"), "b.csv")
+            .expect("parses");
+        assert_eq!(base.entries.iter().map(|e| e.config_id.as_str()).collect::<Vec<_>>(), ["a", "a@x.jsonl"]);
+        assert!(base.entries[0].is_pooled() && !base.entries[1].is_pooled());
+        // The pooled row holds; the dataset's row regresses.
+        let cur = SummaryTable::parse(&format!("{header}a,all,0.9,0.85,0.95,0\na,x.jsonl,0.5,0.4,0.6,0\n"), "c.csv")
+            .expect("parses");
+        let r = compare(&base, &cur, &Tolerances::default());
+        assert_eq!(verdicts(&r), vec![("a@x.jsonl".into(), "retention".into(), Verdict::Regression)]);
+        // A baseline without the column gates the pooled rows; the dataset rows are new.
+        let old = SummaryTable::parse(
+            "config_id,retention_mean,retention_ci_low,retention_ci_high,violations\na,0.9,0.85,0.95,0\n",
+            "o.csv",
+        )
+        .expect("parses");
+        let r = compare(&old, &cur, &Tolerances::default());
+        assert!(r.passed());
+        assert_eq!(verdicts(&r), vec![("a@x.jsonl".into(), "".into(), Verdict::NewInCurrent)]);
+        // The same configuration twice for one dataset is still an error.
+        let twice = format!("{header}a,x.jsonl,0.9,0.85,0.95,0\na,x.jsonl,0.9,0.85,0.95,0\n");
+        assert!(SummaryTable::parse(&twice, "t.csv").is_err());
+    }
+
+    #[test]
     fn missing_and_new_configurations() {
         let b = BASE.replacen("a,", "b,", 1);
         let r = compare(&table(&[BASE, &b]), &table(&[BASE, &BASE.replacen("a,", "c,", 1)]), &Tolerances::default());
@@ -1161,6 +1236,36 @@ mod tests {
         // Bad results files name the file, line and column.
         let e = ResultsTable::parse("conversation_id,config_id,retention\nc,a,x\n", "r.csv").expect_err("bad");
         assert_eq!(e.to_string(), "r.csv:2: column `retention`: \"x\" is not a number");
+    }
+
+    #[test]
+    fn a_per_dataset_row_pairs_its_own_datasets_conversations() {
+        let summary = "config_id,dataset,strategy,retention_mean,retention_ci_low,retention_ci_high\n\
+                       a,all,s,0.6,0.3,0.9\na,x.jsonl,s,0.6,0.3,0.9\na,y.jsonl,s,0.6,0.3,0.9\n";
+        let table = SummaryTable::parse(summary, "s.csv").expect("parses");
+        assert_eq!(table.entries.iter().map(SummaryEntry::configuration).collect::<Vec<_>>(), ["a", "a", "a"]);
+        // Twelve conversations per dataset; `completed` is a boolean column of results.csv.
+        let results = |shift_y: f64| {
+            let mut text = String::from(
+                "conversation_id,dataset,config_id,retention,completed
+",
+            );
+            for d in ["x.jsonl", "y.jsonl"] {
+                let shift = if d == "y.jsonl" { shift_y } else { 0.0 };
+                for i in 0..12 {
+                    text.push_str(&format!("c{i},{d},a,{},true\n", 0.3 + 0.05 * i as f64 - shift));
+                }
+            }
+            ResultsTable::parse(&text, "r.csv").expect("parses")
+        };
+        assert_eq!(results(0.0).rows[0].values.get("completed"), Some(&1.0));
+        // y loses 4 points in every conversation: its row and the pooled row (2 points) fail, x's
+        // row (no change) does not, and each is judged on its own pairs.
+        let r = compare_paired(&table, &table, &results(0.0), &results(0.04), &Tolerances::default(), 42);
+        let failed: Vec<&str> = r.failures().map(|c| c.config_id.as_str()).collect();
+        assert_eq!(failed, ["a", "a@y.jsonl"], "{}", r.markdown());
+        let n = |id: &str| r.changes.iter().find(|c| c.config_id == id).and_then(|c| c.paired).map(|p| p.n);
+        assert_eq!((n("a"), n("a@y.jsonl")), (Some(24), Some(12)));
     }
 
     #[test]

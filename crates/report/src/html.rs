@@ -226,6 +226,9 @@ struct Page<'a> {
     data: &'a RunData,
     texts: &'a ProbeTexts,
     summaries: Vec<ConfigSummary>,
+    /// The dataset views of the leaderboard, charts and probe-kind table, the one shown first
+    /// first: each dataset then the pooled `all` when the run has several datasets, else `all`.
+    views: Vec<String>,
     colors: HashMap<&'a str, &'static str>,
     configs: HashMap<&'a str, &'a Configuration>,
     conversations: Vec<ConversationView<'a>>,
@@ -255,7 +258,13 @@ pub fn render(data: &RunData, texts: &ProbeTexts) -> String {
     }
     let conversations =
         by_conversation.into_iter().map(|((dataset, id), records)| ConversationView { dataset, id, records }).collect();
-    let page = Page { data, texts, summaries, colors, configs, conversations };
+    let datasets = summary::datasets(&summaries);
+    let views: Vec<String> = if datasets.len() > 1 {
+        datasets.iter().map(|d| d.to_string()).chain([summary::ALL_DATASETS.to_string()]).collect()
+    } else {
+        vec![summary::ALL_DATASETS.to_string()]
+    };
+    let page = Page { data, texts, summaries, views, colors, configs, conversations };
 
     let mut out = String::with_capacity(64 * 1024);
     out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
@@ -279,6 +288,14 @@ pub fn render(data: &RunData, texts: &ProbeTexts) -> String {
     out.push_str("</main>\n");
     out.push_str(&format!("<script>{SCRIPT}</script>\n</body>\n</html>\n"));
     out
+}
+
+/// A signed share as a percentage with its sign (`+4.2%`, `-35.0%`), `–` for none.
+fn signed_pct(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v.is_finite() => format!("{:+.1}%", v * 100.0),
+        _ => "–".into(),
+    }
 }
 
 fn pct(v: Option<f64>) -> String {
@@ -501,10 +518,58 @@ impl Page<'_> {
              calls still over the window after compaction / calls. Click a column to sort.</p>\n",
         );
         out.push_str(
-            "<input class=\"filter\" type=\"search\" placeholder=\"filter configurations\" data-filter=\"leaderboard-table\">\n",
+            "<p class=\"note\">A request over the window is a rejected call, as a provider would reject it: under \
+             <code>overflow = \"fail\"</code> the conversation ends there and every later probe scores 0. Completion: \
+             conversations with no rejected call; retention if sent: as if every request had been sent. Rows are \
+             ranked by completion, then retention, so a configuration that loses conversations ranks below every \
+             configuration that completes more. <b>not exercised</b>: the configuration never compacted on these \
+             conversations, so its retention says nothing about its compaction. Paired at-risk retention is over \
+             the probes at risk under every configuration of the same dataset and window that compacted there; \
+             each at-risk figure gives the probes it rests on. Estimate error: the strategy's own token estimate \
+             against the exact count at its trigger checks, (estimate - exact) / exact, median and 95th percentile.</p>\n",
         );
-        out.push_str("<div class=\"scroll\"><table id=\"leaderboard-table\" class=\"sortable\">\n<thead><tr>");
-        let heads: [(&str, bool); 17] = [
+        self.switch(out);
+        for (i, view) in self.views.iter().enumerate() {
+            self.leaderboard_view(out, view, i);
+        }
+    }
+
+    /// The dataset switch of a section, when the run has several datasets.
+    fn switch(&self, out: &mut String) {
+        if self.views.len() < 2 {
+            return;
+        }
+        out.push_str("<label class=\"note\">dataset <select class=\"dataset-switch\">");
+        for v in &self.views {
+            let label = if v == summary::ALL_DATASETS { "all datasets (pooled)".to_string() } else { v.clone() };
+            out.push_str(&format!("<option value=\"{}\">{}</option>", escape(v), escape(&label)));
+        }
+        out.push_str("</select></label>\n");
+    }
+
+    /// The attributes of view `i`'s elements: its dataset, hidden unless it is the first.
+    fn view_attrs(&self, view: &str, i: usize) -> String {
+        if self.views.len() < 2 {
+            return String::new();
+        }
+        format!(" data-dataset=\"{}\"{}", escape(view), if i > 0 { " hidden" } else { "" })
+    }
+
+    /// The rows of one dataset view.
+    fn rows(&self, view: &str) -> Vec<&ConfigSummary> {
+        self.summaries.iter().filter(|s| s.dataset == view).collect()
+    }
+
+    fn leaderboard_view(&self, out: &mut String, view: &str, i: usize) {
+        let suffix = if i == 0 { String::new() } else { format!("-{i}") };
+        out.push_str(&format!("<div{}>\n", self.view_attrs(view, i)));
+        out.push_str(&format!(
+            "<input class=\"filter\" type=\"search\" placeholder=\"filter configurations\" data-filter=\"leaderboard-table{suffix}\">\n"
+        ));
+        out.push_str(&format!(
+            "<div class=\"scroll\"><table id=\"leaderboard-table{suffix}\" class=\"sortable\">\n<thead><tr>"
+        ));
+        let heads: [(&str, bool); 23] = [
             ("configuration", false),
             ("strategy", false),
             ("family", false),
@@ -512,8 +577,12 @@ impl Page<'_> {
             ("parameters", false),
             ("conversations", true),
             ("failed", true),
+            ("completion", true),
+            ("compacted conv.", true),
             ("retention", true),
+            ("retention if sent", true),
             ("at-risk retention", true),
+            ("paired at-risk retention", true),
             ("compression ratio", true),
             ("overflow rate", true),
             ("violations", true),
@@ -522,21 +591,25 @@ impl Page<'_> {
             ("cost / conv.", true),
             ("cache-hit rate", true),
             ("at-risk conv.", true),
+            ("estimate error p50", true),
+            ("estimate error p95", true),
         ];
         for (h, num) in heads {
             let sorted = if h == "retention" { " aria-sort=\"descending\"" } else { "" };
             out.push_str(&format!("<th{}{sorted}>{}</th>", if num { " class=\"num\"" } else { "" }, escape(h)));
         }
         out.push_str("</tr></thead>\n<tbody>\n");
-        let mut order: Vec<&ConfigSummary> = self.summaries.iter().collect();
-        order.sort_by(|a, b| {
-            b.retention.mean.unwrap_or(f64::NEG_INFINITY).total_cmp(&a.retention.mean.unwrap_or(f64::NEG_INFINITY))
-        });
+        let order = summary::rank(self.rows(view));
         for s in order {
             let c = &s.config;
             out.push_str("<tr>");
             out.push_str(&format!("<td class=\"mono nowrap\">{}</td>", escape(&c.config_id)));
-            out.push_str(&format!("<td class=\"nowrap\">{}{}</td>", self.swatch(&c.strategy), escape(&c.strategy)));
+            out.push_str(&format!(
+                "<td class=\"nowrap\">{}{}{}</td>",
+                self.swatch(&c.strategy),
+                escape(&c.strategy),
+                if s.exercised() { "" } else { " <span class=\"tag\">not exercised</span>" }
+            ));
             out.push_str(&format!("<td><span class=\"tag\">{}</span></td>", family_of(&c.strategy)));
             out.push_str(&format!(
                 "<td class=\"num\"{}>{}</td>",
@@ -552,16 +625,35 @@ impl Page<'_> {
                 s.failed
             ));
             out.push_str(&format!(
+                "<td class=\"num{}\"{}>{}</td>",
+                if s.completion_rate.is_some_and(|v| v < 1.0) { " bad" } else { "" },
+                dv(s.completion_rate),
+                pct(s.completion_rate)
+            ));
+            out.push_str(&format!(
+                "<td class=\"num\"{}>{}</td>",
+                dv(Some(s.compacted_conversations as f64)),
+                s.compacted_conversations
+            ));
+            out.push_str(&format!(
                 "<td class=\"num\"{}>{}{}</td>",
                 dv(s.retention.mean),
                 pct(s.retention.mean),
                 ci(s.retention.ci)
             ));
+            out.push_str(&format!("<td class=\"num\"{}>{}</td>", dv(s.retention_if_sent), pct(s.retention_if_sent)));
             out.push_str(&format!(
-                "<td class=\"num\"{}>{}{}</td>",
+                "<td class=\"num\"{}>{}{} <span class=\"note\">({} probes)</span></td>",
                 dv(s.at_risk_retention.mean),
                 pct(s.at_risk_retention.mean),
-                ci(s.at_risk_retention.ci)
+                ci(s.at_risk_retention.ci),
+                s.at_risk_probes
+            ));
+            out.push_str(&format!(
+                "<td class=\"num\"{}>{} <span class=\"note\">({} probes)</span></td>",
+                dv(s.paired_at_risk_retention),
+                pct(s.paired_at_risk_retention),
+                s.paired_at_risk_probes
             ));
             out.push_str(&format!(
                 "<td class=\"num\"{}>{}</td>",
@@ -602,9 +694,12 @@ impl Page<'_> {
                 dv(Some(s.at_risk_retention.n as f64)),
                 s.at_risk_retention.n
             ));
+            for e in [s.estimate_error_p50, s.estimate_error_p95] {
+                out.push_str(&format!("<td class=\"num\"{}>{}</td>", dv(e), signed_pct(e)));
+            }
             out.push_str("</tr>\n");
         }
-        out.push_str("</tbody>\n</table></div>\n");
+        out.push_str("</tbody>\n</table></div>\n</div>\n");
     }
 
     /// The leaderboard's configurations grouped by family (seeds, production systems,
@@ -678,43 +773,51 @@ impl Page<'_> {
         out.push_str(
             "<p class=\"note\">One point per configuration, coloured by strategy, with its 95% interval as a vertical \
              bar. The dashed step line is the Pareto frontier: no other configuration retains more for less. \
+             A hollow point stays off the frontier: it never compacted (not exercised), or a provider would have \
+             rejected some of its calls while another configuration completed every conversation. \
              Hover a point for its configuration.</p>\n",
         );
+        self.switch(out);
         self.legend(out);
-        let points = |x: fn(&ConfigSummary) -> Option<f64>| -> Vec<svg::ParetoPoint> {
-            self.summaries
-                .iter()
-                .filter_map(|s| {
-                    Some(svg::ParetoPoint {
-                        config_id: s.config.config_id.clone(),
-                        strategy: s.config.strategy.clone(),
-                        color: self.color(&s.config.strategy),
-                        x: x(s).filter(|v| v.is_finite())?,
-                        y: s.retention.mean.filter(|v| v.is_finite())?,
-                        ci: s.retention.ci,
+        for (i, view) in self.views.iter().enumerate() {
+            let rows = self.rows(view);
+            let eligible = summary::frontier_eligible(&rows);
+            let points = |x: fn(&ConfigSummary) -> Option<f64>| -> Vec<svg::ParetoPoint> {
+                rows.iter()
+                    .zip(&eligible)
+                    .filter_map(|(s, eligible)| {
+                        Some(svg::ParetoPoint {
+                            config_id: s.config.config_id.clone(),
+                            strategy: s.config.strategy.clone(),
+                            color: self.color(&s.config.strategy),
+                            x: x(s).filter(|v| v.is_finite())?,
+                            y: s.retention.mean.filter(|v| v.is_finite())?,
+                            ci: s.retention.ci,
+                            eligible: *eligible,
+                        })
                     })
-                })
-                .collect()
-        };
-        out.push_str("<div class=\"charts\">\n");
-        let cost = points(|s| s.cost_usd_mean);
-        out.push_str("<div class=\"chart big\"><h3>Retention against cost per conversation</h3>");
-        if cost.is_empty() && !self.summaries.is_empty() {
-            out.push_str(
-                "<p class=\"note\" id=\"cost-not-measured\">Cost is not measured: the experiment sets no price.</p>",
-            );
-        } else {
-            out.push_str(&svg::pareto_chart("cost per conversation (USD)", usd, &cost));
+                    .collect()
+            };
+            out.push_str(&format!("<div class=\"charts\"{}>\n", self.view_attrs(view, i)));
+            let cost = points(|s| s.cost_usd_mean);
+            out.push_str("<div class=\"chart big\"><h3>Retention against cost per conversation</h3>");
+            if cost.is_empty() && !rows.is_empty() {
+                // One id per page: the first view's note carries it.
+                let id = if i == 0 { " id=\"cost-not-measured\"" } else { "" };
+                out.push_str(&format!("<p class=\"note\"{id}>Cost is not measured: the experiment sets no price.</p>"));
+            } else {
+                out.push_str(&svg::pareto_chart("cost per conversation (USD)", usd, &cost));
+            }
+            out.push_str("</div>\n");
+            let kept = points(|s| s.compression_ratio);
+            out.push_str("<div class=\"chart big\"><h3>Retention against tokens kept</h3>");
+            out.push_str(&svg::pareto_chart(
+                "tokens kept (request tokens sent / without compaction)",
+                |v| format!("{:.0}%", v * 100.0),
+                &kept,
+            ));
+            out.push_str("</div>\n</div>\n");
         }
-        out.push_str("</div>\n");
-        let kept = points(|s| s.compression_ratio);
-        out.push_str("<div class=\"chart big\"><h3>Retention against tokens kept</h3>");
-        out.push_str(&svg::pareto_chart(
-            "tokens kept (request tokens sent / without compaction)",
-            |v| format!("{:.0}%", v * 100.0),
-            &kept,
-        ));
-        out.push_str("</div>\n</div>\n");
     }
 
     fn by_kind(&self, out: &mut String) {
@@ -723,19 +826,29 @@ impl Page<'_> {
             "<p class=\"note\">Mean retention per probe kind (over the conversations that have probes of that kind), \
              per configuration. Red is lost, green is kept.</p>\n",
         );
-        out.push_str(
-            "<div class=\"scroll\"><table id=\"kinds-table\" class=\"sortable\">\n<thead><tr><th>configuration</th><th>strategy</th>",
-        );
+        self.switch(out);
+        for (i, view) in self.views.iter().enumerate() {
+            self.by_kind_view(out, view, i);
+        }
+    }
+
+    fn by_kind_view(&self, out: &mut String, view: &str, i: usize) {
+        let suffix = if i == 0 { String::new() } else { format!("-{i}") };
+        out.push_str(&format!(
+            "<div class=\"scroll\"{}><table id=\"kinds-table{suffix}\" class=\"sortable\">\n<thead><tr><th>configuration</th><th>strategy</th>",
+            self.view_attrs(view, i)
+        ));
         for k in ProbeKind::ALL {
             out.push_str(&format!("<th class=\"num\">{}</th>", k.as_str()));
         }
         out.push_str("<th class=\"num\">all</th></tr></thead>\n<tbody>\n");
-        for s in &self.summaries {
+        for s in self.rows(view) {
             out.push_str(&format!(
-                "<tr><td class=\"mono\">{}</td><td>{}{}</td>",
+                "<tr><td class=\"mono\">{}</td><td>{}{}{}</td>",
                 escape(&s.config.config_id),
                 self.swatch(&s.config.strategy),
-                escape(&s.config.strategy)
+                escape(&s.config.strategy),
+                if s.exercised() { "" } else { " <span class=\"tag\">not exercised</span>" }
             ));
             for v in s.retention_by_kind.iter().copied().chain([s.retention.mean]) {
                 let style = match v {

@@ -1,4 +1,19 @@
-//! Per-configuration aggregates with seeded bootstrap confidence intervals.
+//! Per-configuration aggregates with seeded bootstrap confidence intervals, pooled over every
+//! dataset (`dataset = "all"`) and per dataset.
+//!
+//! Per-dataset rows and the pooled row are computed the same way from their own records, so a
+//! pooled mean over conversations is the conversation-weighted mean of the per-dataset means.
+//!
+//! **Paired at-risk retention** measures every configuration of a dataset and window on the
+//! same questions: the probes (conversation, probe id) that are at risk under every
+//! configuration of that window that compacted on that dataset (configurations that never
+//! compacted there have no at-risk probes to pair), each scored once per configuration, means
+//! over probes. The pooled row pairs each dataset's set in turn (their union).
+//!
+//! **Estimate error**: at each trigger check (each call, before any compaction, of a strategy
+//! with a threshold) the strategy's own estimate against the exact count, as the signed ratio
+//! `(estimate - exact) / exact`; the 50th and 95th percentiles (nearest rank) over every check
+//! of the configuration. A strategy that underestimates stays below its threshold.
 //!
 //! Retention is averaged over conversations (each conversation's own mean probe score), so a
 //! conversation with many probes weighs as much as one with few; the 95% interval is a
@@ -16,9 +31,14 @@
 //! assert_eq!(bootstrap_ci(&values, 42), Some((low, high)));
 //! ```
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use compaction::ProbeKind;
 use runner::experiment::{fnv1a, Configuration};
-use runner::record::{PairOutcome, PairRecord};
+use runner::record::{PairMetrics, PairOutcome, PairRecord};
+
+/// The `dataset` of a pooled row.
+pub const ALL_DATASETS: &str = "all";
 
 /// Bootstrap resamples per interval.
 pub const RESAMPLES: usize = 2_000;
@@ -30,12 +50,29 @@ pub const LEVEL: f64 = 0.95;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfigSummary {
     pub config: Configuration,
+    /// The dataset label the row is over, or [`ALL_DATASETS`] for the pooled row.
+    pub dataset: String,
     /// Conversations that replayed.
     pub conversations: usize,
+    /// Share of the replayed conversations with no rejected call.
+    pub completion_rate: Option<f64>,
+    /// Replayed conversations with at least one compaction.
+    pub compacted_conversations: usize,
+    /// Mean retention as if every request had been sent.
+    pub retention_if_sent: Option<f64>,
+    /// Mean score over the paired at-risk probes (see the module docs).
+    pub paired_at_risk_retention: Option<f64>,
+    /// Probes the paired at-risk retention is over.
+    pub paired_at_risk_probes: usize,
+    /// Median and 95th percentile of the strategy's signed estimate error at its trigger checks.
+    pub estimate_error_p50: Option<f64>,
+    pub estimate_error_p95: Option<f64>,
     /// Conversations that failed.
     pub failed: usize,
     pub retention: Estimate,
     pub at_risk_retention: Estimate,
+    /// At-risk probes (scored) the at-risk retention is over.
+    pub at_risk_probes: usize,
     /// Mean retention per probe kind, in [`ProbeKind::ALL`] order.
     pub retention_by_kind: [Option<f64>; 5],
     /// Mean retention of the at-risk probes per kind (over the conversations with at-risk
@@ -75,6 +112,13 @@ pub struct Estimate {
     pub ci: Option<(f64, f64)>,
     /// Conversations the mean is over.
     pub n: usize,
+}
+
+impl ConfigSummary {
+    /// The configuration compacted at least once in the row's conversations.
+    pub fn exercised(&self) -> bool {
+        self.compacted_conversations > 0
+    }
 }
 
 impl Estimate {
@@ -131,29 +175,162 @@ pub fn metric_seed(seed: u64, config_id: &str, metric: &str) -> u64 {
     seed ^ fnv1a(format!("{config_id}/{metric}").as_bytes())
 }
 
-/// Summarize each configuration (in the given order) over its records.
+/// Summarize each configuration (in the given order) over its records: first the pooled row
+/// of every configuration, then, dataset by dataset (sorted by label), a row per configuration
+/// that has records in that dataset.
 pub fn summarize(configurations: &[Configuration], records: &[PairRecord], seed: u64) -> Vec<ConfigSummary> {
-    configurations
+    let datasets: BTreeSet<&str> = records.iter().map(|r| r.dataset.as_str()).collect();
+    let paired = paired_sets(configurations, records);
+    let mut out: Vec<ConfigSummary> = configurations
         .iter()
-        .map(|c| summarize_one(c, records.iter().filter(|r| r.config_id == c.config_id), seed))
+        .map(|c| {
+            let mut set: BTreeSet<(&str, &str, &str)> = BTreeSet::new();
+            for ((_, window), probes) in &paired {
+                if *window == c.window {
+                    set.extend(probes.iter().copied());
+                }
+            }
+            summarize_one(c, ALL_DATASETS, records.iter().filter(|r| r.config_id == c.config_id), &set, seed)
+        })
+        .collect();
+    let empty = BTreeSet::new();
+    for d in datasets {
+        for c in configurations {
+            let mine: Vec<&PairRecord> =
+                records.iter().filter(|r| r.config_id == c.config_id && r.dataset == d).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let set = paired.get(&(d, c.window)).unwrap_or(&empty);
+            out.push(summarize_one(c, d, mine.into_iter(), set, seed));
+        }
+    }
+    out
+}
+
+/// Rows ranked for a leaderboard: completion rate first (a configuration that loses
+/// conversations to rejected calls ranks below every one that completes more), then
+/// retention, both descending; ties keep their order.
+pub fn rank(mut rows: Vec<&ConfigSummary>) -> Vec<&ConfigSummary> {
+    let key = |v: Option<f64>| v.filter(|v| v.is_finite()).unwrap_or(f64::NEG_INFINITY);
+    rows.sort_by(|a, b| {
+        key(b.completion_rate)
+            .total_cmp(&key(a.completion_rate))
+            .then(key(b.retention.mean).total_cmp(&key(a.retention.mean)))
+    });
+    rows
+}
+
+/// Which rows may stand on a Pareto frontier drawn over them: a configuration that never
+/// compacted (not exercised) never may; one with a rejected call may not when some exercised
+/// configuration among the rows completed every conversation.
+pub fn frontier_eligible(rows: &[&ConfigSummary]) -> Vec<bool> {
+    let someone_completes = rows.iter().any(|s| s.exercised() && s.completion_rate == Some(1.0));
+    rows.iter().map(|s| s.exercised() && (!someone_completes || s.completion_rate == Some(1.0))).collect()
+}
+
+/// The datasets of a summary's rows, in row order, without the pooled label.
+pub fn datasets(summaries: &[ConfigSummary]) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    for s in summaries {
+        if s.dataset != ALL_DATASETS && !out.contains(&s.dataset.as_str()) {
+            out.push(&s.dataset);
+        }
+    }
+    out
+}
+
+type ProbeKey<'a> = (&'a str, &'a str, &'a str);
+
+/// Per (dataset, window): the probes (dataset, conversation, probe id) at risk under every
+/// configuration of that window that compacted on that dataset, on the conversations that all
+/// of them replayed.
+fn paired_sets<'a>(
+    configurations: &[Configuration],
+    records: &'a [PairRecord],
+) -> BTreeMap<(&'a str, Option<u64>), BTreeSet<ProbeKey<'a>>> {
+    let window_of: BTreeMap<&str, Option<u64>> =
+        configurations.iter().map(|c| (c.config_id.as_str(), c.window)).collect();
+    // (dataset, window) -> config -> (conversations replayed, at-risk probes, compacted).
+    type PerConfig<'a> = BTreeMap<&'a str, (BTreeSet<&'a str>, BTreeSet<ProbeKey<'a>>, bool)>;
+    let mut groups: BTreeMap<(&str, Option<u64>), PerConfig<'a>> = BTreeMap::new();
+    for r in records {
+        let Some(window) = window_of.get(r.config_id.as_str()) else { continue };
+        let PairOutcome::Ok(m) = &r.outcome else { continue };
+        let entry = groups.entry((r.dataset.as_str(), *window)).or_default().entry(r.config_id.as_str()).or_default();
+        entry.0.insert(r.conversation_id.as_str());
+        entry.2 |= m.compactions > 0;
+        for p in m.probes.iter().filter(|p| p.at_risk && counts(p)) {
+            entry.1.insert((r.dataset.as_str(), r.conversation_id.as_str(), p.probe_id.as_str()));
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(key, configs)| {
+            let mut exercised = configs.values().filter(|(_, _, compacted)| *compacted);
+            let set = match exercised.next() {
+                None => BTreeSet::new(),
+                Some(first) => exercised.fold(first.1.clone(), |acc, (_, probes, _)| &acc & probes),
+            };
+            (key, set)
+        })
         .collect()
+}
+
+/// A probe score that enters the means: finite and, for the LLM judge, with a verdict.
+fn counts(p: &runner::record::ProbeScore) -> bool {
+    p.score.is_finite() && runner::llm_judge::is_scored(p)
+}
+
+/// The signed estimate error of every trigger check of a pair.
+fn estimate_errors(m: &PairMetrics) -> impl Iterator<Item = f64> + '_ {
+    m.timeline
+        .iter()
+        .filter(|c| c.check_tokens > 0)
+        .map(|c| (c.check_estimate as f64 - c.check_tokens as f64) / c.check_tokens as f64)
+}
+
+/// Nearest-rank percentile `q` (0..=1) of sorted values.
+pub fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
 fn summarize_one<'a>(
     config: &Configuration,
+    dataset: &str,
     records: impl Iterator<Item = &'a PairRecord>,
+    paired: &BTreeSet<ProbeKey<'_>>,
     seed: u64,
 ) -> ConfigSummary {
     let mut failed = 0;
     let mut ok = Vec::new();
     let mut scored_by: Vec<&String> = Vec::new();
+    let mut paired_scores: Vec<f64> = Vec::new();
     for r in records {
         scored_by.push(&r.judge);
         match &r.outcome {
-            PairOutcome::Ok(m) => ok.push(m.as_ref()),
+            PairOutcome::Ok(m) => {
+                ok.push(m.as_ref());
+                for p in m.probes.iter().filter(|p| counts(p)) {
+                    if paired.contains(&(r.dataset.as_str(), r.conversation_id.as_str(), p.probe_id.as_str())) {
+                        paired_scores.push(p.score);
+                    }
+                }
+            }
             PairOutcome::Failed { .. } => failed += 1,
         }
     }
+    // The pooled row keeps the seeds it always had; a dataset row has its own.
+    let seed_id =
+        if dataset == ALL_DATASETS { config.config_id.clone() } else { format!("{}@{dataset}", config.config_id) };
+    let mut errors: Vec<f64> = ok.iter().flat_map(|m| estimate_errors(m)).filter(|v| v.is_finite()).collect();
+    errors.sort_by(f64::total_cmp);
+    let if_sent: Vec<f64> =
+        ok.iter().filter_map(|m| m.retention_if_sent.or(m.retention)).filter(|v| v.is_finite()).collect();
     let retention: Vec<f64> = ok.iter().filter_map(|m| m.retention).filter(|v| v.is_finite()).collect();
     let at_risk: Vec<f64> = ok.iter().filter_map(|m| m.at_risk_retention).filter(|v| v.is_finite()).collect();
     let kind_mean = |kind: ProbeKind, at_risk_only: bool| {
@@ -196,17 +373,26 @@ fn summarize_one<'a>(
             judges.push(r);
         }
     }
-    let sum = |f: fn(&runner::record::PairMetrics) -> u64| ok.iter().map(|m| f(m)).sum::<u64>();
+    let sum = |f: fn(&PairMetrics) -> u64| ok.iter().map(|m| f(m)).sum::<u64>();
     let calls = sum(|m| m.calls);
     let input = sum(|m| m.input_tokens);
     let costs: Vec<f64> = ok.iter().filter_map(|m| m.cost_usd).filter(|v| v.is_finite()).collect();
     let summary_costs: Vec<f64> = ok.iter().filter_map(|m| m.summary_cost_usd).filter(|v| v.is_finite()).collect();
     let compactions: Vec<f64> = ok.iter().map(|m| m.compactions as f64).collect();
     ConfigSummary {
+        dataset: dataset.to_string(),
         conversations: ok.len(),
+        completion_rate: ratio(ok.iter().filter(|m| m.first_rejected_call.is_none()).count() as u64, ok.len() as u64),
+        compacted_conversations: ok.iter().filter(|m| m.compactions > 0).count(),
+        at_risk_probes: ok.iter().map(|m| m.probes.iter().filter(|p| p.at_risk && counts(p)).count()).sum(),
+        retention_if_sent: mean(&if_sent),
+        paired_at_risk_retention: mean(&paired_scores),
+        paired_at_risk_probes: paired_scores.len(),
+        estimate_error_p50: percentile(&errors, 0.5),
+        estimate_error_p95: percentile(&errors, 0.95),
         failed,
-        retention: Estimate::of(&retention, metric_seed(seed, &config.config_id, "retention")),
-        at_risk_retention: Estimate::of(&at_risk, metric_seed(seed, &config.config_id, "at_risk_retention")),
+        retention: Estimate::of(&retention, metric_seed(seed, &seed_id, "retention")),
+        at_risk_retention: Estimate::of(&at_risk, metric_seed(seed, &seed_id, "at_risk_retention")),
         retention_by_kind: by_kind,
         at_risk_retention_by_kind: at_risk_by_kind,
         retention_by_checkpoint: by_checkpoint,

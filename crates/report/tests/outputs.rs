@@ -56,6 +56,7 @@ impl Judge for KeptJudge {
             facts,
             judge: self.name(),
             llm: None,
+            if_sent: None,
         }
     }
 }
@@ -209,7 +210,7 @@ fn headers_are_pinned() {
         "conversation_id,dataset,strategy,config_id,params,window,status,error,calls,compactions,overflows,\
          violations,peak_tokens,input_tokens,cached_tokens,output_tokens,uncompacted_input_tokens,final_tokens,\
          summarizer_calls,summarizer_failures,cost_usd,summary_cost_usd,probes,retention,at_risk_probes,at_risk_retention,\
-         cache_hit_rate,judge,rejected_requests_openai,rejected_requests_anthropic,findings"
+         cache_hit_rate,judge,rejected_requests_openai,rejected_requests_anthropic,findings,completed,first_rejected_call"
     );
     assert_eq!(
         SUMMARY_HEADER.join(","),
@@ -219,7 +220,8 @@ fn headers_are_pinned() {
          compression_ratio,overflow_rate,calls,compactions_mean,violations,peak_tokens_max,cost_usd_mean,cache_hit_rate,\
          at_risk_retention_task,at_risk_retention_recall,at_risk_retention_artifact,at_risk_retention_decision,\
          at_risk_retention_continuation,judge,rejected_requests_openai,rejected_requests_anthropic,findings,\
-         summary_cost_usd_mean"
+         summary_cost_usd_mean,dataset,completion_rate,compacted_conversations,retention_if_sent_mean,\
+         paired_at_risk_retention,paired_at_risk_probes,estimate_error_p50,estimate_error_p95"
     );
     assert_eq!(
         PROBES_HEADER.join(","),
@@ -265,11 +267,16 @@ fn outputs_have_a_row_per_pair_and_per_configuration() {
     let mut summary = csv::Reader::from_path(dir.join(report::SUMMARY_CSV)).expect("summary.csv");
     let h = summary.headers().expect("header").clone();
     let col = |name: &str| h.iter().position(|x| x == name).expect("column");
-    let rows: Vec<csv::StringRecord> = summary.records().map(|r| r.expect("row")).collect();
+    let all_rows: Vec<csv::StringRecord> = summary.records().map(|r| r.expect("row")).collect();
+    // A pooled row per configuration, then one per configuration and dataset (two datasets).
+    assert_eq!(all_rows.len(), 3 * configs);
+    let rows: Vec<csv::StringRecord> = all_rows.iter().filter(|r| &r[col("dataset")] == "all").cloned().collect();
     assert_eq!(rows.len(), configs);
+    assert!(all_rows[..configs].iter().all(|r| &r[col("dataset")] == "all"), "the pooled rows come first");
     for r in &rows {
         assert_eq!(&r[col("conversations")], "6");
         assert_eq!(&r[col("failed")], "1");
+        assert_eq!(&r[col("completion_rate")], "1", "the stand-in replay rejects no call");
         let mean: f64 = r[col("retention_mean")].parse().expect("a mean");
         let low: f64 = r[col("retention_ci_low")].parse().expect("a bound");
         let high: f64 = r[col("retention_ci_high")].parse().expect("a bound");
@@ -296,6 +303,9 @@ fn outputs_have_a_row_per_pair_and_per_configuration() {
     );
     // At 60k tokens the stand-in keeps everything: nothing compacted, nothing at risk.
     let big = rows.iter().find(|r| r[col("config_id")].contains("-60k-")).expect("a 60k row");
+    assert_eq!(&big[col("compacted_conversations")], "0", "never compacted: not exercised");
+    let small = rows.iter().find(|r| r[col("config_id")].contains("-6k-")).expect("a 6k row");
+    assert_eq!(&small[col("compacted_conversations")], "6", "every conversation is longer than 6 messages");
     assert_eq!(&big[col("compression_ratio")], "1");
     assert_eq!(&big[col("at_risk_retention_mean")], "", "no probe at risk: not applicable");
     assert_eq!(&big[col("retention_mean")], "1");
@@ -322,6 +332,42 @@ fn outputs_have_a_row_per_pair_and_per_configuration() {
         })
         .sum();
     assert_eq!(probes, expected);
+}
+
+/// The pooled row of a configuration is the conversation-weighted mean of its per-dataset
+/// rows, for every mean over conversations; counts add up.
+#[test]
+fn the_pooled_row_is_the_conversation_weighted_mean_of_the_dataset_rows() {
+    let dir = temp_dir("pooled");
+    run_into(&dir, false, None);
+    let mut summary = csv::Reader::from_path(dir.join(report::SUMMARY_CSV)).expect("summary.csv");
+    let h = summary.headers().expect("header").clone();
+    let col = |name: &str| h.iter().position(|x| x == name).expect("column");
+    let rows: Vec<csv::StringRecord> = summary.records().map(|r| r.expect("row")).collect();
+    let num = |r: &csv::StringRecord, c: &str| -> Option<f64> { r[col(c)].parse().ok() };
+    let pooled: Vec<&csv::StringRecord> = rows.iter().filter(|r| &r[col("dataset")] == "all").collect();
+    assert!(!pooled.is_empty());
+    for p in pooled {
+        let id = &p[col("config_id")];
+        let parts: Vec<&csv::StringRecord> =
+            rows.iter().filter(|r| &r[col("config_id")] == id && &r[col("dataset")] != "all").collect();
+        assert_eq!(parts.len(), 2, "{id}: one row per dataset");
+        for count in ["conversations", "failed", "compacted_conversations", "calls", "violations"] {
+            let sum: f64 = parts.iter().map(|r| num(r, count).expect("a count")).sum();
+            assert_eq!(num(p, count), Some(sum), "{id}: {count} adds up");
+        }
+        let n = |r: &csv::StringRecord| num(r, "conversations").expect("conversations");
+        for mean in ["retention_mean", "retention_if_sent_mean", "completion_rate", "compactions_mean", "cost_usd_mean"]
+        {
+            let weighted: f64 = parts.iter().map(|r| n(r) * num(r, mean).expect("a mean")).sum::<f64>()
+                / parts.iter().map(|r| n(r)).sum::<f64>();
+            let pooled = num(p, mean).expect("a pooled mean");
+            // The CSV rounds to 6 (dollars 8) decimals.
+            assert!((pooled - weighted).abs() < 2e-6, "{id}: {mean} pooled {pooled}, weighted {weighted}");
+        }
+        let probes: f64 = parts.iter().map(|r| num(r, "paired_at_risk_probes").expect("a count")).sum();
+        assert_eq!(num(p, "paired_at_risk_probes"), Some(probes), "{id}: the pooled pairing is the union");
+    }
 }
 
 #[test]

@@ -39,7 +39,7 @@
 //! configuration: the strategy, its parameters as written (after grid expansion, not with
 //! defaults filled in, so that changing a default keeps the id and the regression gate
 //! compares the old and new behaviour), the window, the tokenizer, the cache profile, the
-//! price, the summarizer and the judge. It does not depend on the order of tables or keys.
+//! price, the summarizer and the judge, and the overflow policy when it is not the default. It does not depend on the order of tables or keys.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -50,7 +50,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::judge::OfflineJudge;
 use crate::llm_setup::{self, LlmSettings, RawLlm, RawRole};
-use crate::replay::{CacheProfile, Judge, Price, Summarizer};
+use crate::replay::{CacheProfile, Judge, OverflowPolicy, Price, Summarizer};
 use crate::summarize::OfflineSummarizer;
 
 /// The default price table, looked up beside the experiment file.
@@ -71,6 +71,10 @@ pub struct Experiment {
     pub windows: Vec<u64>,
     pub tokenizer: Encoding,
     pub cache: CacheProfile,
+    /// What a request over the window does: `fail` (the default: the provider rejects it and
+    /// the conversation ends) or `continue` (it proceeds; for diagnosis).
+    #[serde(default)]
+    pub overflow: OverflowPolicy,
     /// The replayed model's price, if any (`None` prices every call at zero).
     pub price: Option<PriceSpec>,
     pub summarizer: SummarizerSpec,
@@ -242,6 +246,8 @@ struct RawExperiment {
     #[serde(default, alias = "provider")]
     cache: Option<CacheProfile>,
     #[serde(default)]
+    overflow: OverflowPolicy,
+    #[serde(default)]
     price: Option<toml::Value>,
     #[serde(default)]
     prices: Option<String>,
@@ -363,6 +369,7 @@ impl Experiment {
         let shared = SharedSettings {
             tokenizer: raw.tokenizer,
             cache,
+            overflow: raw.overflow,
             price: price.as_ref(),
             summarizer,
             judge,
@@ -412,6 +419,7 @@ impl Experiment {
             windows: raw.windows,
             tokenizer: raw.tokenizer,
             cache,
+            overflow: raw.overflow,
             price,
             summarizer,
             judge,
@@ -438,6 +446,7 @@ impl Experiment {
 struct SharedSettings<'a> {
     tokenizer: Encoding,
     cache: CacheProfile,
+    overflow: OverflowPolicy,
     price: Option<&'a PriceSpec>,
     summarizer: SummarizerSpec,
     judge: JudgeSpec,
@@ -665,6 +674,11 @@ fn config_id(strategy: &str, params: &serde_json::Value, window: Option<u64>, sh
         "summarizer": shared.summarizer,
         "judge": shared.judge,
     });
+    // Only present when not the default, so configuration ids stay as they were and the gate
+    // compares the same configurations across the change of default.
+    if shared.overflow != OverflowPolicy::Fail {
+        identity["overflow"] = serde_json::json!(shared.overflow);
+    }
     // Only present with a model, so offline configuration ids stay as they were.
     if let Some(llm) = shared.llm {
         identity["llm"] = llm.identity();

@@ -310,6 +310,7 @@ impl OfflineJudge {
             facts,
             judge: self.name(),
             llm: None,
+            if_sent: None,
         }
     }
 }

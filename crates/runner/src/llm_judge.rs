@@ -384,6 +384,7 @@ impl Judge for LlmJudge {
             facts: Vec::new(),
             judge: self.name(),
             llm: Some(detail),
+            if_sent: None,
         }
     }
 }
@@ -570,6 +571,7 @@ mod tests {
             encoding: compaction::Encoding::O200kBase,
             cache: CacheProfile::None,
             price: None,
+            overflow: crate::replay::OverflowPolicy::Continue,
         };
         let summarizer = crate::llm_setup::NeedsRoles;
         let m = replay(&conversation, &settings, &summarizer, &judge).unwrap();

@@ -543,6 +543,7 @@ impl Judge for NeedsRoles {
             facts: Vec::new(),
             judge: Judge::name(self),
             llm: Some(serde_json::json!({"scored": false, "error": NEEDS_ROLES})),
+            if_sent: None,
         }
     }
 }

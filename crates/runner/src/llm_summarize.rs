@@ -390,6 +390,7 @@ mod tests {
             encoding: compaction::Encoding::O200kBase,
             cache: crate::replay::CacheProfile::None,
             price,
+            overflow: crate::replay::OverflowPolicy::Continue,
         }
     }
 

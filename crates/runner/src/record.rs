@@ -107,11 +107,22 @@ pub struct PairMetrics {
     /// experiment sets no price (cost not measured).
     #[serde(default)]
     pub cost_usd: Option<f64>,
-    /// The compaction calls' share of `cost_usd` (every summary call, `recorded`'s included).
+    /// The compaction calls' share of `cost_usd` (every summary call, `recorded`'s included;
+    /// none after the first rejected call under `overflow = "fail"`).
     #[serde(default)]
     pub summary_cost_usd: Option<f64>,
-    /// Mean probe score (0..1); `None` when the conversation has no probes.
+    /// The first call a provider would have rejected (its request over the window after every
+    /// compaction attempt), when there was one. Under `overflow = "fail"` the conversation ends
+    /// there: probes asked after it score 0, and it and later calls are not billed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_rejected_call: Option<u32>,
+    /// Mean probe score (0..1) under the run's overflow policy; `None` when the conversation
+    /// has no probes.
     pub retention: Option<f64>,
+    /// Mean probe score as if every request had been sent (rejected ones included): the
+    /// replay's figure under `overflow = "continue"`.
+    #[serde(default)]
+    pub retention_if_sent: Option<f64>,
     /// Mean score of at-risk probes; `None` when no probe was at risk.
     pub at_risk_retention: Option<f64>,
     pub probes: Vec<ProbeScore>,
@@ -139,6 +150,13 @@ pub struct CallPoint {
     pub compacted: bool,
     /// The request was over the window (a real API would have rejected it).
     pub overflow: bool,
+    /// At the trigger check before this call (before any compaction): the exact tokens of the
+    /// context and the strategy's own estimate of them. Zero for a strategy without a
+    /// threshold (it never checks).
+    #[serde(default)]
+    pub check_tokens: u64,
+    #[serde(default)]
+    pub check_estimate: u64,
 }
 
 /// One compaction event of the replay.
@@ -202,6 +220,11 @@ pub struct ProbeScore {
     pub facts: Vec<FoundIn>,
     /// Who scored it.
     pub judge: String,
+    /// Asked after the conversation's first rejected call under `overflow = "fail"`: `score`
+    /// is 0 (the agent has nothing) and this is the score the judge gave as if every request
+    /// had been sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub if_sent: Option<f64>,
     /// LLM judge only: the per-dimension grades (0-5), the answer, and the raw verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<serde_json::Value>,

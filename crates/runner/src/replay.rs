@@ -16,8 +16,17 @@
 //! 3. **Reactive**: while the request (exact tokens) is over the window and the strategy reacts
 //!    to [`Trigger::Overflow`], plan with that trigger and apply, at most
 //!    [`MAX_REACTIVE_ATTEMPTS`] times, stopping when a compaction changes nothing.
-//! 4. A request still over the window is an **overflow**: a real API would reject it. The call
-//!    still proceeds, as the recording does.
+//! 4. A request still over the window is an **overflow**: a real API would reject it. What
+//!    follows depends on [`OverflowPolicy`]. Under [`OverflowPolicy::Fail`] (the default) the
+//!    first such call is the conversation's **rejected call** ([`PairMetrics::first_rejected_call`]):
+//!    the conversation ends there. It and every later call are not billed (no request, cached
+//!    or output tokens, no summarizer tokens, no cost), and every probe asked after it scores 0
+//!    (the agent has nothing), at risk, with every fact lost; the judge's score as if the
+//!    request had been sent is kept in [`ProbeScore::if_sent`]. The replay itself goes on to the
+//!    end of the recording, so `retention_if_sent`, the timeline, and the counts of calls,
+//!    overflows, compactions and violations describe the whole recording as if every request
+//!    had been sent. Under [`OverflowPolicy::Continue`] (for diagnosis) the call proceeds, as
+//!    the recording does, and is billed and scored.
 //! 5. The recorded assistant message is appended, then the messages after it.
 //!
 //! A compaction whose summary failed and whose strategy keeps the context unchanged is still a
@@ -89,7 +98,9 @@
 //! assistant message; summarizer calls add their input and output tokens at the input and output
 //! prices. Every compaction's summary is billed: `recorded`, whose summary the recorded agent
 //! wrote, pays one summary call per compaction, the context it replaced as input and the
-//! summary as output. `summary_cost_usd` is the summary calls' share. With no price, cost is not
+//! summary as output. `summary_cost_usd` is the summary calls' share. Under `overflow = "fail"`
+//! nothing after the first rejected call is billed: not its request, cache reads or writes,
+//! output, nor any summary (so `summary_cost_usd` stops there too). With no price, cost is not
 //! measured: `cost_usd` is `None`, never a silent 0.
 //!
 //! # What providers refuse
@@ -187,6 +198,27 @@ impl CacheProfile {
     }
 }
 
+/// What a request over the window does (the experiment's `overflow` key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OverflowPolicy {
+    /// The provider rejects it: the conversation ends at its first rejected call.
+    #[default]
+    Fail,
+    /// The request proceeds, billed and scored (the replay's behaviour before rejected calls
+    /// were counted; for diagnosis).
+    Continue,
+}
+
+impl OverflowPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OverflowPolicy::Fail => "fail",
+            OverflowPolicy::Continue => "continue",
+        }
+    }
+}
+
 /// Prices in US dollars per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Price {
@@ -238,6 +270,8 @@ pub struct ReplaySettings {
     /// Prices of the replayed model, and of the summarizer's calls unless it has its own
     /// ([`Summarizer::price`]); `None` prices everything at zero.
     pub price: Option<Price>,
+    /// What a request still over the window after every compaction attempt does.
+    pub overflow: OverflowPolicy,
 }
 
 /// A summary and what it cost.
@@ -335,7 +369,7 @@ pub enum ReplayError {
 /// ```
 /// use compaction::{Conversation, Encoding, Message, StrategyConfig};
 /// use runner::judge::OfflineJudge;
-/// use runner::replay::{replay, CacheProfile, ReplaySettings};
+/// use runner::replay::{replay, CacheProfile, OverflowPolicy, ReplaySettings};
 /// use runner::summarize::OfflineSummarizer;
 ///
 /// let conversation = Conversation::new(
@@ -348,6 +382,7 @@ pub enum ReplayError {
 ///     encoding: Encoding::O200kBase,
 ///     cache: CacheProfile::Openai,
 ///     price: None,
+///     overflow: OverflowPolicy::Continue,
 /// };
 /// let m = replay(&conversation, &settings, &OfflineSummarizer::new(), &OfflineJudge).unwrap();
 /// assert_eq!(m.calls, 2);
@@ -355,6 +390,11 @@ pub enum ReplayError {
 /// assert_eq!(m.timeline[0].request_tokens, 4);
 /// assert_eq!(m.timeline[1].request_tokens, 12);
 /// assert_eq!(m.overflows, 1);
+/// // Under the default policy, `fail`, the provider would have rejected that second call.
+/// let fail = ReplaySettings { overflow: OverflowPolicy::Fail, ..settings };
+/// let m = replay(&conversation, &fail, &OfflineSummarizer::new(), &OfflineJudge).unwrap();
+/// assert_eq!(m.first_rejected_call, Some(1));
+/// assert_eq!(m.input_tokens, 4, "the rejected request is not billed");
 /// ```
 pub fn replay(
     conversation: &Conversation,
@@ -595,6 +635,8 @@ struct Replayer<'a> {
     history: Option<Context>,
     /// The context differs from the history (a compaction ran since the last rebuild).
     diverged: bool,
+    /// Index of the recorded assistant message of the first rejected call (`fail` only).
+    rejected_at: Option<usize>,
 }
 
 impl<'a> Replayer<'a> {
@@ -623,7 +665,13 @@ impl<'a> Replayer<'a> {
             length_stop: false,
             history: None,
             diverged: false,
+            rejected_at: None,
         }
+    }
+
+    /// The conversation has ended at a rejected call: nothing more is billed.
+    fn ended(&self) -> bool {
+        self.rejected_at.is_some()
     }
 
     fn append(&mut self, entry: Entry) {
@@ -681,6 +729,11 @@ impl<'a> Replayer<'a> {
     fn call(&mut self, index: usize, output_tokens: u64) {
         let call = u32::try_from(self.metrics.calls).unwrap_or(u32::MAX);
         let events_before = self.metrics.compaction_events.len();
+        let (check_tokens, check_estimate) = if self.strategy.threshold(&self.ctx, &self.budget).is_some() {
+            (self.ctx.tokens(&self.exact), self.strategy.estimate(&self.ctx))
+        } else {
+            (0, 0)
+        };
         self.pre_compaction = None;
         self.rebuild();
         let length_stop = std::mem::take(&mut self.length_stop);
@@ -716,15 +769,26 @@ impl<'a> Replayer<'a> {
         });
         self.pre_compaction = None;
 
+        let billed = if self.ended() {
+            false
+        } else if overflow && self.settings.overflow == OverflowPolicy::Fail {
+            self.rejected_at = Some(index);
+            self.metrics.first_rejected_call = Some(call);
+            false
+        } else {
+            true
+        };
         let m = &mut self.metrics;
         m.calls += 1;
         m.overflows += u64::from(overflow);
         m.peak_tokens = m.peak_tokens.max(tokens);
-        m.input_tokens += tokens;
-        m.cached_tokens += cached;
-        m.cache_write_tokens += written;
-        m.output_tokens += output_tokens;
-        m.uncompacted_input_tokens += self.uncompacted;
+        if billed {
+            m.input_tokens += tokens;
+            m.cached_tokens += cached;
+            m.cache_write_tokens += written;
+            m.output_tokens += output_tokens;
+            m.uncompacted_input_tokens += self.uncompacted;
+        }
         m.timeline.push(CallPoint {
             call,
             message_index: index,
@@ -733,6 +797,8 @@ impl<'a> Replayer<'a> {
             cached_tokens: cached,
             compacted: m.compaction_events.len() > events_before,
             overflow,
+            check_tokens,
+            check_estimate,
         });
     }
 
@@ -807,9 +873,13 @@ impl<'a> Replayer<'a> {
             self.metrics.summarizer_calls += 1;
             match self.summarizer.summarize_with_kind(&self.ctx, request) {
                 Ok(s) => {
-                    self.metrics.summarizer_input_tokens += s.input_tokens;
-                    self.metrics.summarizer_cached_tokens += s.cached_tokens.min(s.input_tokens);
-                    self.metrics.summarizer_output_tokens += s.output_tokens;
+                    // After a rejected call the conversation has ended: the summary is made
+                    // only for the figures as if every request had been sent, and not billed.
+                    if !self.ended() {
+                        self.metrics.summarizer_input_tokens += s.input_tokens;
+                        self.metrics.summarizer_cached_tokens += s.cached_tokens.min(s.input_tokens);
+                        self.metrics.summarizer_output_tokens += s.output_tokens;
+                    }
                     outcomes.push(Ok(s.text));
                 }
                 Err(e) => {
@@ -853,6 +923,10 @@ impl<'a> Replayer<'a> {
             .sum();
         let written: u64 = out.event.summaries.iter().map(|s| self.exact.text_tokens(s)).sum();
         self.metrics.summarizer_calls += 1;
+        // After a rejected call the conversation has ended: counted, not billed.
+        if self.ended() {
+            return;
+        }
         self.metrics.summarizer_input_tokens += replaced;
         self.metrics.summarizer_output_tokens += written;
     }
@@ -919,6 +993,9 @@ impl<'a> Replayer<'a> {
     fn ask(&mut self, asked: &[(&Probe, u32)], count: usize) {
         let probes: Vec<&Probe> = asked.iter().map(|(p, _)| *p).collect();
         let mut scores = self.judge.score_checkpoint(self.conversation, &self.ctx, &probes);
+        // Asked after the rejected call (its recorded message is not in the conversation the
+        // agent had): the agent has nothing.
+        let ended = self.rejected_at.is_some_and(|at| count > at);
         for (s, (p, percent)) in scores.iter_mut().zip(asked) {
             s.asked_at = count;
             s.checkpoint = *percent;
@@ -932,6 +1009,12 @@ impl<'a> Replayer<'a> {
                     self.metrics.endpoint_error = Some(format!("probe: {error}"));
                 }
             }
+            if ended {
+                s.if_sent = Some(s.score);
+                s.score = 0.0;
+                s.at_risk = true;
+                s.facts.iter_mut().for_each(|f| *f = crate::record::FoundIn::Lost);
+            }
         }
         self.metrics.probes.extend(scores);
     }
@@ -943,6 +1026,7 @@ impl<'a> Replayer<'a> {
         // of the means: their placeholder 0 is not a score.
         let scored = || m.probes.iter().filter(|p| crate::llm_judge::is_scored(p));
         m.retention = mean(scored().map(|p| p.score));
+        m.retention_if_sent = mean(scored().map(|p| p.if_sent.unwrap_or(p.score)));
         m.at_risk_retention = mean(scored().filter(|p| p.at_risk).map(|p| p.score));
         if let Some(price) = self.settings.price {
             let s_price = self.summarizer.price().unwrap_or(price);

@@ -248,11 +248,18 @@ impl Plan {
         Plan { experiment, conversations: kept, problems }
     }
 
-    /// Every pair, conversation-major, in a deterministic order.
+    /// Every pair, conversation-major, in a deterministic order. The `recorded` reference
+    /// gets pairs only for recordings that hold a compaction (on any other it would be `none`
+    /// under another name, a configuration that was never exercised).
     pub fn pairs(&self) -> Vec<Pair> {
         let n = self.experiment.configurations.len();
+        let configs = &self.experiment.configurations;
         (0..self.conversations.len())
             .flat_map(|conversation| (0..n).map(move |config| Pair { conversation, config }))
+            .filter(|p| {
+                configs[p.config].strategy != "recorded"
+                    || holds_compaction(&self.conversations[p.conversation].conversation)
+            })
             .collect()
     }
 
@@ -283,6 +290,12 @@ impl Plan {
         });
         format!("{}-{:08x}", self.experiment.name, short_hash(&canonical_json(&identity)))
     }
+}
+
+/// The recording holds a compaction its agent made (a summary flagged
+/// `meta.compact_summary`), which the `recorded` reference replays.
+pub fn holds_compaction(conversation: &Conversation) -> bool {
+    conversation.messages.iter().any(|m| m.meta_flag(compaction::strategies::recorded::SUMMARY_FLAG))
 }
 
 /// `--shard K/N`: the K-th of N disjoint slices of the pairs (1-based), chosen by a hash of
@@ -906,6 +919,7 @@ fn run_pair(plan: &Plan, engine: &Engine<'_>, pair: Pair) -> PairRecord {
                 encoding: plan.experiment.tokenizer,
                 cache: plan.experiment.cache,
                 price: plan.experiment.price.as_ref().map(|p| p.price()),
+                overflow: plan.experiment.overflow,
             };
             let started = Instant::now();
             let result = catch_unwind(AssertUnwindSafe(|| {

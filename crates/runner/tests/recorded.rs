@@ -20,6 +20,7 @@ fn run(conversation: &Conversation, strategy: &str, window: u64) -> PairMetrics 
         encoding: Encoding::O200kBase,
         cache: CacheProfile::Anthropic,
         price: None,
+        overflow: runner::replay::OverflowPolicy::Continue,
     };
     replay(conversation, &settings, &OfflineSummarizer::new(), &OfflineJudge).expect("replays")
 }
@@ -86,6 +87,7 @@ fn recorded_pays_for_its_summary_call() {
         encoding: Encoding::O200kBase,
         cache: CacheProfile::None,
         price: Some(runner::replay::Price { input: 3.0, cached_input: 0.3, output: 15.0, cache_write: None }),
+        overflow: runner::replay::OverflowPolicy::default(),
     };
     let m = replay(&conv, &settings, &OfflineSummarizer::new(), &OfflineJudge).expect("replays");
     // One summary call: the 13 messages it replaced in, the recorded summary out.

@@ -9,7 +9,7 @@ use compaction::{
 };
 use runner::judge::OfflineJudge;
 use runner::record::{FoundIn, PairMetrics};
-use runner::replay::{replay, CacheProfile, Price, ReplayError, ReplaySettings, Summarizer, Summary};
+use runner::replay::{replay, CacheProfile, OverflowPolicy, Price, ReplayError, ReplaySettings, Summarizer, Summary};
 use runner::summarize::OfflineSummarizer;
 use serde_json::json;
 use testkit::ContextBuilder;
@@ -27,8 +27,21 @@ fn strategy(config: serde_json::Value) -> StrategyConfig {
     serde_json::from_value(config).expect("a valid strategy config")
 }
 
+/// Settings under `overflow = "continue"`, the replay's behaviour the exact numbers below
+/// were written for; the `fail` tests set the policy themselves.
 fn settings(strategy: StrategyConfig, window: u64) -> ReplaySettings {
-    ReplaySettings { strategy, window, encoding: Encoding::O200kBase, cache: CacheProfile::None, price: None }
+    ReplaySettings {
+        strategy,
+        window,
+        encoding: Encoding::O200kBase,
+        cache: CacheProfile::None,
+        price: None,
+        overflow: OverflowPolicy::Continue,
+    }
+}
+
+fn failing(strategy: StrategyConfig, window: u64) -> ReplaySettings {
+    ReplaySettings { overflow: OverflowPolicy::Fail, ..settings(strategy, window) }
 }
 
 fn run(conversation: &Conversation, settings: &ReplaySettings) -> PairMetrics {
@@ -106,6 +119,73 @@ fn none_counts_calls_tokens_and_overflows() {
     assert_eq!((m.retention, m.at_risk_retention), (None, None));
     // `none` estimates with 4 + ceil(chars / 4): system 4 + 8, user 4 + 24.
     assert_eq!(m.timeline[0].estimate, 12 + 28);
+}
+
+#[test]
+fn under_fail_the_conversation_ends_at_its_first_rejected_call() {
+    // Requests 69, 129, 189, 249, 309 against a window of 200: call 3 (message 8) is rejected.
+    let mut conversation = chat(19, 5, 50, 10).conversation("c");
+    // The fact of user message 1 ("0 w w ..."), asked before and after the rejected call.
+    conversation.probes = vec![
+        probe("before", vec![vec!["0 w"]], 1, Some(8)),
+        probe("after", vec![vec!["0 w"]], 1, Some(9)),
+        probe("end", vec![vec!["0 w"]], 1, None),
+    ];
+    let price = Price { input: 2.0, cached_input: 0.5, output: 8.0, cache_write: None };
+    let none = StrategyConfig::default_for("none").expect("none");
+    let fail = ReplaySettings { price: Some(price), ..failing(none.clone(), 200) };
+    let cont = ReplaySettings { price: Some(price), ..settings(none, 200) };
+    let f = run(&conversation, &fail);
+    let c = run(&conversation, &cont);
+    assert_eq!((f.first_rejected_call, c.first_rejected_call), (Some(3), None));
+    // Billed: the three calls before the rejected one (69 + 129 + 189 request tokens, 3 x 10
+    // output tokens); under continue every call.
+    assert_eq!((f.input_tokens, f.output_tokens, f.uncompacted_input_tokens), (387, 30, 387));
+    assert_eq!((c.input_tokens, c.output_tokens), (945, 50));
+    assert!((f.cost_usd.expect("priced") - price.cost(387, 0, 30)).abs() < 1e-12);
+    assert_eq!(f.summary_cost_usd, Some(0.0), "none makes no summary call");
+    // The replay itself covers the recording as if every request had been sent.
+    assert_eq!((f.calls, f.overflows, f.timeline.len()), (5, 2, 5));
+    // The probe asked before the rejected call is scored; the later ones score 0, at risk,
+    // every fact lost, with the score as if sent kept.
+    let scores: Vec<(f64, bool, Option<f64>)> = f.probes.iter().map(|p| (p.score, p.at_risk, p.if_sent)).collect();
+    assert_eq!(scores, [(1.0, false, None), (0.0, true, Some(1.0)), (0.0, true, Some(1.0))]);
+    assert_eq!(f.probes[1].facts, [FoundIn::Lost]);
+    assert_eq!(f.retention, Some(1.0 / 3.0));
+    assert_eq!(f.retention_if_sent, Some(1.0));
+    assert_eq!((c.retention, c.retention_if_sent), (Some(1.0), Some(1.0)));
+    assert!(c.probes.iter().all(|p| p.if_sent.is_none() && !p.at_risk));
+}
+
+#[test]
+fn a_strategy_that_recovers_by_compacting_is_not_rejected() {
+    // The reactive path runs first: truncate's forced compactions bring every request under
+    // the window of 150 (see the reactive test below), `none` is rejected at call 2.
+    let conversation = chat(19, 5, 50, 10).conversation("c");
+    let s = failing(strategy(json!({"name": "truncate", "max_tokens": 10_000})), 150);
+    let m = run(&conversation, &s);
+    assert_eq!(m.first_rejected_call, None);
+    assert_eq!(m.compactions, 3);
+    assert_eq!(m.input_tokens, 69 + 129 * 4);
+    let none = run(&conversation, &failing(StrategyConfig::default_for("none").expect("none"), 150));
+    assert_eq!(none.first_rejected_call, Some(2));
+    assert_eq!(none.input_tokens, 69 + 129);
+}
+
+#[test]
+fn trigger_checks_record_the_strategys_estimate_and_the_exact_count() {
+    let conversation = chat(19, 5, 50, 10).conversation("c");
+    let m = run(&conversation, &settings(StrategyConfig::default_for("truncate").expect("truncate"), 250));
+    // Before each call's compaction: the context of requests 69, 129, 189, 249, then 199 + 60.
+    let checks: Vec<(u64, u64)> = m.timeline.iter().map(|c| (c.check_tokens, c.check_estimate)).collect();
+    assert_eq!(checks[..4], [(69, 69), (129, 129), (189, 189), (249, 249)], "truncate estimates exactly");
+    // `none` has no threshold: it never checks.
+    let none = run(&conversation, &settings(StrategyConfig::default_for("none").expect("none"), 250));
+    assert!(none.timeline.iter().all(|c| (c.check_tokens, c.check_estimate) == (0, 0)));
+    // keep-last-n estimates with chars/4 and its overhead: not the exact count.
+    let k = run(&conversation, &settings(keep_last_n(), 250));
+    assert!(k.timeline.iter().all(|c| c.check_tokens > 0));
+    assert!(k.timeline.iter().any(|c| c.check_estimate != c.check_tokens));
 }
 
 #[test]
@@ -710,4 +790,26 @@ fn the_offline_summarizer_does_not_depend_on_the_probes() {
     assert!(!expected.is_empty() && expected.iter().any(|s| !s.is_empty()), "the strategy summarized");
     assert_eq!(summaries(&without), expected);
     assert_eq!(summaries(&other), expected);
+}
+
+#[test]
+fn under_fail_no_summary_after_the_rejected_call_is_billed() {
+    // At a 1,700-token window call 1 (1,750 tokens) is rejected and keep-last-n compacts at
+    // every call from 2 on: those summaries are made (for the figures as if sent) but not
+    // billed under fail, and billed under continue.
+    let conversation = chat(1_100, 10, 300, 50).conversation("c");
+    let price = Price { input: 1.0, cached_input: 0.25, output: 4.0, cache_write: None };
+    let window = 1_700;
+    let f = run(&conversation, &ReplaySettings { price: Some(price), ..failing(keep_last_n(), window) });
+    let c = run(&conversation, &ReplaySettings { price: Some(price), ..settings(keep_last_n(), window) });
+    let rejected = f.first_rejected_call.expect("a call is rejected at this window");
+    assert!(f.compaction_events.iter().any(|e| e.call > rejected), "a compaction after the rejected call");
+    // The replay goes on: the same summary calls are made and counted under both policies.
+    assert_eq!(f.summarizer_calls, c.summarizer_calls);
+    assert!(f.summarizer_input_tokens < c.summarizer_input_tokens);
+    let (fs, cs) = (f.summary_cost_usd.expect("priced"), c.summary_cost_usd.expect("priced"));
+    assert!(fs < cs, "summary cost {fs} under fail, {cs} under continue");
+    let billed = (f.summarizer_input_tokens as f64 + 4.0 * f.summarizer_output_tokens as f64) / 1e6;
+    assert!((fs - billed).abs() < 1e-12);
+    assert!(f.cost_usd.expect("priced") < c.cost_usd.expect("priced"));
 }

@@ -56,5 +56,15 @@
     select.addEventListener("change", show);
     show();
   }
+  var switches = document.querySelectorAll("select.dataset-switch");
+  var showDataset = function (chosen) {
+    Array.prototype.forEach.call(document.querySelectorAll("[data-dataset]"), function (el) {
+      el.hidden = el.getAttribute("data-dataset") !== chosen;
+    });
+    Array.prototype.forEach.call(switches, function (s) { s.value = chosen; });
+  };
+  Array.prototype.forEach.call(switches, function (s) {
+    s.addEventListener("change", function () { showDataset(s.value); });
+  });
   document.documentElement.setAttribute("data-ready", "1");
 })();

@@ -73,12 +73,16 @@ pub(crate) struct ParetoPoint {
     /// Retention (higher is better).
     pub y: f64,
     pub ci: Option<(f64, f64)>,
+    /// May stand on the frontier: false for a configuration that never compacted (not
+    /// exercised) or whose conversations met a rejected call while others completed; such a
+    /// point is drawn hollow.
+    pub eligible: bool,
 }
 
-/// Indices of the points on the Pareto frontier (no other point has lower-or-equal x and
-/// higher y, or lower x and equal y), sorted by x.
+/// Indices of the points on the Pareto frontier (no other eligible point has lower-or-equal x
+/// and higher y, or lower x and equal y), sorted by x; only eligible points stand on it.
 pub(crate) fn frontier(points: &[ParetoPoint]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..points.len()).collect();
+    let mut order: Vec<usize> = (0..points.len()).filter(|&i| points[i].eligible).collect();
     order.sort_by(|&a, &b| points[a].x.total_cmp(&points[b].x).then(points[b].y.total_cmp(&points[a].y)));
     let mut best = f64::NEG_INFINITY;
     let mut out = Vec::new();
@@ -183,13 +187,24 @@ pub(crate) fn pareto_chart(x_label: &str, x_fmt: fn(f64) -> String, points: &[Pa
             px(x),
             px(y),
             if on_front { 5.5 } else { 4.5 },
-            p.color,
-            if on_front { "#1d2330" } else { "#ffffff" },
+            if p.eligible { p.color } else { "#ffffff" },
+            if on_front {
+                "#1d2330"
+            } else if p.eligible {
+                "#ffffff"
+            } else {
+                p.color
+            },
             if on_front { 1.6 } else { 1.0 },
             escape(&format!(
-                "{} ({})\nretention {:.1}%{}\n{}: {}{}",
+                "{} ({}){}\nretention {:.1}%{}\n{}: {}{}",
                 p.config_id,
                 p.strategy,
+                if p.eligible {
+                    ""
+                } else {
+                    ", off the frontier: not exercised or rejected calls"
+                },
                 p.y * 100.0,
                 ci_text,
                 x_label,
@@ -382,6 +397,8 @@ mod tests {
             cached_tokens: 0,
             compacted: false,
             overflow: false,
+            check_tokens: 0,
+            check_estimate: 0,
         }
     }
 
@@ -414,8 +431,14 @@ mod tests {
             x,
             y,
             ci: None,
+            eligible: true,
         };
-        let points = vec![p(1.0, 0.5), p(2.0, 0.4), p(2.0, 0.9), p(0.5, 0.2), p(3.0, 0.9), p(4.0, 1.0)];
+        let mut points = vec![p(1.0, 0.5), p(2.0, 0.4), p(2.0, 0.9), p(0.5, 0.2), p(3.0, 0.9), p(4.0, 1.0)];
+        let f: Vec<String> = frontier(&points).into_iter().map(|i| points[i].config_id.clone()).collect();
+        assert_eq!(f, ["0.5-0.2", "1-0.5", "2-0.9", "4-1"]);
+        // A point that may not stand on the frontier (not exercised, rejected calls) neither
+        // stands on it nor hides the points it would dominate.
+        points.push(ParetoPoint { eligible: false, ..p(0.1, 1.0) });
         let f: Vec<String> = frontier(&points).into_iter().map(|i| points[i].config_id.clone()).collect();
         assert_eq!(f, ["0.5-0.2", "1-0.5", "2-0.9", "4-1"]);
     }

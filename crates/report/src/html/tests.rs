@@ -48,6 +48,7 @@ fn metrics(retention: f64, summary: &str, lost: bool) -> PairMetrics {
             facts: vec![FoundIn::Summary, if lost { FoundIn::Lost } else { FoundIn::Verbatim }],
             judge: "offline".into(),
             llm: None,
+            if_sent: None,
         }],
         compaction_events: vec![CompactionRecord {
             step: HOSTILE.into(),
@@ -64,6 +65,8 @@ fn metrics(retention: f64, summary: &str, lost: bool) -> PairMetrics {
                 cached_tokens: 0,
                 compacted: call == 2,
                 overflow: false,
+                check_tokens: 0,
+                check_estimate: 0,
             })
             .collect(),
         ..PairMetrics::default()
@@ -302,8 +305,8 @@ fn every_numeric_leaderboard_cell_carries_its_value_for_sorting() {
     let html = render(&data, &ProbeTexts::default());
     let cells = leaderboard_cells(&html);
     let numeric: Vec<&&str> = cells.iter().filter(|t| t.contains("class=\"num")).collect();
-    // 13 numeric columns per configuration (window to at-risk conversations).
-    assert_eq!(numeric.len(), 13 * data.manifest.experiment.configurations.len(), "{cells:#?}");
+    // 19 numeric columns per configuration (window to the estimate error's p95).
+    assert_eq!(numeric.len(), 19 * data.manifest.experiment.configurations.len(), "{cells:#?}");
     for cell in numeric {
         assert!(cell.contains(" data-v=\""), "a numeric cell sorts as text: <{cell}>");
     }

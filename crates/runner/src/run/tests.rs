@@ -46,6 +46,7 @@ impl Judge for TestJudge {
             facts: vec![if found { FoundIn::Verbatim } else { FoundIn::Lost }],
             judge: self.name(),
             llm: None,
+            if_sent: None,
         }
     }
 }
@@ -388,4 +389,30 @@ fn duplicate_conversations_are_left_out_with_a_problem() {
     assert_eq!(plan.conversations.len(), 2);
     assert_eq!(plan.problems.len(), 1);
     assert!(plan.problems[0].contains("dup"));
+}
+
+#[test]
+fn recorded_gets_pairs_only_for_recordings_that_hold_a_compaction() {
+    let text = format!("{EXPERIMENT}\n[[strategy]]\nname = \"recorded\"\n");
+    let exp = Experiment::parse(&text, Path::new("unit.toml")).expect("valid experiment");
+    let mut compacted = conversation("held", 6, None);
+    compacted.messages.insert(
+        5,
+        Message::user("Summary of the conversation so far.").with_meta("compact_summary", serde_json::json!(true)),
+    );
+    let conversations = vec![
+        PlannedConversation { dataset: "a.jsonl".into(), conversation: Arc::new(conversation("plain", 6, None)) },
+        PlannedConversation { dataset: "a.jsonl".into(), conversation: Arc::new(compacted) },
+    ];
+    let plan = Plan::from_conversations(exp, conversations, Vec::new());
+    let recorded: Vec<usize> = plan
+        .pairs()
+        .into_iter()
+        .filter(|p| plan.experiment.configurations[p.config].strategy == "recorded")
+        .map(|p| p.conversation)
+        .collect();
+    // Two windows, only the recording with a compaction.
+    assert_eq!(recorded, [1, 1]);
+    let others = plan.pairs().len() - recorded.len();
+    assert_eq!(others, 2 * (plan.experiment.configurations.len() - 2), "every other configuration runs both");
 }
