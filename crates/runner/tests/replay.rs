@@ -146,12 +146,14 @@ fn under_fail_the_conversation_ends_at_its_first_rejected_call() {
     assert_eq!(f.summary_cost_usd, Some(0.0), "none makes no summary call");
     // The replay itself covers the recording as if every request had been sent.
     assert_eq!((f.calls, f.overflows, f.timeline.len()), (5, 2, 5));
-    // The probe asked before the rejected call is scored; the later ones score 0, at risk,
-    // every fact lost, with the score as if sent kept.
+    // The probes asked before the rejected call are scored; the later ones score 0, at risk,
+    // every fact lost, with the score as if sent kept. The probe with no `asked_at` is asked at
+    // each of the four checkpoints: twice before the rejected call, twice after.
     let scores: Vec<(f64, bool, Option<f64>)> = f.probes.iter().map(|p| (p.score, p.at_risk, p.if_sent)).collect();
-    assert_eq!(scores, [(1.0, false, None), (0.0, true, Some(1.0)), (0.0, true, Some(1.0))]);
-    assert_eq!(f.probes[1].facts, [FoundIn::Lost]);
-    assert_eq!(f.retention, Some(1.0 / 3.0));
+    let (kept, lost) = ((1.0, false, None), (0.0, true, Some(1.0)));
+    assert_eq!(scores, [kept, kept, kept, lost, lost, lost]);
+    assert!(f.probes[3..].iter().all(|p| p.facts == [FoundIn::Lost]));
+    assert_eq!(f.retention, Some(0.5));
     assert_eq!(f.retention_if_sent, Some(1.0));
     assert_eq!((c.retention, c.retention_if_sent), (Some(1.0), Some(1.0)));
     assert!(c.probes.iter().all(|p| p.if_sent.is_none() && !p.at_risk));
