@@ -281,9 +281,9 @@ const PROBE_PAGE: &str = r#"(() => {
     javascriptLinks: Array.from(document.querySelectorAll('a')).filter(a => a.protocol === 'javascript:').length,
     bodyDisplay: getComputedStyle(document.body).display,
     svgs: document.querySelectorAll('svg').length,
-    paretoPoints: document.querySelectorAll('#pareto ~ .charts svg circle.point').length,
-    paretoCharts: document.querySelectorAll('#pareto ~ .charts svg').length,
-    frontiers: document.querySelectorAll('#pareto ~ .charts svg path.frontier').length,
+    paretoPoints: Array.from(document.querySelectorAll('#pareto ~ .charts svg circle.point')).filter(e => !e.closest('[hidden]')).length,
+    paretoCharts: Array.from(document.querySelectorAll('#pareto ~ .charts svg')).filter(e => !e.closest('[hidden]')).length,
+    frontiers: Array.from(document.querySelectorAll('#pareto ~ .charts svg path.frontier')).filter(e => !e.closest('[hidden]')).length,
     kindCells: document.querySelectorAll('#kinds-table td.heat').length,
     compactionMarkers: document.querySelectorAll('svg[aria-label="context size per call"] line.event').length,
     thresholdLines: document.querySelectorAll('svg[aria-label="context size per call"] line.threshold').length,
@@ -414,6 +414,7 @@ fn assert_clean_page(v: &Visit, name: &str, configurations: usize) {
     }
     // The retention-by-kind table has a cell per kind and the mean for each configuration.
     assert_eq!(facts["kindCells"], 6 * configurations, "{facts}");
+    // Only the shown dataset view counts: the others are hidden until the switch picks them.
     assert_eq!(facts["paretoCharts"], 2, "cost and tokens kept");
     // The screenshot is a real picture of the page, not a blank one.
     assert!(v.png.len() > 20_000, "screenshot of {} bytes looks blank", v.png.len());
