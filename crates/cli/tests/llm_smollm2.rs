@@ -150,7 +150,8 @@ fn judge_calibrate_scores_the_labelled_set_with_smollm2_too() {
     let text = fs::read_to_string(&shipped).expect("the shipped labels");
     let mut picked: Vec<&str> = Vec::new();
     for group in ["paraphrase", "extractive", "near-miss"] {
-        picked.extend(text.lines().filter(|l| l.contains(&format!("\"group\":\"{group}\""))).take(2));
+        let in_group = |l: &&str| serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| v["group"] == group);
+        picked.extend(text.lines().filter(in_group).take(2));
     }
     assert_eq!(picked.len(), 6);
     fs::write(dir.join("labels.jsonl"), picked.join("\n")).expect("labels");
