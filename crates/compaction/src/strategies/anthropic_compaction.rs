@@ -34,9 +34,7 @@ use serde::{Deserialize, Serialize};
 use super::{prod, ParamError};
 use crate::context::Context;
 use crate::message::Role;
-use crate::strategy::{
-    Budget, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger,
-};
+use crate::strategy::{Budget, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
 use crate::tokens::{Exact, TokenCounter};
 
 pub const SUMMARY: &str = "Anthropic server-side compaction compact_20260112: once the input passes the trigger \
@@ -112,17 +110,12 @@ impl Strategy for AnthropicCompaction {
         }
         let mut layout: Vec<Slot> = prod::keep(0..start).collect();
         layout.push(Slot::Summary { request: 0, role: Role::User, prefix: String::new(), suffix: String::new() });
-        let request = SummaryRequest {
+        let request = SummaryRequest::new(
             span,
-            prompt: PromptKind::AnthropicCompaction,
-            previous: None,
-            task: None,
-            max_tokens: self.params.summary_max_tokens,
-            target_tokens: None,
-            target_chars: None,
-            input: InputCuts::NONE,
-            round: prod::next_round(ctx),
-        };
+            PromptKind::AnthropicCompaction,
+            self.params.summary_max_tokens,
+            prod::next_round(ctx),
+        );
         Some(Plan {
             trigger,
             layout,

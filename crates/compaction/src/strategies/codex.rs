@@ -39,9 +39,7 @@ use super::{prod, ParamError};
 use crate::context::{Context, Origin};
 use crate::invariants::ViolationKind;
 use crate::message::Role;
-use crate::strategy::{
-    Budget, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger,
-};
+use crate::strategy::{Budget, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
 use crate::tokens::{Exact, TokenCounter};
 
 pub const SUMMARY: &str = "Codex CLI local compaction: at 90% of the window, one handoff summary of the whole \
@@ -191,17 +189,8 @@ impl Strategy for Codex {
             prefix: SUMMARY_PREFIX.to_string(),
             suffix: String::new(),
         });
-        let request = SummaryRequest {
-            span,
-            prompt: PromptKind::CodexHandoff,
-            previous: None,
-            task: None,
-            max_tokens: self.params.summary_max_tokens,
-            target_tokens: None,
-            target_chars: None,
-            input: InputCuts::NONE,
-            round: prod::next_round(ctx),
-        };
+        let request =
+            SummaryRequest::new(span, PromptKind::CodexHandoff, self.params.summary_max_tokens, prod::next_round(ctx));
         let mut notes = serde_json::Map::new();
         notes.insert("dropped_for_fit".into(), dropped.into());
         Some(Plan {

@@ -38,9 +38,7 @@ use serde::{Deserialize, Serialize};
 use super::{prod, ParamError};
 use crate::context::{Context, Inserted};
 use crate::message::{Message, Role};
-use crate::strategy::{
-    Budget, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger,
-};
+use crate::strategy::{Budget, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
 use crate::tokens::{Exact, TokenCounter};
 
 pub const SUMMARY: &str = "Goose auto-compaction: above 80% of the window, summarizes the whole history with the \
@@ -171,17 +169,12 @@ impl Strategy for Goose {
         if let Some((index, _)) = preserved {
             layout.push(Slot::Keep { index });
         }
-        let request = SummaryRequest {
+        let request = SummaryRequest::new(
             span,
-            prompt: PromptKind::GooseCompaction,
-            previous: None,
-            task: None,
-            max_tokens: self.params.summary_max_tokens,
-            target_tokens: None,
-            target_chars: None,
-            input: InputCuts::NONE,
-            round: prod::next_round(ctx),
-        };
+            PromptKind::GooseCompaction,
+            self.params.summary_max_tokens,
+            prod::next_round(ctx),
+        );
         let mut notes = serde_json::Map::new();
         notes.insert("tool_responses_removed_percent".into(), percent.into());
         Some(Plan {

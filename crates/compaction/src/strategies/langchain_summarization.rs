@@ -34,7 +34,7 @@ use crate::context::{Context, Inserted};
 use crate::invariants::ViolationKind;
 use crate::message::{Message, Role};
 use crate::strategy::{
-    apply_layout, Budget, Compacted, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
+    apply_layout, Budget, Compacted, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
     SummaryRequest, Trigger,
 };
 use crate::tokens::{Exact, TokenCounter};
@@ -210,17 +210,12 @@ impl Strategy for LangchainSummarization {
                 prefix: SUMMARY_PREFIX.to_string(),
                 suffix: String::new(),
             });
-            vec![SummaryRequest {
+            vec![SummaryRequest::new(
                 span,
-                prompt: PromptKind::LangchainSummary,
-                previous: None,
-                task: None,
-                max_tokens: self.params.summary_max_tokens,
-                target_tokens: None,
-                target_chars: None,
-                input: InputCuts::NONE,
-                round: prod::next_round(ctx),
-            }]
+                PromptKind::LangchainSummary,
+                self.params.summary_max_tokens,
+                prod::next_round(ctx),
+            )]
         };
         layout.extend(prod::keep(cut..ctx.len()));
         let mut notes = serde_json::Map::new();

@@ -37,7 +37,7 @@ use crate::context::Context;
 use crate::invariants::ViolationKind;
 use crate::message::Role;
 use crate::strategy::{
-    apply_layout, Budget, Compacted, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
+    apply_layout, Budget, Compacted, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
     SummaryRequest, Trigger,
 };
 use crate::tokens::{Exact, TokenCounter};
@@ -229,17 +229,12 @@ impl Strategy for Letta {
         let mut layout: Vec<Slot> = prod::keep(0..base).collect();
         layout.push(Slot::Summary { request: 0, role: Role::User, prefix: String::new(), suffix: String::new() });
         layout.extend(prod::keep(cut.cut..ctx.len()));
-        let request = SummaryRequest {
-            span: (base..cut.cut).collect(),
-            prompt: PromptKind::LettaSummary,
-            previous: None,
-            task: None,
-            max_tokens: self.params.summary_max_tokens,
-            target_tokens: None,
-            target_chars: None,
-            input: InputCuts::NONE,
-            round: prod::next_round(ctx),
-        };
+        let request = SummaryRequest::new(
+            (base..cut.cut).collect(),
+            PromptKind::LettaSummary,
+            self.params.summary_max_tokens,
+            prod::next_round(ctx),
+        );
         let mut notes = serde_json::Map::new();
         notes.insert("cut".into(), cut.cut.into());
         if let Some(s) = cut.share {

@@ -337,15 +337,14 @@ impl Strategy for Opencode {
             layout.push(Slot::Insert { message: Message::user(CONTINUE), what: Inserted::Other });
         }
         let request = SummaryRequest {
-            span,
-            prompt: PromptKind::OpencodeAnchored,
             previous: prod::live_summary(ctx),
-            task: None,
-            max_tokens: self.params.summary_max_tokens,
-            target_tokens: None,
-            target_chars: None,
             input: InputCuts { message_chars: None, tool_result_chars: Some(2_000) },
-            round: prod::next_round(ctx),
+            ..SummaryRequest::new(
+                span,
+                PromptKind::OpencodeAnchored,
+                self.params.summary_max_tokens,
+                prod::next_round(ctx),
+            )
         };
         let mut notes = serde_json::Map::new();
         notes.insert("tail_start".into(), tail.into());

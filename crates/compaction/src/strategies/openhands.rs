@@ -41,9 +41,7 @@ use super::{prod, ParamError};
 use crate::context::Context;
 use crate::invariants::ViolationKind;
 use crate::message::Role;
-use crate::strategy::{
-    Budget, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger,
-};
+use crate::strategy::{Budget, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
 use crate::tokens::{Exact, TokenCounter};
 
 pub const SUMMARY: &str = "OpenHands LLMSummarizingCondenser: past 120 events (or the token limit, or on a context \
@@ -188,17 +186,12 @@ impl Strategy for Openhands {
         let mut layout: Vec<Slot> = prod::keep(0..f.start).collect();
         layout.push(Slot::Summary { request: 0, role: Role::User, prefix: String::new(), suffix: String::new() });
         layout.extend(prod::keep(f.end..ctx.len()));
-        let request = SummaryRequest {
-            span: (f.start..f.end).collect(),
-            prompt: PromptKind::OpenhandsCondensation,
-            previous: None,
-            task: None,
-            max_tokens: self.params.summary_max_tokens,
-            target_tokens: None,
-            target_chars: None,
-            input: InputCuts::NONE,
-            round: prod::next_round(ctx),
-        };
+        let request = SummaryRequest::new(
+            (f.start..f.end).collect(),
+            PromptKind::OpenhandsCondensation,
+            self.params.summary_max_tokens,
+            prod::next_round(ctx),
+        );
         let mut notes = serde_json::Map::new();
         notes.insert("forgotten_start".into(), f.start.into());
         notes.insert("forgotten_end".into(), f.end.into());
