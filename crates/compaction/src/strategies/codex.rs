@@ -39,7 +39,7 @@ use super::{prod, ParamError};
 use crate::context::{Context, Origin};
 use crate::invariants::ViolationKind;
 use crate::message::Role;
-use crate::strategy::{Budget, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
+use crate::strategy::{Budget, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
 use crate::tokens::{Exact, TokenCounter};
 
 pub const SUMMARY: &str = "Codex CLI local compaction: at 90% of the window, one handoff summary of the whole \
@@ -191,16 +191,7 @@ impl Strategy for Codex {
         });
         let request =
             SummaryRequest::new(span, PromptKind::CodexHandoff, self.params.summary_max_tokens, prod::next_round(ctx));
-        let mut notes = serde_json::Map::new();
-        notes.insert("dropped_for_fit".into(), dropped.into());
-        Some(Plan {
-            trigger,
-            layout,
-            requests: vec![request],
-            fallback: Fallback::Unchanged,
-            step: "compact".into(),
-            notes,
-        })
+        Some(prod::summary_plan(trigger, layout, request, "dropped_for_fit", dropped))
     }
     fn promises(&self, ctx: &Context, _budget: &Budget) -> Promises {
         // The last message is kept verbatim when it is a user message that fits.

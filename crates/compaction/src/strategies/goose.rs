@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 use super::{prod, ParamError};
 use crate::context::{Context, Inserted};
 use crate::message::{Message, Role};
-use crate::strategy::{Budget, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
+use crate::strategy::{Budget, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
 use crate::tokens::{Exact, TokenCounter};
 
 pub const SUMMARY: &str = "Goose auto-compaction: above 80% of the window, summarizes the whole history with the \
@@ -175,16 +175,7 @@ impl Strategy for Goose {
             self.params.summary_max_tokens,
             prod::next_round(ctx),
         );
-        let mut notes = serde_json::Map::new();
-        notes.insert("tool_responses_removed_percent".into(), percent.into());
-        Some(Plan {
-            trigger,
-            layout,
-            requests: vec![request],
-            fallback: Fallback::Unchanged,
-            step: "compact".into(),
-            notes,
-        })
+        Some(prod::summary_plan(trigger, layout, request, "tool_responses_removed_percent", percent))
     }
     fn promises(&self, ctx: &Context, _budget: &Budget) -> Promises {
         let last_is_user = self.preserved_user(ctx).is_some_and(|(_, last)| last);

@@ -51,7 +51,7 @@ use crate::context::{Context, Inserted, Origin};
 use crate::invariants::ViolationKind;
 use crate::message::{Message, Role};
 use crate::strategy::{
-    apply_layout, Budget, Compacted, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
+    apply_layout, Budget, Compacted, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
     SummaryRequest, Trigger,
 };
 use crate::tokens::{Exact, TokenCounter};
@@ -346,16 +346,7 @@ impl Strategy for Opencode {
                 prod::next_round(ctx),
             )
         };
-        let mut notes = serde_json::Map::new();
-        notes.insert("tail_start".into(), tail.into());
-        Some(Plan {
-            trigger,
-            layout,
-            requests: vec![request],
-            fallback: Fallback::Unchanged,
-            step: "compact".into(),
-            notes,
-        })
+        Some(prod::summary_plan(trigger, layout, request, "tail_start", tail))
     }
     /// The standard layout; the new summary also stands for what the previous one covered, and
     /// the validator's verdict goes into the event's notes.

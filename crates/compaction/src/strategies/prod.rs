@@ -102,6 +102,27 @@ pub fn request_fits(ctx: &Context, span: &[usize], counter: &dyn TokenCounter, w
     span_tokens(ctx, span, counter).saturating_add(output.min(window / 4)) <= window
 }
 
+/// The plan of a system that makes one summary: `layout` with `request`, the context left
+/// unchanged when the summary fails, and one note saying how the plan was reached.
+pub(crate) fn summary_plan(
+    trigger: crate::strategy::Trigger,
+    layout: Vec<Slot>,
+    request: crate::strategy::SummaryRequest,
+    note: &str,
+    value: impl Into<serde_json::Value>,
+) -> crate::strategy::Plan {
+    let mut notes = serde_json::Map::new();
+    notes.insert(note.into(), value.into());
+    crate::strategy::Plan {
+        trigger,
+        layout,
+        requests: vec![request],
+        fallback: crate::strategy::Fallback::Unchanged,
+        step: "compact".into(),
+        notes,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
