@@ -409,3 +409,27 @@ fn resume_reruns_the_pairs_of_an_edited_conversation() {
     assert_ne!(before, after, "the edited conversation's rows were replayed");
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// `--resume` over records written before records carried a content hash: nothing shows they
+/// are current, so their pairs run again and the run says so.
+#[test]
+fn resume_reruns_records_without_a_content_hash() {
+    let dir = setup("prehash", 2, EXPERIMENT);
+    assert_eq!(compactbench(&["run", "--config", "exp.toml", "--out", "r"], &dir).code, 0);
+    let log = dir.join("r/results.jsonl");
+    let text = fs::read_to_string(&log).expect("log");
+    let mut stripped = Vec::new();
+    for line in text.lines() {
+        let mut v: serde_json::Value = serde_json::from_str(line).expect("a record");
+        assert!(v.as_object_mut().expect("an object").remove("content_hash").is_some(), "records carry a hash");
+        stripped.push(v.to_string());
+    }
+    fs::write(&log, stripped.join("\n") + "\n").expect("rewrite");
+    let out = compactbench(&["run", "--config", "exp.toml", "--out", "r", "--resume"], &dir);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let pairs = stripped.len();
+    assert!(out.stderr.contains(&format!("note: {pairs} pairs rerun:")), "{}", out.stderr);
+    let after = fs::read_to_string(&log).expect("log");
+    assert!(after.lines().all(|l| l.contains("\"content_hash\"")), "every record is rewritten with its hash");
+    let _ = fs::remove_dir_all(&dir);
+}

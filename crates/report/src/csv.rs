@@ -17,7 +17,7 @@ use crate::summary::ConfigSummary;
 use crate::ReportError;
 
 /// Columns of `results.csv`.
-pub const RESULTS_HEADER: [&str; 33] = [
+pub const RESULTS_HEADER: [&str; 34] = [
     "conversation_id",
     "dataset",
     "strategy",
@@ -51,6 +51,7 @@ pub const RESULTS_HEADER: [&str; 33] = [
     "findings",
     "completed",
     "first_rejected_call",
+    "recording_violations",
 ];
 
 /// Columns of `summary.csv`.
@@ -217,6 +218,9 @@ pub struct ResultRow {
     pub completed: Option<bool>,
     /// The first call a provider would have rejected; empty when none was.
     pub first_rejected_call: Option<u32>,
+    /// Violations on tool calls the recording itself leaves unpaired (replayed with
+    /// `--allow-invalid`): charged to no strategy, so in none of the columns above.
+    pub recording_violations: Option<u64>,
 }
 
 impl ResultRow {
@@ -262,6 +266,7 @@ impl ResultRow {
                 row.cache_hit_rate = (m.input_tokens > 0).then(|| m.cached_tokens as f64 / m.input_tokens as f64);
                 row.completed = Some(m.first_rejected_call.is_none());
                 row.first_rejected_call = m.first_rejected_call;
+                row.recording_violations = Some(m.recording_violations);
             }
         }
         row

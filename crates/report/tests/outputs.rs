@@ -210,7 +210,7 @@ fn headers_are_pinned() {
         "conversation_id,dataset,strategy,config_id,params,window,status,error,calls,compactions,overflows,\
          violations,peak_tokens,input_tokens,cached_tokens,output_tokens,uncompacted_input_tokens,final_tokens,\
          summarizer_calls,summarizer_failures,cost_usd,summary_cost_usd,probes,retention,at_risk_probes,at_risk_retention,\
-         cache_hit_rate,judge,rejected_requests_openai,rejected_requests_anthropic,findings,completed,first_rejected_call"
+         cache_hit_rate,judge,rejected_requests_openai,rejected_requests_anthropic,findings,completed,first_rejected_call,recording_violations"
     );
     assert_eq!(
         SUMMARY_HEADER.join(","),

@@ -71,8 +71,9 @@ use serde_json::Value;
 use crate::import::is_harness_text;
 use crate::judge::{normalize, occurs, render_message};
 
-/// State probes per conversation: the last failing test, the last failed command.
-const STATE_PROBES: usize = 2;
+/// State probes per conversation: the last failing test, the last failed command, the files
+/// changed so far.
+const STATE_PROBES: usize = 3;
 
 /// Derived probe ids start with this; [`replace_derived`] replaces only these.
 pub const DERIVED_PREFIX: &str = "derived-";
@@ -189,7 +190,10 @@ pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>
             if duplicate {
                 continue;
             }
-            taken.push((c.kind, keys));
+            // The list of changed files does not hide the artifact probe of each file.
+            if !(family == "state" && c.kind == ProbeKind::Artifact) {
+                taken.push((c.kind, keys));
+            }
             kept.push(c);
         }
         let selected: Vec<Candidate> = if family == "artifact" {
@@ -260,6 +264,9 @@ struct Candidate {
     source: usize,
     /// Taken only when the family's bound leaves room (files only read).
     secondary: bool,
+    /// Per fact, the message that holds it, when the facts come from several messages (the
+    /// files changed so far); empty: every fact is in `source`.
+    fact_sources: Vec<usize>,
 }
 
 /// Keep at most `bound` candidates, spread evenly over the list (which is in the order the
@@ -350,15 +357,18 @@ impl<'a> Deriver<'a> {
         }
         let mut seen = HashSet::new();
         let mut dropped = self.dropped.borrow_mut();
+        let sources = std::mem::take(&mut c.fact_sources);
         c.facts = c
             .facts
             .into_iter()
-            .map(|f| {
+            .enumerate()
+            .map(|(k, f)| {
+                let source = sources.get(k).copied().unwrap_or(c.source);
                 let mut aliases: Vec<String> = Vec::new();
                 let mut why = None;
                 for a in f {
                     let a = a.trim().to_string();
-                    if a.is_empty() || aliases.contains(&a) || !self.occurs_in(c.source, &a) {
+                    if a.is_empty() || aliases.contains(&a) || !self.occurs_in(source, &a) {
                         continue;
                     }
                     // A weak alias is left out (the judge would credit it anywhere); the fact
@@ -414,6 +424,7 @@ impl<'a> Deriver<'a> {
             facts,
             source: i,
             secondary: false,
+            fact_sources: Vec::new(),
         }]
     }
 
@@ -434,6 +445,7 @@ impl<'a> Deriver<'a> {
                     facts: terms.into_iter().map(|t| vec![t]).collect(),
                     source: i,
                     secondary: false,
+                    fact_sources: Vec::new(),
                 });
             }
         }
@@ -476,6 +488,7 @@ impl<'a> Deriver<'a> {
             facts,
             source: i,
             secondary: false,
+            fact_sources: Vec::new(),
         })
     }
 
@@ -518,6 +531,7 @@ impl<'a> Deriver<'a> {
                         facts,
                         source: i,
                         secondary: false,
+                        fact_sources: Vec::new(),
                     });
                 }
             }
@@ -535,11 +549,67 @@ impl<'a> Deriver<'a> {
                         facts,
                         source: i,
                         secondary: false,
+                        fact_sources: Vec::new(),
                     });
                 }
             }
         }
-        test.into_iter().chain(command).collect()
+        test.into_iter().chain(command).chain(self.files_changed()).collect()
+    }
+
+    /// The files the agent has changed so far (edit and write calls, applied patches), newest
+    /// change first; the probe's source is the last change, each fact is checked against the
+    /// message that changed it. None when fewer than two files were changed (one changed file
+    /// is an artifact probe of its own).
+    fn files_changed(&self) -> Option<Candidate> {
+        let mut changed: Vec<(String, usize)> = Vec::new();
+        for (i, m) in self.conv.messages.iter().enumerate() {
+            if !self.usable[i] {
+                continue;
+            }
+            for call in &m.tool_calls {
+                let mut paths: Vec<String> = touches(&call.name, &call.arguments)
+                    .into_iter()
+                    .filter(|t| t.verb != Verb::Read)
+                    .map(|t| t.path)
+                    .collect();
+                if let Ok(args) = serde_json::from_str::<Value>(&call.arguments) {
+                    let mut values = Vec::new();
+                    scalar_values(&args, &mut values);
+                    paths.extend(values.iter().flat_map(|v| patched_files(v)));
+                }
+                for path in paths {
+                    changed.retain(|(p, _)| !same_file(p, &path));
+                    changed.push((path, i));
+                }
+            }
+        }
+        if changed.len() < 2 {
+            return None;
+        }
+        changed.reverse();
+        changed.truncate(self.params.max_facts);
+        let source = changed[0].1;
+        let answer = changed.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>().join(", ");
+        Some(Candidate {
+            kind: ProbeKind::Artifact,
+            question: "Which files has the agent changed so far (edited, written or patched)?".into(),
+            answer,
+            facts: changed
+                .iter()
+                .map(|(p, _)| {
+                    let base = basename(p);
+                    let mut aliases = vec![p.clone()];
+                    if base != p && (base.contains('.') || base.chars().count() >= 6) {
+                        aliases.push(base.to_string());
+                    }
+                    aliases
+                })
+                .collect(),
+            source,
+            secondary: false,
+            fact_sources: changed.iter().map(|(_, i)| *i).collect(),
+        })
     }
 
     fn gold(&self) -> Vec<Candidate> {
@@ -583,6 +653,7 @@ impl<'a> Deriver<'a> {
                 facts,
                 source,
                 secondary: false,
+                fact_sources: Vec::new(),
             });
         }
         let Some(submission) = self.conv.meta.get("submission").and_then(Value::as_str) else { return out };
@@ -598,6 +669,7 @@ impl<'a> Deriver<'a> {
                     facts: vec![vec![answer.to_string()]],
                     source,
                     secondary: false,
+                    fact_sources: Vec::new(),
                 });
             }
             return out;
@@ -625,6 +697,7 @@ impl<'a> Deriver<'a> {
                 facts: vec![vec![path.clone(), base.to_string()]],
                 source,
                 secondary: false,
+                fact_sources: Vec::new(),
             });
         }
         out
@@ -680,6 +753,7 @@ impl<'a> Deriver<'a> {
                     facts: vec![aliases],
                     source: f.message,
                     secondary: f.verb == Verb::Read,
+                    fact_sources: Vec::new(),
                 }
             })
             .collect()
@@ -735,6 +809,7 @@ impl<'a> Deriver<'a> {
                 facts,
                 source: i,
                 secondary: false,
+                fact_sources: Vec::new(),
             });
         }
         out
@@ -778,6 +853,7 @@ impl<'a> Deriver<'a> {
                 facts: vec![vec![token]],
                 source: at / 1_000_000,
                 secondary: false,
+                fact_sources: Vec::new(),
             })
             .collect()
     }

@@ -49,6 +49,10 @@ pub struct PairMetrics {
     pub violations: u64,
     /// Violations by kind (`ViolationKind::as_str`).
     pub violations_by_kind: BTreeMap<String, u64>,
+    /// Violations on tool calls the recording itself leaves unpaired (a conversation replayed
+    /// with `--allow-invalid`): the recording's own, counted here and in no other column.
+    #[serde(default)]
+    pub recording_violations: u64,
     /// Requests the OpenAI Chat Completions API would refuse ([`compaction::check_request`]).
     #[serde(default)]
     pub rejected_requests_openai: u64,

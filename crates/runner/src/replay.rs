@@ -121,7 +121,7 @@
 //! it is at that moment. Retention is the mean over (probe, checkpoint) pairs. A probe is at
 //! risk when its source message is no longer in the context verbatim.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Instant;
 
 use compaction::{
@@ -637,6 +637,41 @@ struct Replayer<'a> {
     diverged: bool,
     /// Index of the recorded assistant message of the first rejected call (`fail` only).
     rejected_at: Option<usize>,
+    /// Tool-call ids the recording itself leaves unpaired ([`recording_faults`]): a violation
+    /// or provider rejection on one of them is the recording's, charged to no strategy.
+    recording_faults: HashSet<String>,
+}
+
+/// The tool-call ids a recording leaves unpaired: results with no earlier call, and calls
+/// never answered before a later assistant message. Empty for a conversation `validate`
+/// accepts; only a conversation replayed with `--allow-invalid` has any.
+pub fn recording_faults(conversation: &Conversation) -> HashSet<String> {
+    let mut called: HashSet<&str> = HashSet::new();
+    let mut answered: HashSet<&str> = HashSet::new();
+    let mut faults: HashSet<String> = HashSet::new();
+    // Calls of the latest assistant message are in flight until the next assistant message.
+    let mut open: Vec<&str> = Vec::new();
+    for m in &conversation.messages {
+        match m.role {
+            Role::Assistant => {
+                faults.extend(open.drain(..).filter(|id| !answered.contains(id)).map(str::to_string));
+                for c in &m.tool_calls {
+                    called.insert(c.id.as_str());
+                    open.push(c.id.as_str());
+                }
+            }
+            Role::Tool => {
+                if let Some(id) = m.tool_call_id.as_deref() {
+                    if !called.contains(id) {
+                        faults.insert(id.to_string());
+                    }
+                    answered.insert(id);
+                }
+            }
+            _ => {}
+        }
+    }
+    faults
 }
 
 impl<'a> Replayer<'a> {
@@ -666,6 +701,7 @@ impl<'a> Replayer<'a> {
             history: None,
             diverged: false,
             rejected_at: None,
+            recording_faults: recording_faults(conversation),
         }
     }
 
@@ -807,18 +843,39 @@ impl<'a> Replayer<'a> {
         let violations = self.checker.check(&self.ctx);
         let keyed: Vec<(String, ViolationKind)> =
             violations.iter().map(|v| (violation_key(&self.ctx, &self.checker, v), v.kind())).collect();
-        for (key, kind) in &keyed {
-            if !self.open_violations.contains(key) {
+        for ((key, kind), v) in keyed.iter().zip(&violations) {
+            if self.open_violations.contains(key) {
+                continue;
+            }
+            if self.is_recording_fault(v) {
+                self.metrics.recording_violations += 1;
+            } else {
                 self.count(*kind);
             }
         }
         self.open_violations = keyed.into_iter().map(|(key, _)| key).collect();
     }
 
-    /// Count the request once per provider that would refuse it, and once per rule it breaks.
+    /// A violation on a tool call the recording itself leaves unpaired.
+    fn is_recording_fault(&self, v: &Violation) -> bool {
+        match v {
+            Violation::OrphanToolResult { call_id, .. } | Violation::UnansweredToolCall { call_id, .. } => {
+                self.recording_faults.contains(call_id)
+            }
+            _ => false,
+        }
+    }
+
+    /// Count the request once per provider that would refuse it, and once per rule it breaks
+    /// (a rule broken only on a tool call the recording leaves unpaired is the recording's).
     fn check_providers(&mut self) {
         for provider in Provider::ALL {
-            let mut rules: Vec<_> = check_request(&self.ctx, provider).into_iter().map(|r| r.rule).collect();
+            let faults = &self.recording_faults;
+            let mut rules: Vec<_> = check_request(&self.ctx, provider)
+                .into_iter()
+                .filter(|r| r.call_id.as_ref().is_none_or(|id| !faults.contains(id)))
+                .map(|r| r.rule)
+                .collect();
             if rules.is_empty() {
                 continue;
             }

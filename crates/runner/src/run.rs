@@ -648,7 +648,8 @@ pub fn run(
 
     let planned = plan.shard_pairs(options.shard);
     // A record whose conversation text or configuration changed since it was written is
-    // stale: dropped and run again (ids alone would keep it).
+    // stale: dropped and run again (ids alone would keep it), and so is a record with no hash
+    // (written by an older version), which cannot be checked.
     let mut stale = 0usize;
     if !done.is_empty() {
         let hashes: HashMap<String, String> =
@@ -656,7 +657,9 @@ pub fn run(
         let before = done.len();
         done.retain(|r| match (&r.content_hash, hashes.get(&record_key(r))) {
             (Some(old), Some(new)) => old == new,
-            _ => true,
+            // Written before records carried a hash: nothing shows it is current.
+            (None, Some(_)) => false,
+            (_, None) => true,
         });
         stale = before - done.len();
         if stale > 0 {

@@ -606,11 +606,12 @@ fn a_violation_carried_from_request_to_request_counts_once() {
     );
     let m = run(&conversation, &settings(StrategyConfig::default_for("none").expect("none"), 1_000));
     assert_eq!(m.calls, 2);
-    assert_eq!(m.violations, 1);
-    assert_eq!(m.violations_by_kind.get("orphan_tool_result"), Some(&1));
-    // Both requests carry the orphaned result: both providers refuse both; it is no finding.
-    assert_eq!((m.rejected_requests_openai, m.rejected_requests_anthropic, m.findings), (2, 2, 0));
-    assert_eq!(m.rejections_by_rule.get("openai-chat/orphan_tool_result"), Some(&2));
+    // Both requests carry the recording's orphaned result: one violation, the recording's own
+    // (no strategy is charged, so no provider rejection either).
+    assert_eq!(m.recording_violations, 1);
+    assert_eq!((m.violations, m.findings), (0, 0));
+    assert_eq!((m.rejected_requests_openai, m.rejected_requests_anthropic), (0, 0));
+    assert!(m.rejections_by_rule.is_empty(), "{:?}", m.rejections_by_rule);
 }
 
 #[test]
@@ -814,4 +815,42 @@ fn under_fail_no_summary_after_the_rejected_call_is_billed() {
     let billed = (f.summarizer_input_tokens as f64 + 4.0 * f.summarizer_output_tokens as f64) / 1e6;
     assert!((fs - billed).abs() < 1e-12);
     assert!(f.cost_usd.expect("priced") < c.cost_usd.expect("priced"));
+}
+
+/// A recording `validate` rejects (a result with no call, a call never answered), replayed with
+/// `--allow-invalid`: its own violations are counted in `recording_violations` and charged to no
+/// strategy: `none` shows no violation and no request a provider refuses.
+#[test]
+fn a_recordings_own_violations_are_charged_to_no_strategy() {
+    let mut conversation = ContextBuilder::new()
+        .system(words(20))
+        .user(numbered(1, 10))
+        .message(Message::tool_result("ghost", "read", numbered(2, 10)))
+        .assistant(numbered(3, 5))
+        .user(numbered(4, 10))
+        .tool_call("read", "{}", numbered(5, 10))
+        .assistant(numbered(6, 5))
+        .conversation("invalid");
+    // Drop the answer of the `read` call: it is never answered.
+    let unanswered = conversation
+        .messages
+        .iter()
+        .position(|m| m.role == compaction::Role::Tool && m.tool_call_id.as_deref() != Some("ghost"))
+        .expect("a result");
+    let call_id = conversation.messages[unanswered].tool_call_id.clone().expect("an id");
+    conversation.messages.remove(unanswered);
+    conversation.messages.push(Message::user(numbered(7, 10)));
+    conversation.messages.push(Message::assistant(numbered(8, 5)));
+    let faults = runner::replay::recording_faults(&conversation);
+    assert_eq!(faults, ["ghost".to_string(), call_id].into_iter().collect());
+
+    let m = run(&conversation, &settings(strategy(json!({"name": "none"})), 100_000));
+    assert_eq!((m.violations, m.findings), (0, 0), "{:?}", m.violations_by_kind);
+    assert_eq!((m.rejected_requests_openai, m.rejected_requests_anthropic), (0, 0), "{:?}", m.rejections_by_rule);
+    // The orphan result from the first request on, the unanswered call from the third: each
+    // counted once, where it first appears.
+    assert_eq!(m.recording_violations, 2);
+
+    // A valid recording has no faults, so nothing is set aside.
+    assert!(runner::replay::recording_faults(&tool_chat(3)).is_empty());
 }

@@ -24,6 +24,14 @@
 //!   call ids.
 //! - **Forced** ([`Trigger::Overflow`]): clears the same way without the threshold check. When
 //!   nothing is left to clear there is no plan, and the request overflows as the API's would.
+//!
+//! What the replay then measures, as the API behaves: clearing tool results is this edit's
+//! only move. When what it never clears (the system prompt, user and assistant text, tool
+//! calls, the newest `keep` tool uses) outgrows the window, the request is over it and the API
+//! answers with a context-length error; Anthropic pairs the edit with server-side compaction
+//! (`anthropic-compaction`) for that case. On the synthetic sets at 32k about a fifth of its
+//! requests are over the window; under `overflow = "fail"` the conversation ends there. This is
+//! the design's behaviour, not a replay artefact.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

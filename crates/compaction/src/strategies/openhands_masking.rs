@@ -24,6 +24,15 @@
 //! with the content replaced, so the call keeps its result (the providers require it, and the
 //! OpenHands view pairs them the same way). The system prompt counts as an event, as
 //! OpenHands' system-prompt event does; it is never an observation.
+//!
+//! What the replay then measures, as the source behaves: masking is the condenser's only move,
+//! with no bound on the request's size. When the conversation's messages other than
+//! observations (system prompt, user turns, the agent's own messages and calls) and the newest
+//! 5 events outgrow the window, the request is over it and a provider refuses it; OpenHands
+//! pairs this condenser with others (or with its own context-window error handling) for that
+//! case. On the synthetic sets at 32k about a fifth of its requests are over the window; under
+//! `overflow = "fail"` the conversation ends there. This is the design's behaviour, not a
+//! replay artefact.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

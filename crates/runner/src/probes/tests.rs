@@ -17,8 +17,18 @@ fn of(probes: &[Probe], kind: ProbeKind) -> Vec<&Probe> {
 fn assert_grounded(conv: &Conversation, probes: &[Probe]) {
     for p in probes {
         let rendered = normalize(&render_message(&conv.messages[p.source_message]));
+        // The files changed so far: each file in the message that changed it, at or before the
+        // source (the last change).
+        let earlier: Vec<String> =
+            conv.messages[..=p.source_message].iter().map(|m| normalize(&render_message(m))).collect();
+        let list = p.question.starts_with("Which files has the agent changed so far");
         for alias in p.facts.iter().flatten() {
-            assert!(occurs(&rendered, &normalize(alias)), "{}: {alias:?} not in message {}", p.id, p.source_message);
+            let found = if list {
+                earlier.iter().any(|r| occurs(r, &normalize(alias)))
+            } else {
+                occurs(&rendered, &normalize(alias))
+            };
+            assert!(found, "{}: {alias:?} not in message {}", p.id, p.source_message);
         }
         assert!(p.id.starts_with(DERIVED_PREFIX));
     }
@@ -113,7 +123,13 @@ fn the_task_is_the_first_real_request() {
 fn artifacts_come_from_call_arguments_and_commands() {
     let conv = coding_session();
     let probes = derive(&conv, &DeriveParams::default());
-    let artifacts = of(&probes, ProbeKind::Artifact);
+    let (lists, artifacts): (Vec<&Probe>, Vec<&Probe>) =
+        of(&probes, ProbeKind::Artifact).into_iter().partition(|p| p.id.starts_with("derived-state"));
+    // The files changed so far, newest change first, then one probe per file.
+    assert_eq!(
+        lists.iter().map(|p| (p.answer.as_str(), p.source_message)).collect::<Vec<_>>(),
+        [("src/lib.rs, test.log", 12)]
+    );
     let answers: Vec<(&str, usize)> = artifacts.iter().map(|p| (p.answer.as_str(), p.source_message)).collect();
     // Written and edited files first; `/repo/src/lib.rs` and `src/lib.rs` are one file, last
     // touched by the Edit at message 12 (which names it `src/lib.rs`).
@@ -237,6 +253,64 @@ fn state_probes_name_the_last_failing_test_and_command() {
     assert_eq!(failing_test("FAILED (errors=1)"), None);
 }
 
+/// The files changed so far: edits, writes and applied patches, newest first, each fact
+/// checked against the message that changed it; a file only read is not one of them.
+#[test]
+fn state_probe_lists_the_files_changed_so_far() {
+    let patch =
+        "diff --git a/src/lexer.rs b/src/lexer.rs\n--- a/src/lexer.rs\n+++ b/src/lexer.rs\n@@ -1 +1 @@\n-a\n+b\n";
+    let conv = padded(
+        Conversation::new(
+            "files",
+            vec![
+                Message::user("Fix the tokenizer crash on empty input."),
+                Message::assistant_calls("", vec![call("1", "Read", json!({"file_path": "src/main.rs"}))]),
+                Message::tool_result("1", "Read", "fn main() {}"),
+                Message::assistant_calls(
+                    "",
+                    vec![call(
+                        "2",
+                        "Edit",
+                        json!({"file_path": "src/parser.rs", "old_string": "x", "new_string": "y"}),
+                    )],
+                ),
+                Message::tool_result("2", "Edit", "The file src/parser.rs has been updated."),
+                Message::assistant_calls("", vec![call("3", "apply_patch", json!({"input": patch}))]),
+                Message::tool_result("3", "apply_patch", "Done."),
+                Message::assistant_calls(
+                    "",
+                    vec![call(
+                        "4",
+                        "Write",
+                        json!({"file_path": "tests/empty_input.rs", "content": "#[test] fn t() {}"}),
+                    )],
+                ),
+                Message::tool_result("4", "Write", "File created."),
+            ],
+        ),
+        16,
+    );
+    let probes = derive(&conv, &DeriveParams::default());
+    assert_grounded(&conv, &probes);
+    let list = probes
+        .iter()
+        .find(|p| p.question.starts_with("Which files has the agent changed so far"))
+        .expect("a files-changed probe");
+    assert_eq!(list.kind, ProbeKind::Artifact);
+    assert_eq!(list.source_message, 7, "the last change");
+    let firsts: Vec<&str> = list.facts.iter().map(|f| f[0].as_str()).collect();
+    assert_eq!(firsts, ["tests/empty_input.rs", "src/lexer.rs", "src/parser.rs"]);
+    assert!(!list.answer.contains("main.rs"), "a file only read was not changed: {}", list.answer);
+    // Each changed file keeps its own artifact probe too.
+    assert!(probes
+        .iter()
+        .any(|p| p.kind == ProbeKind::Artifact && p.facts.len() == 1 && p.facts[0][0] == "src/parser.rs"));
+    // One changed file: no list (its artifact probe says it).
+    let one = Conversation::new("one", conv.messages[..5].to_vec());
+    let probes = derive(&padded(one, 16), &DeriveParams::default());
+    assert!(probes.iter().all(|p| !p.question.starts_with("Which files has the agent changed")));
+}
+
 #[test]
 fn continuation_is_the_last_request_and_the_pending_todos() {
     let conv = coding_session();
@@ -342,10 +416,20 @@ fn bounds_are_kept_and_selection_spreads_over_the_conversation() {
         messages.push(Message::tool_result(&id, "Write", "ok"));
     }
     let conv = Conversation::new("b", messages);
-    let params = DeriveParams { max_artifact: 3, ..DeriveParams::default() };
+    // Four artifact probes: the list of files changed so far (the newest four), then three
+    // files spread over the conversation.
+    let params = DeriveParams { max_artifact: 4, ..DeriveParams::default() };
     let probes = derive(&conv, &params);
     let answers: Vec<&str> = of(&probes, ProbeKind::Artifact).iter().map(|p| p.answer.as_str()).collect();
-    assert_eq!(answers, ["out/report_0.txt", "out/report_10.txt", "out/report_19.txt"]);
+    assert_eq!(
+        answers,
+        [
+            "out/report_19.txt, out/report_18.txt, out/report_17.txt, out/report_16.txt",
+            "out/report_0.txt",
+            "out/report_10.txt",
+            "out/report_19.txt"
+        ]
+    );
     let none = DeriveParams { max_artifact: 0, max_task: 0, ..DeriveParams::default() };
     assert!(derive(&conv, &none).iter().all(|p| p.kind != ProbeKind::Artifact && p.kind != ProbeKind::Task));
     assert_eq!(spread(vec![1, 2, 3, 4, 5], 2), vec![1, 5]);
@@ -438,7 +522,8 @@ fn each_kind_is_bounded_over_all_families() {
             assert!(n <= params.max_of(kind), "max_artifact {max_artifact}: {n} {kind:?} probes");
         }
         let artifacts = of(&probes, ProbeKind::Artifact);
-        assert_eq!(artifacts.len(), max_artifact.min(10), "max_artifact {max_artifact}");
+        // Ten files, and the list of files changed so far.
+        assert_eq!(artifacts.len(), max_artifact.min(11), "max_artifact {max_artifact}");
         // The gold family comes first: the patched files take the room before the notes.
         let gold = artifacts.iter().filter(|p| p.id.starts_with("derived-gold")).count();
         assert_eq!(gold, max_artifact.min(5), "max_artifact {max_artifact}");
