@@ -283,4 +283,108 @@ mod tests {
         let bare = prod::span_tokens(&ctx, &calls, &Exact::o200k());
         assert!(s.plan(&ctx, &Budget::new(bare), Trigger::Overflow).is_none());
     }
+
+    /// Goose's own cases (`context_mgmt/mod.rs` tests), on this model of it.
+    mod goose_cases {
+        use super::*;
+        use crate::invariants::check_context;
+        use crate::request::{check_request, Provider};
+
+        /// A compacted context must be a valid conversation for every provider.
+        fn assert_valid(ctx: &Context, what: &str) {
+            assert!(check_context(ctx).is_empty(), "{what}: {:?}", check_context(ctx));
+            for provider in Provider::ALL {
+                assert!(
+                    check_request(ctx, provider).is_empty(),
+                    "{what} ({provider}): {:?}",
+                    check_request(ctx, provider)
+                );
+            }
+        }
+
+        fn compacted(ctx: &Context, window: u64) -> Context {
+            let s = Goose::new(Params::default()).unwrap();
+            let budget = Budget::new(window);
+            let plan = s.plan(ctx, &budget, Trigger::Overflow).expect("a plan");
+            let summaries: Vec<_> = plan.requests.iter().map(|_| Ok("<mock summary>".to_string())).collect();
+            apply_layout(&s, ctx, &budget, &plan, &summaries).context
+        }
+
+        /// `test_keeps_tool_request`: user, a `read_file` call and its response compact into a
+        /// valid conversation.
+        #[test]
+        fn keeps_tool_request() {
+            let ctx = Context::from_messages(vec![
+                Message::user("read hello.txt"),
+                Message::assistant_calls(
+                    "",
+                    vec![ToolCall { id: "tool_0".into(), name: "read_file".into(), arguments: "{}".into() }],
+                ),
+                Message::tool_result("tool_0", "read_file", "hello, world"),
+            ]);
+            assert_valid(&compacted(&ctx, 10_000), "compacted");
+        }
+
+        /// `test_progressive_removal_on_context_exceeded`: ten tool pairs whose summary request
+        /// is too large with more than two responses in it; progressive removal finds a step
+        /// that fits and the compaction succeeds.
+        #[test]
+        fn progressive_removal_on_context_exceeded() {
+            let mut m = vec![Message::user("start")];
+            for i in 0..10 {
+                let id = format!("tool_{i}");
+                m.push(Message::assistant_calls(
+                    "",
+                    vec![ToolCall { id: id.clone(), name: "read_file".into(), arguments: "{}".into() }],
+                ));
+                m.push(Message::tool_result(id, "read_file", format!("response{i} {}", "word ".repeat(300))));
+            }
+            let ctx = Context::from_messages(m);
+            let s = Goose::new(Params { summary_max_tokens: 100, ..Params::default() }).unwrap();
+            // A window that holds the calls, the summary's output and about two responses.
+            let exact = Exact::o200k();
+            let calls: Vec<usize> = (0..ctx.len()).filter(|&i| ctx.entries()[i].role() != Role::Tool).collect();
+            let response = ctx.entries()[2].tokens(&exact);
+            let window =
+                prod::span_tokens(&ctx, &calls, &exact) + u64::from(s.params.summary_max_tokens) + 2 * response + 50;
+            let plan = s.plan(&ctx, &Budget::new(window), Trigger::Overflow).expect("progressive removal fits");
+            let kept = plan.requests[0].span.iter().filter(|&&i| ctx.entries()[i].role() == Role::Tool).count();
+            assert!(kept <= 2, "{kept} responses kept in the summary request");
+            assert!(plan.notes["tool_responses_removed_percent"].as_u64().unwrap() > 0);
+            let budget = Budget::new(window);
+            let summaries = [Ok("<mock summary>".to_string())];
+            assert_valid(&apply_layout(&s, &ctx, &budget, &plan, &summaries).context, "compacted after removal");
+        }
+
+        /// `test_compaction_output_with_new_tool_pair_is_valid`: after compaction, a new tool
+        /// call and its response appended leave a conversation with no issue.
+        #[test]
+        fn compaction_output_with_new_tool_pair_is_valid() {
+            let mut m = vec![Message::user("Help me with a task")];
+            for i in 0..3 {
+                let id = format!("old_tool_{i}");
+                m.push(Message::assistant_calls(
+                    "",
+                    vec![ToolCall { id: id.clone(), name: "some_tool".into(), arguments: "{}".into() }],
+                ));
+                m.push(Message::tool_result(id, "some_tool", format!("result {i}")));
+            }
+            m.push(Message::user("Now do something else"));
+            let mut ctx = compacted(&Context::from_messages(m), 10_000);
+            let next = ctx.len();
+            ctx.push(crate::context::Entry::recorded(
+                next,
+                Message::assistant_calls(
+                    "I'll run a new tool",
+                    vec![ToolCall { id: "new_tool_1".into(), name: "new_tool".into(), arguments: "{}".into() }],
+                ),
+            ));
+            ctx.push(crate::context::Entry::recorded(
+                next + 1,
+                Message::tool_result("new_tool_1", "new_tool", "new result"),
+            ));
+            assert_valid(&ctx, "compacted + new pair");
+            assert!(ctx.messages().any(|m| m.tool_call_id.as_deref() == Some("new_tool_1")));
+        }
+    }
 }
