@@ -642,9 +642,11 @@ struct Replayer<'a> {
     recording_faults: HashSet<String>,
 }
 
-/// The tool-call ids a recording leaves unpaired: results with no earlier call, and calls
-/// never answered before a later assistant message. Empty for a conversation `validate`
-/// accepts; only a conversation replayed with `--allow-invalid` has any.
+/// The tool-call ids a recording itself gets wrong: results with no earlier call, calls never
+/// answered before a later assistant message (both make `validate` reject the conversation,
+/// so only a run with `--allow-invalid` replays them), and ids the recording gives to more
+/// than one call (recorded agents reuse an id for consecutive calls, tau-bench's airline
+/// trajectories among them; a provider refuses the repeat whatever the strategy does).
 pub fn recording_faults(conversation: &Conversation) -> HashSet<String> {
     let mut called: HashSet<&str> = HashSet::new();
     let mut answered: HashSet<&str> = HashSet::new();
@@ -656,7 +658,9 @@ pub fn recording_faults(conversation: &Conversation) -> HashSet<String> {
             Role::Assistant => {
                 faults.extend(open.drain(..).filter(|id| !answered.contains(id)).map(str::to_string));
                 for c in &m.tool_calls {
-                    called.insert(c.id.as_str());
+                    if !called.insert(c.id.as_str()) {
+                        faults.insert(c.id.clone());
+                    }
                     open.push(c.id.as_str());
                 }
             }

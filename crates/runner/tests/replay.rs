@@ -854,3 +854,22 @@ fn a_recordings_own_violations_are_charged_to_no_strategy() {
     // A valid recording has no faults, so nothing is set aside.
     assert!(runner::replay::recording_faults(&tool_chat(3)).is_empty());
 }
+
+/// A recording that gives one id to two consecutive calls (as tau-bench's airline agents do):
+/// a provider refuses every request carrying both, whatever the strategy; that is the
+/// recording's, not `none`'s.
+#[test]
+fn an_id_the_recording_reuses_is_charged_to_no_strategy() {
+    let conversation = ContextBuilder::new()
+        .system(words(20))
+        .user(numbered(1, 10))
+        .calls("", vec![testkit::Call::ok("search", "{}", numbered(2, 10)).with_id("dup")])
+        .calls("", vec![testkit::Call::ok("search", "{}", numbered(3, 10)).with_id("dup")])
+        .assistant(numbered(4, 5))
+        .user(numbered(5, 10))
+        .assistant(numbered(6, 5))
+        .conversation("reused");
+    assert_eq!(runner::replay::recording_faults(&conversation), ["dup".to_string()].into_iter().collect());
+    let m = run(&conversation, &settings(strategy(json!({"name": "none"})), 100_000));
+    assert_eq!((m.rejected_requests_openai, m.rejected_requests_anthropic), (0, 0), "{:?}", m.rejections_by_rule);
+}
