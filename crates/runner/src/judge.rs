@@ -16,6 +16,9 @@
 //!   path as its file name, a qualified error class without its module, `gift_card` as `gift
 //!   card`, a number under a hundred in words. A string judge still cannot see most paraphrases (`the ignore file` for
 //!   `.gitignore`); that is what the LLM judge is for.
+//! - **Weak aliases**: a common word or a bare number under a hundred is not used when the
+//!   fact has a stronger alias ([`is_weak_alias`]): `3` of `[3 passengers, 3]` would credit the
+//!   fact wherever a 3 occurs.
 //! - **Short words**: an alias of one short word (letters only, up to 5 characters) matches only
 //!   a whole token ([`matches`]): `main` is not found in `src/main.rs`.
 //! - **Where**: a fact found in a recorded message kept verbatim is [`FoundIn::Verbatim`], else in
@@ -147,6 +150,11 @@ pub fn occurs(haystack: &str, needle: &str) -> bool {
 /// module (`requests.exceptions.HTTPError` as `HTTPError`), an identifier of `_`-joined words
 /// also as those words (`gift_card` as `gift card` and `gift-card`), a number under a hundred
 /// also in words (`3` as `three`, `42` as `forty-two` and `forty two`).
+///
+/// A weak alias ([`is_weak_alias`]: a common word, or a bare number under a hundred) is left
+/// out when the fact has a stronger one: `3` of `[3 passengers, 3]` or `change` of
+/// `[change_flight, change]` would credit the fact wherever the word or number occurs in another
+/// sense. A fact with only weak aliases keeps them.
 pub fn expand_aliases<S: AsRef<str>>(fact: &[S]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut push = |a: String| {
@@ -154,7 +162,8 @@ pub fn expand_aliases<S: AsRef<str>>(fact: &[S]) -> Vec<String> {
             out.push(a);
         }
     };
-    for alias in fact {
+    let strong = fact.iter().any(|a| !a.as_ref().trim().is_empty() && !is_weak_alias(a.as_ref()));
+    for alias in fact.iter().filter(|a| !strong || !is_weak_alias(a.as_ref())) {
         let a = normalize(alias.as_ref());
         if a.is_empty() {
             continue;
@@ -187,6 +196,14 @@ pub fn expand_aliases<S: AsRef<str>>(fact: &[S]) -> Vec<String> {
         }
     }
     out
+}
+
+/// An alias that says little alone: a common word (the derivation's stop-word list and
+/// tokens under 3 characters that are not numbers, [`crate::probes::is_common_word`]) or a
+/// bare number under a hundred.
+pub fn is_weak_alias(alias: &str) -> bool {
+    let t = alias.trim();
+    crate::probes::is_common_word(t) || t.parse::<u32>().is_ok_and(|n| n < 100)
 }
 
 /// `n` (under 100) in English words: `forty-two` and `forty two`; one form below 21 and for
@@ -442,6 +459,12 @@ mod tests {
         assert_eq!(expand_aliases(&["requests.exceptions.HTTPError"]), ["requests.exceptions.httperror", "httperror"]);
         assert_eq!(expand_aliases(&["42"]), ["42", "forty-two", "forty two"]);
         assert_eq!(expand_aliases(&["7"]), ["7", "seven"]);
+        // A weak alias is set aside when the fact has a stronger one, and kept when alone.
+        assert_eq!(expand_aliases(&["3 passengers", "3"]), ["3 passengers"]);
+        assert_eq!(expand_aliases(&["change_flight", "change"]), ["change_flight", "change flight", "change-flight"]);
+        assert_eq!(expand_aliases(&["3"]), ["3", "three"]);
+        assert!(is_weak_alias("the") && is_weak_alias("42") && is_weak_alias("ok"));
+        assert!(!is_weak_alias("4466") && !is_weak_alias("ZX-9") && !is_weak_alias("parser"));
         assert_eq!(expand_aliases(&["250"]), ["250"]);
         assert_eq!(expand_aliases(&["gift_card"]), ["gift_card", "gift card", "gift-card"]);
         assert_eq!(expand_aliases(&["mia_li_3668"]), ["mia_li_3668"]);
