@@ -37,7 +37,7 @@ pub mod tokens;
 pub use context::{Context, Entry, Inserted, Origin};
 pub use invariants::{check_compaction, check_context, Violation, ViolationKind};
 pub use message::{Conversation, Message, Probe, ProbeKind, Role, ToolCall};
-pub use request::{check_request, Provider, Rejection, RequestRule};
+pub use request::{check_messages, check_request, Provider, Rejection, RequestRule};
 pub use strategies::{catalog, ParamError, StrategyConfig, StrategyInfo};
 pub use strategy::{
     apply_layout, build_layout, Budget, Compacted, CompactionEvent, Fallback, InputCuts, Plan, Promises, PromptKind,

@@ -947,7 +947,14 @@ pub fn is_common_word(alias: &str) -> bool {
     if n < 3 {
         return !lower.chars().any(|c| c.is_ascii_digit());
     }
-    lower.chars().all(char::is_alphabetic) && (STOPWORDS.contains(&lower.as_str()) || COMMON.contains(&lower.as_str()))
+    lower.chars().all(char::is_alphabetic) && common_words().contains(lower.as_str())
+}
+
+/// [`STOPWORDS`] and [`COMMON`] as one set, built once: the judge asks for every alias it
+/// expands, at every checkpoint.
+fn common_words() -> &'static HashSet<&'static str> {
+    static WORDS: std::sync::OnceLock<HashSet<&'static str>> = std::sync::OnceLock::new();
+    WORDS.get_or_init(|| STOPWORDS.iter().chain(COMMON).copied().collect())
 }
 
 /// True when `token` is an identifier a question may ask for by itself: a reservation, user

@@ -125,9 +125,9 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Instant;
 
 use compaction::{
-    check_compaction, check_request, Budget, Context, Conversation, Encoding, Entry, Exact, Message, Origin, Probe,
-    Provider, Role, Strategy, StrategyConfig, SummaryFailure, SummaryOutcome, SummaryRequest, TokenCounter, Trigger,
-    Violation, ViolationKind,
+    check_compaction, check_messages, check_request, Budget, Context, Conversation, Encoding, Entry, Exact, Message,
+    Origin, Probe, Provider, RequestRule, Role, Strategy, StrategyConfig, SummaryFailure, SummaryOutcome,
+    SummaryRequest, TokenCounter, Trigger, Violation, ViolationKind,
 };
 use serde::{Deserialize, Serialize};
 
@@ -640,6 +640,20 @@ struct Replayer<'a> {
     /// Tool-call ids the recording itself leaves unpaired ([`recording_faults`]): a violation
     /// or provider rejection on one of them is the recording's, charged to no strategy.
     recording_faults: HashSet<String>,
+    /// The provider rules the whole recording breaks, with the recorded message that breaks
+    /// each (a tau2 conversation that opens with the agent's greeting breaks Anthropic's
+    /// `first_not_user` at message 1): a request breaking the same rule at the same recorded
+    /// message is refused for the recording's sake, whatever the strategy did.
+    recording_rejections: HashSet<(Provider, RequestRule, usize)>,
+}
+
+/// The provider rules `conversation` breaks as recorded, each with the message that breaks it.
+fn recording_rejections(conversation: &Conversation) -> HashSet<(Provider, RequestRule, usize)> {
+    let messages: Vec<&Message> = conversation.messages.iter().collect();
+    Provider::ALL
+        .into_iter()
+        .flat_map(|p| check_messages(&messages, p).into_iter().map(move |r| (p, r.rule, r.index)))
+        .collect()
 }
 
 /// The tool-call ids a recording itself gets wrong: results with no earlier call, calls never
@@ -706,6 +720,7 @@ impl<'a> Replayer<'a> {
             diverged: false,
             rejected_at: None,
             recording_faults: recording_faults(conversation),
+            recording_rejections: recording_rejections(conversation),
         }
     }
 
@@ -870,14 +885,22 @@ impl<'a> Replayer<'a> {
         }
     }
 
-    /// Count the request once per provider that would refuse it, and once per rule it breaks
-    /// (a rule broken only on a tool call the recording leaves unpaired is the recording's).
+    /// Count the request once per provider that would refuse it, and once per rule it breaks.
+    /// A rule broken only where the recording itself breaks it (on a tool call the recording
+    /// gets wrong, or at the recorded message where the whole recording breaks that rule) is
+    /// the recording's and not counted.
     fn check_providers(&mut self) {
+        let entries = self.ctx.entries();
         for provider in Provider::ALL {
-            let faults = &self.recording_faults;
             let mut rules: Vec<_> = check_request(&self.ctx, provider)
                 .into_iter()
-                .filter(|r| r.call_id.as_ref().is_none_or(|id| !faults.contains(id)))
+                .filter(|r| {
+                    let recorded = entries.get(r.index).and_then(|e| e.origin().verbatim_index());
+                    let by_id = r.call_id.as_ref().is_some_and(|id| self.recording_faults.contains(id));
+                    let as_recorded =
+                        recorded.is_some_and(|i| self.recording_rejections.contains(&(provider, r.rule, i)));
+                    !by_id && !as_recorded
+                })
                 .map(|r| r.rule)
                 .collect();
             if rules.is_empty() {

@@ -873,3 +873,25 @@ fn an_id_the_recording_reuses_is_charged_to_no_strategy() {
     let m = run(&conversation, &settings(strategy(json!({"name": "none"})), 100_000));
     assert_eq!((m.rejected_requests_openai, m.rejected_requests_anthropic), (0, 0), "{:?}", m.rejections_by_rule);
 }
+
+/// A recording that opens with the agent's greeting (tau2's conversations do) breaks
+/// Anthropic's `first_not_user` as recorded: `none` is not charged for it, while a strategy
+/// that puts its own assistant message first still is.
+#[test]
+fn a_rule_the_recording_breaks_as_recorded_is_charged_to_no_strategy() {
+    let mut b = ContextBuilder::new().system(words(20)).assistant("Hi! How can I help you today?");
+    for t in 0..6 {
+        b = b.user(numbered(t, 200)).assistant(numbered(t, 100));
+    }
+    let conversation = b.conversation("greeting");
+    let none = run(&conversation, &settings(strategy(json!({"name": "none"})), 100_000));
+    assert_eq!(none.rejected_requests_anthropic, 0, "{:?}", none.rejections_by_rule);
+    // keep-last-n puts its summary, an assistant message, first: its own doing.
+    let keep = run(&conversation, &settings(strategy(json!({"name": "keep-last-n"})), 1_500));
+    assert!(keep.compactions > 0);
+    assert!(
+        keep.rejections_by_rule.get("anthropic-messages/first_not_user").copied().unwrap_or(0) > 0,
+        "{:?}",
+        keep.rejections_by_rule
+    );
+}
