@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use runner::dataset::LoadOptions;
+use dataset::LoadOptions;
 use runner::experiment::Experiment;
 use runner::run::{run, Engine, Plan, Progress, Provenance, RunOptions};
 

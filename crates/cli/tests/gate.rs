@@ -392,7 +392,7 @@ fn a_damaged_strategy_that_loses_information_fails_the_gate() {
     assert_ne!(damaged.configurations[0].resolved, ci.configurations[0].resolved, "the damage changes the strategy");
     damaged.configurations[0].config_id = config_id.clone();
 
-    let base_plan = Plan::load(ci, &runner::dataset::LoadOptions::default()).expect("the synthetic datasets load");
+    let base_plan = Plan::load(ci, &dataset::LoadOptions::default()).expect("the synthetic datasets load");
     assert!(base_plan.conversations.len() >= 10, "the slice has the synthetic conversations");
     let damaged_plan = Plan::from_conversations(damaged, base_plan.conversations.clone(), Vec::new());
     let dir = temp_dir("damaged");
@@ -459,7 +459,7 @@ fn the_paired_gate_catches_small_losses_and_raises_no_false_alarm() {
         format!("{head}[[strategy]]\nname = \"keep-last-n\"\nsummary_max_tokens = 60\nsummary_target_tokens = 60\n");
     let mut damaged = Experiment::parse(&damaged_text, &ci_path).expect("the damaged experiment is valid");
     damaged.configurations[0].config_id = config_id.clone();
-    let base_plan = Plan::load(ci, &runner::dataset::LoadOptions::default()).expect("the synthetic datasets load");
+    let base_plan = Plan::load(ci, &dataset::LoadOptions::default()).expect("the synthetic datasets load");
     let damaged_plan = Plan::from_conversations(damaged, base_plan.conversations.clone(), Vec::new());
     let dir = temp_dir("power");
     let (base_dir, rerun_dir, damaged_dir) = (dir.join("baseline"), dir.join("rerun"), dir.join("damaged"));

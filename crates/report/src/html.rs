@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use compaction::{Budget, Context, Conversation, ProbeKind};
-use runner::dataset::LoadOptions;
+use dataset::LoadOptions;
 use runner::experiment::{canonical_json, Configuration, Experiment};
 use runner::record::{FoundIn, PairMetrics, PairOutcome, PairRecord};
 use runner::run::{Plan, RunData};

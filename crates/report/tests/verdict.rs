@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
+use dataset::LoadOptions;
 use report::summary::{self, ConfigSummary, ALL_DATASETS};
-use runner::dataset::LoadOptions;
 use runner::experiment::Experiment;
 use runner::run::{self, Engine, Plan, Provenance, RunData, RunOptions};
 

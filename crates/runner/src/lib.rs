@@ -2,17 +2,13 @@
 //! summarize and judge offline, run experiment matrices and keep a resumable result log.
 
 pub mod calibrate;
-pub mod dataset;
 pub mod experiment;
-pub mod import;
 pub mod judge;
 pub mod llm_judge;
 pub mod llm_prompts;
 pub mod llm_setup;
 pub mod llm_summarize;
-pub mod probes;
 pub mod record;
 pub mod replay;
 pub mod run;
 pub mod summarize;
-pub mod synth;

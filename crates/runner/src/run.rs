@@ -39,11 +39,11 @@ use compaction::{Conversation, Encoding};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::dataset::{self, LoadOptions};
 use crate::experiment::{canonical_json, fnv1a, short_hash, Configuration, Experiment};
 use crate::llm_setup::OnLlmError;
 use crate::record::{PairMetrics, PairOutcome, PairRecord};
 use crate::replay::{self, CacheProfile, Judge, ReplayError, ReplaySettings, Summarizer};
+use dataset::{self, LoadOptions};
 
 /// The results log in a run folder.
 pub const RESULTS_FILE: &str = "results.jsonl";

@@ -14,10 +14,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use compaction::ProbeKind;
-use runner::dataset::check_conversation;
-use runner::import::{import, Format, FormatChoice, ImportOptions, RepairReport};
+use dataset::check_conversation;
+use dataset::import::{import, Format, FormatChoice, ImportOptions, RepairReport};
+use dataset::probes::{count_by_kind, derive, is_common_word, uses_tools, DeriveParams};
 use runner::judge::{normalize, occurs, render_message};
-use runner::probes::{count_by_kind, derive, is_common_word, uses_tools, DeriveParams};
 
 const CORPORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpora");
 

@@ -18,9 +18,9 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use runner::dataset::check_conversation;
-use runner::import::{import_str, sniff, Format, FormatChoice, ImportOptions};
-use runner::probes::{derive, DeriveParams};
+use dataset::check_conversation;
+use dataset::import::{import_str, sniff, Format, FormatChoice, ImportOptions};
+use dataset::probes::{derive, DeriveParams};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/import");
 
@@ -67,7 +67,7 @@ fn check(format: Format, input: &Path) -> Vec<String> {
     let mut problems = Vec::new();
     let text = fs::read_to_string(input).unwrap_or_else(|e| panic!("{}: {e}", input.display()));
     let name = input.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let key = runner::import::file_key(Path::new(&name));
+    let key = dataset::import::file_key(Path::new(&name));
     let display = PathBuf::from(format!("{}/{name}", format.name()));
 
     match sniff(input, &text) {
@@ -120,7 +120,7 @@ fn derived_probes_of_the_pinned_fixtures_are_as_expected() {
     for (format, name) in PROBE_CASES {
         let input = Path::new(FIXTURES).join(format.name()).join(name);
         let text = fs::read_to_string(&input).unwrap_or_else(|e| panic!("{}: {e}", input.display()));
-        let key = runner::import::file_key(Path::new(name));
+        let key = dataset::import::file_key(Path::new(name));
         let out = import_str(
             &text,
             &input,

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use compaction::{Conversation, Role};
-use runner::dataset::{conversation_schema, Dataset, LoadOptions};
+use dataset::{conversation_schema, Dataset, LoadOptions};
 
 const README: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/README.md");
 const MARKER: &str = "<!-- example: conversation -->";

@@ -137,15 +137,15 @@ fn recorded_replays_the_compaction_of_a_real_claude_code_session() {
         println!("skipped: no corpus file at {path}");
         return;
     };
-    let options = runner::import::ImportOptions {
-        format: runner::import::FormatChoice::Auto,
+    let options = dataset::import::ImportOptions {
+        format: dataset::import::FormatChoice::Auto,
         strict: true,
         include_compaction_calls: false,
     };
-    let out = runner::import::import_str(&text, path.as_ref(), "fa812bfe", &options);
+    let out = dataset::import::import_str(&text, path.as_ref(), "fa812bfe", &options);
     assert!(out.errors.is_empty(), "{:?}", out.errors);
     let mut conv = out.conversations.into_iter().next().expect("one session");
-    runner::probes::replace_derived(&mut conv, &runner::probes::DeriveParams::default());
+    dataset::probes::replace_derived(&mut conv, &dataset::probes::DeriveParams::default());
     let boundary = conv.messages.iter().position(|m| m.meta_flag("compact_summary")).expect("a recorded compaction");
     assert_eq!(conv.messages[boundary].meta["compact_boundary"], json!({"trigger": "auto", "pre_tokens": 167117}));
 

@@ -6,7 +6,7 @@ const SCHEMA_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/c
 
 #[test]
 fn committed_schema_matches_the_conversation_type() {
-    let generated = runner::dataset::conversation_schema_text();
+    let generated = dataset::conversation_schema_text();
     if std::env::var("COMPACTBENCH_UPDATE_SCHEMA").is_ok_and(|v| v == "1") {
         std::fs::write(SCHEMA_PATH, &generated).expect("datasets/ is writable");
     }
@@ -21,7 +21,7 @@ fn committed_schema_matches_the_conversation_type() {
 
 #[test]
 fn schema_names_the_required_fields_and_the_closed_sets() {
-    let schema = runner::dataset::conversation_schema();
+    let schema = dataset::conversation_schema();
     let required = |v: &serde_json::Value| -> Vec<String> {
         v["required"].as_array().expect("required list").iter().filter_map(|s| s.as_str().map(String::from)).collect()
     };

@@ -13,8 +13,8 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use runner::import::{self, FormatChoice, ImportOptions, RepairReport};
-use runner::probes::{self, DeriveParams};
+use dataset::import::{self, FormatChoice, ImportOptions, RepairReport};
+use dataset::probes::{self, DeriveParams};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

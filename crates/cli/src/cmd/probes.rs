@@ -2,7 +2,7 @@
 //!
 //! Reads a dataset (JSONL), replaces each conversation's derived probes (ids starting with
 //! `derived-`) with fresh ones and keeps every other probe, and writes the result. The
-//! derivation is deterministic (see `runner::probes`). One summary line goes to stdout: probes
+//! derivation is deterministic (see `dataset::probes`). One summary line goes to stdout: probes
 //! by kind. Load problems go to stderr; the conversations that loaded are written, and the exit
 //! code is 2 when any line could not be loaded. `--out` may not be IN (a line that did not load
 //! would be lost); the output is written atomically, and not at all when nothing loaded.
@@ -10,8 +10,8 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use runner::dataset::{self, LoadOptions};
-use runner::probes::{self, DeriveParams};
+use dataset::probes::{self, DeriveParams};
+use dataset::{self, LoadOptions};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use dataset::LoadOptions;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use runner::dataset::LoadOptions;
 use runner::experiment::Experiment;
 use runner::llm_setup::LlmRoles;
 use runner::record::PairOutcome;
@@ -52,9 +52,9 @@ fn default_experiment() -> anyhow::Result<PathBuf> {
         .with_context(|| format!("creating {}", root.display()))?;
     write_if_changed(&config, EMBEDDED_DEFAULT.as_bytes())?;
     write_if_changed(&config.with_file_name("prices.toml"), EMBEDDED_PRICES.as_bytes())?;
-    for family in runner::synth::Family::ALL {
-        let conversations = runner::synth::generate_family(SHIPPED_SEED, family, SHIPPED_PER_FAMILY);
-        let text = runner::synth::to_jsonl(&conversations).context("serializing the synthetic datasets")?;
+    for family in dataset::synth::Family::ALL {
+        let conversations = dataset::synth::generate_family(SHIPPED_SEED, family, SHIPPED_PER_FAMILY);
+        let text = dataset::synth::to_jsonl(&conversations).context("serializing the synthetic datasets")?;
         write_if_changed(&datasets.join(format!("{}.jsonl", family.name())), text.as_bytes())?;
     }
     eprintln!("note: no {DEFAULT_CONFIG} here; running the built-in default experiment from {}", config.display());
@@ -100,7 +100,7 @@ pub struct Args {
     #[arg(long)]
     allow_invalid: bool,
     /// The longest dataset line accepted, in bytes; longer lines are reported and skipped.
-    #[arg(long, value_name = "BYTES", default_value_t = runner::dataset::DEFAULT_MAX_LINE_BYTES)]
+    #[arg(long, value_name = "BYTES", default_value_t = dataset::DEFAULT_MAX_LINE_BYTES)]
     max_line_bytes: usize,
 }
 

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use runner::dataset::{self, Dataset, LoadOptions};
+use dataset::{self, Dataset, LoadOptions};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use compaction::{Conversation, Message, Probe, ProbeKind, ToolCall};
-use runner::dataset::LoadOptions;
+use dataset::LoadOptions;
 use runner::experiment::Experiment;
 use runner::judge::OfflineJudge;
 use runner::run::{self, Engine, Plan, Provenance, RunData, RunOptions};

@@ -23,7 +23,7 @@
 //!
 //! ```
 //! use compaction::ProbeKind;
-//! use runner::synth::{self, Family};
+//! use dataset::synth::{self, Family};
 //!
 //! let conv = synth::generate(7, Family::Support, 0);
 //! assert_eq!(conv.source, "synthetic/support");

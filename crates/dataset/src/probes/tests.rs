@@ -456,7 +456,7 @@ fn replacing_derived_probes_keeps_the_others_and_is_deterministic() {
     assert_eq!(conv.probes[0].id, "hand-1");
     assert_eq!(conv.probes.len(), 1 + first);
     assert!(uses_tools(&conv));
-    assert!(crate::dataset::check_conversation(&conv).is_empty());
+    assert!(crate::check_conversation(&conv).is_empty());
 }
 
 #[test]

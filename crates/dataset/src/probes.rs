@@ -25,8 +25,8 @@
 //!   (`meta.submission`); a submitted answer that is not a patch.
 //!
 //! Every probe names its source message, and every alias of every fact occurs in that message
-//! as the offline judge reads it ([`crate::judge::render_message`], [`crate::judge::normalize`],
-//! [`crate::judge::occurs`]); an alias that does not is left out, and a fact with no alias left
+//! as the offline judge reads it ([`crate::text::render_message`], [`crate::text::normalize`],
+//! [`crate::text::occurs`]); an alias that does not is left out, and a fact with no alias left
 //! is dropped. Recorded compaction summaries (`meta.compact_summary`) and placeholder results
 //! (`meta.synthetic`) are never sources. Near-duplicates within a kind (a probe whose facts
 //! are among those of an earlier probe of the same kind) are merged into the earlier one; each
@@ -37,7 +37,7 @@
 //!
 //! ```
 //! use compaction::{Conversation, Message, ProbeKind, ToolCall};
-//! use runner::probes::{derive, DeriveParams};
+//! use dataset::probes::{derive, DeriveParams};
 //!
 //! let mut conv = Conversation::new("c", vec![
 //!     Message::user("Fix the crash in src/parser.rs when the input is empty (issue #4521)."),
@@ -69,7 +69,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::import::is_harness_text;
-use crate::judge::{normalize, occurs, render_message};
+use crate::text::{normalize, occurs, render_message};
 
 /// State probes per conversation: the last failing test, the last failed command, the files
 /// changed so far.
@@ -346,7 +346,7 @@ impl<'a> Deriver<'a> {
     /// True when `alias` occurs in message `i` as the judge reads it.
     fn occurs_in(&self, i: usize, alias: &str) -> bool {
         let a = normalize(alias);
-        !a.is_empty() && crate::judge::matches(&self.rendered[i], &a)
+        !a.is_empty() && crate::text::matches(&self.rendered[i], &a)
     }
 
     /// The candidate with only the aliases that occur in its source; `None` when no fact is

@@ -34,7 +34,7 @@
 //! `instance_id`, `exit_status`, `session_id`, `agent_id`, `recorded_compactions`.
 //!
 //! ```
-//! use runner::import::{import_str, Format, FormatChoice, ImportOptions};
+//! use dataset::import::{import_str, Format, FormatChoice, ImportOptions};
 //!
 //! let text = r#"[{"role":"user","content":"hi"},
 //!   {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"ls","arguments":"{}"}}]},

@@ -9,7 +9,7 @@
 //! structure (tool pairing, empty content, probes).
 //!
 //! ```
-//! use runner::dataset::{Dataset, LoadOptions};
+//! use dataset::{Dataset, LoadOptions};
 //!
 //! let jsonl = concat!(
 //!     r#"{"id":"c1","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}"#,
@@ -46,10 +46,14 @@ use serde_json::Value;
 
 mod check;
 mod error;
+pub mod import;
 mod lines;
+pub mod probes;
 mod schema;
+pub mod synth;
 #[cfg(test)]
 mod tests;
+pub mod text;
 
 pub use check::check_conversation;
 pub use error::{DatasetError, Problem};
