@@ -35,7 +35,7 @@
 //! ```
 //!
 //! The configuration id ([`Configuration::config_id`]) is a readable prefix (strategy and
-//! window) and a 32-bit FNV-1a hash of a canonical JSON of everything that defines the
+//! window) and 16 hexadecimal digits of the SHA-256 ([`id_hash`]) of a canonical JSON of everything that defines the
 //! configuration: the strategy, its parameters as written (after grid expansion, not with
 //! defaults filled in, so that changing a default keeps the id and the regression gate
 //! compares the old and new behaviour), the window, the tokenizer, the cache profile, the
@@ -95,7 +95,7 @@ pub struct Experiment {
 /// One configuration of the matrix (besides the conversation).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Configuration {
-    /// Stable id: `<strategy>-<window>-<hash>`, e.g. `keep-last-n-32k-1a2b3c4d`.
+    /// Stable id: `<strategy>-<window>-<hash>`, e.g. `keep-last-n-32k-991c790a6d861978`.
     pub config_id: String,
     pub strategy: String,
     /// The parameters as written, after grid expansion (an object; defaults not filled in).
@@ -683,7 +683,7 @@ fn config_id(strategy: &str, params: &serde_json::Value, window: Option<u64>, sh
     if let Some(llm) = shared.llm {
         identity["llm"] = llm.identity();
     }
-    format!("{strategy}-{}-{:08x}", window_label(window), short_hash(&canonical_json(&identity)))
+    format!("{strategy}-{}-{}", window_label(window), id_hash(&canonical_json(&identity)))
 }
 
 /// FNV-1a, 64 bits.
@@ -696,11 +696,14 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
     h
 }
 
-/// FNV-1a folded to 32 bits.
-pub fn short_hash(text: &str) -> u32 {
-    let h = fnv1a(text.as_bytes());
-    // Truncation is the point: fold the two halves.
-    ((h >> 32) ^ (h & 0xffff_ffff)) as u32
+/// The first 16 hexadecimal digits (64 bits) of the SHA-256 of `text`: the hash part of
+/// configuration and experiment ids. 64 bits keep an accidental collision out of reach of any
+/// grid (a 32-bit hash made `output_reserve = 71730` and `89147` one id); SHA-256 makes the id
+/// reproducible with any standard tool (`printf %s TEXT | sha256sum | cut -c1-16`).
+pub fn id_hash(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(text.as_bytes());
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// JSON with object keys sorted at every level and no whitespace, independent of how the

@@ -39,7 +39,7 @@ use compaction::{Conversation, Encoding};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::experiment::{canonical_json, fnv1a, short_hash, Configuration, Experiment};
+use crate::experiment::{canonical_json, fnv1a, id_hash, Configuration, Experiment};
 use crate::llm_setup::OnLlmError;
 use crate::record::{PairMetrics, PairOutcome, PairRecord};
 use crate::replay::{self, CacheProfile, Judge, ReplayError, ReplaySettings, Summarizer};
@@ -288,7 +288,7 @@ impl Plan {
             "configurations": ids,
             "pairs": format!("{:016x}", fnv1a(keys.join("\n").as_bytes())),
         });
-        format!("{}-{:08x}", self.experiment.name, short_hash(&canonical_json(&identity)))
+        format!("{}-{}", self.experiment.name, id_hash(&canonical_json(&identity)))
     }
 }
 

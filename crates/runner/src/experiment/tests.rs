@@ -170,10 +170,11 @@ fn config_id_is_stable_and_depends_on_what_defines_the_configuration() {
     .expect("valid");
     assert_eq!(a.configurations[0].config_id, b.configurations[2].config_id);
     // Pinned: the id must not change between versions unless the configuration does. The hash
-    // is FNV-1a of this canonical text, folded to 32 bits (checked with a separate script).
+    // is the first 16 hex digits of the SHA-256 of this canonical text (`printf %s TEXT |
+    // sha256sum`).
     let canonical = r#"{"cache":"openai","judge":"offline","params":{"recent_messages_to_keep":5,"threshold_percent":0.8},"price":null,"strategy":"keep-last-n","summarizer":"offline","tokenizer":"o200k_base","window":32000}"#;
-    assert_eq!(format!("{:08x}", short_hash(canonical)), "f02c9b43");
-    assert_eq!(a.configurations[0].config_id, "keep-last-n-32k-f02c9b43");
+    assert_eq!(id_hash(canonical), "991c790a6d861978");
+    assert_eq!(a.configurations[0].config_id, "keep-last-n-32k-991c790a6d861978");
     assert_eq!(a.configurations[1].config_id.split('-').nth(3), Some("128k"));
 
     let cheaper = Experiment::parse(
@@ -302,4 +303,19 @@ fn the_repository_experiments_parse() {
     assert_eq!(production.windows, vec![32_000, 128_000]);
     assert!(exp.windows.len() >= 2);
     assert!(exp.price.is_some(), "the main job prices its calls");
+}
+
+/// Two tables that differ only in `output_reserve` (71730 and 89147) had one 32-bit id and the
+/// second was refused as a duplicate; their ids now differ.
+#[test]
+fn tables_that_collided_under_a_32_bit_hash_get_different_ids() {
+    let e = parse(
+        "[[strategy]]\nname = \"keep-last-n\"\noutput_reserve = 71730\n[[strategy]]\nname = \"keep-last-n\"\noutput_reserve = 89147\n",
+    )
+    .expect("two configurations, not a duplicate");
+    let ids: Vec<&str> =
+        e.configurations.iter().filter(|c| c.window == Some(32_000)).map(|c| c.config_id.as_str()).collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert_ne!(ids[0], ids[1]);
+    assert!(ids.iter().all(|id| id.rsplit('-').next().is_some_and(|h| h.len() == 16)), "{ids:?}");
 }
