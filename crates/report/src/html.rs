@@ -2,9 +2,11 @@
 //!
 //! Everything on the page comes from the manifest (`run.json`) and the records
 //! (`results.jsonl`); the per-configuration numbers are the same [`crate::summary`] aggregates
-//! that `summary.csv` holds. The only other input is optional: the probes' questions and fact
-//! aliases, read from the experiment's datasets when they can still be read at render time
-//! ([`ProbeTexts`]); without them facts are shown by number.
+//! that `summary.csv` holds; the probes' questions and fact aliases come from the manifest and
+//! the timelines' thresholds from the records, so a report rendered again from the folder alone
+//! is byte-identical. Only a run folder written before the manifest held probe texts falls
+//! back to reading the experiment's datasets ([`ProbeTexts::for_run`]); without them facts are
+//! shown by number.
 //!
 //! The file needs nothing else to open: inline CSS, inline SVG charts, one small inline script
 //! (sorting, filtering, the conversation picker) and a Content-Security-Policy meta tag that
@@ -29,9 +31,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use compaction::{Budget, Context, Conversation, ProbeKind};
+use compaction::{Conversation, ProbeKind};
 use dataset::LoadOptions;
-use runner::experiment::{canonical_json, Configuration, Experiment};
+use runner::experiment::{canonical_json, Experiment};
 use runner::record::{FoundIn, PairMetrics, PairOutcome, PairRecord};
 use runner::run::{Plan, RunData};
 use sha2::{Digest, Sha256};
@@ -172,6 +174,30 @@ impl ProbeTexts {
         }
     }
 
+    /// The probe texts a run recorded in its manifest.
+    pub fn from_manifest(probes: &[runner::record::ProbeText]) -> ProbeTexts {
+        let probes = probes
+            .iter()
+            .map(|p| {
+                (
+                    (p.dataset.clone(), p.conversation_id.clone(), p.probe_id.clone()),
+                    ProbeText { question: p.question.clone(), answer: p.answer.clone(), facts: p.facts.clone() },
+                )
+            })
+            .collect();
+        ProbeTexts { probes }
+    }
+
+    /// The probe texts of a run: from its manifest, or for a run written before manifests
+    /// held them, from its datasets while they can still be read.
+    pub fn for_run(data: &RunData) -> ProbeTexts {
+        if data.manifest.probes.is_empty() {
+            ProbeTexts::from_datasets(&data.manifest.experiment)
+        } else {
+            ProbeTexts::from_manifest(&data.manifest.probes)
+        }
+    }
+
     /// The probes of conversations, each with its dataset label.
     pub fn from_conversations<'a>(conversations: impl IntoIterator<Item = (&'a str, &'a Conversation)>) -> ProbeTexts {
         let mut probes = HashMap::new();
@@ -204,7 +230,7 @@ pub fn write_report(run_dir: &Path) -> Result<PathBuf, ReportError> {
 /// Render `report.html` into `run_dir` from a run already in memory (what a run calls after
 /// writing its CSV files).
 pub fn write_report_for(run_dir: &Path, data: &RunData) -> Result<PathBuf, ReportError> {
-    let texts = ProbeTexts::from_datasets(&data.manifest.experiment);
+    let texts = ProbeTexts::for_run(data);
     let html = render(data, &texts);
     let path = run_dir.join(REPORT_HTML);
     let tmp = run_dir.join(format!("{REPORT_HTML}.tmp"));
@@ -230,7 +256,6 @@ struct Page<'a> {
     /// first: each dataset then the pooled `all` when the run has several datasets, else `all`.
     views: Vec<String>,
     colors: HashMap<&'a str, &'static str>,
-    configs: HashMap<&'a str, &'a Configuration>,
     conversations: Vec<ConversationView<'a>>,
 }
 
@@ -251,7 +276,6 @@ pub fn render(data: &RunData, texts: &ProbeTexts) -> String {
         colors.insert(name, palette[*k % palette.len()]);
         *k += 1;
     }
-    let configs = experiment.configurations.iter().map(|c| (c.config_id.as_str(), c)).collect();
     let mut by_conversation: BTreeMap<(&str, &str), Vec<&PairRecord>> = BTreeMap::new();
     for r in &data.records {
         by_conversation.entry((r.dataset.as_str(), r.conversation_id.as_str())).or_default().push(r);
@@ -264,7 +288,7 @@ pub fn render(data: &RunData, texts: &ProbeTexts) -> String {
     } else {
         vec![summary::ALL_DATASETS.to_string()]
     };
-    let page = Page { data, texts, summaries, views, colors, configs, conversations };
+    let page = Page { data, texts, summaries, views, colors, conversations };
 
     let mut out = String::with_capacity(64 * 1024);
     out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
@@ -896,16 +920,6 @@ impl Page<'_> {
         out.push_str("</tbody>\n</table></div>\n");
     }
 
-    /// The configuration's trigger thresholds with their labels (empty when it never
-    /// compacts proactively or cannot be built any more).
-    fn thresholds(&self, r: &PairRecord) -> Vec<(&'static str, u64)> {
-        let Some(config) = self.configs.get(r.config_id.as_str()) else { return Vec::new() };
-        match config.resolved.build() {
-            Ok(strategy) => strategy.thresholds(&Context::new(), &Budget::new(r.window)),
-            Err(_) => Vec::new(),
-        }
-    }
-
     fn timelines(&self, out: &mut String) {
         out.push_str("<h2 id=\"timelines\">Context size per call</h2>\n");
         out.push_str(&format!(
@@ -969,7 +983,9 @@ impl Page<'_> {
                             points: &m.timeline,
                             events: &m.compaction_events,
                             window: r.window,
-                            thresholds: &self.thresholds(r),
+                            // As the pair recorded them: a report of an old run shows the
+                            // thresholds it ran with, not today's code's.
+                            thresholds: &m.thresholds.iter().map(|(l, t)| (l.as_str(), *t)).collect::<Vec<_>>(),
                             max_points: MAX_TIMELINE_POINTS,
                             max_events: MAX_TIMELINE_MARKERS,
                         }));

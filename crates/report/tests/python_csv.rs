@@ -122,3 +122,24 @@ fn the_csv_files_load_with_pythons_csv_module_and_their_numbers_parse() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("summary.csv:2: column calls (integer): 'many'"));
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// The report is a view of the run folder alone: rendered again after the datasets and the
+/// experiment file are moved away, it is byte-identical to the one the run wrote (probe texts
+/// come from run.json, thresholds from the records, not from today's datasets or strategy
+/// code).
+#[test]
+fn the_report_re_renders_byte_identical_from_the_run_folder_alone() {
+    let root = common::temp_dir("rerender");
+    let (out, _) = common::adversarial_run(&root);
+    let original = std::fs::read(out.join("report.html")).expect("report written");
+    let text = String::from_utf8_lossy(&original);
+    assert!(text.contains("class=\"threshold\""), "the timelines draw thresholds");
+    // Move the inputs away: nothing but the run folder is left.
+    std::fs::remove_file(root.join("adversarial.jsonl")).expect("dataset removed");
+    std::fs::remove_file(root.join("adversarial.toml")).expect("experiment removed");
+    std::fs::remove_file(out.join("report.html")).expect("report removed");
+    report::html::write_report(&out).expect("re-rendered");
+    let again = std::fs::read(out.join("report.html")).expect("report re-written");
+    assert!(original == again, "the re-rendered report differs from the original");
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -49,6 +49,11 @@ pub struct PairMetrics {
     pub violations: u64,
     /// Violations by kind (`ViolationKind::as_str`).
     pub violations_by_kind: BTreeMap<String, u64>,
+    /// The strategy's trigger thresholds as it reported them at the first call, on that
+    /// call's context (label, tokens on the strategy's own meter): what the report draws, so
+    /// a report of an old run shows the thresholds it ran with. Empty when it has none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<(String, u64)>,
     /// Violations on tool calls the recording itself leaves unpaired (a conversation replayed
     /// with `--allow-invalid`): the recording's own, counted here and in no other column.
     #[serde(default)]
@@ -241,4 +246,17 @@ fn is_zero(n: &u64) -> bool {
 /// The checkpoint of a record written before checkpoints: the end.
 fn full() -> u32 {
     100
+}
+
+/// A probe's text as the run saw it: the report shows it from the run folder alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeText {
+    /// The dataset label of its conversation (as in every record).
+    pub dataset: String,
+    pub conversation_id: String,
+    pub probe_id: String,
+    pub question: String,
+    pub answer: String,
+    /// Each fact's accepted aliases.
+    pub facts: Vec<Vec<String>>,
 }

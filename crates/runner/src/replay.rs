@@ -784,6 +784,16 @@ impl<'a> Replayer<'a> {
     fn call(&mut self, index: usize, output_tokens: u64) {
         let call = u32::try_from(self.metrics.calls).unwrap_or(u32::MAX);
         let events_before = self.metrics.compaction_events.len();
+        if call == 0 {
+            // The thresholds on the first request's real context (a strategy's may depend on
+            // the system prompt), as the report draws them.
+            self.metrics.thresholds = self
+                .strategy
+                .thresholds(&self.ctx, &self.budget)
+                .into_iter()
+                .map(|(label, tokens)| (label.to_string(), tokens))
+                .collect();
+        }
         let (check_tokens, check_estimate) = if self.strategy.threshold(&self.ctx, &self.budget).is_some() {
             (self.ctx.tokens(&self.exact), self.strategy.estimate(&self.ctx))
         } else {

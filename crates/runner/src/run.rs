@@ -456,6 +456,11 @@ pub struct Manifest {
     /// Why the run stopped before every planned pair ran (the circuit breaker), if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<String>,
+    /// The question, answer and facts of every probe of the run's conversations, so the report
+    /// shows them from the run folder alone (empty in run folders written before they were
+    /// recorded; the report then reads the datasets if they are still there).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<crate::record::ProbeText>,
 }
 
 /// A finished run: its manifest and its records, sorted by [`sort_records`]. Everything
@@ -696,6 +701,7 @@ pub fn run(
         merged_from: Vec::new(),
         jobs: options.jobs,
         conversations: plan.conversations.len(),
+        probes: probe_texts(plan),
         counts: Counts {
             pairs_total: plan.conversations.len() * plan.experiment.configurations.len(),
             pairs_planned: planned.len(),
@@ -1062,6 +1068,23 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<RunData, RunError> {
     };
     write_manifest(out, &manifest)?;
     Ok(RunData { manifest, records })
+}
+
+/// Every probe of the plan's conversations, with its text.
+fn probe_texts(plan: &Plan) -> Vec<crate::record::ProbeText> {
+    plan.conversations
+        .iter()
+        .flat_map(|c| {
+            c.conversation.probes.iter().map(|p| crate::record::ProbeText {
+                dataset: c.dataset.clone(),
+                conversation_id: c.conversation.id.clone(),
+                probe_id: p.id.clone(),
+                question: p.question.clone(),
+                answer: p.answer.clone(),
+                facts: p.facts.clone(),
+            })
+        })
+        .collect()
 }
 
 fn same_dir(a: &Path, b: &Path) -> bool {

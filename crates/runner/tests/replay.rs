@@ -895,3 +895,16 @@ fn a_rule_the_recording_breaks_as_recorded_is_charged_to_no_strategy() {
         keep.rejections_by_rule
     );
 }
+
+/// The replay records the strategy's thresholds at the first call, on that call's context (the
+/// report draws them from the record, never from today's code).
+#[test]
+fn the_first_call_records_the_strategys_thresholds() {
+    let conversation = chat(1_000, 3, 50, 10).conversation("t");
+    let m = run(&conversation, &settings(strategy(json!({"name": "priority-chain"})), 10_000));
+    let labels: Vec<&str> = m.thresholds.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(labels, ["prune (P5)", "chain trigger"], "{:?}", m.thresholds);
+    assert_eq!(m.thresholds.iter().map(|(_, t)| *t).collect::<Vec<_>>(), [8_000, 8_500]);
+    let none = run(&conversation, &settings(strategy(json!({"name": "none"})), 10_000));
+    assert!(none.thresholds.is_empty());
+}

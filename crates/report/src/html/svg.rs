@@ -255,7 +255,7 @@ pub(crate) struct Timeline<'a> {
     pub events: &'a [CompactionRecord],
     pub window: u64,
     /// The strategy's proactive triggers with their labels, on its own estimate's scale.
-    pub thresholds: &'a [(&'static str, u64)],
+    pub thresholds: &'a [(&'a str, u64)],
     /// At most this many points are drawn per line.
     pub max_points: usize,
     /// At most this many compaction markers are drawn.

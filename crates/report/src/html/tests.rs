@@ -104,6 +104,7 @@ fn run_data() -> RunData {
         format: MANIFEST_FORMAT,
         experiment_id: "html-unit-00000000".into(),
         experiment: Experiment { description: Some(HOSTILE.into()), ..experiment },
+        probes: Vec::new(),
         versions: Default::default(),
         tool_version: "0.0.0".into(),
         git_commit: Some(HOSTILE.into()),
@@ -386,7 +387,17 @@ name = "truncate"
             params: c.params.clone(),
             window: 2_000,
             judge: "offline".into(),
-            outcome: PairOutcome::Ok(Box::new(metrics(0.5, "s", false))),
+            outcome: PairOutcome::Ok(Box::new({
+                // The thresholds a replay records at the first call.
+                let mut m = metrics(0.5, "s", false);
+                let strategy = c.resolved.build().expect("builds");
+                m.thresholds = strategy
+                    .thresholds(&compaction::Context::new(), &compaction::Budget::new(2_000))
+                    .into_iter()
+                    .map(|(l, t)| (l.to_string(), t))
+                    .collect();
+                m
+            })),
         })
         .collect();
     data.manifest.experiment = experiment;
