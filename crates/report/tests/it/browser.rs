@@ -29,8 +29,6 @@
 
 #![allow(clippy::print_stderr)]
 
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -436,11 +434,11 @@ fn chromium_or_skip() -> Option<PathBuf> {
 #[test]
 fn the_report_opens_in_chromium_with_no_errors_no_requests_and_no_injected_code() {
     let Some(chromium) = chromium_or_skip() else { return };
-    let root = common::temp_dir("browser");
-    let (run_dir, data) = common::adversarial_run(&root);
+    let root = crate::common::temp_dir("browser");
+    let (run_dir, data) = crate::common::adversarial_run(&root);
     let configurations = data.manifest.experiment.configurations.len();
     let v = visit(&chromium, &run_dir.join("report.html"), &root, "report-screenshot");
-    assert_clean_page(&v, common::NAME, configurations);
+    assert_clean_page(&v, crate::common::NAME, configurations);
     let facts = &v.facts;
 
     // Nothing injected ran or became an element.
@@ -478,7 +476,7 @@ fn the_run_folder_named_by_the_environment_opens_cleanly() {
     let dir = if dir.is_relative() { Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join(dir) } else { dir };
     let Some(chromium) = chromium_or_skip() else { return };
     let data = runner::run::RunData::read(&dir).expect("COMPACTBENCH_REPORT_DIR is a run folder");
-    let scratch = common::temp_dir("browser-run");
+    let scratch = crate::common::temp_dir("browser-run");
     let v = visit(&chromium, &dir.join("report.html"), &scratch, "report-run-screenshot");
     assert_clean_page(&v, &data.manifest.experiment.name, data.manifest.experiment.configurations.len());
     let _ = std::fs::remove_dir_all(&scratch);

@@ -6,7 +6,7 @@
 //! COMPACTBENCH_LIVE_MODEL=gpt-4o-mini \
 //! COMPACTBENCH_LIVE_KEY_ENV=OPENAI_API_KEY \        # the NAME of the variable holding the key
 //! [COMPACTBENCH_LIVE_BASE_URL=https://...] \
-//! cargo test -p llm --test live -- --nocapture
+//! cargo test -p llm --test it live -- --nocapture
 //! ```
 //!
 //! Without them each test prints why it skipped and passes. The calls are tiny (a few tokens).

@@ -14,7 +14,7 @@ fn committed_schema_matches_the_conversation_type() {
     assert!(
         committed == generated,
         "datasets/conversation.schema.json is out of date with compaction::Conversation.\n\
-         Refresh it with:\n    COMPACTBENCH_UPDATE_SCHEMA=1 cargo test -p runner --test schema\n\
+         Refresh it with:\n    COMPACTBENCH_UPDATE_SCHEMA=1 cargo test -p dataset --test it schema\n\
          and commit the result."
     );
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_compactbench");
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../runner/tests/fixtures/import");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../dataset/tests/fixtures/import");
 
 /// A fresh folder under the system temp dir, unique to this process and test, removed on drop.
 struct TempDir(PathBuf);

@@ -7,8 +7,6 @@
 
 #![allow(clippy::print_stderr)]
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::process::Command;
 
@@ -77,8 +75,8 @@ fn the_csv_files_load_with_pythons_csv_module_and_their_numbers_parse() {
         eprintln!("skipped: python3 is not on the PATH");
         return;
     }
-    let root = common::temp_dir("python-csv");
-    let (run_dir, data) = common::adversarial_run(&root);
+    let root = crate::common::temp_dir("python-csv");
+    let (run_dir, data) = crate::common::adversarial_run(&root);
     let files = [report::RESULTS_CSV, report::SUMMARY_CSV, report::PROBES_CSV, report::COMPACTIONS_CSV];
     let spec: BTreeMap<&str, Vec<(String, String)>> = files.iter().map(|f| (*f, documented(f))).collect();
     let check = || {
@@ -129,8 +127,8 @@ fn the_csv_files_load_with_pythons_csv_module_and_their_numbers_parse() {
 /// code).
 #[test]
 fn the_report_re_renders_byte_identical_from_the_run_folder_alone() {
-    let root = common::temp_dir("rerender");
-    let (out, _) = common::adversarial_run(&root);
+    let root = crate::common::temp_dir("rerender");
+    let (out, _) = crate::common::adversarial_run(&root);
     let original = std::fs::read(out.join("report.html")).expect("report written");
     let text = String::from_utf8_lossy(&original);
     assert!(text.contains("class=\"threshold\""), "the timelines draw thresholds");

