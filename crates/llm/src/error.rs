@@ -106,6 +106,7 @@ impl LlmError {
 }
 
 /// The first `n` characters of `body`, for error messages.
+#[cfg(feature = "http")]
 pub(crate) fn excerpt(body: &str, n: usize) -> String {
     body.chars().take(n).collect()
 }

@@ -28,13 +28,16 @@
 //! ```
 
 pub mod cache;
+#[cfg(feature = "http")]
 pub mod client;
 pub mod config;
 pub mod error;
 pub mod types;
+#[cfg(feature = "http")]
 pub mod wire;
 
 pub use cache::{CacheKey, CacheMode, ResponseCache};
+#[cfg(feature = "http")]
 pub use client::{Client, ClientStats, Limits};
 pub use config::{ConfigError, LlmConfig, Protocol, Secret};
 pub use error::LlmError;
