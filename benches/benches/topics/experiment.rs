@@ -35,8 +35,8 @@ pub fn bench(c: &mut Criterion) {
             return;
         }
     };
-    let summarizer = plan.experiment.summarizer.build();
-    let judge = plan.experiment.judge.build();
+    let summarizer = runner::llm_setup::build_summarizer(&plan.experiment.summarizer);
+    let judge = runner::llm_setup::build_judge(&plan.experiment.judge);
     let engine = Engine::new(summarizer.as_ref(), judge.as_ref());
     let pairs = plan.pairs().len();
     let scratch = std::env::temp_dir().join(format!("compactbench-bench-experiment-{}", std::process::id()));

@@ -38,7 +38,7 @@ pub mod wire;
 
 pub use cache::{CacheKey, CacheMode, ResponseCache};
 #[cfg(feature = "http")]
-pub use client::{Client, ClientStats, Limits};
+pub use client::{Client, Limits};
 pub use config::{ConfigError, LlmConfig, Protocol, Secret};
 pub use error::LlmError;
-pub use types::{ChatMessage, ChatRequest, ChatResponse, ChatRole, Usage};
+pub use types::{ChatMessage, ChatRequest, ChatResponse, ChatRole, ClientStats, Usage};

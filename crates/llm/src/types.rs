@@ -98,3 +98,27 @@ pub struct ChatResponse {
     #[serde(default, skip_serializing)]
     pub from_cache: bool,
 }
+
+/// Counters of one client, all monotonic.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ClientStats {
+    /// Completions asked for.
+    pub requests: u64,
+    /// HTTP attempts actually sent (retries included, cache hits excluded).
+    pub http_attempts: u64,
+    /// Attempts that were retries.
+    pub retries: u64,
+    /// Completions served from the cache.
+    pub cache_hits: u64,
+    /// Completions the cache was asked for and did not have (modes `use` and `only`).
+    #[serde(default)]
+    pub cache_misses: u64,
+    /// Completions that ended in an error.
+    pub failures: u64,
+    /// Failures by [`crate::LlmError::kind`].
+    #[serde(default)]
+    pub failures_by_kind: std::collections::BTreeMap<String, u64>,
+    /// Usage of every successful completion, cached ones included (their recorded usage), so
+    /// a run replayed from the cache accounts the same tokens as the run that filled it.
+    pub usage: Usage,
+}

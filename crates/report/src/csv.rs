@@ -9,8 +9,8 @@
 
 use std::path::Path;
 
-use runner::experiment::{canonical_json, Configuration};
-use runner::record::{CompactionRecord, FoundIn, PairOutcome, PairRecord};
+use runlog::experiment::{canonical_json, Configuration};
+use runlog::record::{CompactionRecord, FoundIn, PairOutcome, PairRecord};
 use serde::{Serialize, Serializer};
 
 use crate::summary::ConfigSummary;
@@ -501,7 +501,7 @@ fn found_in_str(f: FoundIn) -> &'static str {
 
 /// The spread of a probe's score over the judge's repeats: the LLM judge's recorded standard
 /// deviation, 0 for a judge without repeats (no `llm` detail).
-fn score_spread(p: &runner::record::ProbeScore) -> Option<f64> {
+fn score_spread(p: &runlog::record::ProbeScore) -> Option<f64> {
     match &p.llm {
         None => Some(0.0),
         Some(detail) => detail.get("spread").and_then(serde_json::Value::as_f64),
@@ -509,7 +509,7 @@ fn score_spread(p: &runner::record::ProbeScore) -> Option<f64> {
 }
 
 /// Repeats whose verdict parsed: the LLM judge's count, 1 for a judge without repeats.
-fn scored_repeats(p: &runner::record::ProbeScore) -> Option<u64> {
+fn scored_repeats(p: &runlog::record::ProbeScore) -> Option<u64> {
     match &p.llm {
         None => Some(1),
         // No count recorded: the answer itself failed, so no verdict was graded.
@@ -540,7 +540,7 @@ pub fn probe_rows(records: &[PairRecord]) -> Vec<ProbeRow> {
                 checkpoint: p.checkpoint,
                 at_risk: p.at_risk,
                 // An LLM verdict that did not parse is unscored: an empty field, not 0.
-                score: runner::llm_judge::is_scored(p).then_some(p.score),
+                score: runlog::record::is_scored(p).then_some(p.score),
                 facts_retained: p.facts.iter().filter(|f| **f != FoundIn::Lost).count(),
                 facts_total: p.facts.len(),
                 found_in: p.facts.iter().map(|f| found_in_str(*f)).collect::<Vec<_>>().join(";"),
@@ -682,7 +682,7 @@ mod tests {
 
     #[test]
     fn probe_spread_and_repeats_come_from_the_llm_detail_and_default_for_the_offline_judge() {
-        let probe = |llm: Option<serde_json::Value>| runner::record::ProbeScore {
+        let probe = |llm: Option<serde_json::Value>| runlog::record::ProbeScore {
             probe_id: "p".into(),
             kind: compaction::ProbeKind::Recall,
             asked_at: 1,

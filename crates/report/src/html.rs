@@ -4,9 +4,8 @@
 //! (`results.jsonl`); the per-configuration numbers are the same [`crate::summary`] aggregates
 //! that `summary.csv` holds; the probes' questions and fact aliases come from the manifest and
 //! the timelines' thresholds from the records, so a report rendered again from the folder alone
-//! is byte-identical. Only a run folder written before the manifest held probe texts falls
-//! back to reading the experiment's datasets ([`ProbeTexts::for_run`]); without them facts are
-//! shown by number.
+//! is byte-identical. A run folder written before the manifest held probe texts shows facts by
+//! number ([`ProbeTexts::for_run`]); the report never reads datasets or rebuilds strategies.
 //!
 //! The file needs nothing else to open: inline CSS, inline SVG charts, one small inline script
 //! (sorting, filtering, the conversation picker) and a Content-Security-Policy meta tag that
@@ -32,10 +31,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use compaction::{Conversation, ProbeKind};
-use dataset::LoadOptions;
-use runner::experiment::{canonical_json, Experiment};
-use runner::record::{FoundIn, PairMetrics, PairOutcome, PairRecord};
-use runner::run::{Plan, RunData};
+use runlog::experiment::canonical_json;
+use runlog::log::RunData;
+use runlog::record::{FoundIn, PairMetrics, PairOutcome, PairRecord};
 use sha2::{Digest, Sha256};
 
 use crate::summary::{self, ConfigSummary};
@@ -162,20 +160,8 @@ pub struct ProbeTexts {
 }
 
 impl ProbeTexts {
-    /// Read the probes of the experiment's datasets; empty when they cannot be read any more
-    /// (moved, or the report is rendered from another folder). Never fails: the texts only
-    /// enrich the page.
-    pub fn from_datasets(experiment: &Experiment) -> ProbeTexts {
-        match Plan::load(experiment.clone(), &LoadOptions::default()) {
-            Ok(plan) => ProbeTexts::from_conversations(
-                plan.conversations.iter().map(|c| (c.dataset.as_str(), c.conversation.as_ref())),
-            ),
-            Err(_) => ProbeTexts::default(),
-        }
-    }
-
     /// The probe texts a run recorded in its manifest.
-    pub fn from_manifest(probes: &[runner::record::ProbeText]) -> ProbeTexts {
+    pub fn from_manifest(probes: &[runlog::record::ProbeText]) -> ProbeTexts {
         let probes = probes
             .iter()
             .map(|p| {
@@ -188,14 +174,10 @@ impl ProbeTexts {
         ProbeTexts { probes }
     }
 
-    /// The probe texts of a run: from its manifest, or for a run written before manifests
-    /// held them, from its datasets while they can still be read.
+    /// The probe texts of a run, from its manifest (a run written before manifests held
+    /// them has none: its facts are shown by number).
     pub fn for_run(data: &RunData) -> ProbeTexts {
-        if data.manifest.probes.is_empty() {
-            ProbeTexts::from_datasets(&data.manifest.experiment)
-        } else {
-            ProbeTexts::from_manifest(&data.manifest.probes)
-        }
+        ProbeTexts::from_manifest(&data.manifest.probes)
     }
 
     /// The probes of conversations, each with its dataset label.
@@ -381,7 +363,7 @@ fn events_shown(n: usize) -> Vec<usize> {
 }
 
 /// One row of a pair's compaction table.
-fn compaction_row(e: &runner::record::CompactionRecord) -> String {
+fn compaction_row(e: &runlog::record::CompactionRecord) -> String {
     let summary = if e.summary.is_empty() {
         "–".to_string()
     } else {
@@ -895,7 +877,7 @@ impl Page<'_> {
             "<div class=\"scroll\"><table id=\"checkpoints-table\" class=\"sortable\">\n<thead><tr><th>configuration</th>\
              <th>strategy</th>",
         );
-        for c in runner::replay::CHECKPOINTS {
+        for c in runlog::settings::CHECKPOINTS {
             out.push_str(&format!("<th class=\"num\">at {c}%</th>"));
         }
         out.push_str("</tr></thead>\n<tbody>\n");

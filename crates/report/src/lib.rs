@@ -1,19 +1,19 @@
 //! compactbench's views of a run log: the CSV files of a run folder and the per-configuration
 //! summary with bootstrap confidence intervals.
 //!
-//! Everything here is computed from a [`runner::run::RunData`] (the manifest and the records
+//! Everything here is computed from a [`runlog::log::RunData`] (the manifest and the records
 //! of `results.jsonl`), so a run, a resumed run and a merge of shards write the same files.
 //!
 //! ```no_run
 //! use std::path::Path;
 //!
-//! let data = runner::run::RunData::read(Path::new("reports/default-20250101-000000")).unwrap();
+//! let data = runlog::log::RunData::read(Path::new("reports/default-20250101-000000")).unwrap();
 //! report::write_outputs(Path::new("reports/default-20250101-000000"), &data).unwrap();
 //! ```
 
 use std::path::{Path, PathBuf};
 
-use runner::run::RunData;
+use runlog::log::RunData;
 
 pub mod csv;
 pub mod gate;
@@ -35,7 +35,7 @@ pub enum ReportError {
     Csv { path: PathBuf, detail: String },
     /// The run folder's manifest or log cannot be read.
     #[error(transparent)]
-    Run(#[from] runner::run::RunError),
+    Run(#[from] runlog::log::RunError),
 }
 
 /// Write `results.csv`, `summary.csv`, `probes.csv` and `compactions.csv` into `dir`.

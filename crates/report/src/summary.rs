@@ -34,8 +34,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use compaction::ProbeKind;
-use runner::experiment::{fnv1a, Configuration};
-use runner::record::{PairMetrics, PairOutcome, PairRecord};
+use runlog::experiment::{fnv1a, Configuration};
+use runlog::record::{PairMetrics, PairOutcome, PairRecord};
 
 /// The `dataset` of a pooled row.
 pub const ALL_DATASETS: &str = "all";
@@ -79,7 +79,7 @@ pub struct ConfigSummary {
     /// probes of that kind), in [`ProbeKind::ALL`] order.
     pub at_risk_retention_by_kind: [Option<f64>; 5],
     /// Mean retention per checkpoint (over the conversations with probes asked there), in
-    /// [`runner::replay::CHECKPOINTS`] order (25%, 50%, 75%, 100% of the calls).
+    /// [`runlog::settings::CHECKPOINTS`] order (25%, 50%, 75%, 100% of the calls).
     pub retention_by_checkpoint: [Option<f64>; 4],
     /// The judges that scored the configuration's pairs, distinct, in record order, `;`-joined.
     pub judge: String,
@@ -278,8 +278,8 @@ fn paired_sets<'a>(
 }
 
 /// A probe score that enters the means: finite and, for the LLM judge, with a verdict.
-fn counts(p: &runner::record::ProbeScore) -> bool {
-    p.score.is_finite() && runner::llm_judge::is_scored(p)
+fn counts(p: &runlog::record::ProbeScore) -> bool {
+    p.score.is_finite() && runlog::record::is_scored(p)
 }
 
 /// The signed estimate error of every trigger check of a pair.
@@ -341,7 +341,7 @@ fn summarize_one<'a>(
                     .probes
                     .iter()
                     .filter(|p| p.kind == kind && (p.at_risk || !at_risk_only))
-                    .filter(|p| p.score.is_finite() && runner::llm_judge::is_scored(p))
+                    .filter(|p| p.score.is_finite() && runlog::record::is_scored(p))
                     .map(|p| p.score)
                     .collect();
                 mean(&scores)
@@ -350,7 +350,7 @@ fn summarize_one<'a>(
         mean(&per_conversation)
     };
     let by_kind = ProbeKind::ALL.map(|kind| kind_mean(kind, false));
-    let by_checkpoint = runner::replay::CHECKPOINTS.map(|checkpoint| {
+    let by_checkpoint = runlog::settings::CHECKPOINTS.map(|checkpoint| {
         let per_conversation: Vec<f64> = ok
             .iter()
             .filter_map(|m| {
@@ -358,7 +358,7 @@ fn summarize_one<'a>(
                     .probes
                     .iter()
                     .filter(|p| p.checkpoint == checkpoint)
-                    .filter(|p| p.score.is_finite() && runner::llm_judge::is_scored(p))
+                    .filter(|p| p.score.is_finite() && runlog::record::is_scored(p))
                     .map(|p| p.score)
                     .collect();
                 mean(&scores)

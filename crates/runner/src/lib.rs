@@ -2,13 +2,14 @@
 //! summarize and judge offline, run experiment matrices and keep a resumable result log.
 
 pub mod calibrate;
-pub mod experiment;
 pub mod judge;
 pub mod llm_judge;
 pub mod llm_prompts;
 pub mod llm_setup;
 pub mod llm_summarize;
-pub mod record;
 pub mod replay;
 pub mod run;
 pub mod summarize;
+
+// The run log's types, where the runner's own modules and its callers name them.
+pub use runlog::{experiment, record};

@@ -100,10 +100,7 @@ pub fn parse_verdict(reply: &str) -> Result<Grades, String> {
     Ok(g)
 }
 
-/// False for a probe the LLM judge could not score (its `score` is a placeholder 0).
-pub fn is_scored(score: &ProbeScore) -> bool {
-    score.llm.as_ref().and_then(|v| v.get("scored")).and_then(Value::as_bool).unwrap_or(true)
-}
+pub use runlog::record::is_scored;
 
 /// True for a probe a completion of which the response cache could not answer in mode `only`
 /// (its score, if any, is not what the cached run would give).

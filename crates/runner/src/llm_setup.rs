@@ -11,314 +11,22 @@
 //! The keys live in memory only: configuration ids, `run.json` and the cache record the
 //! variable's name at most.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use llm::cache::CacheMode;
 use llm::cache::ResponseCache;
-use llm::{Client, ClientStats, Limits, LlmConfig, LlmError};
-use serde::{Deserialize, Serialize};
+use llm::{Client, Limits, LlmConfig, LlmError};
+pub use runlog::llm_settings::{
+    CacheMode, JudgeRunStats, LlmRunStats, LlmSettings, OnLlmError, SummarizerRunStats, DEFAULT_CACHE_DIR,
+};
 
 use compaction::{Context, Conversation, Probe, SummaryFailure, SummaryRequest};
 
-use crate::experiment::{Experiment, JudgeSpec, SummarizerSpec};
 use crate::llm_judge::LlmJudge;
 use crate::llm_summarize::{LlmSetupError, LlmSummarizer, Prompts};
-use crate::record::ProbeScore;
-use crate::replay::{Judge, Price, Summarizer, Summary};
-
-/// The default response cache folder, relative to the experiment file.
-pub const DEFAULT_CACHE_DIR: &str = "llm-cache";
-
-/// What a run does when a model request fails at its endpoint after every retry (see
-/// [`llm::LlmError::is_endpoint_fault`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OnLlmError {
-    /// The pair fails (a resume runs it again): the outage is never scored as the strategy's.
-    #[default]
-    Fail,
-    /// The strategy's failure path runs and the probe is unscored, as for the model's own
-    /// failures.
-    Fallback,
-}
-
-/// What an experiment says about models.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LlmSettings {
-    /// The LLM summarizer's endpoint (`[summarizer.llm]`, else `[llm]`); `None` when the
-    /// summarizer is offline.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub summarizer: Option<LlmConfig>,
-    /// A custom summary prompt file, relative to the experiment file.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prompt_file: Option<String>,
-    /// A hash of the custom prompt file's text (what enters configuration ids, so an edited
-    /// prompt is a new configuration and a moved one is not).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prompt_hash: Option<String>,
-    /// The LLM judge's endpoint (`[judge.llm]`, else `[llm]`); `None` when the judge is offline.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub judge: Option<LlmConfig>,
-    /// How many times the LLM judge grades each answer.
-    pub judge_repeats: u32,
-    pub cache_mode: CacheMode,
-    /// `on_llm_error`: what an endpoint failure does to a pair.
-    #[serde(default)]
-    pub on_llm_error: OnLlmError,
-    /// The response cache folder, relative to the experiment file.
-    pub cache_dir: String,
-    /// The LLM summarizer model's price from the price table, when the experiment sets a
-    /// `price` and the table has the model; `None` prices its tokens like the replayed model's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub summarizer_price: Option<Price>,
-    /// Why the summarizer's tokens are priced at the replayed model's price, when they are.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub summarizer_price_note: Option<String>,
-}
-
-impl LlmSettings {
-    /// What enters every configuration id: the endpoints' identity (protocol, base URL, model,
-    /// temperature, output limit), the custom prompt's text (as a hash, not its path), the
-    /// repeats and the summarizer's own price; not the limits, retries, key variable, cache
-    /// mode or cache namespace, which do not change results.
-    pub fn identity(&self) -> serde_json::Value {
-        let endpoint = |c: &Option<LlmConfig>| {
-            c.as_ref().map(|c| {
-                serde_json::json!({
-                    "protocol": c.protocol,
-                    "base_url": c.base_url(),
-                    "model": c.model,
-                    "temperature": format!("{}", c.temperature),
-                    "max_tokens": c.max_tokens,
-                })
-            })
-        };
-        let mut id = serde_json::json!({
-            "summarizer": endpoint(&self.summarizer),
-            "prompt_file": self.prompt_hash.as_ref().or(self.prompt_file.as_ref()),
-            "judge": endpoint(&self.judge),
-            "judge_repeats": self.judge_repeats,
-        });
-        if let Some(p) = &self.summarizer_price {
-            id["summarizer_price"] = serde_json::json!(p);
-        }
-        id
-    }
-}
-
-/// One role as written: `"offline"`, `"llm"`, or a table. Read by [`summarizer_role`] and
-/// [`judge_role`], whose errors name the table and the key (`[summarizer]: unknown key
-/// `promt_file``) where an untagged enum would only say that no variant matched.
-#[derive(Debug, Clone)]
-pub(crate) enum RawRole {
-    Name(String),
-    Table(RawRoleTable),
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct RawRoleTable {
-    kind: String,
-    llm: Option<LlmConfig>,
-    prompt_file: Option<String>,
-}
-
-struct RoleVisitor(&'static str);
-
-impl<'de> serde::de::Visitor<'de> for RoleVisitor {
-    type Value = RawRole;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "\"offline\", \"llm\", or a [{}] table with `kind`", self.0)
-    }
-
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawRole, E> {
-        Ok(RawRole::Name(v.to_string()))
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<RawRole, A::Error> {
-        use serde::de::Error;
-        let role = self.0;
-        let (mut kind, mut llm, mut prompt_file) = (None, None, None);
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
-                "kind" => {
-                    kind =
-                        Some(map.next_value::<String>().map_err(|e| A::Error::custom(format!("[{role}] kind: {e}")))?)
-                }
-                "llm" => {
-                    llm = Some(
-                        map.next_value::<LlmConfig>().map_err(|e| A::Error::custom(format!("[{role}.llm]: {e}")))?,
-                    )
-                }
-                "prompt_file" => {
-                    prompt_file = Some(
-                        map.next_value::<String>()
-                            .map_err(|e| A::Error::custom(format!("[{role}] prompt_file: {e}")))?,
-                    )
-                }
-                other => {
-                    return Err(A::Error::custom(format!(
-                        "[{role}]: unknown key `{other}` (allowed: kind, llm, prompt_file)"
-                    )))
-                }
-            }
-        }
-        let kind = kind.ok_or_else(|| A::Error::custom(format!("[{role}]: missing key `kind` (offline or llm)")))?;
-        Ok(RawRole::Table(RawRoleTable { kind, llm, prompt_file }))
-    }
-}
-
-/// Read the `summarizer` key (a name or a table).
-pub(crate) fn summarizer_role<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RawRole, D::Error> {
-    d.deserialize_any(RoleVisitor("summarizer"))
-}
-
-/// Read the `judge` key (a name or a table).
-pub(crate) fn judge_role<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RawRole, D::Error> {
-    d.deserialize_any(RoleVisitor("judge"))
-}
-
-impl Default for RawRole {
-    fn default() -> RawRole {
-        RawRole::Name("offline".into())
-    }
-}
-
-/// The LLM keys of the experiment file as written.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct RawLlm {
-    pub summarizer: RawRole,
-    pub judge: RawRole,
-    pub llm: Option<LlmConfig>,
-    pub judge_repeats: Option<u32>,
-    pub cache_mode: Option<CacheMode>,
-    pub on_llm_error: Option<OnLlmError>,
-    pub cache_dir: Option<String>,
-    /// The price table, when the experiment prices its calls (`price` is set): the LLM
-    /// summarizer's model is looked up in it.
-    pub price_table: Option<PathBuf>,
-}
-
-/// A bad LLM key: (key, problem).
-pub(crate) type KeyProblem = (String, String);
-
-/// Check the LLM keys and resolve each role. `base` is the experiment file's folder.
-pub(crate) fn resolve(
-    raw: RawLlm,
-    base: &Path,
-) -> Result<(SummarizerSpec, JudgeSpec, Option<LlmSettings>), KeyProblem> {
-    let problem = |key: &str, p: String| (key.to_string(), p);
-    let (s_kind, s_llm, prompt_file) = match raw.summarizer {
-        RawRole::Name(n) => (n, None, None),
-        RawRole::Table(t) => (t.kind, t.llm, t.prompt_file),
-    };
-    let (j_kind, j_llm, j_prompt) = match raw.judge {
-        RawRole::Name(n) => (n, None, None),
-        RawRole::Table(t) => (t.kind, t.llm, t.prompt_file),
-    };
-    if j_prompt.is_some() {
-        return Err(problem(
-            "judge.prompt_file",
-            "the judge's prompts are built in; prompt_file is for the summarizer".into(),
-        ));
-    }
-    let pick = |role: &str, kind: &str, own: Option<LlmConfig>| -> Result<Option<LlmConfig>, KeyProblem> {
-        match kind {
-            "offline" => {
-                if own.is_some() {
-                    return Err(problem(
-                        &format!("{role}.llm"),
-                        format!("{role} is offline; set kind = \"llm\" to use it"),
-                    ));
-                }
-                Ok(None)
-            }
-            "llm" => {
-                let cfg = own.or_else(|| raw.llm.clone()).ok_or_else(|| {
-                    problem(role, format!("`llm` needs an [llm] table or a [{role}.llm] table naming at least `model`"))
-                })?;
-                cfg.validate().map_err(|e| problem(&format!("{role}.llm.{}", e.field), e.problem))?;
-                Ok(Some(cfg))
-            }
-            other => Err(problem(role, format!("unknown {role} {other:?} (allowed: offline, llm)"))),
-        }
-    };
-    let summarizer = pick("summarizer", &s_kind, s_llm)?;
-    let judge = pick("judge", &j_kind, j_llm)?;
-    let mut prompt_hash = None;
-    if let Some(p) = &prompt_file {
-        if summarizer.is_none() {
-            return Err(problem("summarizer.prompt_file", "only the LLM summarizer uses a prompt file".into()));
-        }
-        let path = base.join(p);
-        Prompts::custom(&path).map_err(|e| problem("summarizer.prompt_file", e.to_string()))?;
-        let text =
-            std::fs::read(&path).map_err(|e| problem("summarizer.prompt_file", format!("{}: {e}", path.display())))?;
-        prompt_hash = Some(format!("{:016x}", crate::experiment::fnv1a(&text)));
-    }
-    let repeats = raw.judge_repeats.unwrap_or(1);
-    if repeats == 0 {
-        return Err(problem("judge_repeats", "must be at least 1".into()));
-    }
-    let s_spec = if summarizer.is_some() { SummarizerSpec::Llm } else { SummarizerSpec::Offline };
-    let j_spec = if judge.is_some() { JudgeSpec::Llm } else { JudgeSpec::Offline };
-    if summarizer.is_none() && judge.is_none() {
-        for (key, set) in [
-            ("llm", raw.llm.is_some()),
-            ("judge_repeats", raw.judge_repeats.is_some()),
-            ("cache_mode", raw.cache_mode.is_some()),
-            ("on_llm_error", raw.on_llm_error.is_some()),
-            ("cache_dir", raw.cache_dir.is_some()),
-        ] {
-            if set {
-                return Err(problem(key, "has no effect: neither the summarizer nor the judge is `llm`".into()));
-            }
-        }
-        return Ok((s_spec, j_spec, None));
-    }
-    let (summarizer_price, summarizer_price_note) = match (&summarizer, &raw.price_table) {
-        (Some(cfg), Some(table)) => match table_price(table, &cfg.model) {
-            Ok(p) => (Some(p), None),
-            Err(why) => (None, Some(format!("{why}: its tokens are priced at the replayed model's price"))),
-        },
-        _ => (None, None),
-    };
-    let settings = LlmSettings {
-        summarizer,
-        prompt_file,
-        prompt_hash,
-        judge,
-        judge_repeats: repeats,
-        cache_mode: raw.cache_mode.unwrap_or_default(),
-        on_llm_error: raw.on_llm_error.unwrap_or_default(),
-        cache_dir: raw.cache_dir.unwrap_or_else(|| DEFAULT_CACHE_DIR.to_string()),
-        summarizer_price,
-        summarizer_price_note,
-    };
-    Ok((s_spec, j_spec, Some(settings)))
-}
-
-/// The price of `model` in the price table at `path`, or why there is none.
-fn table_price(path: &Path, model: &str) -> Result<Price, String> {
-    #[derive(Deserialize)]
-    struct Table {
-        models: std::collections::BTreeMap<String, Price>,
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("price table {}: {e}", path.display()))?;
-    let table: Table = toml::from_str(&text).map_err(|e| format!("price table {}: {}", path.display(), e.message()))?;
-    let price = table
-        .models
-        .get(model)
-        .copied()
-        .ok_or_else(|| format!("the summarizer model {model:?} is not in the price table {}", path.display()))?;
-    let ok = [price.input, price.cached_input, price.output].iter().all(|v| v.is_finite() && *v >= 0.0);
-    if ok {
-        Ok(price)
-    } else {
-        Err(format!("the summarizer model {model:?} has a negative or missing price in {}", path.display()))
-    }
-}
+use crate::replay::{Judge, Summarizer, Summary};
+use runlog::experiment::{Experiment, JudgeSpec, SummarizerSpec};
+use runlog::record::ProbeScore;
 
 /// The LLM roles of a run; a role that is `None` is offline.
 #[derive(Debug, Default)]
@@ -331,49 +39,6 @@ pub struct LlmRoles {
     pub cache_mode: Option<CacheMode>,
     /// Why the summarizer's tokens are priced at the replayed model's price, when they are.
     pub summarizer_price_note: Option<String>,
-}
-
-/// What the LLM roles did in one run: the `llm` section of `run.json`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct LlmRunStats {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_mode: Option<CacheMode>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub summarizer: Option<SummarizerRunStats>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub judge: Option<JudgeRunStats>,
-}
-
-/// The LLM summarizer's part of [`LlmRunStats`].
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SummarizerRunStats {
-    pub model: String,
-    /// The price its tokens were charged at; `None`: the replayed model's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub price: Option<Price>,
-    /// Why its tokens are priced at the replayed model's price, when they are.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub price_note: Option<String>,
-    /// Summaries asked for, and those that failed, by kind (`context_length_exceeded`,
-    /// `cache_miss`, `empty`, ...).
-    pub calls: u64,
-    pub failures: u64,
-    pub failures_by_kind: std::collections::BTreeMap<String, u64>,
-    /// Requests, HTTP attempts, retries, cache hits and misses, failures by kind and tokens
-    /// (prompt, cached, completion) of its client.
-    pub client: ClientStats,
-}
-
-/// The LLM judge's part of [`LlmRunStats`].
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct JudgeRunStats {
-    pub model: String,
-    pub probes: u64,
-    pub scored: u64,
-    pub unscored: u64,
-    pub unparsed_verdicts: u64,
-    /// Its client's counters (the answering and the grading calls).
-    pub client: ClientStats,
 }
 
 impl LlmRoles {
@@ -552,6 +217,8 @@ impl Judge for NeedsRoles {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::replay::Price;
+    use std::path::Path;
 
     const STRATEGY: &str = "\n[[strategy]]\nname = \"keep-last-n\"\n";
 
@@ -820,4 +487,21 @@ pub struct PreflightError {
     pub model: String,
     #[source]
     pub error: LlmError,
+}
+
+/// The summarizer `spec` names: the offline one, or a placeholder that asks for
+/// [`LlmRoles::build`] (the LLM summarizer needs its endpoint and key).
+pub fn build_summarizer(spec: &SummarizerSpec) -> Box<dyn Summarizer> {
+    match spec {
+        SummarizerSpec::Offline => Box::new(crate::summarize::OfflineSummarizer::default()),
+        SummarizerSpec::Llm => Box::new(NeedsRoles),
+    }
+}
+
+/// The judge `spec` names: the offline one, or a placeholder that asks for [`LlmRoles::build`].
+pub fn build_judge(spec: &JudgeSpec) -> Box<dyn Judge> {
+    match spec {
+        JudgeSpec::Offline => Box::new(crate::judge::OfflineJudge),
+        JudgeSpec::Llm => Box::new(NeedsRoles),
+    }
 }

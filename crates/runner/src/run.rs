@@ -25,7 +25,7 @@
 //! [`PairOutcome::Failed`]. Only configuration and I/O problems of the run itself are
 //! [`RunError`]s. The library never prints: progress goes to a callback.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{self, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -35,25 +35,21 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use compaction::{Conversation, Encoding};
+use compaction::Conversation;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::experiment::{canonical_json, fnv1a, id_hash, Configuration, Experiment};
 use crate::llm_setup::OnLlmError;
 use crate::record::{PairMetrics, PairOutcome, PairRecord};
-use crate::replay::{self, CacheProfile, Judge, ReplayError, ReplaySettings, Summarizer};
+use crate::replay::{self, Judge, ReplayError, ReplaySettings, Summarizer};
 use dataset::{self, LoadOptions};
+pub use runlog::log::{
+    count, dedupe, io_err, merge, pair_key, read_manifest, read_results, record_key, record_line, replay_ms,
+    sort_records, versions, write_manifest, write_results, Counts, Manifest, RunData, RunError, Timings, LOCK_FILE,
+    MANIFEST_FILE, MANIFEST_FORMAT, RESULTS_FILE,
+};
 
-/// The results log in a run folder.
-pub const RESULTS_FILE: &str = "results.jsonl";
-/// The manifest in a run folder.
-pub const MANIFEST_FILE: &str = "run.json";
-/// The lock file a running process keeps in its run folder (its process id); a second
-/// process refuses the folder while that process is alive.
-pub const LOCK_FILE: &str = ".compactbench.lock";
-/// Version of the manifest's shape.
-pub const MANIFEST_FORMAT: u32 = 1;
 /// How the error of a pair that met a response cache miss (cache mode `only`) begins. Such a
 /// pair is recorded as failed, not with the degraded metrics its misses gave, and a resume
 /// runs it again.
@@ -79,40 +75,6 @@ fn is_endpoint_failure(record: &PairRecord) -> bool {
     matches!(&record.outcome, PairOutcome::Failed { error } if error.starts_with(ENDPOINT_ERROR))
 }
 
-/// Why a run (or a merge) could not go on. Per-pair problems are not errors: they are
-/// [`PairOutcome::Failed`] records.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: io::Error },
-    /// A dataset entry of the experiment that cannot be used at all.
-    #[error("dataset {}: {problem}", path.display())]
-    Dataset { path: PathBuf, problem: String },
-    /// The run folder already holds results and `resume` was not asked.
-    #[error("{}: already holds {RESULTS_FILE}; resume it, or choose another folder", dir.display())]
-    Exists { dir: PathBuf },
-    /// The run folder (or a shard folder) belongs to another experiment or shard.
-    #[error("{}: {problem}", dir.display())]
-    Mismatch { dir: PathBuf, problem: String },
-    /// A line of `results.jsonl` other than the last cannot be read.
-    #[error("{}:{line}: not a result record: {problem}", path.display())]
-    Corrupt { path: PathBuf, line: usize, problem: String },
-    /// `--out` names a folder with files in it that is not a run folder.
-    #[error("{}: not empty and not a run folder (it holds {entry}); choose a new or empty folder", dir.display())]
-    NotARun { dir: PathBuf, entry: String },
-    /// Another process is running into the folder.
-    #[error("{}: another run (process {pid}) is writing into this folder; its lock is {LOCK_FILE}", dir.display())]
-    Locked { dir: PathBuf, pid: String },
-    #[error("--shard {given}: {problem}")]
-    Shard { given: String, problem: String },
-    #[error("nothing to merge: name at least one run folder")]
-    NothingToMerge,
-}
-
-fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RunError + '_ {
-    move |source| RunError::Io { path: path.to_path_buf(), source }
-}
-
 /// One conversation of the plan and the dataset it came from.
 #[derive(Debug, Clone)]
 pub struct PlannedConversation {
@@ -127,16 +89,6 @@ pub struct PlannedConversation {
 pub struct Pair {
     pub conversation: usize,
     pub config: usize,
-}
-
-/// The key that names a pair in the log: dataset, conversation id, config id.
-pub fn pair_key(dataset: &str, conversation_id: &str, config_id: &str) -> String {
-    format!("{dataset}\u{1f}{conversation_id}\u{1f}{config_id}")
-}
-
-/// The key of a record.
-pub fn record_key(record: &PairRecord) -> String {
-    pair_key(&record.dataset, &record.conversation_id, &record.config_id)
 }
 
 /// An experiment with its conversations loaded: everything needed to run.
@@ -385,213 +337,6 @@ pub struct Progress {
     pub failed: usize,
     /// Pairs found in the log and skipped.
     pub resumed: usize,
-}
-
-/// Pair counts of a run.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Counts {
-    /// Pairs of the whole experiment (every shard).
-    pub pairs_total: usize,
-    /// Pairs this run (or shard) was to run.
-    pub pairs_planned: usize,
-    pub ok: usize,
-    pub failed: usize,
-    /// Pairs of the plan with no record (an interrupted run, or a merge missing a shard).
-    pub missing: usize,
-    /// Pairs found in the log when resuming (not run again).
-    pub resumed: usize,
-    /// Pairs found in the log when resuming whose conversation or configuration changed since
-    /// (their content hash differs): run again.
-    #[serde(default)]
-    pub stale: usize,
-}
-
-/// Wall times.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Timings {
-    /// This invocation, in milliseconds (a merge adds its shards').
-    pub wall_ms: u64,
-    /// Sum of the pairs' replay times, in milliseconds.
-    pub replay_ms: u64,
-}
-
-/// `run.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Manifest {
-    pub format: u32,
-    /// See [`Plan::experiment_id`].
-    pub experiment_id: String,
-    pub experiment: Experiment,
-    /// Name and version of each crate that shaped the results.
-    pub versions: BTreeMap<String, String>,
-    pub tool_version: String,
-    pub git_commit: Option<String>,
-    pub started_at: String,
-    /// Seed of the bootstrap confidence intervals.
-    pub seed: u64,
-    pub tokenizer: Encoding,
-    pub cache: CacheProfile,
-    /// The summarizer's and the judge's names as they report them.
-    pub summarizer: String,
-    pub judge: String,
-    /// The shard this folder holds (`K/N`), if any.
-    pub shard: Option<String>,
-    /// The folders a merge combined.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub merged_from: Vec<String>,
-    pub jobs: Option<usize>,
-    pub conversations: usize,
-    pub counts: Counts,
-    pub timings: Timings,
-    /// Dataset lines that could not be loaded, and duplicates left out.
-    pub dataset_problems: Vec<String>,
-    /// `true` once the run (or merge) finished writing its records.
-    pub complete: bool,
-    /// What the LLM summarizer and judge did in this invocation (requests, retries, cache hits
-    /// and misses, failures by kind, tokens), when a role used a model. The caller that built
-    /// the roles fills it in (see [`crate::llm_setup::LlmRoles::stats`]). A merge leaves it out:
-    /// each shard's `run.json` keeps its own.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub llm: Option<crate::llm_setup::LlmRunStats>,
-    /// Why the run stopped before every planned pair ran (the circuit breaker), if it did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stopped: Option<String>,
-    /// The question, answer and facts of every probe of the run's conversations, so the report
-    /// shows them from the run folder alone (empty in run folders written before they were
-    /// recorded; the report then reads the datasets if they are still there).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub probes: Vec<crate::record::ProbeText>,
-}
-
-/// A finished run: its manifest and its records, sorted by [`sort_records`]. Everything
-/// the CSV and HTML views need.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunData {
-    pub manifest: Manifest,
-    pub records: Vec<PairRecord>,
-}
-
-impl RunData {
-    /// Read a run folder (its manifest and log, tolerating a truncated last line).
-    pub fn read(dir: &Path) -> Result<RunData, RunError> {
-        let manifest = read_manifest(dir)?;
-        let (mut records, _) = read_results(&dir.join(RESULTS_FILE))?;
-        dedupe(&mut records);
-        sort_records(&manifest.experiment, &mut records);
-        Ok(RunData { manifest, records })
-    }
-}
-
-fn versions() -> BTreeMap<String, String> {
-    // The workspace crates share one version.
-    let v = env!("CARGO_PKG_VERSION").to_string();
-    ["compaction", "runner"].iter().map(|c| (c.to_string(), v.clone())).collect()
-}
-
-/// Sort records by configuration (experiment order), dataset, then conversation id.
-pub fn sort_records(experiment: &Experiment, records: &mut [PairRecord]) {
-    let order: HashMap<&str, usize> =
-        experiment.configurations.iter().enumerate().map(|(i, c)| (c.config_id.as_str(), i)).collect();
-    records.sort_by(|a, b| {
-        let oa = order.get(a.config_id.as_str()).copied().unwrap_or(usize::MAX);
-        let ob = order.get(b.config_id.as_str()).copied().unwrap_or(usize::MAX);
-        (oa, &a.config_id, &a.dataset, &a.conversation_id).cmp(&(ob, &b.config_id, &b.dataset, &b.conversation_id))
-    });
-}
-
-/// Keep the first record of each pair key.
-fn dedupe(records: &mut Vec<PairRecord>) {
-    let mut seen = HashSet::new();
-    records.retain(|r| seen.insert(record_key(r)));
-}
-
-/// Read `results.jsonl`. A last line that does not parse (a write cut short by a kill) is
-/// dropped; the second value tells whether that happened. A bad line before the last is an
-/// error. A missing file reads as empty.
-pub fn read_results(path: &Path) -> Result<(Vec<PairRecord>, bool), RunError> {
-    let text = match fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), false)),
-        Err(e) => return Err(io_err(path)(e)),
-    };
-    let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
-    // `split` yields a last empty piece after a final newline.
-    let last_non_empty = lines.iter().rposition(|l| !l.iter().all(u8::is_ascii_whitespace));
-    let mut records = Vec::new();
-    let mut dropped = false;
-    for (i, line) in lines.iter().enumerate() {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        match serde_json::from_slice::<PairRecord>(line) {
-            Ok(r) => records.push(r),
-            Err(e) if Some(i) == last_non_empty => {
-                let _ = e;
-                dropped = true;
-            }
-            Err(e) => return Err(RunError::Corrupt { path: path.to_path_buf(), line: i + 1, problem: e.to_string() }),
-        }
-    }
-    // A file that does not end with a newline was cut short even if its last line parsed.
-    if !text.is_empty() && !text.ends_with(b"\n") {
-        dropped = true;
-    }
-    Ok((records, dropped))
-}
-
-/// Write records as JSON lines to `path` (replacing it), through a temporary file.
-fn write_results(path: &Path, records: &[PairRecord]) -> Result<(), RunError> {
-    let tmp = path.with_extension("jsonl.tmp");
-    let mut out = String::new();
-    for r in records {
-        out.push_str(&record_line(r));
-    }
-    fs::write(&tmp, out).map_err(io_err(&tmp))?;
-    fs::rename(&tmp, path).map_err(io_err(path))
-}
-
-fn record_line(record: &PairRecord) -> String {
-    // A record is plain data (strings, numbers, JSON values): serializing it cannot fail,
-    // and a failure would be a bug worth a visible message in the log rather than a panic.
-    let mut line =
-        serde_json::to_string(record).unwrap_or_else(|e| format!("{{\"serialization_error\":{:?}}}", e.to_string()));
-    line.push('\n');
-    line
-}
-
-pub fn read_manifest(dir: &Path) -> Result<Manifest, RunError> {
-    let path = dir.join(MANIFEST_FILE);
-    let text = fs::read_to_string(&path).map_err(io_err(&path))?;
-    serde_json::from_str(&text).map_err(|e| RunError::Mismatch {
-        dir: dir.to_path_buf(),
-        problem: format!("{MANIFEST_FILE} cannot be read: {e}"),
-    })
-}
-
-pub fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), RunError> {
-    let path = dir.join(MANIFEST_FILE);
-    let tmp = dir.join(format!("{MANIFEST_FILE}.tmp"));
-    let mut text = serde_json::to_string_pretty(manifest)
-        .map_err(|e| RunError::Io { path: path.clone(), source: io::Error::other(e) })?;
-    text.push('\n');
-    fs::write(&tmp, text).map_err(io_err(&tmp))?;
-    fs::rename(&tmp, &path).map_err(io_err(&path))
-}
-
-/// Count ok and failed records.
-fn count(records: &[PairRecord]) -> (usize, usize) {
-    let failed = records.iter().filter(|r| matches!(r.outcome, PairOutcome::Failed { .. })).count();
-    (records.len() - failed, failed)
-}
-
-fn replay_ms(records: &[PairRecord]) -> u64 {
-    records
-        .iter()
-        .map(|r| match &r.outcome {
-            PairOutcome::Ok(m) => m.elapsed_ms,
-            PairOutcome::Failed { .. } => 0,
-        })
-        .sum()
 }
 
 /// Run `plan` into `options.out`. Returns the run's manifest and all its records (resumed
@@ -1004,72 +749,6 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// Combine run folders (typically the shards of one experiment) into `out`: records are
-/// deduplicated by pair key (the first folder wins), the manifests must be of the same
-/// experiment, and `out` gets a merged `results.jsonl` (sorted) and `run.json`.
-pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<RunData, RunError> {
-    let Some(first_dir) = dirs.first() else {
-        return Err(RunError::NothingToMerge);
-    };
-    let first = read_manifest(first_dir)?;
-    let mut records = Vec::new();
-    let mut wall_ms = 0;
-    let mut problems: Vec<String> = Vec::new();
-    for dir in dirs {
-        let manifest = read_manifest(dir)?;
-        if manifest.experiment_id != first.experiment_id {
-            return Err(RunError::Mismatch {
-                dir: dir.clone(),
-                problem: format!(
-                    "holds experiment {}, but {} holds {}; only runs of the same experiment merge",
-                    manifest.experiment_id,
-                    first_dir.display(),
-                    first.experiment_id
-                ),
-            });
-        }
-        wall_ms += manifest.timings.wall_ms;
-        for p in manifest.dataset_problems {
-            if !problems.contains(&p) {
-                problems.push(p);
-            }
-        }
-        let (mut shard_records, _) = read_results(&dir.join(RESULTS_FILE))?;
-        records.append(&mut shard_records);
-    }
-    dedupe(&mut records);
-    sort_records(&first.experiment, &mut records);
-
-    fs::create_dir_all(out).map_err(io_err(out))?;
-    let out_results = out.join(RESULTS_FILE);
-    if out_results.exists() && !dirs.iter().any(|d| same_dir(d, out)) {
-        return Err(RunError::Exists { dir: out.to_path_buf() });
-    }
-    write_results(&out_results, &records)?;
-    let (ok, failed) = count(&records);
-    let manifest = Manifest {
-        shard: None,
-        merged_from: dirs.iter().map(|d| d.display().to_string()).collect(),
-        counts: Counts {
-            pairs_total: first.counts.pairs_total,
-            pairs_planned: first.counts.pairs_total,
-            ok,
-            failed,
-            missing: first.counts.pairs_total.saturating_sub(records.len()),
-            resumed: 0,
-            stale: 0,
-        },
-        timings: Timings { wall_ms, replay_ms: replay_ms(&records) },
-        dataset_problems: problems,
-        complete: true,
-        llm: None,
-        stopped: None,
-        ..first
-    };
-    write_manifest(out, &manifest)?;
-    Ok(RunData { manifest, records })
-}
-
 /// Every probe of the plan's conversations, with its text.
 fn probe_texts(plan: &Plan) -> Vec<crate::record::ProbeText> {
     plan.conversations
@@ -1085,13 +764,6 @@ fn probe_texts(plan: &Plan) -> Vec<crate::record::ProbeText> {
             })
         })
         .collect()
-}
-
-fn same_dir(a: &Path, b: &Path) -> bool {
-    match (fs::canonicalize(a), fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    }
 }
 
 #[cfg(test)]

@@ -158,8 +158,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         eprintln!("error: no pair was run; fix the endpoint or its key (cache mode only makes no request)");
         return Ok(exit::USAGE);
     }
-    let offline_summarizer = plan.experiment.summarizer.build();
-    let offline_judge = plan.experiment.judge.build();
+    let offline_summarizer = runner::llm_setup::build_summarizer(&plan.experiment.summarizer);
+    let offline_judge = runner::llm_setup::build_judge(&plan.experiment.judge);
     let summarizer: &dyn Summarizer = match &roles.summarizer {
         Some(s) => s.as_ref(),
         None => offline_summarizer.as_ref(),

@@ -2,7 +2,7 @@
 //! sawtooth). Plain strings, no script: every mark carries a `<title>` the browser shows as a
 //! tooltip. Every label goes through [`escape`].
 
-use runner::record::{CallPoint, CompactionRecord};
+use runlog::record::{CallPoint, CompactionRecord};
 
 use super::escape;
 

@@ -1,9 +1,9 @@
 use std::path::Path;
 
 use compaction::{ProbeKind, Trigger};
-use runner::experiment::Experiment;
-use runner::record::{CallPoint, CompactionRecord, FoundIn, PairMetrics, PairOutcome, PairRecord, ProbeScore};
-use runner::run::{Counts, Manifest, RunData, Timings, MANIFEST_FORMAT};
+use runlog::experiment::Experiment;
+use runlog::log::{Counts, Manifest, RunData, Timings, MANIFEST_FORMAT};
+use runlog::record::{CallPoint, CompactionRecord, FoundIn, PairMetrics, PairOutcome, PairRecord, ProbeScore};
 
 use super::*;
 
@@ -111,7 +111,7 @@ fn run_data() -> RunData {
         started_at: "2025-01-01T00:00:00Z".into(),
         seed: 1,
         tokenizer: compaction::Encoding::O200kBase,
-        cache: runner::replay::CacheProfile::None,
+        cache: runlog::settings::CacheProfile::None,
         summarizer: "offline".into(),
         judge: "offline".into(),
         shard: None,
@@ -282,9 +282,9 @@ fn write_report_reads_a_run_folder_and_names_a_bad_one() {
     assert!(err.to_string().contains("run.json"), "{err}");
 
     let data = run_data();
-    runner::run::write_manifest(&dir, &data.manifest).expect("manifest");
+    runlog::log::write_manifest(&dir, &data.manifest).expect("manifest");
     let lines: String = data.records.iter().map(|r| serde_json::to_string(r).expect("json") + "\n").collect();
-    std::fs::write(dir.join(runner::run::RESULTS_FILE), lines).expect("log");
+    std::fs::write(dir.join(runlog::log::RESULTS_FILE), lines).expect("log");
     let path = write_report(&dir).expect("renders");
     assert_eq!(path, dir.join(REPORT_HTML));
     let html = std::fs::read_to_string(&path).expect("written");

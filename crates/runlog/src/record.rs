@@ -260,3 +260,8 @@ pub struct ProbeText {
     /// Each fact's accepted aliases.
     pub facts: Vec<Vec<String>>,
 }
+
+/// False for a probe the LLM judge could not score (its `score` is a placeholder 0).
+pub fn is_scored(score: &ProbeScore) -> bool {
+    score.llm.as_ref().and_then(|v| v.get("scored")).and_then(serde_json::Value::as_bool).unwrap_or(true)
+}

@@ -11,7 +11,7 @@
 //! runs, naming the file, the line of the `[[strategy]]` table, its index and the key.
 //!
 //! ```
-//! use runner::experiment::Experiment;
+//! use runlog::experiment::Experiment;
 //!
 //! let text = r#"
 //! name = "demo"
@@ -48,10 +48,8 @@ use std::path::{Path, PathBuf};
 use compaction::{Encoding, StrategyConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::judge::OfflineJudge;
-use crate::llm_setup::{self, LlmSettings, RawLlm, RawRole};
-use crate::replay::{CacheProfile, Judge, OverflowPolicy, Price, Summarizer};
-use crate::summarize::OfflineSummarizer;
+use crate::llm_settings::{self as llm_setup, LlmSettings, RawLlm, RawRole};
+use crate::settings::{CacheProfile, OverflowPolicy, Price};
 
 /// The default price table, looked up beside the experiment file.
 pub const PRICES_FILE: &str = "prices.toml";
@@ -163,26 +161,6 @@ pub enum JudgeSpec {
     Llm,
 }
 
-impl SummarizerSpec {
-    /// The summarizer this spec names.
-    pub fn build(&self) -> Box<dyn Summarizer> {
-        match self {
-            SummarizerSpec::Offline => Box::new(OfflineSummarizer::default()),
-            SummarizerSpec::Llm => Box::new(crate::llm_setup::NeedsRoles),
-        }
-    }
-}
-
-impl JudgeSpec {
-    /// The judge this spec names.
-    pub fn build(&self) -> Box<dyn Judge> {
-        match self {
-            JudgeSpec::Offline => Box::new(OfflineJudge),
-            JudgeSpec::Llm => Box::new(crate::llm_setup::NeedsRoles),
-        }
-    }
-}
-
 impl fmt::Display for SummarizerSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -264,7 +242,7 @@ struct RawExperiment {
     #[serde(default)]
     cache_mode: Option<llm::CacheMode>,
     #[serde(default)]
-    on_llm_error: Option<crate::llm_setup::OnLlmError>,
+    on_llm_error: Option<crate::llm_settings::OnLlmError>,
     #[serde(default)]
     cache_dir: Option<String>,
     #[serde(default)]
