@@ -530,7 +530,7 @@ fn the_paired_gate_catches_small_losses_and_raises_no_false_alarm() {
     let smallest = smallest.expect("the paired gate catches a 10-point loss in at least 19 of 20 seeds");
 
     let table = format!(
-        "<!-- power-table: written by crates/cli/tests/gate.rs, \
+        "<!-- power-table: written by crates/cli/tests/it/gate.rs, \
          the_paired_gate_catches_small_losses_and_raises_no_false_alarm -->\n\
          | loss planted | mean loss realized | paired gate fired | interval gate fired |\n\
          |---|---|---|---|\n{}\n\nThe smallest planted loss the paired gate catches in at least 19 of 20 seeds: \
