@@ -285,6 +285,31 @@ struct PriceFile {
     models: BTreeMap<String, PriceTable>,
 }
 
+/// Read and parse a price table: the one parser of `prices.toml`, for the replayed model's
+/// price and the LLM summarizer's own.
+fn read_price_file(table_path: &Path) -> Result<PriceFile, (Option<std::io::Error>, String)> {
+    let text = std::fs::read_to_string(table_path).map_err(|e| {
+        let message = e.to_string();
+        (Some(e), message)
+    })?;
+    toml::from_str(&text).map_err(|e: toml::de::Error| (None, e.to_string().trim().to_string()))
+}
+
+/// The price of `model` in the table at `path` as the LLM summarizer is charged (input, cached
+/// input and output; no cache-write premium), or why there is none.
+pub(crate) fn summarizer_price(path: &Path, model: &str) -> Result<Price, String> {
+    let file = read_price_file(path).map_err(|(_, e)| format!("price table {}: {e}", path.display()))?;
+    let p = file
+        .models
+        .get(model)
+        .ok_or_else(|| format!("the summarizer model {model:?} is not in the price table {}", path.display()))?;
+    if [p.input, p.cached_input, p.output].iter().all(|v| v.is_finite() && *v >= 0.0) {
+        Ok(Price { input: p.input, cached_input: p.cached_input, output: p.output, cache_write: None })
+    } else {
+        Err(format!("the summarizer model {model:?} has a negative or missing price in {}", path.display()))
+    }
+}
+
 impl Experiment {
     /// Read and parse an experiment file.
     pub fn load(path: &Path) -> Result<Experiment, ExperimentError> {
@@ -448,12 +473,11 @@ fn resolve_price(
         toml::Value::String(model) => {
             let base = path.parent().unwrap_or(Path::new(""));
             let table_path = base.join(prices.unwrap_or(PRICES_FILE));
-            let text = std::fs::read_to_string(&table_path).map_err(|e| {
-                key_err("price", format!("model {model:?} needs the price table {}: {e}", table_path.display()))
-            })?;
-            let file: PriceFile = toml::from_str(&text).map_err(|e| ExperimentError::Toml {
-                path: table_path.clone(),
-                message: e.to_string().trim().into(),
+            let file = read_price_file(&table_path).map_err(|(io, message)| match io {
+                Some(e) => {
+                    key_err("price", format!("model {model:?} needs the price table {}: {e}", table_path.display()))
+                }
+                None => ExperimentError::Toml { path: table_path.clone(), message },
             })?;
             let Some(p) = file.models.get(model) else {
                 let known: Vec<&str> = file.models.keys().map(String::as_str).collect();

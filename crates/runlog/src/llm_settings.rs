@@ -269,7 +269,7 @@ pub(crate) fn resolve(
         return Ok((s_spec, j_spec, None));
     }
     let (summarizer_price, summarizer_price_note) = match (&summarizer, &raw.price_table) {
-        (Some(cfg), Some(table)) => match table_price(table, &cfg.model) {
+        (Some(cfg), Some(table)) => match crate::experiment::summarizer_price(table, &cfg.model) {
             Ok(p) => (Some(p), None),
             Err(why) => (None, Some(format!("{why}: its tokens are priced at the replayed model's price"))),
         },
@@ -290,26 +290,6 @@ pub(crate) fn resolve(
     Ok((s_spec, j_spec, Some(settings)))
 }
 
-/// The price of `model` in the price table at `path`, or why there is none.
-fn table_price(path: &Path, model: &str) -> Result<Price, String> {
-    #[derive(Deserialize)]
-    struct Table {
-        models: std::collections::BTreeMap<String, Price>,
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("price table {}: {e}", path.display()))?;
-    let table: Table = toml::from_str(&text).map_err(|e| format!("price table {}: {}", path.display(), e.message()))?;
-    let price = table
-        .models
-        .get(model)
-        .copied()
-        .ok_or_else(|| format!("the summarizer model {model:?} is not in the price table {}", path.display()))?;
-    let ok = [price.input, price.cached_input, price.output].iter().all(|v| v.is_finite() && *v >= 0.0);
-    if ok {
-        Ok(price)
-    } else {
-        Err(format!("the summarizer model {model:?} has a negative or missing price in {}", path.display()))
-    }
-}
 
 /// What the LLM roles did in one run: the `llm` section of `run.json`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
