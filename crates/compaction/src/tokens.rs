@@ -11,7 +11,11 @@
 //! counts bytes. On ASCII text they agree; on CJK or emoji they differ by up to 3x.
 
 use std::collections::HashSet;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
+
+// FNV-1a (the workspace's one copy): a fast hash for the short byte strings of the vocabulary
+// (no untrusted keys: the set is built from the vocabulary and only looked up).
+use seeded::Fnv;
 use std::sync::LazyLock;
 
 use crate::message::Message;
@@ -336,28 +340,6 @@ impl Vocab {
 
 static O200K: LazyLock<Vocab> = LazyLock::new(|| Vocab::new(bpe_openai::o200k_base()));
 static CL100K: LazyLock<Vocab> = LazyLock::new(|| Vocab::new(bpe_openai::cl100k_base()));
-
-/// FNV-1a: a fast hash for the short byte strings of the vocabulary (no untrusted keys: the
-/// set is built from the vocabulary and only looked up).
-#[derive(Debug, Clone, Copy)]
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Fnv {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Hasher for Fnv {
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
 
 impl std::fmt::Debug for Exact {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

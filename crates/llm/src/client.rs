@@ -304,7 +304,7 @@ impl Client {
     fn backoff(&self, attempt: u32) -> Duration {
         let exp = 2f64.powi(i32::try_from(attempt.saturating_sub(1).min(30)).unwrap_or(30));
         let base = (self.cfg.backoff_initial_ms as f64 / 1000.0 * exp).min(self.cfg.backoff_max_s);
-        let r = splitmix(self.jitter.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed));
+        let r = seeded::mix64(self.jitter.fetch_add(seeded::GOLDEN, Ordering::Relaxed));
         let factor = 0.5 + 0.5 * ((r >> 11) as f64 / (1u64 << 53) as f64);
         Duration::from_secs_f64(base * factor)
     }
@@ -385,12 +385,6 @@ fn with_attempts(e: LlmError, attempts: u32, timeout_s: f64) -> LlmError {
         LlmError::Connection { message, .. } => LlmError::Connection { attempts, message },
         other => other,
     }
-}
-
-fn splitmix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]

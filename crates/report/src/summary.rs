@@ -136,22 +136,7 @@ fn ratio(num: u64, den: u64) -> Option<f64> {
     (den > 0).then(|| num as f64 / den as f64)
 }
 
-/// SplitMix64: a small, well-distributed generator, enough for resampling indices.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `0..n` (multiply-shift; the bias is below 2^-32 for any realistic n).
-    fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next()) * n as u128) >> 64) as usize
-    }
-}
+use seeded::SplitMix64;
 
 /// Percentile bootstrap interval of the mean at [`LEVEL`], with [`RESAMPLES`] resamples.
 /// `None` for no values; a single value gives a zero-width interval.
@@ -160,9 +145,9 @@ pub fn bootstrap_ci(values: &[f64], seed: u64) -> Option<(f64, f64)> {
     if n == 0 {
         return None;
     }
-    let mut rng = SplitMix64(seed);
+    let mut rng = SplitMix64::new(seed);
     let mut means: Vec<f64> =
-        (0..RESAMPLES).map(|_| (0..n).map(|_| values[rng.below(n)]).sum::<f64>() / n as f64).collect();
+        (0..RESAMPLES).map(|_| (0..n).map(|_| values[rng.index(n)]).sum::<f64>() / n as f64).collect();
     means.sort_by(f64::total_cmp);
     let alpha = 1.0 - LEVEL;
     let low = ((alpha / 2.0) * RESAMPLES as f64).floor() as usize;
@@ -446,11 +431,11 @@ mod tests {
     #[test]
     fn a_95_percent_interval_covers_the_true_mean_about_95_percent_of_the_time() {
         // Samples of 30 from a uniform distribution on {0, 0.1, ..., 1} (true mean 0.5).
-        let mut rng = SplitMix64(7);
+        let mut rng = SplitMix64::new(7);
         let trials = 200;
         let covered = (0..trials)
             .filter(|&t| {
-                let sample: Vec<f64> = (0..30).map(|_| rng.below(11) as f64 / 10.0).collect();
+                let sample: Vec<f64> = (0..30).map(|_| rng.index(11) as f64 / 10.0).collect();
                 let (low, high) = bootstrap_ci(&sample, t).expect("values");
                 low <= 0.5 && 0.5 <= high
             })

@@ -688,15 +688,8 @@ fn config_id(strategy: &str, params: &serde_json::Value, window: Option<u64>, sh
     format!("{strategy}-{}-{}", window_label(window), id_hash(&canonical_json(&identity)))
 }
 
-/// FNV-1a, 64 bits.
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
+/// FNV-1a, 64 bits (the workspace's one copy, in `seeded`).
+pub use seeded::fnv1a;
 
 /// The first 16 hexadecimal digits (64 bits) of the SHA-256 of `text`: the hash part of
 /// configuration and experiment ids. 64 bits keep an accidental collision out of reach of any

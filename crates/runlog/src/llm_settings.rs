@@ -290,7 +290,6 @@ pub(crate) fn resolve(
     Ok((s_spec, j_spec, Some(settings)))
 }
 
-
 /// What the LLM roles did in one run: the `llm` section of `run.json`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LlmRunStats {

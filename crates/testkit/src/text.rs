@@ -2,28 +2,21 @@
 //! marks, so generated conversations stay short to print (and to shrink) while their texts are
 //! realistic and, where asked, tens of kilobytes long.
 
-/// A tiny deterministic generator (SplitMix64). Not for anything but test data.
+/// A tiny deterministic generator (the workspace's SplitMix64, seeded apart from the
+/// datasets' streams). Not for anything but test data.
 #[derive(Debug, Clone)]
-pub struct SplitMix(u64);
+pub struct SplitMix(seeded::SplitMix64);
 
 impl SplitMix {
     pub fn new(seed: u64) -> SplitMix {
-        SplitMix(seed ^ 0x9E37_79B9_7F4A_7C15)
+        SplitMix(seeded::SplitMix64::new(seed ^ seeded::GOLDEN))
     }
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     /// A number in `0..n` (`0` when `n` is 0).
     pub fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next_u64() % n as u64) as usize
-        }
+        self.0.below(n)
     }
     pub fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
         items[self.below(items.len())]

@@ -425,13 +425,12 @@ fn a_damaged_strategy_that_loses_information_fails_the_gate() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// SplitMix64, for the planted losses' choice of conversations.
+/// SplitMix64 (the workspace's), for the planted losses' choice of conversations.
 fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    let mut r = seeded::SplitMix64::new(*state);
+    let out = r.next_u64();
+    *state = state.wrapping_add(seeded::GOLDEN);
+    out
 }
 
 /// The paired gate's power, measured on the CI slice (`experiments/ci.toml`, its `keep-last-n`

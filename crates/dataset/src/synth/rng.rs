@@ -3,7 +3,7 @@
 //! Only 64-bit integer arithmetic (wrapping), so a seed gives the same stream on every
 //! platform and every Rust version. Not for cryptography; it only has to be reproducible.
 
-const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+use seeded::{mix64, GOLDEN};
 
 /// A deterministic pseudo-random stream (SplitMix64).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -11,16 +11,9 @@ pub struct Rng {
     state: u64,
 }
 
-/// The SplitMix64 output function.
-fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// FNV-1a over the bytes of `label`: a stable hash for naming streams.
 pub(crate) fn fnv1a(label: &str) -> u64 {
-    label.bytes().fold(0xCBF2_9CE4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3))
+    seeded::fnv1a(label.as_bytes())
 }
 
 const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
