@@ -42,14 +42,16 @@
 //! price, the summarizer and the judge, and the overflow policy when it is not the default. It does not depend on the order of tables or keys.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use compaction::{Encoding, StrategyConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::llm_settings::{self as llm_setup, LlmSettings, RawLlm, RawRole};
-use crate::settings::{CacheProfile, OverflowPolicy, Price};
+pub use crate::llm_settings::{JudgeSpec, SummarizerSpec};
+use crate::settings::{read_price_file, PriceTable};
+use crate::settings::{CacheProfile, OverflowPolicy};
+pub use crate::settings::{CacheTtl, PriceSpec};
 
 /// The default price table, looked up beside the experiment file.
 pub const PRICES_FILE: &str = "prices.toml";
@@ -102,81 +104,6 @@ pub struct Configuration {
     pub window: Option<u64>,
     /// The strategy with every parameter resolved (defaults filled in), validated.
     pub resolved: StrategyConfig,
-}
-
-/// A price: either a model looked up in the price table, or written inline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PriceSpec {
-    /// The model name looked up in the price table; `None` when written inline.
-    pub model: Option<String>,
-    /// US dollars per million input tokens.
-    pub input: f64,
-    /// US dollars per million input tokens served from the prefix cache.
-    pub cached_input: f64,
-    /// US dollars per million output tokens.
-    pub output: f64,
-    /// US dollars per million input tokens written to the prefix cache, for the experiment's
-    /// `cache_ttl`; `None`: writes cost plain input (no write premium, as with OpenAI).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_write: Option<f64>,
-}
-
-impl PriceSpec {
-    pub fn price(&self) -> Price {
-        Price { input: self.input, cached_input: self.cached_input, output: self.output, cache_write: self.cache_write }
-    }
-}
-
-/// How long the provider keeps a cache write (Anthropic: 5 minutes or 1 hour), which picks the
-/// write price.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub enum CacheTtl {
-    #[default]
-    #[serde(rename = "5m")]
-    FiveMinutes,
-    #[serde(rename = "1h")]
-    OneHour,
-}
-
-/// Who writes the summaries a strategy asks for.
-///
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SummarizerSpec {
-    /// The deterministic offline summarizer: no model, no key.
-    Offline,
-    /// A model through the `llm` crate, with each strategy's seed prompt
-    /// ([`crate::llm_summarize`]); its endpoint is in [`Experiment::llm`].
-    Llm,
-}
-
-/// Who scores the probes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JudgeSpec {
-    /// The deterministic offline judge: a fact is retained when an alias survives.
-    Offline,
-    /// A model answers from the compacted context and a model grades the answer
-    /// ([`crate::llm_judge`]); its endpoint is in [`Experiment::llm`].
-    Llm,
-}
-
-impl fmt::Display for SummarizerSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            SummarizerSpec::Offline => "offline",
-            SummarizerSpec::Llm => "llm",
-        })
-    }
-}
-
-impl fmt::Display for JudgeSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            JudgeSpec::Offline => "offline",
-            JudgeSpec::Llm => "llm",
-        })
-    }
 }
 
 /// Why an experiment file was rejected.
@@ -253,61 +180,6 @@ struct RawExperiment {
 
 fn default_tokenizer() -> Encoding {
     Encoding::O200kBase
-}
-
-/// One model of the price table.
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PriceTable {
-    input: f64,
-    cached_input: f64,
-    output: f64,
-    #[serde(default)]
-    cache_write_5m: Option<f64>,
-    #[serde(default)]
-    cache_write_1h: Option<f64>,
-}
-
-impl PriceTable {
-    fn spec(&self, model: Option<String>, ttl: CacheTtl) -> PriceSpec {
-        let cache_write = match ttl {
-            CacheTtl::FiveMinutes => self.cache_write_5m,
-            CacheTtl::OneHour => self.cache_write_1h,
-        };
-        PriceSpec { model, input: self.input, cached_input: self.cached_input, output: self.output, cache_write }
-    }
-}
-
-/// `prices.toml`: `[models."gpt-4.1"]` tables.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PriceFile {
-    models: BTreeMap<String, PriceTable>,
-}
-
-/// Read and parse a price table: the one parser of `prices.toml`, for the replayed model's
-/// price and the LLM summarizer's own.
-fn read_price_file(table_path: &Path) -> Result<PriceFile, (Option<std::io::Error>, String)> {
-    let text = std::fs::read_to_string(table_path).map_err(|e| {
-        let message = e.to_string();
-        (Some(e), message)
-    })?;
-    toml::from_str(&text).map_err(|e: toml::de::Error| (None, e.to_string().trim().to_string()))
-}
-
-/// The price of `model` in the table at `path` as the LLM summarizer is charged (input, cached
-/// input and output; no cache-write premium), or why there is none.
-pub(crate) fn summarizer_price(path: &Path, model: &str) -> Result<Price, String> {
-    let file = read_price_file(path).map_err(|(_, e)| format!("price table {}: {e}", path.display()))?;
-    let p = file
-        .models
-        .get(model)
-        .ok_or_else(|| format!("the summarizer model {model:?} is not in the price table {}", path.display()))?;
-    if [p.input, p.cached_input, p.output].iter().all(|v| v.is_finite() && *v >= 0.0) {
-        Ok(Price { input: p.input, cached_input: p.cached_input, output: p.output, cache_write: None })
-    } else {
-        Err(format!("the summarizer model {model:?} has a negative or missing price in {}", path.display()))
-    }
 }
 
 impl Experiment {

@@ -9,13 +9,13 @@
 //! a table, so the per-role form is a table). `judge_repeats`, `cache_mode` and `cache_dir` are
 //! top-level keys. See `experiments/README.md`.
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use llm::cache::CacheMode;
 use llm::{ClientStats, LlmConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::experiment::{JudgeSpec, SummarizerSpec};
 use crate::settings::Price;
 
 /// The default response cache folder, relative to the experiment file.
@@ -246,7 +246,7 @@ pub(crate) fn resolve(
         let path = base.join(p);
         let text =
             std::fs::read(&path).map_err(|e| problem("summarizer.prompt_file", format!("{}: {e}", path.display())))?;
-        prompt_hash = Some(format!("{:016x}", crate::experiment::fnv1a(&text)));
+        prompt_hash = Some(format!("{:016x}", seeded::fnv1a(&text)));
     }
     let repeats = raw.judge_repeats.unwrap_or(1);
     if repeats == 0 {
@@ -269,7 +269,7 @@ pub(crate) fn resolve(
         return Ok((s_spec, j_spec, None));
     }
     let (summarizer_price, summarizer_price_note) = match (&summarizer, &raw.price_table) {
-        (Some(cfg), Some(table)) => match crate::experiment::summarizer_price(table, &cfg.model) {
+        (Some(cfg), Some(table)) => match crate::settings::summarizer_price(table, &cfg.model) {
             Ok(p) => (Some(p), None),
             Err(why) => (None, Some(format!("{why}: its tokens are priced at the replayed model's price"))),
         },
@@ -331,4 +331,45 @@ pub struct JudgeRunStats {
     pub unparsed_verdicts: u64,
     /// Its client's counters (the answering and the grading calls).
     pub client: ClientStats,
+}
+
+/// Who writes the summaries a strategy asks for.
+///
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SummarizerSpec {
+    /// The deterministic offline summarizer: no model, no key.
+    Offline,
+    /// A model through the `llm` crate, with each strategy's seed prompt
+    /// ([`crate::summarize::llm`]); its endpoint is in [`Experiment::llm`].
+    Llm,
+}
+
+/// Who scores the probes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JudgeSpec {
+    /// The deterministic offline judge: a fact is retained when an alias survives.
+    Offline,
+    /// A model answers from the compacted context and a model grades the answer
+    /// ([`crate::judge::llm`]); its endpoint is in [`Experiment::llm`].
+    Llm,
+}
+
+impl fmt::Display for SummarizerSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SummarizerSpec::Offline => "offline",
+            SummarizerSpec::Llm => "llm",
+        })
+    }
+}
+
+impl fmt::Display for JudgeSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            JudgeSpec::Offline => "offline",
+            JudgeSpec::Llm => "llm",
+        })
+    }
 }

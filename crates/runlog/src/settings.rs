@@ -1,6 +1,8 @@
 //! The replay's settings that a run log records: the prefix-cache profile, the overflow
 //! policy, prices, and the checkpoints probes are asked at.
 
+use std::path::Path;
+
 use serde::{Deserialize, Serialize};
 
 /// OpenAI caches prefixes of at least this many tokens...
@@ -118,3 +120,92 @@ impl Price {
 
 /// The percentages of a conversation's calls at which derived probes are asked.
 pub const CHECKPOINTS: [u32; 4] = [25, 50, 75, 100];
+
+/// One model of the price table.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PriceTable {
+    pub(crate) input: f64,
+    pub(crate) cached_input: f64,
+    pub(crate) output: f64,
+    #[serde(default)]
+    pub(crate) cache_write_5m: Option<f64>,
+    #[serde(default)]
+    pub(crate) cache_write_1h: Option<f64>,
+}
+
+impl PriceTable {
+    pub(crate) fn spec(&self, model: Option<String>, ttl: CacheTtl) -> PriceSpec {
+        let cache_write = match ttl {
+            CacheTtl::FiveMinutes => self.cache_write_5m,
+            CacheTtl::OneHour => self.cache_write_1h,
+        };
+        PriceSpec { model, input: self.input, cached_input: self.cached_input, output: self.output, cache_write }
+    }
+}
+
+/// `prices.toml`: `[models."gpt-4.1"]` tables.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PriceFile {
+    pub(crate) models: std::collections::BTreeMap<String, PriceTable>,
+}
+
+/// Read and parse a price table: the one parser of `prices.toml`, for the replayed model's
+/// price and the LLM summarizer's own.
+pub(crate) fn read_price_file(table_path: &Path) -> Result<PriceFile, (Option<std::io::Error>, String)> {
+    let text = std::fs::read_to_string(table_path).map_err(|e| {
+        let message = e.to_string();
+        (Some(e), message)
+    })?;
+    toml::from_str(&text).map_err(|e: toml::de::Error| (None, e.to_string().trim().to_string()))
+}
+
+/// The price of `model` in the table at `path` as the LLM summarizer is charged (input, cached
+/// input and output; no cache-write premium), or why there is none.
+pub(crate) fn summarizer_price(path: &Path, model: &str) -> Result<Price, String> {
+    let file = read_price_file(path).map_err(|(_, e)| format!("price table {}: {e}", path.display()))?;
+    let p = file
+        .models
+        .get(model)
+        .ok_or_else(|| format!("the summarizer model {model:?} is not in the price table {}", path.display()))?;
+    if [p.input, p.cached_input, p.output].iter().all(|v| v.is_finite() && *v >= 0.0) {
+        Ok(Price { input: p.input, cached_input: p.cached_input, output: p.output, cache_write: None })
+    } else {
+        Err(format!("the summarizer model {model:?} has a negative or missing price in {}", path.display()))
+    }
+}
+
+/// A price: either a model looked up in the price table, or written inline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PriceSpec {
+    /// The model name looked up in the price table; `None` when written inline.
+    pub model: Option<String>,
+    /// US dollars per million input tokens.
+    pub input: f64,
+    /// US dollars per million input tokens served from the prefix cache.
+    pub cached_input: f64,
+    /// US dollars per million output tokens.
+    pub output: f64,
+    /// US dollars per million input tokens written to the prefix cache, for the experiment's
+    /// `cache_ttl`; `None`: writes cost plain input (no write premium, as with OpenAI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<f64>,
+}
+
+impl PriceSpec {
+    pub fn price(&self) -> Price {
+        Price { input: self.input, cached_input: self.cached_input, output: self.output, cache_write: self.cache_write }
+    }
+}
+
+/// How long the provider keeps a cache write (Anthropic: 5 minutes or 1 hour), which picks the
+/// write price.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum CacheTtl {
+    #[default]
+    #[serde(rename = "5m")]
+    FiveMinutes,
+    #[serde(rename = "1h")]
+    OneHour,
+}

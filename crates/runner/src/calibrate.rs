@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use compaction::{Context, Conversation, Message, Probe, ProbeKind};
 use serde::Deserialize;
 
-use crate::replay::Judge;
+use crate::judge::Judge;
 
 /// One labelled item.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -180,7 +180,7 @@ pub fn calibrate(items: &[LabelledItem], judge: &dyn Judge) -> CalibrationReport
                 asked_at: None,
             };
             let score = judge.score(&conversation, &ctx, &probe);
-            if !crate::llm_judge::is_scored(&score) {
+            if !crate::judge::llm::is_scored(&score) {
                 report.unscored += 1;
                 continue;
             }

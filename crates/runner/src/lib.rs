@@ -3,10 +3,7 @@
 
 pub mod calibrate;
 pub mod judge;
-pub mod llm_judge;
-pub mod llm_prompts;
 pub mod llm_setup;
-pub mod llm_summarize;
 pub mod replay;
 pub mod run;
 pub mod summarize;

@@ -22,9 +22,10 @@ pub use runlog::llm_settings::{
 
 use compaction::{Context, Conversation, Probe, SummaryFailure, SummaryRequest};
 
-use crate::llm_judge::LlmJudge;
-use crate::llm_summarize::{LlmSetupError, LlmSummarizer, Prompts};
-use crate::replay::{Judge, Summarizer, Summary};
+use crate::judge::llm::LlmJudge;
+use crate::judge::Judge;
+use crate::summarize::llm::{LlmSetupError, LlmSummarizer, Prompts};
+use crate::summarize::{Summarizer, Summary};
 use runlog::experiment::{Experiment, JudgeSpec, SummarizerSpec};
 use runlog::record::ProbeScore;
 
@@ -138,7 +139,7 @@ impl LlmRoles {
             clients.push(("judge", j.answerer()));
         }
         let mut seen: Vec<(llm::Protocol, String, String)> = Vec::new();
-        let rt = crate::llm_summarize::runtime().map_err(|e| PreflightError {
+        let rt = crate::summarize::llm::runtime().map_err(|e| PreflightError {
             role: "llm",
             endpoint: String::new(),
             model: String::new(),

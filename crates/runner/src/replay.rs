@@ -126,13 +126,12 @@ use std::time::Instant;
 
 use compaction::{
     check_compaction, check_messages, check_request, Budget, Context, Conversation, Encoding, Entry, Exact, Message,
-    Origin, Probe, Provider, RequestRule, Role, Strategy, StrategyConfig, SummaryFailure, SummaryOutcome,
-    SummaryRequest, TokenCounter, Trigger, Violation, ViolationKind,
+    Origin, Probe, Provider, RequestRule, Role, Strategy, StrategyConfig, SummaryOutcome, TokenCounter, Trigger,
+    Violation, ViolationKind,
 };
-use serde::{Deserialize, Serialize};
 
 use crate::judge::is_verbatim;
-use crate::record::{CallPoint, CompactionRecord, PairMetrics, ProbeScore};
+use crate::record::{CallPoint, CompactionRecord, PairMetrics};
 
 /// Forced compactions tried per call while the request is over the window.
 pub const MAX_REACTIVE_ATTEMPTS: usize = 3;
@@ -165,86 +164,8 @@ pub struct ReplaySettings {
     pub overflow: OverflowPolicy,
 }
 
-/// A summary and what it cost.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Summary {
-    pub text: String,
-    /// Input tokens, cached ones included.
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    /// Input tokens the provider served from its prompt cache (part of `input_tokens`).
-    pub cached_tokens: u64,
-}
-
-/// What kind of failure a summary met, for the replay to react to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureKind {
-    /// Any other failure: the strategy's failure path runs.
-    #[default]
-    Other,
-    /// The summarizer's provider rejected the request as over its context window: the replay
-    /// re-plans once with [`Trigger::Overflow`] (see the module docs).
-    ContextLength,
-    /// The response cache (mode `only`) had no answer: the pair cannot be scored.
-    CacheMiss,
-    /// The model endpoint failed (unreachable, refused, 401/403, 5xx after every retry, not a
-    /// model's answer): the outage, not the strategy, would be measured. The strategy's
-    /// failure path still runs, and the run records the pair as failed unless the experiment
-    /// says `on_llm_error = "fallback"` (see [`crate::run`]).
-    Endpoint,
-}
-
-/// A failed summary and its kind.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{failure}")]
-pub struct SummaryError {
-    pub failure: SummaryFailure,
-    pub kind: FailureKind,
-}
-
-impl SummaryError {
-    pub fn new(failure: SummaryFailure, kind: FailureKind) -> SummaryError {
-        SummaryError { failure, kind }
-    }
-}
-
-impl From<SummaryFailure> for SummaryError {
-    fn from(failure: SummaryFailure) -> SummaryError {
-        SummaryError { failure, kind: FailureKind::Other }
-    }
-}
-
-/// Produces the summaries a plan asks for.
-pub trait Summarizer: Send + Sync {
-    /// Name recorded in the run manifest (`offline`, or a model).
-    fn name(&self) -> String;
-    /// Summarize entries `request.span` of `ctx`.
-    fn summarize(&self, ctx: &Context, request: &SummaryRequest) -> Result<Summary, SummaryFailure>;
-    /// [`Summarizer::summarize`] with the kind of a failure; the replay calls this. The default
-    /// calls `summarize` and calls every failure [`FailureKind::Other`].
-    fn summarize_with_kind(&self, ctx: &Context, request: &SummaryRequest) -> Result<Summary, SummaryError> {
-        self.summarize(ctx, request).map_err(SummaryError::from)
-    }
-    /// The summarizer's own price, when it differs from the replayed model's (a model with its
-    /// own entry in the price table). `None`: its tokens are priced like the replayed model's.
-    fn price(&self) -> Option<Price> {
-        None
-    }
-}
-
-/// Scores one probe against a context.
-pub trait Judge: Send + Sync {
-    /// Name recorded with every score (`offline`, or a model).
-    fn name(&self) -> String;
-    /// Score `probe` against the compacted context `ctx` (the agent's view when it is asked).
-    fn score(&self, conversation: &Conversation, ctx: &Context, probe: &Probe) -> ProbeScore;
-    /// Score every probe asked at one checkpoint against the same context, in order. The
-    /// default scores them one by one; a judge that prepares the context once overrides it.
-    fn score_checkpoint(&self, conversation: &Conversation, ctx: &Context, probes: &[&Probe]) -> Vec<ProbeScore> {
-        probes.iter().map(|p| self.score(conversation, ctx, p)).collect()
-    }
-}
+pub use crate::judge::Judge;
+pub use crate::summarize::{FailureKind, Summarizer, Summary, SummaryError};
 
 /// Why a replay could not run.
 #[derive(Debug, thiserror::Error)]
@@ -984,10 +905,10 @@ impl<'a> Replayer<'a> {
             s.asked_at = count;
             s.checkpoint = *percent;
             s.at_risk = !is_verbatim(&self.ctx, p.source_message);
-            if crate::llm_judge::missed_cache(s) {
+            if crate::judge::llm::missed_cache(s) {
                 self.metrics.cache_misses += 1;
             }
-            if let Some(error) = crate::llm_judge::endpoint_fault(s) {
+            if let Some(error) = crate::judge::llm::endpoint_fault(s) {
                 self.metrics.endpoint_failures += 1;
                 if self.metrics.endpoint_error.is_none() {
                     self.metrics.endpoint_error = Some(format!("probe: {error}"));
@@ -1008,7 +929,7 @@ impl<'a> Replayer<'a> {
         m.final_tokens = self.ctx.tokens(&self.exact);
         // Probes the LLM judge could not score (no parseable verdict) stay in `probes` but out
         // of the means: their placeholder 0 is not a score.
-        let scored = || m.probes.iter().filter(|p| crate::llm_judge::is_scored(p));
+        let scored = || m.probes.iter().filter(|p| crate::judge::llm::is_scored(p));
         m.retention = mean(scored().map(|p| p.score));
         m.retention_if_sent = mean(scored().map(|p| p.if_sent.unwrap_or(p.score)));
         m.at_risk_retention = mean(scored().filter(|p| p.at_risk).map(|p| p.score));

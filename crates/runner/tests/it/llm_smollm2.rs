@@ -13,9 +13,9 @@ use std::sync::Arc;
 use compaction::{Context, Conversation, Message, Probe, ProbeKind, PromptKind, SummaryRequest, ToolCall};
 use llm::cache::{CacheMode, ResponseCache};
 use llm::{Client, LlmConfig, Protocol};
-use runner::llm_judge::{is_scored, LlmJudge};
-use runner::llm_summarize::LlmSummarizer;
+use runner::judge::llm::{is_scored, LlmJudge};
 use runner::replay::{Judge, Summarizer};
+use runner::summarize::llm::LlmSummarizer;
 
 fn server_url() -> Option<String> {
     match std::env::var("COMPACTBENCH_SMOLLM2_URL") {

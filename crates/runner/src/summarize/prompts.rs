@@ -14,7 +14,7 @@
 //! `question`, `expected`, `facts`, `answer`.
 //!
 //! ```
-//! use runner::llm_prompts::{PromptTemplate, Vars, SUMMARY_VARS};
+//! use runner::summarize::prompts::{PromptTemplate, Vars, SUMMARY_VARS};
 //!
 //! let t = PromptTemplate::parse("mine.md", "<!-- system -->\nBe brief.\n<!-- user -->\n{{#previous}}Before: {{previous}}\n{{/previous}}{{messages}}", SUMMARY_VARS).unwrap();
 //! let mut vars = Vars::default();
@@ -249,22 +249,22 @@ fn render(segs: &[Segment], vars: &Vars) -> String {
 
 /// The built-in prompt files, by name.
 pub mod builtin {
-    pub const PAPER_MID_STAGE: &str = include_str!("../prompts/paper_mid_stage.md");
-    pub const GENERAL_CHAT: &str = include_str!("../prompts/general_chat.md");
-    pub const SESSION_SUMMARY: &str = include_str!("../prompts/session_summary.md");
-    pub const PROGRESSIVE: &str = include_str!("../prompts/progressive.md");
-    pub const SPLIT_TURN_PREFIX: &str = include_str!("../prompts/split_turn_prefix.md");
-    pub const COMPACT_SUMMARY: &str = include_str!("../prompts/compact_summary.md");
-    pub const CONTINUATION: &str = include_str!("../prompts/continuation.md");
-    pub const OPENCODE_ANCHORED: &str = include_str!("../prompts/opencode_anchored.md");
-    pub const CODEX_HANDOFF: &str = include_str!("../prompts/codex_handoff.md");
-    pub const GOOSE_COMPACTION: &str = include_str!("../prompts/goose_compaction.md");
-    pub const OPENHANDS_CONDENSATION: &str = include_str!("../prompts/openhands_condensation.md");
-    pub const ANTHROPIC_COMPACTION: &str = include_str!("../prompts/anthropic_compaction.md");
-    pub const LANGCHAIN_SUMMARY: &str = include_str!("../prompts/langchain_summary.md");
-    pub const LETTA_SUMMARY: &str = include_str!("../prompts/letta_summary.md");
-    pub const JUDGE_ANSWER: &str = include_str!("../prompts/judge_answer.md");
-    pub const JUDGE_GRADE: &str = include_str!("../prompts/judge_grade.md");
+    pub const PAPER_MID_STAGE: &str = include_str!("../../prompts/paper_mid_stage.md");
+    pub const GENERAL_CHAT: &str = include_str!("../../prompts/general_chat.md");
+    pub const SESSION_SUMMARY: &str = include_str!("../../prompts/session_summary.md");
+    pub const PROGRESSIVE: &str = include_str!("../../prompts/progressive.md");
+    pub const SPLIT_TURN_PREFIX: &str = include_str!("../../prompts/split_turn_prefix.md");
+    pub const COMPACT_SUMMARY: &str = include_str!("../../prompts/compact_summary.md");
+    pub const CONTINUATION: &str = include_str!("../../prompts/continuation.md");
+    pub const OPENCODE_ANCHORED: &str = include_str!("../../prompts/opencode_anchored.md");
+    pub const CODEX_HANDOFF: &str = include_str!("../../prompts/codex_handoff.md");
+    pub const GOOSE_COMPACTION: &str = include_str!("../../prompts/goose_compaction.md");
+    pub const OPENHANDS_CONDENSATION: &str = include_str!("../../prompts/openhands_condensation.md");
+    pub const ANTHROPIC_COMPACTION: &str = include_str!("../../prompts/anthropic_compaction.md");
+    pub const LANGCHAIN_SUMMARY: &str = include_str!("../../prompts/langchain_summary.md");
+    pub const LETTA_SUMMARY: &str = include_str!("../../prompts/letta_summary.md");
+    pub const JUDGE_ANSWER: &str = include_str!("../../prompts/judge_answer.md");
+    pub const JUDGE_GRADE: &str = include_str!("../../prompts/judge_grade.md");
 }
 
 /// How a span is written into a summary prompt; each seed's code has its own.

@@ -30,10 +30,10 @@ use llm::{ChatMessage, ChatRequest, Client, ClientStats, LlmError};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::llm_prompts::{builtin, PromptTemplate, Vars, ANSWER_VARS, GRADE_VARS};
-use crate::llm_summarize::{runtime, LlmSetupError};
+use super::Judge;
 use crate::record::ProbeScore;
-use crate::replay::Judge;
+use crate::summarize::llm::{runtime, LlmSetupError};
+use crate::summarize::prompts::{builtin, PromptTemplate, Vars, ANSWER_VARS, GRADE_VARS};
 
 /// The five grading dimensions, in verdict order.
 pub const DIMENSIONS: [&str; 5] = ["accuracy", "completeness", "artifact_trail", "continuity", "decisions"];

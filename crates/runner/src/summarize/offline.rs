@@ -75,7 +75,7 @@ use compaction::{
     Context, Exact, Inserted, Message, Origin, PromptKind, Role, SummaryFailure, SummaryRequest, TokenCounter,
 };
 
-use crate::replay::{Summarizer, Summary};
+use super::{Summarizer, Summary};
 
 /// The length an offline summary aims at when its request names only a cap, in tokens: the
 /// largest summary budget a seed states (004's 2,000).

@@ -58,8 +58,8 @@ pub use dataset::text::{
     expand_aliases, is_weak_alias, matches, normalize, occurs, render_message, ENTRY_SEPARATOR, SHORT_WORD,
 };
 
+use super::Judge;
 use crate::record::{FoundIn, ProbeScore};
-use crate::replay::Judge;
 
 /// The offline judge (see the module docs).
 #[derive(Debug, Clone, Copy, Default)]

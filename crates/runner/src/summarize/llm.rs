@@ -24,8 +24,9 @@ use std::sync::{Arc, Mutex};
 use compaction::{Context, PromptKind, SummaryFailure, SummaryRequest};
 use llm::{ChatRequest, Client, ClientStats, LlmError};
 
-use crate::llm_prompts::{seed_call, PromptError, PromptTemplate, Transcript, Vars, SUMMARY_VARS};
-use crate::replay::{FailureKind, Price, Summarizer, Summary, SummaryError};
+use super::{FailureKind, Summarizer, Summary, SummaryError};
+use crate::summarize::prompts::{seed_call, PromptError, PromptTemplate, Transcript, Vars, SUMMARY_VARS};
+use runlog::settings::Price;
 
 /// Seed 001's text for "no previous summary".
 pub const NO_PREVIOUS_SUMMARY: &str = "None - this is the first compaction round.";
@@ -73,7 +74,7 @@ pub enum Prompts {
 impl Prompts {
     /// The built-in prompts of the five seeds and the production systems.
     pub fn seeds() -> Result<Prompts, PromptError> {
-        let kinds = crate::llm_prompts::builtin_kinds();
+        let kinds = crate::summarize::prompts::builtin_kinds();
         let mut map = BTreeMap::new();
         for k in kinds {
             let call = seed_call(&k);
@@ -81,7 +82,7 @@ impl Prompts {
         }
         Ok(Prompts::Seeds(map))
     }
-    /// A custom prompt file (see [`crate::llm_prompts`] for its format).
+    /// A custom prompt file (see [`crate::summarize::prompts`] for its format).
     pub fn custom(path: &Path) -> Result<Prompts, LlmSetupError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| LlmSetupError::PromptFile { path: path.to_path_buf(), source })?;
