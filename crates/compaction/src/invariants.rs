@@ -127,34 +127,17 @@ impl std::fmt::Display for Violation {
 /// them, so reused ids (as in tau-bench recordings) pair by position. A call is answered only
 /// by a result that comes after it; the last assistant message's calls may be in flight.
 pub fn check_context(ctx: &Context) -> Vec<Violation> {
-    let mut out = Vec::new();
-    let mut open: HashMap<&str, Vec<usize>> = HashMap::new();
-    let last_assistant = ctx.entries().iter().rposition(|e| e.role() == Role::Assistant);
-    for (i, e) in ctx.entries().iter().enumerate() {
-        let m = e.message();
-        for c in &m.tool_calls {
-            open.entry(c.id.as_str()).or_default().push(i);
-        }
-        if m.role == Role::Tool {
-            let id = m.tool_call_id.as_deref().unwrap_or("");
-            match open.get_mut(id).and_then(|v| v.pop()) {
-                Some(_) => {}
-                None => out.push(Violation::OrphanToolResult { index: i, call_id: id.to_string() }),
-            }
-        }
-    }
-    let mut unanswered: Vec<(usize, String)> = Vec::new();
-    for (id, idxs) in open {
-        for i in idxs {
-            // A call in flight: the last assistant message, with nothing but tool results after it.
-            let in_flight = Some(i) == last_assistant && ctx.entries()[i + 1..].iter().all(|e| e.role() == Role::Tool);
-            if !in_flight {
-                unanswered.push((i, id.to_string()));
-            }
-        }
-    }
-    unanswered.sort();
-    out.extend(unanswered.into_iter().map(|(index, call_id)| Violation::UnansweredToolCall { index, call_id }));
+    // The one pairing rule (a call in flight is the last assistant message's, with nothing but
+    // tool results after it).
+    let pairing = crate::pairing::ToolPairing::scan(ctx.entries().iter().map(|e| e.message()));
+    let mut out: Vec<Violation> = pairing
+        .orphans()
+        .iter()
+        .map(|(index, call_id)| Violation::OrphanToolResult { index: *index, call_id: call_id.clone() })
+        .collect();
+    out.extend(
+        pairing.unanswered().into_iter().map(|(index, call_id)| Violation::UnansweredToolCall { index, call_id }),
+    );
     let summaries = ctx.summaries().count();
     if summaries > 1 {
         out.push(Violation::MultipleSummaries { count: summaries });

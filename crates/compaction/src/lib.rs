@@ -29,6 +29,7 @@
 pub mod context;
 pub mod invariants;
 pub mod message;
+pub mod pairing;
 pub mod request;
 pub mod strategies;
 pub mod strategy;

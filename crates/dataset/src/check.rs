@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use compaction::pairing::{Answer, ToolPairing};
 use compaction::{check_context, Context, Conversation, Role, Violation};
 
 use super::{DatasetError, Problem};
@@ -29,9 +30,9 @@ pub fn check_conversation(conv: &Conversation) -> Vec<DatasetError> {
         out.push(at(Problem::NoMessages).at_field("messages"));
     }
 
-    // Tool pairing as check_context does it: a result answers the most recent unanswered
-    // call of its id before it. Kept here to name the call a result answers.
-    let mut open: HashMap<&str, Vec<(usize, &str)>> = HashMap::new();
+    // Tool pairing by compaction's one rule ([`compaction::pairing`]), here to name the call a
+    // result answers.
+    let mut pairing = ToolPairing::new();
     for (i, m) in conv.messages.iter().enumerate() {
         let here = |problem: Problem| at(problem).at_message(i);
         match m.role {
@@ -58,13 +59,21 @@ pub fn check_conversation(conv: &Conversation) -> Vec<DatasetError> {
             if c.name.trim().is_empty() {
                 out.push(here(Problem::EmptyToolName).at_field(format!("tool_calls[{j}].name")));
             }
-            open.entry(c.id.as_str()).or_default().push((i, c.name.as_str()));
         }
+        let answer = pairing.push(m);
         if m.role == Role::Tool {
             match m.tool_call_id.as_deref() {
                 None | Some("") => out.push(here(Problem::MissingToolCallId).at_field("tool_call_id")),
                 Some(call_id) => {
-                    let call = open.get_mut(call_id).and_then(|v| v.pop());
+                    let call = match answer {
+                        Some(Answer::Call(j)) => conv.messages[j]
+                            .tool_calls
+                            .iter()
+                            .rev()
+                            .find(|c| c.id == call_id)
+                            .map(|c| (j, c.name.as_str())),
+                        _ => None,
+                    };
                     if let (Some((call_message, call_name)), Some(name)) = (call, m.name.as_deref()) {
                         if name != call_name {
                             out.push(

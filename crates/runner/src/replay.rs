@@ -130,6 +130,8 @@ use compaction::{
     Violation, ViolationKind,
 };
 
+use compaction::pairing::ToolPairing;
+
 use crate::judge::is_verbatim;
 use crate::record::{CallPoint, CompactionRecord, PairMetrics};
 
@@ -345,14 +347,8 @@ fn same_message(a: &Entry, b: &Entry) -> bool {
 /// messages) per request.
 #[derive(Debug, Default)]
 struct RequestChecker {
-    /// Entries scanned so far.
-    scanned: usize,
-    /// Unanswered calls by id: the entries that made them, oldest first.
-    open: BTreeMap<String, Vec<usize>>,
-    orphans: Vec<Violation>,
-    last_assistant: Option<usize>,
-    /// Only tool results follow the last assistant message.
-    only_results_after: bool,
+    /// The pairing of the entries scanned so far (compaction's one pairing rule).
+    pairing: ToolPairing,
     /// The live summaries: round and first and last recorded message covered.
     summaries: Vec<(u32, Option<usize>, Option<usize>)>,
 }
@@ -365,43 +361,24 @@ impl RequestChecker {
 
     /// The violations of `ctx`, which extends the context of the previous call (or was reset).
     fn check(&mut self, ctx: &Context) -> Vec<Violation> {
-        for (i, e) in ctx.entries().iter().enumerate().skip(self.scanned) {
-            let m = e.message();
-            for c in &m.tool_calls {
-                self.open.entry(c.id.clone()).or_default().push(i);
-            }
-            if m.role == Role::Tool {
-                let id = m.tool_call_id.as_deref().unwrap_or("");
-                if self.open.get_mut(id).and_then(|v| v.pop()).is_none() {
-                    self.orphans.push(Violation::OrphanToolResult { index: i, call_id: id.to_string() });
-                }
-            }
-            match m.role {
-                Role::Assistant => {
-                    self.last_assistant = Some(i);
-                    self.only_results_after = true;
-                }
-                Role::Tool => {}
-                _ => self.only_results_after = false,
-            }
+        for e in ctx.entries().iter().skip(self.pairing.len()) {
+            self.pairing.push(e.message());
             if let Origin::Summary { round, covers } = e.origin() {
                 self.summaries.push((*round, covers.first().copied(), covers.last().copied()));
             }
         }
-        self.scanned = ctx.len();
-        self.open.retain(|_, v| !v.is_empty());
-        let mut out = self.orphans.clone();
-        let mut unanswered: Vec<(usize, String)> = Vec::new();
-        for (id, idxs) in &self.open {
-            for &i in idxs {
-                let in_flight = Some(i) == self.last_assistant && self.only_results_after;
-                if !in_flight {
-                    unanswered.push((i, id.clone()));
-                }
-            }
-        }
-        unanswered.sort();
-        out.extend(unanswered.into_iter().map(|(index, call_id)| Violation::UnansweredToolCall { index, call_id }));
+        let mut out: Vec<Violation> = self
+            .pairing
+            .orphans()
+            .iter()
+            .map(|(index, call_id)| Violation::OrphanToolResult { index: *index, call_id: call_id.clone() })
+            .collect();
+        out.extend(
+            self.pairing
+                .unanswered()
+                .into_iter()
+                .map(|(index, call_id)| Violation::UnansweredToolCall { index, call_id }),
+        );
         if self.summaries.len() > 1 {
             out.push(Violation::MultipleSummaries { count: self.summaries.len() });
         }
