@@ -46,163 +46,142 @@ impl ParamError {
     }
 }
 
-/// A strategy named with its parameters, as written in an experiment file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "name", rename_all = "kebab-case")]
-pub enum StrategyConfig {
-    PriorityChain(priority_chain::Params),
-    KeepLastN(keep_last_n::Params),
-    CutPoint(cut_point::Params),
-    SplitFraction(split_fraction::Params),
-    PruneThenSummarize(prune_then_summarize::Params),
-    None(none::Params),
-    Truncate(truncate::Params),
-    ObservationMask(observation_mask::Params),
-    Opencode(opencode::Params),
-    Codex(codex::Params),
-    Goose(goose::Params),
-    Openhands(openhands::Params),
-    OpenhandsMasking(openhands_masking::Params),
-    AnthropicClearToolUses(anthropic_clear_tool_uses::Params),
-    AnthropicCompaction(anthropic_compaction::Params),
-    LangchainSummarization(langchain_summarization::Params),
-    Letta(letta::Params),
-    /// The reference that replays a recording's own compaction (not one of [`NAMES`]).
-    Recorded(recorded::Params),
+/// Counts its arguments (for the catalog's array lengths).
+macro_rules! count {
+    () => { 0 };
+    ($head:tt $($tail:tt)*) => { 1 + count!($($tail)*) };
 }
 
-/// References: configurations that replay what the recording did rather than a strategy of
-/// their own. They are not in [`NAMES`] (the strategies) nor in [`catalog`].
-pub const REFERENCE_NAMES: [&str; 1] = ["recorded"];
+/// The strategy catalog, written once: each row names the config variant, the strategy's name,
+/// its module and type, and its source. From these rows come [`StrategyConfig`], [`NAMES`],
+/// [`PRODUCTION_NAMES`], [`REFERENCE_NAMES`], [`family`], [`StrategyConfig::default_for`],
+/// [`StrategyConfig::name`], [`StrategyConfig::build`], [`catalog`] and [`reference_catalog`], so
+/// a strategy is added in one place.
+macro_rules! strategy_catalog {
+    (
+        seed { $( $sv:ident => $sn:literal, $sm:ident :: $st:ident, $ss:literal; )* }
+        baseline { $( $bv:ident => $bn:literal, $bm:ident :: $bt:ident; )* }
+        production { $( $pv:ident => $pn:literal, $pm:ident :: $pt:ident, $ps:literal; )* }
+        reference { $( $rv:ident => $rn:literal, $rm:ident :: $rt:ident; )* }
+    ) => {
+        /// A strategy named with its parameters, as written in an experiment file.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+        #[serde(tag = "name", rename_all = "kebab-case")]
+        pub enum StrategyConfig {
+            $( #[doc = concat!("`", $sn, "`")] $sv($sm::Params), )*
+            $( #[doc = concat!("`", $bn, "`")] $bv($bm::Params), )*
+            $( #[doc = concat!("`", $pn, "`")] $pv($pm::Params), )*
+            $( #[doc = concat!("`", $rn, "`: a reference, not one of [`NAMES`]")] $rv($rm::Params), )*
+        }
 
-/// Every strategy name, in catalog order: the seeds, the baselines, then the production systems
-/// ([`PRODUCTION_NAMES`]).
-pub const NAMES: [&str; 17] = [
-    "priority-chain",
-    "keep-last-n",
-    "cut-point",
-    "split-fraction",
-    "prune-then-summarize",
-    "none",
-    "truncate",
-    "observation-mask",
-    "opencode",
-    "codex",
-    "goose",
-    "openhands",
-    "openhands-masking",
-    "anthropic-clear-tool-uses",
-    "anthropic-compaction",
-    "langchain-summarization",
-    "letta",
-];
+        /// Every strategy name, in catalog order: the seeds, the baselines, then the production
+        /// systems ([`PRODUCTION_NAMES`]).
+        pub const NAMES: [&str; count!($($sn)* $($bn)* $($pn)*)] = [$($sn,)* $($bn,)* $($pn,)*];
 
-/// The production systems of `PRODUCTION.md`, in catalog order (a suffix of [`NAMES`]).
-pub const PRODUCTION_NAMES: [&str; 9] = [
-    "opencode",
-    "codex",
-    "goose",
-    "openhands",
-    "openhands-masking",
-    "anthropic-clear-tool-uses",
-    "anthropic-compaction",
-    "langchain-summarization",
-    "letta",
-];
+        /// The production systems of `PRODUCTION.md`, in catalog order (a suffix of [`NAMES`]).
+        pub const PRODUCTION_NAMES: [&str; count!($($pn)*)] = [$($pn,)*];
 
-/// A strategy's family: `seed` (the five documents in `seeds/`), `production` (the systems of
-/// `PRODUCTION.md`), `baseline`, or `reference` (`recorded`). `None` for an unknown name.
-pub fn family(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "priority-chain" | "keep-last-n" | "cut-point" | "split-fraction" | "prune-then-summarize" => "seed",
-        "none" | "truncate" | "observation-mask" => "baseline",
-        "recorded" => "reference",
-        n if PRODUCTION_NAMES.contains(&n) => "production",
-        _ => return None,
-    })
+        /// References: configurations that replay what the recording did rather than a strategy
+        /// of their own. They are not in [`NAMES`] (the strategies) nor in [`catalog`].
+        pub const REFERENCE_NAMES: [&str; count!($($rn)*)] = [$($rn,)*];
+
+        /// A strategy's family: `seed` (the five documents in `seeds/`), `production` (the
+        /// systems of `PRODUCTION.md`), `baseline`, or `reference` (`recorded`). `None` for an
+        /// unknown name.
+        pub fn family(name: &str) -> Option<&'static str> {
+            Some(match name {
+                $( $sn => "seed", )*
+                $( $bn => "baseline", )*
+                $( $pn => "production", )*
+                $( $rn => "reference", )*
+                _ => return None,
+            })
+        }
+
+        impl StrategyConfig {
+            /// The strategy with its document's defaults.
+            pub fn default_for(name: &str) -> Option<StrategyConfig> {
+                Some(match name {
+                    $( $sn => StrategyConfig::$sv(Default::default()), )*
+                    $( $bn => StrategyConfig::$bv(Default::default()), )*
+                    $( $pn => StrategyConfig::$pv(Default::default()), )*
+                    $( $rn => StrategyConfig::$rv(Default::default()), )*
+                    _ => return None,
+                })
+            }
+
+            /// The strategy's name.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $( StrategyConfig::$sv(_) => $sn, )*
+                    $( StrategyConfig::$bv(_) => $bn, )*
+                    $( StrategyConfig::$pv(_) => $pn, )*
+                    $( StrategyConfig::$rv(_) => $rn, )*
+                }
+            }
+
+            /// Validate the parameters and build the strategy.
+            pub fn build(&self) -> Result<Box<dyn Strategy>, ParamError> {
+                Ok(match self {
+                    $( StrategyConfig::$sv(p) => Box::new($sm::$st::new(p.clone())?), )*
+                    $( StrategyConfig::$bv(p) => Box::new($bm::$bt::new(p.clone())?), )*
+                    $( StrategyConfig::$pv(p) => Box::new($pm::$pt::new(p.clone())?), )*
+                    $( StrategyConfig::$rv(p) => Box::new($rm::$rt::new(p.clone())?), )*
+                })
+            }
+        }
+
+        /// Every strategy with its source document and parameters.
+        pub fn catalog() -> Vec<StrategyInfo> {
+            vec![
+                $( StrategyInfo { name: $sn, family: "seed", source: $ss, summary: $sm::SUMMARY, params: params_of::<$sm::Params>() }, )*
+                $( StrategyInfo { name: $bn, family: "baseline", source: "baseline", summary: $bm::SUMMARY, params: params_of::<$bm::Params>() }, )*
+                $( StrategyInfo { name: $pn, family: "production", source: $ps, summary: $pm::SUMMARY, params: params_of::<$pm::Params>() }, )*
+            ]
+        }
+
+        /// The references ([`REFERENCE_NAMES`]) with their parameters.
+        pub fn reference_catalog() -> Vec<StrategyInfo> {
+            vec![
+                $( StrategyInfo { name: $rn, family: "reference", source: "reference", summary: $rm::SUMMARY, params: params_of::<$rm::Params>() }, )*
+            ]
+        }
+    };
+}
+
+strategy_catalog! {
+    seed {
+        PriorityChain => "priority-chain", priority_chain::PriorityChain, "000_2fac289758ab7930.txt";
+        KeepLastN => "keep-last-n", keep_last_n::KeepLastN, "001_de18f529e65eee2b.txt";
+        CutPoint => "cut-point", cut_point::CutPoint, "002_42c9180b380c45a6.txt";
+        SplitFraction => "split-fraction", split_fraction::SplitFraction, "003_3df80400101a2bd6.txt";
+        PruneThenSummarize => "prune-then-summarize", prune_then_summarize::PruneThenSummarize, "004_147aab84aa2c9315.txt";
+    }
+    baseline {
+        None => "none", none::NoCompaction;
+        Truncate => "truncate", truncate::Truncate;
+        ObservationMask => "observation-mask", observation_mask::ObservationMask;
+    }
+    production {
+        Opencode => "opencode", opencode::Opencode, "sst/opencode packages/opencode/src/session/compaction.ts (31e22f65)";
+        Codex => "codex", codex::Codex, "openai/codex codex-rs/core/src/compact.rs";
+        Goose => "goose", goose::Goose, "block/goose crates/goose/src/context_mgmt/mod.rs";
+        Openhands => "openhands", openhands::Openhands, "OpenHands/software-agent-sdk openhands-sdk/openhands/sdk/context/condenser/llm_summarizing_condenser.py";
+        OpenhandsMasking => "openhands-masking", openhands_masking::OpenhandsMasking, "OpenHands/OpenHands openhands/memory/condenser/impl/observation_masking_condenser.py";
+        AnthropicClearToolUses => "anthropic-clear-tool-uses", anthropic_clear_tool_uses::AnthropicClearToolUses, "Anthropic API docs: context editing, clear_tool_uses_20250919";
+        AnthropicCompaction => "anthropic-compaction", anthropic_compaction::AnthropicCompaction, "Anthropic API docs: compaction, compact_20260112";
+        LangchainSummarization => "langchain-summarization", langchain_summarization::LangchainSummarization, "langchain-ai/langchain libs/langchain_v1/langchain/agents/middleware/summarization.py";
+        Letta => "letta", letta::Letta, "letta-ai/letta letta/services/summarizer/summarizer_sliding_window.py";
+    }
+    reference {
+        Recorded => "recorded", recorded::Recorded;
+    }
 }
 
 /// The families in report order.
 pub const FAMILIES: [&str; 4] = ["seed", "production", "baseline", "reference"];
 
 impl StrategyConfig {
-    /// The strategy with its document's defaults.
-    pub fn default_for(name: &str) -> Option<StrategyConfig> {
-        Some(match name {
-            "priority-chain" => StrategyConfig::PriorityChain(Default::default()),
-            "keep-last-n" => StrategyConfig::KeepLastN(Default::default()),
-            "cut-point" => StrategyConfig::CutPoint(Default::default()),
-            "split-fraction" => StrategyConfig::SplitFraction(Default::default()),
-            "prune-then-summarize" => StrategyConfig::PruneThenSummarize(Default::default()),
-            "none" => StrategyConfig::None(Default::default()),
-            "truncate" => StrategyConfig::Truncate(Default::default()),
-            "observation-mask" => StrategyConfig::ObservationMask(Default::default()),
-            "opencode" => StrategyConfig::Opencode(Default::default()),
-            "codex" => StrategyConfig::Codex(Default::default()),
-            "goose" => StrategyConfig::Goose(Default::default()),
-            "openhands" => StrategyConfig::Openhands(Default::default()),
-            "openhands-masking" => StrategyConfig::OpenhandsMasking(Default::default()),
-            "anthropic-clear-tool-uses" => StrategyConfig::AnthropicClearToolUses(Default::default()),
-            "anthropic-compaction" => StrategyConfig::AnthropicCompaction(Default::default()),
-            "langchain-summarization" => StrategyConfig::LangchainSummarization(Default::default()),
-            "letta" => StrategyConfig::Letta(Default::default()),
-            "recorded" => StrategyConfig::Recorded(Default::default()),
-            _ => return None,
-        })
-    }
-    pub fn name(&self) -> &'static str {
-        match self {
-            StrategyConfig::PriorityChain(_) => "priority-chain",
-            StrategyConfig::KeepLastN(_) => "keep-last-n",
-            StrategyConfig::CutPoint(_) => "cut-point",
-            StrategyConfig::SplitFraction(_) => "split-fraction",
-            StrategyConfig::PruneThenSummarize(_) => "prune-then-summarize",
-            StrategyConfig::None(_) => "none",
-            StrategyConfig::Truncate(_) => "truncate",
-            StrategyConfig::ObservationMask(_) => "observation-mask",
-            StrategyConfig::Opencode(_) => "opencode",
-            StrategyConfig::Codex(_) => "codex",
-            StrategyConfig::Goose(_) => "goose",
-            StrategyConfig::Openhands(_) => "openhands",
-            StrategyConfig::OpenhandsMasking(_) => "openhands-masking",
-            StrategyConfig::AnthropicClearToolUses(_) => "anthropic-clear-tool-uses",
-            StrategyConfig::AnthropicCompaction(_) => "anthropic-compaction",
-            StrategyConfig::LangchainSummarization(_) => "langchain-summarization",
-            StrategyConfig::Letta(_) => "letta",
-            StrategyConfig::Recorded(_) => "recorded",
-        }
-    }
-    /// Validate the parameters and build the strategy.
-    pub fn build(&self) -> Result<Box<dyn Strategy>, ParamError> {
-        Ok(match self {
-            StrategyConfig::PriorityChain(p) => Box::new(priority_chain::PriorityChain::new(p.clone())?),
-            StrategyConfig::KeepLastN(p) => Box::new(keep_last_n::KeepLastN::new(p.clone())?),
-            StrategyConfig::CutPoint(p) => Box::new(cut_point::CutPoint::new(p.clone())?),
-            StrategyConfig::SplitFraction(p) => Box::new(split_fraction::SplitFraction::new(p.clone())?),
-            StrategyConfig::PruneThenSummarize(p) => {
-                Box::new(prune_then_summarize::PruneThenSummarize::new(p.clone())?)
-            }
-            StrategyConfig::None(p) => Box::new(none::NoCompaction::new(p.clone())?),
-            StrategyConfig::Truncate(p) => Box::new(truncate::Truncate::new(p.clone())?),
-            StrategyConfig::ObservationMask(p) => Box::new(observation_mask::ObservationMask::new(p.clone())?),
-            StrategyConfig::Opencode(p) => Box::new(opencode::Opencode::new(p.clone())?),
-            StrategyConfig::Codex(p) => Box::new(codex::Codex::new(p.clone())?),
-            StrategyConfig::Goose(p) => Box::new(goose::Goose::new(p.clone())?),
-            StrategyConfig::Openhands(p) => Box::new(openhands::Openhands::new(p.clone())?),
-            StrategyConfig::OpenhandsMasking(p) => Box::new(openhands_masking::OpenhandsMasking::new(p.clone())?),
-            StrategyConfig::AnthropicClearToolUses(p) => {
-                Box::new(anthropic_clear_tool_uses::AnthropicClearToolUses::new(p.clone())?)
-            }
-            StrategyConfig::AnthropicCompaction(p) => {
-                Box::new(anthropic_compaction::AnthropicCompaction::new(p.clone())?)
-            }
-            StrategyConfig::LangchainSummarization(p) => {
-                Box::new(langchain_summarization::LangchainSummarization::new(p.clone())?)
-            }
-            StrategyConfig::Letta(p) => Box::new(letta::Letta::new(p.clone())?),
-            StrategyConfig::Recorded(p) => Box::new(recorded::Recorded::new(p.clone())?),
-        })
-    }
     /// The parameters as a JSON object (for config ids and CSV).
     pub fn params_json(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
@@ -331,142 +310,6 @@ fn params_of<T: JsonSchema + Serialize + Default>() -> Vec<ParamInfo> {
             }
         })
         .collect()
-}
-
-/// Every strategy with its source document and parameters.
-pub fn catalog() -> Vec<StrategyInfo> {
-    vec![
-        StrategyInfo {
-            name: "priority-chain",
-            family: "seed",
-            source: "000_2fac289758ab7930.txt",
-            summary: priority_chain::SUMMARY,
-            params: params_of::<priority_chain::Params>(),
-        },
-        StrategyInfo {
-            name: "keep-last-n",
-            family: "seed",
-            source: "001_de18f529e65eee2b.txt",
-            summary: keep_last_n::SUMMARY,
-            params: params_of::<keep_last_n::Params>(),
-        },
-        StrategyInfo {
-            name: "cut-point",
-            family: "seed",
-            source: "002_42c9180b380c45a6.txt",
-            summary: cut_point::SUMMARY,
-            params: params_of::<cut_point::Params>(),
-        },
-        StrategyInfo {
-            name: "split-fraction",
-            family: "seed",
-            source: "003_3df80400101a2bd6.txt",
-            summary: split_fraction::SUMMARY,
-            params: params_of::<split_fraction::Params>(),
-        },
-        StrategyInfo {
-            name: "prune-then-summarize",
-            family: "seed",
-            source: "004_147aab84aa2c9315.txt",
-            summary: prune_then_summarize::SUMMARY,
-            params: params_of::<prune_then_summarize::Params>(),
-        },
-        StrategyInfo {
-            name: "none",
-            family: "baseline",
-            source: "baseline",
-            summary: none::SUMMARY,
-            params: params_of::<none::Params>(),
-        },
-        StrategyInfo {
-            name: "truncate",
-            family: "baseline",
-            source: "baseline",
-            summary: truncate::SUMMARY,
-            params: params_of::<truncate::Params>(),
-        },
-        StrategyInfo {
-            name: "observation-mask",
-            family: "baseline",
-            source: "baseline",
-            summary: observation_mask::SUMMARY,
-            params: params_of::<observation_mask::Params>(),
-        },
-        StrategyInfo {
-            name: "opencode",
-            family: "production",
-            source: "sst/opencode packages/opencode/src/session/compaction.ts (31e22f65)",
-            summary: opencode::SUMMARY,
-            params: params_of::<opencode::Params>(),
-        },
-        StrategyInfo {
-            name: "codex",
-            family: "production",
-            source: "openai/codex codex-rs/core/src/compact.rs",
-            summary: codex::SUMMARY,
-            params: params_of::<codex::Params>(),
-        },
-        StrategyInfo {
-            name: "goose",
-            family: "production",
-            source: "block/goose crates/goose/src/context_mgmt/mod.rs",
-            summary: goose::SUMMARY,
-            params: params_of::<goose::Params>(),
-        },
-        StrategyInfo {
-            name: "openhands",
-            family: "production",
-            source: "OpenHands/software-agent-sdk openhands-sdk/openhands/sdk/context/condenser/llm_summarizing_condenser.py",
-            summary: openhands::SUMMARY,
-            params: params_of::<openhands::Params>(),
-        },
-        StrategyInfo {
-            name: "openhands-masking",
-            family: "production",
-            source: "OpenHands/OpenHands openhands/memory/condenser/impl/observation_masking_condenser.py",
-            summary: openhands_masking::SUMMARY,
-            params: params_of::<openhands_masking::Params>(),
-        },
-        StrategyInfo {
-            name: "anthropic-clear-tool-uses",
-            family: "production",
-            source: "Anthropic API docs: context editing, clear_tool_uses_20250919",
-            summary: anthropic_clear_tool_uses::SUMMARY,
-            params: params_of::<anthropic_clear_tool_uses::Params>(),
-        },
-        StrategyInfo {
-            name: "anthropic-compaction",
-            family: "production",
-            source: "Anthropic API docs: compaction, compact_20260112",
-            summary: anthropic_compaction::SUMMARY,
-            params: params_of::<anthropic_compaction::Params>(),
-        },
-        StrategyInfo {
-            name: "langchain-summarization",
-            family: "production",
-            source: "langchain-ai/langchain libs/langchain_v1/langchain/agents/middleware/summarization.py",
-            summary: langchain_summarization::SUMMARY,
-            params: params_of::<langchain_summarization::Params>(),
-        },
-        StrategyInfo {
-            name: "letta",
-            family: "production",
-            source: "letta-ai/letta letta/services/summarizer/summarizer_sliding_window.py",
-            summary: letta::SUMMARY,
-            params: params_of::<letta::Params>(),
-        },
-    ]
-}
-
-/// The references ([`REFERENCE_NAMES`]) with their parameters.
-pub fn reference_catalog() -> Vec<StrategyInfo> {
-    vec![StrategyInfo {
-        name: "recorded",
-        family: "reference",
-        source: "reference",
-        summary: recorded::SUMMARY,
-        params: params_of::<recorded::Params>(),
-    }]
 }
 
 #[cfg(test)]
