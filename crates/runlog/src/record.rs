@@ -23,10 +23,35 @@ pub struct PairRecord {
     pub judge: String,
     /// A hash of what the pair's result depends on: the conversation's content, the resolved
     /// configuration, the summarizer and the judge. `--resume` runs a pair again when it
-    /// changed. Absent in records written before it existed (those are kept).
+    /// changed. A record written before it existed has none, and `--resume` runs it again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_hash: Option<String>,
+    /// Why a failed pair failed, as a type (`None` for a pair that did not fail, and for
+    /// records written before the kind was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<PairFailure>,
     pub outcome: PairOutcome,
+}
+
+/// Why a pair failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PairFailure {
+    /// The replay could not run (bad parameters, a dataset problem, no window).
+    Replay,
+    /// The replay panicked.
+    Panic,
+    /// A summary or probe had no response in the cache (cache mode `only`).
+    CacheMiss,
+    /// A summary or probe failed at the model endpoint (`on_llm_error = "fail"`).
+    Endpoint,
+}
+
+impl PairFailure {
+    /// A resume runs the pair again: what failed was the cache or the endpoint, not the pair.
+    pub fn is_retryable(self) -> bool {
+        matches!(self, PairFailure::CacheMiss | PairFailure::Endpoint)
+    }
 }
 
 /// A pair either finished with metrics or failed with an error (the run goes on).
@@ -237,6 +262,10 @@ pub struct ProbeScore {
     /// LLM judge only: the per-dimension grades (0-5), the answer, and the raw verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<serde_json::Value>,
+    /// The judge's verdict as a type: scored, or unscored and why. The LLM judge's detail in
+    /// `llm` says more; nothing reads its keys to decide.
+    #[serde(default, skip_serializing_if = "Verdict::is_plain")]
+    pub verdict: Verdict,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -261,7 +290,61 @@ pub struct ProbeText {
     pub facts: Vec<Vec<String>>,
 }
 
-/// False for a probe the LLM judge could not score (its `score` is a placeholder 0).
+/// A judge's verdict on one probe.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Verdict {
+    /// Scored (`score` is the judge's), with no completion lost on the way.
+    #[default]
+    Scored,
+    /// Scored, but some of its completions failed (a repeat of the grade): `cache_miss` when
+    /// the response cache had no answer (mode `only`), `endpoint` with the error when the model
+    /// endpoint failed.
+    Partial {
+        #[serde(default)]
+        cache_miss: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        endpoint: Option<String>,
+    },
+    /// Not scored (`score` is a placeholder 0): why, and whether the cache or the endpoint
+    /// was the cause.
+    Unscored {
+        reason: String,
+        #[serde(default)]
+        cache_miss: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        endpoint: Option<String>,
+    },
+}
+
+impl Verdict {
+    /// Scored with nothing to say (what a record omits).
+    pub fn is_plain(&self) -> bool {
+        *self == Verdict::Scored
+    }
+
+    /// A completion for this probe met a response cache miss.
+    pub fn cache_miss(&self) -> bool {
+        matches!(self, Verdict::Partial { cache_miss: true, .. } | Verdict::Unscored { cache_miss: true, .. })
+    }
+
+    /// The endpoint error a completion for this probe met, if any.
+    pub fn endpoint_fault(&self) -> Option<&str> {
+        match self {
+            Verdict::Partial { endpoint, .. } | Verdict::Unscored { endpoint, .. } => endpoint.as_deref(),
+            Verdict::Scored => None,
+        }
+    }
+}
+
+/// False for a probe the judge could not score (its `score` is a placeholder 0). A record
+/// written before verdicts were typed says so in its LLM detail.
 pub fn is_scored(score: &ProbeScore) -> bool {
-    score.llm.as_ref().and_then(|v| v.get("scored")).and_then(serde_json::Value::as_bool).unwrap_or(true)
+    match &score.verdict {
+        Verdict::Unscored { .. } => false,
+        Verdict::Partial { .. } => true,
+        Verdict::Scored => {
+            score.llm.as_ref().and_then(|v| v.get("scored")).and_then(serde_json::Value::as_bool).unwrap_or(true)
+        }
+    }
 }

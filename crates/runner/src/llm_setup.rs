@@ -210,6 +210,11 @@ impl Judge for NeedsRoles {
             judge: Judge::name(self),
             llm: Some(serde_json::json!({"scored": false, "error": NEEDS_ROLES})),
             if_sent: None,
+            verdict: runlog::record::Verdict::Unscored {
+                reason: NEEDS_ROLES.into(),
+                cache_miss: false,
+                endpoint: None,
+            },
         }
     }
 }

@@ -41,7 +41,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::experiment::{canonical_json, fnv1a, id_hash, Configuration, Experiment};
 use crate::llm_setup::OnLlmError;
-use crate::record::{PairMetrics, PairOutcome, PairRecord};
+use crate::record::{PairFailure, PairMetrics, PairOutcome, PairRecord};
 use crate::replay::{self, Judge, ReplayError, ReplaySettings, Summarizer};
 use dataset::{self, LoadOptions};
 pub use runlog::log::{
@@ -67,12 +67,19 @@ pub const CIRCUIT_BREAKER: usize = 8;
 /// True for a failed record that a resume runs again (see [`CACHE_MISS_ERROR`] and
 /// [`ENDPOINT_ERROR`]).
 pub fn is_retryable(record: &PairRecord) -> bool {
-    matches!(&record.outcome, PairOutcome::Failed { error }
-        if error.starts_with(CACHE_MISS_ERROR) || error.starts_with(ENDPOINT_ERROR))
+    match record.failure {
+        Some(kind) => kind.is_retryable(),
+        // A record written before failures carried their kind: read it from the message.
+        None => matches!(&record.outcome, PairOutcome::Failed { error }
+            if error.starts_with(CACHE_MISS_ERROR) || error.starts_with(ENDPOINT_ERROR)),
+    }
 }
 
 fn is_endpoint_failure(record: &PairRecord) -> bool {
-    matches!(&record.outcome, PairOutcome::Failed { error } if error.starts_with(ENDPOINT_ERROR))
+    match record.failure {
+        Some(kind) => kind == PairFailure::Endpoint,
+        None => matches!(&record.outcome, PairOutcome::Failed { error } if error.starts_with(ENDPOINT_ERROR)),
+    }
 }
 
 /// One conversation of the plan and the dataset it came from.
@@ -546,8 +553,11 @@ pub fn run(
 /// the run of another experiment: a run never writes its files over someone else's.
 fn refuse_foreign_folder(dir: &Path, experiment_id: &str) -> Result<(), RunError> {
     let Ok(entries) = fs::read_dir(dir) else { return Ok(()) };
-    let names: Vec<String> =
-        entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n != LOCK_FILE).collect();
+    let names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with(LOCK_FILE))
+        .collect();
     if names.is_empty() {
         return Ok(());
     }
@@ -577,24 +587,32 @@ impl RunLock {
     fn take(dir: &Path) -> Result<RunLock, RunError> {
         let path = dir.join(LOCK_FILE);
         let me = std::process::id().to_string();
-        for _ in 0..2 {
-            match fs::OpenOptions::new().write(true).create_new(true).open(&path) {
-                Ok(mut f) => {
-                    f.write_all(me.as_bytes()).map_err(io_err(&path))?;
-                    return Ok(RunLock(path));
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                    let pid = fs::read_to_string(&path).unwrap_or_default().trim().to_string();
-                    if process_alive(&pid) {
-                        return Err(RunError::Locked { dir: dir.to_path_buf(), pid });
+        // The lock appears with its process id already in it: written to a file of our own,
+        // then linked into place (a link fails if the lock exists). A lock created empty and
+        // filled after would let a second process read it empty, call it stale and take it.
+        let mine = dir.join(format!("{LOCK_FILE}.{me}"));
+        fs::write(&mine, &me).map_err(io_err(&mine))?;
+        let taken = (|| {
+            for _ in 0..2 {
+                match fs::hard_link(&mine, &path) {
+                    Ok(()) => return Ok(RunLock(path.clone())),
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                        let pid = fs::read_to_string(&path).unwrap_or_default().trim().to_string();
+                        if process_alive(&pid) {
+                            return Err(RunError::Locked { dir: dir.to_path_buf(), pid });
+                        }
+                        // Stale: its process is gone. Remove it only if it is still that lock.
+                        if fs::read_to_string(&path).unwrap_or_default().trim() == pid {
+                            let _ = fs::remove_file(&path);
+                        }
                     }
-                    // Stale: its process is gone.
-                    let _ = fs::remove_file(&path);
+                    Err(e) => return Err(RunError::Io { path: path.clone(), source: e }),
                 }
-                Err(e) => return Err(RunError::Io { path, source: e }),
             }
-        }
-        Err(RunError::Locked { dir: dir.to_path_buf(), pid: "unknown".into() })
+            Err(RunError::Locked { dir: dir.to_path_buf(), pid: "unknown".into() })
+        })();
+        let _ = fs::remove_file(&mine);
+        taken
     }
 }
 
@@ -659,13 +677,16 @@ fn run_pair(plan: &Plan, engine: &Engine<'_>, pair: Pair) -> PairRecord {
     let conversation = &planned.conversation;
     let config: &Configuration = &plan.experiment.configurations[pair.config];
     let window = config.window.or(conversation.context_window);
-    let outcome = match window {
-        None => PairOutcome::Failed {
-            error: format!(
-                "conversation {} has no context_window and the experiment sets no `windows`",
-                conversation.id
-            ),
-        },
+    let (outcome, failure) = match window {
+        None => (
+            PairOutcome::Failed {
+                error: format!(
+                    "conversation {} has no context_window and the experiment sets no `windows`",
+                    conversation.id
+                ),
+            },
+            Some(PairFailure::Replay),
+        ),
         Some(window) => {
             let settings = ReplaySettings {
                 strategy: config.resolved.clone(),
@@ -680,32 +701,41 @@ fn run_pair(plan: &Plan, engine: &Engine<'_>, pair: Pair) -> PairRecord {
                 (engine.replay)(conversation, &settings, engine.summarizer, engine.judge)
             }));
             match result {
-                Ok(Ok(metrics)) if metrics.cache_misses > 0 => PairOutcome::Failed {
-                    error: format!(
-                        "{CACHE_MISS_ERROR}: {} summaries or probes had no cached response; \
-                         fill the cache (cache mode use) and resume",
-                        metrics.cache_misses
-                    ),
-                },
+                Ok(Ok(metrics)) if metrics.cache_misses > 0 => (
+                    PairOutcome::Failed {
+                        error: format!(
+                            "{CACHE_MISS_ERROR}: {} summaries or probes had no cached response; \
+                             fill the cache (cache mode use) and resume",
+                            metrics.cache_misses
+                        ),
+                    },
+                    Some(PairFailure::CacheMiss),
+                ),
                 Ok(Ok(metrics))
                     if metrics.endpoint_failures > 0
                         && plan.experiment.llm.as_ref().is_some_and(|l| l.on_llm_error == OnLlmError::Fail) =>
                 {
-                    PairOutcome::Failed {
-                        error: format!(
-                            "{ENDPOINT_ERROR}: {} summaries or probes failed at the model endpoint (first: {}); \
-                             resume to run the pair again",
-                            metrics.endpoint_failures,
-                            metrics.endpoint_error.as_deref().unwrap_or("unknown")
-                        ),
-                    }
+                    (
+                        PairOutcome::Failed {
+                            error: format!(
+                                "{ENDPOINT_ERROR}: {} summaries or probes failed at the model endpoint (first: {}); \
+                                 resume to run the pair again",
+                                metrics.endpoint_failures,
+                                metrics.endpoint_error.as_deref().unwrap_or("unknown")
+                            ),
+                        },
+                        Some(PairFailure::Endpoint),
+                    )
                 }
                 Ok(Ok(mut metrics)) => {
                     metrics.elapsed_ms = started.elapsed().as_millis() as u64;
-                    PairOutcome::Ok(Box::new(metrics))
+                    (PairOutcome::Ok(Box::new(metrics)), None)
                 }
-                Ok(Err(e)) => PairOutcome::Failed { error: e.to_string() },
-                Err(panic) => PairOutcome::Failed { error: format!("panic: {}", panic_message(&*panic)) },
+                Ok(Err(e)) => (PairOutcome::Failed { error: e.to_string() }, Some(PairFailure::Replay)),
+                Err(panic) => (
+                    PairOutcome::Failed { error: format!("panic: {}", panic_message(&*panic)) },
+                    Some(PairFailure::Panic),
+                ),
             }
         }
     };
@@ -718,6 +748,7 @@ fn run_pair(plan: &Plan, engine: &Engine<'_>, pair: Pair) -> PairRecord {
         window: window.unwrap_or(0),
         judge: engine.judge.name(),
         content_hash: Some(pair_hash(plan, engine, pair)),
+        failure,
         outcome,
     }
 }

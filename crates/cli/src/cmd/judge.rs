@@ -74,6 +74,13 @@ fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<u8> {
                 return Ok(exit::USAGE);
             }
         };
+        // A dead or rejecting endpoint stops here, as it stops a run: otherwise every fact
+        // would be unscored and the report would still print.
+        if let Err(e) = roles.preflight() {
+            eprintln!("error: {e}");
+            eprintln!("error: the LLM judge was not calibrated; fix the endpoint or its key");
+            return Ok(exit::USAGE);
+        }
         match &roles.judge {
             Some(judge) => reports.push(calibrate(&items, judge.as_ref())),
             None => eprintln!("note: {} names no LLM judge; offline judge only", config.display()),

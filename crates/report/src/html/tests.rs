@@ -49,6 +49,7 @@ fn metrics(retention: f64, summary: &str, lost: bool) -> PairMetrics {
             judge: "offline".into(),
             llm: None,
             if_sent: None,
+            verdict: Default::default(),
         }],
         compaction_events: vec![CompactionRecord {
             step: HOSTILE.into(),
@@ -79,6 +80,7 @@ fn run_data() -> RunData {
     for (i, c) in experiment.configurations.iter().enumerate() {
         records.push(PairRecord {
             content_hash: None,
+            failure: None,
             conversation_id: HOSTILE.into(),
             dataset: "evil.jsonl".into(),
             config_id: c.config_id.clone(),
@@ -91,6 +93,7 @@ fn run_data() -> RunData {
     }
     records.push(PairRecord {
         content_hash: None,
+        failure: None,
         conversation_id: "c-failed".into(),
         dataset: "evil.jsonl".into(),
         config_id: experiment.configurations[0].config_id.clone(),
@@ -380,6 +383,7 @@ name = "truncate"
         .iter()
         .map(|c| PairRecord {
             content_hash: None,
+            failure: None,
             conversation_id: "c".into(),
             dataset: "d.jsonl".into(),
             config_id: c.config_id.clone(),

@@ -57,6 +57,7 @@ impl Judge for KeptJudge {
             judge: self.name(),
             llm: None,
             if_sent: None,
+            verdict: Default::default(),
         }
     }
 }

@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::Judge;
-use crate::record::ProbeScore;
+use crate::record::{ProbeScore, Verdict as ProbeVerdict};
 use crate::summarize::llm::{runtime, LlmSetupError};
 use crate::summarize::prompts::{builtin, PromptTemplate, Vars, ANSWER_VARS, GRADE_VARS};
 
@@ -105,19 +105,37 @@ pub use runlog::record::is_scored;
 /// True for a probe a completion of which the response cache could not answer in mode `only`
 /// (its score, if any, is not what the cached run would give).
 pub fn missed_cache(score: &ProbeScore) -> bool {
-    score.llm.as_ref().and_then(|v| v.get("cache_miss")).and_then(Value::as_bool).unwrap_or(false)
+    score.verdict.cache_miss()
 }
 
 /// The error of a probe whose model request failed at the endpoint (see
 /// [`LlmError::is_endpoint_fault`]), `None` for any other probe.
 pub fn endpoint_fault(score: &ProbeScore) -> Option<String> {
-    let detail = score.llm.as_ref()?;
-    if !detail.get("endpoint_fault").and_then(Value::as_bool).unwrap_or(false) {
-        return None;
+    score.verdict.endpoint_fault().map(str::to_string)
+}
+
+/// The typed verdict of the judge's detail, built once where the detail is made (the only
+/// place its keys are read).
+fn verdict_of(scored: bool, detail: &Value) -> ProbeVerdict {
+    let flag = |k: &str| detail.get(k).and_then(Value::as_bool).unwrap_or(false);
+    let error = detail
+        .get("error")
+        .and_then(Value::as_str)
+        .or_else(|| detail.pointer("/errors/0").and_then(Value::as_str))
+        .map(str::to_string);
+    let cache_miss = flag("cache_miss");
+    let endpoint = flag("endpoint_fault").then(|| error.clone().unwrap_or_else(|| "endpoint failure".into()));
+    if !scored {
+        ProbeVerdict::Unscored {
+            reason: error.unwrap_or_else(|| "no grade could be read".into()),
+            cache_miss,
+            endpoint,
+        }
+    } else if cache_miss || endpoint.is_some() {
+        ProbeVerdict::Partial { cache_miss, endpoint }
+    } else {
+        ProbeVerdict::Scored
     }
-    let error = detail.get("error").and_then(Value::as_str).map(str::to_string);
-    let first = detail.pointer("/errors/0").and_then(Value::as_str).map(str::to_string);
-    Some(error.or(first).unwrap_or_else(|| "endpoint failure".into()))
 }
 
 /// The compacted context as the answering model reads it.
@@ -371,6 +389,7 @@ impl Judge for LlmJudge {
             self.scored.fetch_add(1, Ordering::Relaxed);
         }
         let n = conversation.messages.len();
+        let verdict = verdict_of(score.is_some(), &detail);
         ProbeScore {
             probe_id: probe.id.clone(),
             kind: probe.kind,
@@ -382,6 +401,7 @@ impl Judge for LlmJudge {
             judge: self.name(),
             llm: Some(detail),
             if_sent: None,
+            verdict,
         }
     }
 }
@@ -537,6 +557,15 @@ mod tests {
         let judge = LlmJudge::new(client(&server, Protocol::Openai), client(&server, Protocol::Openai), 2).unwrap();
         let s = judge.score(&conversation(), &ctx(), &probe());
         assert!(!is_scored(&s));
+        // The verdict is typed: unscored, with the reason; neither the cache nor the endpoint
+        // was at fault (a context-length refusal is the model's own answer).
+        match &s.verdict {
+            ProbeVerdict::Unscored { reason, cache_miss: false, endpoint: None } => {
+                assert!(reason.starts_with("answer: context_length_exceeded"), "{reason}")
+            }
+            other => panic!("not unscored as expected: {other:?}"),
+        }
+        assert!(!missed_cache(&s) && endpoint_fault(&s).is_none());
         assert!(s.llm.unwrap()["error"].as_str().unwrap().starts_with("answer: context_length_exceeded"));
         assert_eq!(server.count(), 1, "no grading without an answer");
     }

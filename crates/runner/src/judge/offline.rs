@@ -136,6 +136,7 @@ impl OfflineJudge {
             judge: self.name(),
             llm: None,
             if_sent: None,
+            verdict: Default::default(),
         }
     }
 }

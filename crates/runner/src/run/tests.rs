@@ -47,6 +47,7 @@ impl Judge for TestJudge {
             judge: self.name(),
             llm: None,
             if_sent: None,
+            verdict: Default::default(),
         }
     }
 }
@@ -415,4 +416,33 @@ fn recorded_gets_pairs_only_for_recordings_that_hold_a_compaction() {
     assert_eq!(recorded, [1, 1]);
     let others = plan.pairs().len() - recorded.len();
     assert_eq!(others, 2 * (plan.experiment.configurations.len() - 2), "every other configuration runs both");
+}
+
+/// Retrying reads the failure's type; only records written before failures carried one are
+/// read from their message.
+#[test]
+fn a_resume_retries_by_the_failure_kind() {
+    let record = |failure: Option<PairFailure>, error: &str| PairRecord {
+        conversation_id: "c".into(),
+        dataset: "d.jsonl".into(),
+        config_id: "none-32k-0".into(),
+        strategy: "none".into(),
+        params: serde_json::json!({}),
+        window: 32_000,
+        judge: "offline".into(),
+        content_hash: None,
+        failure,
+        outcome: PairOutcome::Failed { error: error.into() },
+    };
+    assert!(is_retryable(&record(Some(PairFailure::CacheMiss), "anything")));
+    assert!(is_retryable(&record(Some(PairFailure::Endpoint), "anything")));
+    // A replay error whose text happens to start like an endpoint failure is not retried.
+    assert!(!is_retryable(&record(Some(PairFailure::Replay), &format!("{ENDPOINT_ERROR}: no"))));
+    assert!(!is_retryable(&record(Some(PairFailure::Panic), "panic: x")));
+    // An old record: its message says what it was.
+    assert!(is_retryable(&record(None, &format!("{CACHE_MISS_ERROR}: 2 summaries"))));
+    assert!(!is_retryable(&record(None, "bad parameter")));
+    // The kind is written to the log and read back.
+    let line = serde_json::to_string(&record(Some(PairFailure::Endpoint), "e")).expect("serializes");
+    assert!(line.contains("\"failure\":\"endpoint\""), "{line}");
 }
