@@ -14,14 +14,28 @@ use crate::tokens::{CacheSlot, TokenCounter};
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Origin {
     /// Recorded message `index`, verbatim.
-    Recorded { index: usize },
+    Recorded {
+        /// Its index in the recorded conversation.
+        index: usize,
+    },
     /// Recorded message `index` with its content replaced by a placeholder.
-    Masked { index: usize },
+    Masked {
+        /// Its index in the recorded conversation.
+        index: usize,
+    },
     /// A summary written during compaction round `round`, standing for recorded messages
     /// `covers` (sorted, including those covered by the summaries it integrated).
-    Summary { round: u32, covers: Vec<usize> },
+    Summary {
+        /// Which summary round wrote it (1 for the first).
+        round: u32,
+        /// The recorded indices it stands for.
+        covers: Vec<usize>,
+    },
     /// A message the strategy added that is neither recorded nor a summary.
-    Inserted { what: Inserted },
+    Inserted {
+        /// What was inserted.
+        what: Inserted,
+    },
 }
 
 /// Kinds of inserted message.
@@ -46,6 +60,7 @@ impl Origin {
             _ => None,
         }
     }
+    /// True for a summary entry.
     pub fn is_summary(&self) -> bool {
         matches!(self, Origin::Summary { .. })
     }
@@ -91,6 +106,7 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// An entry holding `message`, from `origin`.
     pub fn new(message: Message, origin: Origin) -> Entry {
         Entry { message: Arc::new(message), origin, cache: Arc::new(UnitCache::new()) }
     }
@@ -98,12 +114,15 @@ impl Entry {
     pub fn recorded(index: usize, message: Message) -> Entry {
         Entry::new(message, Origin::Recorded { index })
     }
+    /// The message as sent.
     pub fn message(&self) -> &Message {
         &self.message
     }
+    /// Where the entry comes from.
     pub fn origin(&self) -> &Origin {
         &self.origin
     }
+    /// The message's role.
     pub fn role(&self) -> Role {
         self.message.role
     }
@@ -156,6 +175,7 @@ impl Clone for Totals {
 }
 
 impl Context {
+    /// An empty context.
     pub fn new() -> Context {
         Context::default()
     }
@@ -194,15 +214,19 @@ impl Context {
         }
         self.push(entry);
     }
+    /// The entries, oldest first.
     pub fn entries(&self) -> &[Entry] {
         &self.entries
     }
+    /// How many entries.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
+    /// True when there is no entry.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+    /// Entry `i`, if there is one.
     pub fn get(&self, i: usize) -> Option<&Entry> {
         self.entries.get(i)
     }

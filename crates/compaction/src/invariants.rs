@@ -16,18 +16,28 @@ use crate::strategy::{Budget, Compacted, Strategy, Trigger};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ViolationKind {
+    /// A tool result whose call is not before it.
     OrphanToolResult,
+    /// A tool call with no result after it.
     UnansweredToolCall,
+    /// The system prompt was changed, moved or removed.
     SystemPromptChanged,
+    /// Recorded messages kept out of their recorded order.
     OutOfOrder,
+    /// The recent window was not kept verbatim.
     RecentWindowNotVerbatim,
+    /// A proactive compaction below the threshold.
     CompactedBelowThreshold,
+    /// More than one live summary.
     MultipleSummaries,
+    /// Two same-role messages side by side, or a non-user first message.
     RoleAlternation,
+    /// Over the threshold with no shortfall reported.
     OverBudgetUnreported,
 }
 
 impl ViolationKind {
+    /// Every kind, in report order.
     pub const ALL: [ViolationKind; 9] = [
         ViolationKind::OrphanToolResult,
         ViolationKind::UnansweredToolCall,
@@ -39,6 +49,7 @@ impl ViolationKind {
         ViolationKind::RoleAlternation,
         ViolationKind::OverBudgetUnreported,
     ];
+    /// The name used in files and reports (`orphan_tool_result`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             ViolationKind::OrphanToolResult => "orphan_tool_result",
@@ -59,27 +70,62 @@ impl ViolationKind {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Violation {
     /// A tool result whose call is not before it in the context.
-    OrphanToolResult { index: usize, call_id: String },
+    OrphanToolResult {
+        /// The index of the offending message in the new context.
+        index: usize,
+        /// The call id.
+        call_id: String,
+    },
     /// A tool call with no result after it (a call in flight at the very end is allowed).
-    UnansweredToolCall { index: usize, call_id: String },
+    UnansweredToolCall {
+        /// The index of the offending message in the new context.
+        index: usize,
+        /// The call id.
+        call_id: String,
+    },
     /// The system prompt at position 0 was changed, moved or removed.
     SystemPromptChanged,
     /// Recorded messages kept in a different order than recorded.
-    OutOfOrder { index: usize },
+    OutOfOrder {
+        /// The index of the offending message in the new context.
+        index: usize,
+    },
     /// The strategy's recent window was not kept verbatim at the end.
-    RecentWindowNotVerbatim { window: usize, kept: usize },
+    RecentWindowNotVerbatim {
+        /// The promised window, in entries.
+        window: usize,
+        /// How many of them were kept verbatim.
+        kept: usize,
+    },
     /// A proactive compaction changed the context while the estimate was at or below threshold.
-    CompactedBelowThreshold { estimate: u64, threshold: u64 },
+    CompactedBelowThreshold {
+        /// The strategy's own estimate.
+        estimate: u64,
+        /// Its threshold.
+        threshold: u64,
+    },
     /// More than one live summary.
-    MultipleSummaries { count: usize },
+    MultipleSummaries {
+        /// How many.
+        count: usize,
+    },
     /// Compaction put two same-role messages next to each other, or a non-user first message,
     /// which the Anthropic Messages API rejects (tool results count as user turns).
-    RoleAlternation { index: usize },
+    RoleAlternation {
+        /// The index of the offending message in the new context.
+        index: usize,
+    },
     /// The result is over the strategy's own threshold and the event reports no shortfall.
-    OverBudgetUnreported { estimate: u64, threshold: u64 },
+    OverBudgetUnreported {
+        /// The strategy's own estimate.
+        estimate: u64,
+        /// Its threshold.
+        threshold: u64,
+    },
 }
 
 impl Violation {
+    /// Which kind of violation this is.
     pub fn kind(&self) -> ViolationKind {
         match self {
             Violation::OrphanToolResult { .. } => ViolationKind::OrphanToolResult,

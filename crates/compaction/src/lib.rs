@@ -3,10 +3,11 @@
 //! When a conversation nears the model's window, an agent must drop, mask or summarize old
 //! messages. This crate holds the message model, token meters, the compaction strategies and
 //! the invariant checker. It is pure and synchronous: no I/O, no async, no HTTP. A strategy
-//! never calls a model; it plans, the caller summarizes, the strategy applies:
+//! never calls a model; it plans, the caller summarizes, the strategy applies, and
+//! [`compact`] drives the three (with a re-plan when the summarizer's own request is too long):
 //!
 //! ```
-//! use compaction::{Budget, Context, Message, StrategyConfig, Trigger};
+//! use compaction::{compact, Budget, Context, Message, StrategyConfig, Summaries, Trigger};
 //!
 //! let mut messages = vec![Message::system("You are a coding agent.")];
 //! for i in 0..40 {
@@ -17,16 +18,20 @@
 //! let strategy = StrategyConfig::default_for("truncate").unwrap().build().unwrap();
 //! let budget = Budget::new(8_000);
 //! if strategy.should_compact(&ctx, &budget) {
-//!     let plan = strategy.plan(&ctx, &budget, Trigger::Proactive).unwrap();
-//!     // Produce one summary per request (none for truncate), then apply.
-//!     let summaries: Vec<_> = plan.requests.iter().map(|_| Ok(String::from("summary"))).collect();
-//!     let out = strategy.apply(&ctx, &budget, &plan, &summaries);
-//!     assert!(out.context.len() < ctx.len());
-//!     assert!(compaction::check_compaction(strategy.as_ref(), &ctx, &budget, Trigger::Proactive, &out).is_empty());
+//!     // One summary per request (none for truncate).
+//!     let summarize = |_: &Context, plan: &compaction::Plan| {
+//!         Summaries::of(plan.requests.iter().map(|_| Ok(String::from("summary"))).collect())
+//!     };
+//!     let step = compact(strategy.as_ref(), &ctx, &budget, Trigger::Proactive, summarize).unwrap();
+//!     assert!(step.compacted.context.len() < ctx.len());
+//!     let out = &step.compacted;
+//!     assert!(compaction::check_compaction(strategy.as_ref(), &ctx, &budget, step.trigger, out).is_empty());
 //! }
 //! ```
 
+#![deny(missing_docs)]
 pub mod context;
+pub mod driver;
 pub mod invariants;
 pub mod message;
 pub mod pairing;
@@ -36,12 +41,15 @@ pub mod strategy;
 pub mod tokens;
 
 pub use context::{Context, Entry, Inserted, Origin};
+pub use driver::{compact, Step, Summaries};
 pub use invariants::{check_compaction, check_context, Violation, ViolationKind};
-pub use message::{Conversation, Message, Probe, ProbeKind, Role, ToolCall};
+#[cfg(feature = "dataset")]
+pub use message::{Conversation, Probe, ProbeKind};
+pub use message::{Message, Role, ToolCall};
 pub use request::{check_messages, check_request, Provider, Rejection, RequestRule};
 pub use strategies::{catalog, ParamError, StrategyConfig, StrategyInfo};
 pub use strategy::{
-    apply_layout, build_layout, Budget, Compacted, CompactionEvent, Fallback, InputCuts, Plan, Promises, PromptKind,
-    Slot, Strategy, SummaryFailure, SummaryOutcome, SummaryRequest, Trigger,
+    apply_layout, Budget, Compacted, CompactionEvent, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy,
+    SummaryFailure, SummaryOutcome, SummaryRequest, Trigger,
 };
 pub use tokens::{Encoding, Exact, TokenCounter};

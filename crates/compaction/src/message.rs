@@ -12,13 +12,18 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// The system prompt.
     System,
+    /// A user turn.
     User,
+    /// An assistant turn, possibly with tool calls.
     Assistant,
+    /// A tool result.
     Tool,
 }
 
 impl Role {
+    /// The name used in the dataset format (`system`, `user`, `assistant`, `tool`).
     pub fn as_str(self) -> &'static str {
         match self {
             Role::System => "system",
@@ -50,6 +55,7 @@ pub struct ToolCall {
 /// One message of a conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Message {
+    /// Who speaks.
     pub role: Role,
     /// Text content. May be empty for an assistant message that only calls tools.
     #[serde(default)]
@@ -96,12 +102,15 @@ impl Message {
             meta: BTreeMap::new(),
         }
     }
+    /// A system message.
     pub fn system(content: impl Into<String>) -> Message {
         Message::new(Role::System, content)
     }
+    /// A user message.
     pub fn user(content: impl Into<String>) -> Message {
         Message::new(Role::User, content)
     }
+    /// An assistant message with no tool call.
     pub fn assistant(content: impl Into<String>) -> Message {
         Message::new(Role::Assistant, content)
     }
@@ -118,18 +127,22 @@ impl Message {
         m.name = Some(name.into());
         m
     }
+    /// Mark the message as belonging to a pipeline stage (the paper-mode prompts key on it).
     pub fn with_stage(mut self, stage: impl Into<String>) -> Message {
         self.stage = Some(stage.into());
         self
     }
+    /// Mark a tool result as an error.
     pub fn with_error(mut self) -> Message {
         self.is_error = true;
         self
     }
+    /// Attach one metadata value (kept, never sent).
     pub fn with_meta(mut self, key: &str, value: serde_json::Value) -> Message {
         self.meta.insert(key.to_string(), value);
         self
     }
+    /// True when the message holds at least one tool call.
     pub fn has_tool_calls(&self) -> bool {
         !self.tool_calls.is_empty()
     }
@@ -143,6 +156,7 @@ impl Message {
     }
 }
 
+#[cfg(feature = "dataset")]
 /// The five kinds of probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -159,9 +173,12 @@ pub enum ProbeKind {
     Continuation,
 }
 
+#[cfg(feature = "dataset")]
 impl ProbeKind {
+    /// Every kind, in report order.
     pub const ALL: [ProbeKind; 5] =
         [ProbeKind::Task, ProbeKind::Recall, ProbeKind::Artifact, ProbeKind::Decision, ProbeKind::Continuation];
+    /// The name used in files and reports.
     pub fn as_str(self) -> &'static str {
         match self {
             ProbeKind::Task => "task",
@@ -173,11 +190,15 @@ impl ProbeKind {
     }
 }
 
+#[cfg(feature = "dataset")]
 /// A question whose answer is in the recorded conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Probe {
+    /// Unique within the conversation.
     pub id: String,
+    /// What the probe asks about.
     pub kind: ProbeKind,
+    /// The question put to the agent.
     pub question: String,
     /// The expected answer, in words.
     pub answer: String,
@@ -191,9 +212,11 @@ pub struct Probe {
     pub asked_at: Option<usize>,
 }
 
+#[cfg(feature = "dataset")]
 /// A recorded (or synthesized) conversation with its probes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Conversation {
+    /// Unique within the dataset.
     pub id: String,
     /// Where it comes from: `synthetic/coding`, `import/claude-code`, ...
     #[serde(default)]
@@ -204,15 +227,19 @@ pub struct Conversation {
     /// The model of the recording, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The messages, in recorded order.
     pub messages: Vec<Message>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// The probes asked of it.
     pub probes: Vec<Probe>,
     /// Free metadata.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub meta: BTreeMap<String, serde_json::Value>,
 }
 
+#[cfg(feature = "dataset")]
 impl Conversation {
+    /// A conversation with no probe and no metadata.
     pub fn new(id: impl Into<String>, messages: Vec<Message>) -> Conversation {
         Conversation {
             id: id.into(),

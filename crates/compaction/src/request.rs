@@ -56,8 +56,10 @@ pub enum Provider {
 }
 
 impl Provider {
+    /// Both providers.
     pub const ALL: [Provider; 2] = [Provider::OpenaiChat, Provider::AnthropicMessages];
 
+    /// The name used in files and reports (`openai`, `anthropic`).
     pub fn as_str(self) -> &'static str {
         match self {
             Provider::OpenaiChat => "openai-chat",
@@ -76,16 +78,24 @@ impl std::fmt::Display for Provider {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RequestRule {
+    /// A result not right after the assistant message holding its call.
     MisplacedToolResult,
+    /// A result with no call before it.
     OrphanToolResult,
+    /// A call with no result, except those of the final assistant message.
     UnansweredToolCall,
+    /// Two calls with one id.
     DuplicateCallId,
+    /// The first message after the system prompt is not a user message (Anthropic).
     FirstNotUser,
+    /// A system message after the first non-system message (Anthropic).
     SystemInConversation,
+    /// A user or assistant message with no text and no tool call (Anthropic).
     EmptyText,
 }
 
 impl RequestRule {
+    /// Every rule, in report order.
     pub const ALL: [RequestRule; 7] = [
         RequestRule::MisplacedToolResult,
         RequestRule::OrphanToolResult,
@@ -96,6 +106,7 @@ impl RequestRule {
         RequestRule::EmptyText,
     ];
 
+    /// The name used in files and reports (`orphan_tool_result`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             RequestRule::MisplacedToolResult => "misplaced_tool_result",
@@ -131,6 +142,7 @@ impl std::fmt::Display for RequestRule {
 /// One broken rule: which, at which message of the request, and the call id it is about.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Rejection {
+    /// The rule broken.
     pub rule: RequestRule,
     /// Position of the offending message in the request.
     pub index: usize,

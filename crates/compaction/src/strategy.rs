@@ -20,6 +20,7 @@ pub struct Budget {
 }
 
 impl Budget {
+    /// The budget of a model with this window (in tokens).
     pub fn new(context_window: u64) -> Budget {
         Budget { context_window }
     }
@@ -38,6 +39,7 @@ pub enum Trigger {
 }
 
 impl Trigger {
+    /// The name used in files and reports (`proactive`, `overflow`).
     pub fn as_str(self) -> &'static str {
         match self {
             Trigger::Proactive => "proactive",
@@ -52,7 +54,10 @@ impl Trigger {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum PromptKind {
     /// 000, paper mode: mid-stage summary for the current stage.
-    PaperMidStage { stage: String },
+    PaperMidStage {
+        /// The stage being summarized.
+        stage: String,
+    },
     /// 000, general chat: short bullet summary.
     GeneralChat,
     /// 001: "Session Summary (Compaction Round N)", integrating the previous summary.
@@ -82,6 +87,7 @@ pub enum PromptKind {
 }
 
 impl PromptKind {
+    /// The name of the prompt (`handoff`, `paper_mid_stage`, ...).
     pub fn name(&self) -> &'static str {
         match self {
             PromptKind::PaperMidStage { .. } => "paper_mid_stage",
@@ -107,6 +113,7 @@ impl PromptKind {
 pub struct SummaryRequest {
     /// Indices into the current context of the entries to summarize, in order.
     pub span: Vec<usize>,
+    /// Which prompt the summarizer uses.
     pub prompt: PromptKind,
     /// The previous summary to integrate, if the strategy chains summaries.
     pub previous: Option<String>,
@@ -153,8 +160,10 @@ impl SummaryRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct InputCuts {
     #[serde(default)]
+    /// Keep the first this many characters of every message, if set.
     pub message_chars: Option<usize>,
     #[serde(default)]
+    /// Keep the first this many characters of every tool result, if set.
     pub tool_result_chars: Option<usize>,
 }
 
@@ -214,6 +223,7 @@ impl InputCuts {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[error("summary failed: {reason}")]
 pub struct SummaryFailure {
+    /// What went wrong, in words.
     pub reason: String,
 }
 
@@ -225,14 +235,36 @@ pub type SummaryOutcome = Result<String, SummaryFailure>;
 #[serde(tag = "slot", rename_all = "snake_case")]
 pub enum Slot {
     /// Entry `index` of the current context, unchanged.
-    Keep { index: usize },
+    Keep {
+        /// The entry of the current context.
+        index: usize,
+    },
     /// Entry `index` with its content replaced by `placeholder` (tool calls, ids kept).
-    Mask { index: usize, placeholder: String },
+    Mask {
+        /// The entry of the current context.
+        index: usize,
+        /// The text that replaces its content.
+        placeholder: String,
+    },
     /// A new message holding the text of summary request `request`, as
     /// `prefix + summary + suffix`, with `role`.
-    Summary { request: usize, role: Role, prefix: String, suffix: String },
+    Summary {
+        /// The summary request whose text it holds.
+        request: usize,
+        /// The role of the new message.
+        role: Role,
+        /// Text before the summary.
+        prefix: String,
+        /// Text after the summary.
+        suffix: String,
+    },
     /// A new literal message.
-    Insert { message: Message, what: Inserted },
+    Insert {
+        /// The message.
+        message: Message,
+        /// What it is.
+        what: Inserted,
+    },
 }
 
 /// What to do when a summary the plan needs fails.
@@ -242,12 +274,18 @@ pub enum Fallback {
     /// Return the context unchanged (001).
     Unchanged,
     /// Build this layout instead (003's truncation, 004's pruned context, 000's brute prune).
-    Layout { label: String, layout: Vec<Slot> },
+    Layout {
+        /// The failure path's name, kept with the event.
+        label: String,
+        /// The layout to build.
+        layout: Vec<Slot>,
+    },
 }
 
 /// A compaction decided, waiting for its summaries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
+    /// What the plan was made for.
     pub trigger: Trigger,
     /// The new context, slot by slot.
     pub layout: Vec<Slot>,
@@ -279,13 +317,19 @@ impl Plan {
 /// What one compaction did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompactionEvent {
+    /// The strategy's name.
     pub strategy: String,
+    /// What the compaction was made for.
     pub trigger: Trigger,
+    /// Which step of the strategy decided it.
     pub step: String,
     /// The strategy's own estimate before and after.
     pub estimate_before: u64,
+    /// The strategy's own estimate after.
     pub estimate_after: u64,
+    /// Entries before.
     pub messages_before: usize,
+    /// Entries after.
     pub messages_after: usize,
     /// Entries of the old context that are not in the new one in any form.
     pub removed: usize,
@@ -299,6 +343,7 @@ pub struct CompactionEvent {
     pub fallback: Option<String>,
     /// Tokens still over the strategy's target after compaction (its own estimate), if any.
     pub shortfall: Option<u64>,
+    /// The plan's strategy-specific notes.
     pub notes: serde_json::Map<String, serde_json::Value>,
 }
 
@@ -315,7 +360,9 @@ impl CompactionEvent {
 /// The result of [`Strategy::apply`].
 #[derive(Debug, Clone)]
 pub struct Compacted {
+    /// The new context.
     pub context: Context,
+    /// What the compaction did.
     pub event: CompactionEvent,
 }
 
@@ -459,7 +506,7 @@ pub fn apply_layout<S: Strategy + ?Sized>(
 
 /// A built layout and what it did.
 #[derive(Debug, Clone)]
-pub struct Built {
+pub(crate) struct Built {
     pub context: Context,
     pub removed: usize,
     pub masked: usize,
@@ -469,7 +516,7 @@ pub struct Built {
 
 /// Build a context from `layout`. Summary slots take their text from `summaries` (a failed or
 /// missing summary becomes an empty string: use a fallback layout to avoid that).
-pub fn build_layout(
+pub(crate) fn build_layout(
     ctx: &Context,
     layout: &[Slot],
     requests: &[SummaryRequest],
@@ -526,7 +573,7 @@ pub fn build_layout(
 }
 
 /// The recorded indices that entries `span` of `ctx` stand for, sorted and deduplicated.
-pub fn covered(ctx: &Context, span: &[usize]) -> Vec<usize> {
+pub(crate) fn covered(ctx: &Context, span: &[usize]) -> Vec<usize> {
     let mut out = Vec::new();
     for &i in span {
         if let Some(e) = ctx.get(i) {

@@ -23,11 +23,17 @@ use crate::message::Message;
 /// Where a counter keeps its per-message units inside a [`crate::Context`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CacheSlot {
+    /// [`CharsOver4`].
     Chars,
+    /// [`CharsOver4Plus2`].
     Chars4Plus2,
+    /// [`LenOver4Plus4`].
     Len4Plus4,
+    /// [`CharsOver4Role4`].
     Chars4Role4,
+    /// [`Exact`] with o200k_base.
     O200k,
+    /// [`Exact`] with cl100k_base.
     Cl100k,
     /// [`BpeRole4`] without a margin.
     Bpe4,
@@ -36,7 +42,9 @@ pub enum CacheSlot {
 }
 
 impl CacheSlot {
+    /// How many slots there are.
     pub const COUNT: usize = 8;
+    /// The slot's position in a per-entry cache.
     pub fn index(self) -> usize {
         self as usize
     }
@@ -353,6 +361,7 @@ pub const EXACT_MESSAGE_OVERHEAD: u64 = 3;
 pub const EXACT_CALL_OVERHEAD: u64 = 1;
 
 impl Exact {
+    /// An exact counter for `encoding`.
     pub fn new(encoding: Encoding) -> Exact {
         let vocab: &'static Vocab = match encoding {
             Encoding::O200kBase => &O200K,
@@ -360,12 +369,15 @@ impl Exact {
         };
         Exact { encoding, vocab }
     }
+    /// An exact o200k_base counter.
     pub fn o200k() -> Exact {
         Exact::new(Encoding::O200kBase)
     }
+    /// An exact cl100k_base counter.
     pub fn cl100k() -> Exact {
         Exact::new(Encoding::Cl100kBase)
     }
+    /// Which encoding it counts.
     pub fn encoding(&self) -> Encoding {
         self.encoding
     }

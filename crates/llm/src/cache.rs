@@ -117,6 +117,16 @@ impl CacheKey {
         let hex = digest.iter().map(|b| format!("{b:02x}")).collect();
         CacheKey { hex, document }
     }
+    /// The key with one more field of the request in its document (a field absent from most
+    /// requests, so that the keys of those without it are unchanged).
+    pub fn with(mut self, field: &str, value: Value) -> CacheKey {
+        if let Some(document) = self.document.as_object_mut() {
+            document.insert(field.to_string(), value);
+        }
+        let digest = Sha256::digest(self.document.to_string().as_bytes());
+        self.hex = digest.iter().map(|b| format!("{b:02x}")).collect();
+        self
+    }
     /// The 64 hex digits.
     pub fn hex(&self) -> &str {
         &self.hex

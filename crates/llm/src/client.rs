@@ -179,7 +179,7 @@ impl Client {
     }
     /// The cache key `request` would have.
     pub fn cache_key(&self, request: &ChatRequest) -> CacheKey {
-        CacheKey::new(
+        let key = CacheKey::new(
             self.cfg.protocol,
             self.cfg.cache_namespace.as_deref().unwrap_or(self.cfg.base_url()),
             &self.cfg.model,
@@ -187,7 +187,11 @@ impl Client {
             request.max_tokens.unwrap_or(self.cfg.max_tokens),
             request.temperature.unwrap_or(self.cfg.temperature),
             request.sample,
-        )
+        );
+        match &request.response_format {
+            Some(format) => key.with("response_format", format.clone()),
+            None => key,
+        }
     }
 
     /// One completion: from the cache when the mode allows, else over HTTP with retries.
@@ -231,7 +235,11 @@ impl Client {
         }
         let max_tokens = request.max_tokens.unwrap_or(self.cfg.max_tokens);
         let temperature = request.temperature.unwrap_or(self.cfg.temperature);
-        let body = wire::request_body(self.cfg.protocol, &self.cfg.model, &request.messages, max_tokens, temperature);
+        let mut body =
+            wire::request_body(self.cfg.protocol, &self.cfg.model, &request.messages, max_tokens, temperature);
+        if let (Some(format), Some(fields)) = (&request.response_format, body.as_object_mut()) {
+            fields.insert("response_format".into(), format.clone());
+        }
         let mut response = self.send_with_retries(&body).await?;
         response.text = self.scrub(&response.text);
         if let Some(cache) = &self.cache {

@@ -44,11 +44,15 @@ pub struct ChatRequest {
     /// repeated draws (a judge grading N times) apart in the response cache.
     #[serde(default)]
     pub sample: u32,
+    /// OpenAI's `response_format` object, sent as written (a JSON schema the answer must
+    /// follow); part of the cache key when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<serde_json::Value>,
 }
 
 impl ChatRequest {
     pub fn new(messages: Vec<ChatMessage>) -> ChatRequest {
-        ChatRequest { messages, max_tokens: None, temperature: None, sample: 0 }
+        ChatRequest { messages, max_tokens: None, temperature: None, sample: 0, response_format: None }
     }
     pub fn max_tokens(mut self, n: u32) -> ChatRequest {
         self.max_tokens = Some(n);
@@ -60,6 +64,11 @@ impl ChatRequest {
     }
     pub fn sample(mut self, n: u32) -> ChatRequest {
         self.sample = n;
+        self
+    }
+    /// Constrain the answer with OpenAI's `response_format` object.
+    pub fn response_format(mut self, format: Option<serde_json::Value>) -> ChatRequest {
+        self.response_format = format;
         self
     }
 }

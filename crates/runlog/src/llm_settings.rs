@@ -34,6 +34,48 @@ pub enum OnLlmError {
     Fallback,
 }
 
+/// How the LLM judge asks its grader for a parseable verdict (`[judge] verdict_format`). By
+/// default the grading prompt alone asks for the JSON object; a small model often answers in
+/// prose, and such a verdict is unscored. A format constrains the answer to the verdict's
+/// schema at the endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictFormat {
+    /// OpenAI's structured outputs: `response_format = {"type": "json_schema", ...}`, strict.
+    JsonSchema,
+    /// `response_format = {"type": "json_object", "schema": ...}`, as llama.cpp's server and
+    /// llama-cpp-python take a schema (a grammar built from it).
+    JsonObject,
+}
+
+impl VerdictFormat {
+    /// The `response_format` object for a verdict of these integer fields (each 0 to 5) and a
+    /// `rationale` string, in that order.
+    pub fn response_format(self, fields: &[&str]) -> serde_json::Value {
+        use serde_json::{json, Map, Value};
+        let mut properties = Map::new();
+        for f in fields {
+            properties.insert((*f).to_string(), json!({"type": "integer", "enum": [0, 1, 2, 3, 4, 5]}));
+        }
+        let mut required: Vec<Value> = fields.iter().map(|f| json!(f)).collect();
+        required.push(json!("rationale"));
+        match self {
+            VerdictFormat::JsonSchema => {
+                properties.insert("rationale".into(), json!({"type": "string"}));
+                let schema = json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false});
+                json!({"type": "json_schema", "json_schema": {"name": "verdict", "strict": true, "schema": schema}})
+            }
+            VerdictFormat::JsonObject => {
+                // A bound on the rationale keeps a small model from running out of output
+                // tokens inside it (a cut verdict does not parse).
+                properties.insert("rationale".into(), json!({"type": "string", "maxLength": 200}));
+                let schema = json!({"type": "object", "properties": properties, "required": required});
+                json!({"type": "json_object", "schema": schema})
+            }
+        }
+    }
+}
+
 /// What an experiment says about models.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LlmSettings {
@@ -53,6 +95,9 @@ pub struct LlmSettings {
     pub judge: Option<LlmConfig>,
     /// How many times the LLM judge grades each answer.
     pub judge_repeats: u32,
+    /// `[judge] verdict_format`: how the grader is held to the verdict's schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_verdict_format: Option<VerdictFormat>,
     pub cache_mode: CacheMode,
     /// `on_llm_error`: what an endpoint failure does to a pair.
     #[serde(default)]
@@ -94,6 +139,9 @@ impl LlmSettings {
         if let Some(p) = &self.summarizer_price {
             id["summarizer_price"] = serde_json::json!(p);
         }
+        if let Some(f) = self.judge_verdict_format {
+            id["judge_verdict_format"] = serde_json::json!(f);
+        }
         id
     }
 }
@@ -112,6 +160,7 @@ pub(crate) struct RawRoleTable {
     kind: String,
     llm: Option<LlmConfig>,
     prompt_file: Option<String>,
+    verdict_format: Option<VerdictFormat>,
 }
 
 struct RoleVisitor(&'static str);
@@ -130,7 +179,7 @@ impl<'de> serde::de::Visitor<'de> for RoleVisitor {
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<RawRole, A::Error> {
         use serde::de::Error;
         let role = self.0;
-        let (mut kind, mut llm, mut prompt_file) = (None, None, None);
+        let (mut kind, mut llm, mut prompt_file, mut verdict_format) = (None, None, None, None);
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
                 "kind" => {
@@ -148,15 +197,21 @@ impl<'de> serde::de::Visitor<'de> for RoleVisitor {
                             .map_err(|e| A::Error::custom(format!("[{role}] prompt_file: {e}")))?,
                     )
                 }
+                "verdict_format" => {
+                    verdict_format = Some(
+                        map.next_value::<VerdictFormat>()
+                            .map_err(|e| A::Error::custom(format!("[{role}] verdict_format: {e}")))?,
+                    )
+                }
                 other => {
                     return Err(A::Error::custom(format!(
-                        "[{role}]: unknown key `{other}` (allowed: kind, llm, prompt_file)"
+                        "[{role}]: unknown key `{other}` (allowed: kind, llm, prompt_file, verdict_format)"
                     )))
                 }
             }
         }
         let kind = kind.ok_or_else(|| A::Error::custom(format!("[{role}]: missing key `kind` (offline or llm)")))?;
-        Ok(RawRole::Table(RawRoleTable { kind, llm, prompt_file }))
+        Ok(RawRole::Table(RawRoleTable { kind, llm, prompt_file, verdict_format }))
     }
 }
 
@@ -200,18 +255,24 @@ pub(crate) fn resolve(
     base: &Path,
 ) -> Result<(SummarizerSpec, JudgeSpec, Option<LlmSettings>), KeyProblem> {
     let problem = |key: &str, p: String| (key.to_string(), p);
-    let (s_kind, s_llm, prompt_file) = match raw.summarizer {
-        RawRole::Name(n) => (n, None, None),
-        RawRole::Table(t) => (t.kind, t.llm, t.prompt_file),
+    let (s_kind, s_llm, prompt_file, s_format) = match raw.summarizer {
+        RawRole::Name(n) => (n, None, None, None),
+        RawRole::Table(t) => (t.kind, t.llm, t.prompt_file, t.verdict_format),
     };
-    let (j_kind, j_llm, j_prompt) = match raw.judge {
-        RawRole::Name(n) => (n, None, None),
-        RawRole::Table(t) => (t.kind, t.llm, t.prompt_file),
+    let (j_kind, j_llm, j_prompt, verdict_format) = match raw.judge {
+        RawRole::Name(n) => (n, None, None, None),
+        RawRole::Table(t) => (t.kind, t.llm, t.prompt_file, t.verdict_format),
     };
     if j_prompt.is_some() {
         return Err(problem(
             "judge.prompt_file",
             "the judge's prompts are built in; prompt_file is for the summarizer".into(),
+        ));
+    }
+    if s_format.is_some() {
+        return Err(problem(
+            "summarizer.verdict_format",
+            "a summary is free text; verdict_format is for the judge".into(),
         ));
     }
     let pick = |role: &str, kind: &str, own: Option<LlmConfig>| -> Result<Option<LlmConfig>, KeyProblem> {
@@ -254,6 +315,17 @@ pub(crate) fn resolve(
     }
     let s_spec = if summarizer.is_some() { SummarizerSpec::Llm } else { SummarizerSpec::Offline };
     let j_spec = if judge.is_some() { JudgeSpec::Llm } else { JudgeSpec::Offline };
+    if let (Some(_), Some(cfg)) = (verdict_format, &judge) {
+        if cfg.protocol != llm::Protocol::Openai {
+            return Err(problem(
+                "judge.verdict_format",
+                "a response format is an OpenAI-protocol field; the judge's endpoint speaks another protocol".into(),
+            ));
+        }
+    }
+    if verdict_format.is_some() && judge.is_none() {
+        return Err(problem("judge.verdict_format", "only the LLM judge has a verdict format".into()));
+    }
     if summarizer.is_none() && judge.is_none() {
         for (key, set) in [
             ("llm", raw.llm.is_some()),
@@ -281,6 +353,7 @@ pub(crate) fn resolve(
         prompt_hash,
         judge,
         judge_repeats: repeats,
+        judge_verdict_format: verdict_format,
         cache_mode: raw.cache_mode.unwrap_or_default(),
         on_llm_error: raw.on_llm_error.unwrap_or_default(),
         cache_dir: raw.cache_dir.unwrap_or_else(|| DEFAULT_CACHE_DIR.to_string()),

@@ -83,7 +83,9 @@ impl LlmRoles {
         }
         if let Some(cfg) = &settings.judge {
             let c = client(cfg)?;
-            roles.judge = Some(Arc::new(LlmJudge::new(c.clone(), c, settings.judge_repeats)?));
+            let judge =
+                LlmJudge::new(c.clone(), c, settings.judge_repeats)?.with_verdict_format(settings.judge_verdict_format);
+            roles.judge = Some(Arc::new(judge));
         }
         roles.cache_mode = Some(cache.mode());
         roles.summarizer_price_note = settings.summarizer_price_note.clone();
@@ -224,6 +226,7 @@ impl Judge for NeedsRoles {
 mod tests {
     use super::*;
     use crate::replay::Price;
+    use runlog::llm_settings::VerdictFormat;
     use std::path::Path;
 
     const STRATEGY: &str = "\n[[strategy]]\nname = \"keep-last-n\"\n";
@@ -278,6 +281,26 @@ mod tests {
     }
 
     #[test]
+    fn a_verdict_format_is_a_new_configuration_and_holds_the_grader_to_the_schema() {
+        let plain = parse("judge = \"llm\"\n[llm]\nmodel = \"m\"").unwrap();
+        let held = parse("[judge]\nkind = \"llm\"\nverdict_format = \"json_schema\"\n[llm]\nmodel = \"m\"").unwrap();
+        assert_eq!(plain.llm.as_ref().unwrap().judge_verdict_format, None);
+        assert_eq!(held.llm.as_ref().unwrap().judge_verdict_format, Some(VerdictFormat::JsonSchema));
+        // Scores may change with it, so the id does.
+        assert_ne!(plain.configurations[0].config_id, held.configurations[0].config_id);
+        let f = VerdictFormat::JsonSchema.response_format(&crate::judge::llm::DIMENSIONS);
+        assert_eq!(f["type"], "json_schema");
+        let schema = &f["json_schema"]["schema"];
+        assert_eq!(schema["required"].as_array().unwrap().len(), 6, "five grades and the rationale: {f}");
+        assert_eq!(schema["properties"]["accuracy"]["enum"], serde_json::json!([0, 1, 2, 3, 4, 5]));
+        let g = VerdictFormat::JsonObject.response_format(&crate::judge::llm::DIMENSIONS);
+        assert_eq!(
+            (g["type"].as_str(), g["schema"]["properties"]["rationale"]["maxLength"].as_u64()),
+            (Some("json_object"), Some(200))
+        );
+    }
+
+    #[test]
     fn bad_llm_settings_name_the_key() {
         let cases = [
             ("summarizer = \"llm\"", "key `summarizer`"),
@@ -290,6 +313,16 @@ mod tests {
                 "[summarizer]\nkind = \"llm\"\nprompt_file = \"nope.md\"\n[summarizer.llm]\nmodel = \"m\"",
                 "summarizer.prompt_file",
             ),
+            (
+                "[summarizer]\nkind = \"llm\"\nverdict_format = \"json_object\"\n[summarizer.llm]\nmodel = \"m\"",
+                "summarizer.verdict_format",
+            ),
+            ("[judge]\nkind = \"offline\"\nverdict_format = \"json_schema\"", "judge.verdict_format"),
+            (
+                "[judge]\nkind = \"llm\"\nverdict_format = \"json_schema\"\n[judge.llm]\nprotocol = \"anthropic\"\nmodel = \"m\"",
+                "OpenAI-protocol",
+            ),
+            ("[judge]\nkind = \"llm\"\nverdict_format = \"grammar\"\n[judge.llm]\nmodel = \"m\"", "verdict_format"),
         ];
         for (head, expected) in cases {
             let err = parse(head).unwrap_err();

@@ -126,8 +126,8 @@ use std::time::Instant;
 
 use compaction::{
     check_compaction, check_messages, check_request, Budget, Context, Conversation, Encoding, Entry, Exact, Message,
-    Origin, Probe, Provider, RequestRule, Role, Strategy, StrategyConfig, SummaryOutcome, TokenCounter, Trigger,
-    Violation, ViolationKind,
+    Origin, Probe, Provider, RequestRule, Role, Strategy, StrategyConfig, Summaries, SummaryOutcome, TokenCounter,
+    Trigger, Violation, ViolationKind,
 };
 
 use compaction::pairing::ToolPairing;
@@ -216,8 +216,20 @@ pub fn replay(
     summarizer: &dyn Summarizer,
     judge: &dyn Judge,
 ) -> Result<PairMetrics, ReplayError> {
-    let started = Instant::now();
     let strategy = settings.strategy.build()?;
+    replay_built(conversation, strategy.as_ref(), settings, summarizer, judge)
+}
+
+/// [`replay`] with `strategy` already built from `settings.strategy` (a run builds each
+/// configuration's strategy once for all its pairs).
+pub fn replay_built(
+    conversation: &Conversation,
+    strategy: &dyn Strategy,
+    settings: &ReplaySettings,
+    summarizer: &dyn Summarizer,
+    judge: &dyn Judge,
+) -> Result<PairMetrics, ReplayError> {
+    let started = Instant::now();
     let n = conversation.messages.len();
     let mut checkpoints: BTreeMap<usize, Vec<(&Probe, u32)>> = BTreeMap::new();
     let marks = checkpoints_of(conversation);
@@ -401,7 +413,7 @@ struct PreviousRequest {
 struct Replayer<'a> {
     conversation: &'a Conversation,
     settings: &'a ReplaySettings,
-    strategy: Box<dyn Strategy>,
+    strategy: &'a dyn Strategy,
     summarizer: &'a dyn Summarizer,
     judge: &'a dyn Judge,
     exact: Exact,
@@ -484,7 +496,7 @@ impl<'a> Replayer<'a> {
     fn new(
         conversation: &'a Conversation,
         settings: &'a ReplaySettings,
-        strategy: Box<dyn Strategy>,
+        strategy: &'a dyn Strategy,
         summarizer: &'a dyn Summarizer,
         judge: &'a dyn Judge,
     ) -> Replayer<'a> {
@@ -746,44 +758,6 @@ impl<'a> Replayer<'a> {
         }
     }
 
-    /// Summarize every request of `plan`, counting calls, tokens and failures. The second
-    /// value is true when a summary was rejected as over the summarizer's context window.
-    fn summarize_plan(&mut self, plan: &compaction::Plan) -> (Vec<SummaryOutcome>, bool) {
-        let mut outcomes: Vec<SummaryOutcome> = Vec::with_capacity(plan.requests.len());
-        let mut context_length = false;
-        for request in &plan.requests {
-            self.metrics.summarizer_calls += 1;
-            match self.summarizer.summarize_with_kind(&self.ctx, request) {
-                Ok(s) => {
-                    // After a rejected call the conversation has ended: the summary is made
-                    // only for the figures as if every request had been sent, and not billed.
-                    if !self.ended() {
-                        self.metrics.summarizer_input_tokens += s.input_tokens;
-                        self.metrics.summarizer_cached_tokens += s.cached_tokens.min(s.input_tokens);
-                        self.metrics.summarizer_output_tokens += s.output_tokens;
-                    }
-                    outcomes.push(Ok(s.text));
-                }
-                Err(e) => {
-                    self.metrics.summarizer_failures += 1;
-                    match e.kind {
-                        FailureKind::ContextLength => context_length = true,
-                        FailureKind::CacheMiss => self.metrics.cache_misses += 1,
-                        FailureKind::Endpoint => {
-                            self.metrics.endpoint_failures += 1;
-                            if self.metrics.endpoint_error.is_none() {
-                                self.metrics.endpoint_error = Some(format!("summary: {}", e.failure.reason));
-                            }
-                        }
-                        FailureKind::Other => {}
-                    }
-                    outcomes.push(Err(e.failure));
-                }
-            }
-        }
-        (outcomes, context_length)
-    }
-
     /// A summary the strategy did not ask the summarizer for (`recorded`: the recorded agent's
     /// own) was still a model call: the context it replaced as input, the summary as output.
     fn bill_recorded_summary(&mut self, plan: &compaction::Plan, out: &compaction::Compacted) {
@@ -815,23 +789,19 @@ impl<'a> Replayer<'a> {
 
     /// Plan, summarize and apply one compaction for `trigger`; true when the context changed.
     fn compact(&mut self, trigger: Trigger, call: u32) -> bool {
-        let Some(mut plan) = self.strategy.plan(&self.ctx, &self.budget, trigger) else { return false };
-        let mut trigger = trigger;
-        let (mut outcomes, context_length) = self.summarize_plan(&plan);
-        // The summarizer's own request was too long: take the reactive path once.
-        if context_length && trigger != Trigger::Overflow && self.strategy.reacts_to(Trigger::Overflow) {
-            if let Some(forced) = self.strategy.plan(&self.ctx, &self.budget, Trigger::Overflow) {
-                self.metrics.summarizer_context_retries += 1;
-                trigger = Trigger::Overflow;
-                outcomes = self.summarize_plan(&forced).0;
-                plan = forced;
-            }
+        let ended = self.ended();
+        let (summarizer, metrics) = (self.summarizer, &mut self.metrics);
+        let step = compaction::compact(self.strategy, &self.ctx, &self.budget, trigger, |ctx, plan| {
+            summarize_plan(summarizer, ctx, plan, ended, metrics)
+        });
+        let Some(compaction::Step { plan, trigger, replanned, compacted: out }) = step else { return false };
+        if replanned {
+            self.metrics.summarizer_context_retries += 1;
         }
-        let out = self.strategy.apply(&self.ctx, &self.budget, &plan, &outcomes);
         if plan.requests.is_empty() && !out.event.summaries.is_empty() {
             self.bill_recorded_summary(&plan, &out);
         }
-        let violations = check_compaction(self.strategy.as_ref(), &self.ctx, &self.budget, trigger, &out);
+        let violations = check_compaction(self.strategy, &self.ctx, &self.budget, trigger, &out);
         for v in &violations {
             if !is_structural(v.kind()) {
                 self.count(v.kind());
@@ -923,6 +893,51 @@ impl<'a> Replayer<'a> {
         m.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.metrics
     }
+}
+
+/// Summarize every request of `plan`, counting calls, tokens and failures in `metrics`;
+/// `too_long` is set when a summary was rejected as over the summarizer's context window.
+/// `ended`: a call was already rejected, so the summaries are counted but not billed.
+fn summarize_plan(
+    summarizer: &dyn Summarizer,
+    ctx: &Context,
+    plan: &compaction::Plan,
+    ended: bool,
+    metrics: &mut PairMetrics,
+) -> Summaries {
+    let mut outcomes: Vec<SummaryOutcome> = Vec::with_capacity(plan.requests.len());
+    let mut context_length = false;
+    for request in &plan.requests {
+        metrics.summarizer_calls += 1;
+        match summarizer.summarize_with_kind(ctx, request) {
+            Ok(s) => {
+                // After a rejected call the conversation has ended: the summary is made
+                // only for the figures as if every request had been sent, and not billed.
+                if !ended {
+                    metrics.summarizer_input_tokens += s.input_tokens;
+                    metrics.summarizer_cached_tokens += s.cached_tokens.min(s.input_tokens);
+                    metrics.summarizer_output_tokens += s.output_tokens;
+                }
+                outcomes.push(Ok(s.text));
+            }
+            Err(e) => {
+                metrics.summarizer_failures += 1;
+                match e.kind {
+                    FailureKind::ContextLength => context_length = true,
+                    FailureKind::CacheMiss => metrics.cache_misses += 1,
+                    FailureKind::Endpoint => {
+                        metrics.endpoint_failures += 1;
+                        if metrics.endpoint_error.is_none() {
+                            metrics.endpoint_error = Some(format!("summary: {}", e.failure.reason));
+                        }
+                    }
+                    FailureKind::Other => {}
+                }
+                outcomes.push(Err(e.failure));
+            }
+        }
+    }
+    Summaries { outcomes, too_long: context_length }
 }
 
 fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {

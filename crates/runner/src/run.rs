@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use compaction::Conversation;
+use compaction::{Conversation, Strategy};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -292,7 +292,9 @@ impl FromStr for Shard {
 }
 
 /// The replay function a run calls for each pair ([`replay::replay`] unless a test swaps it).
-pub type ReplayFn = fn(&Conversation, &ReplaySettings, &dyn Summarizer, &dyn Judge) -> Result<PairMetrics, ReplayError>;
+/// The strategy comes built: a run builds each configuration's strategy once, for all its pairs.
+pub type ReplayFn =
+    fn(&Conversation, &dyn Strategy, &ReplaySettings, &dyn Summarizer, &dyn Judge) -> Result<PairMetrics, ReplayError>;
 
 /// What replays each pair.
 #[derive(Clone, Copy)]
@@ -305,7 +307,7 @@ pub struct Engine<'a> {
 impl<'a> Engine<'a> {
     /// The replay engine with this summarizer and judge.
     pub fn new(summarizer: &'a dyn Summarizer, judge: &'a dyn Judge) -> Engine<'a> {
-        Engine { summarizer, judge, replay: replay::replay }
+        Engine { summarizer, judge, replay: replay::replay_built }
     }
 }
 
@@ -487,12 +489,16 @@ pub fn run(
     let total = todo.len();
     progress(&Progress { done: 0, total, failed: 0, resumed });
 
+    // Each configuration's strategy, built once for all its pairs (the parse checked that it
+    // builds; a failure here is still a failed pair, not a stopped run).
+    let strategies: Vec<Result<Box<dyn Strategy>, compaction::ParamError>> =
+        plan.experiment.configurations.iter().map(|c| c.resolved.build()).collect();
     let work = || {
         todo.par_iter().for_each(|&pair| {
             if log.stop.load(Ordering::Relaxed) || breaker.load(Ordering::Relaxed) {
                 return;
             }
-            let record = run_pair(plan, engine, pair);
+            let record = run_pair(plan, engine, &strategies[pair.config], pair);
             if matches!(record.outcome, PairOutcome::Failed { .. }) {
                 failed.fetch_add(1, Ordering::Relaxed);
             }
@@ -672,7 +678,12 @@ impl LogWriter<'_> {
 }
 
 /// Replay one pair; a replay error or a panic becomes a failed record.
-fn run_pair(plan: &Plan, engine: &Engine<'_>, pair: Pair) -> PairRecord {
+fn run_pair(
+    plan: &Plan,
+    engine: &Engine<'_>,
+    strategy: &Result<Box<dyn Strategy>, compaction::ParamError>,
+    pair: Pair,
+) -> PairRecord {
     let planned = &plan.conversations[pair.conversation];
     let conversation = &planned.conversation;
     let config: &Configuration = &plan.experiment.configurations[pair.config];
@@ -697,8 +708,11 @@ fn run_pair(plan: &Plan, engine: &Engine<'_>, pair: Pair) -> PairRecord {
                 overflow: plan.experiment.overflow,
             };
             let started = Instant::now();
-            let result = catch_unwind(AssertUnwindSafe(|| {
-                (engine.replay)(conversation, &settings, engine.summarizer, engine.judge)
+            let result = catch_unwind(AssertUnwindSafe(|| match strategy {
+                Ok(strategy) => {
+                    (engine.replay)(conversation, strategy.as_ref(), &settings, engine.summarizer, engine.judge)
+                }
+                Err(e) => Err(ReplayError::Params(e.clone())),
             }));
             match result {
                 Ok(Ok(metrics)) if metrics.cache_misses > 0 => (

@@ -43,6 +43,7 @@ use crate::message::Role;
 use crate::strategy::{Budget, Plan, Promises, Slot, Strategy, Trigger};
 use crate::tokens::{Exact, TokenCounter};
 
+/// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Anthropic context editing clear_tool_uses_20250919: once the input passes the trigger \
      (100k of a 200k window, i.e. 50%), replaces every tool result but the newest 3 tool uses with [cleared]; \
      optional clear_at_least, exclude_tools, clear_tool_inputs; no model call.";
@@ -51,6 +52,7 @@ pub const SUMMARY: &str = "Anthropic context editing clear_tool_uses_20250919: o
 pub const PLACEHOLDER: &str = "[cleared]";
 /// The documented default trigger and the window it is stated for.
 pub const TRIGGER_TOKENS: u64 = 100_000;
+/// Claude's context window, in tokens.
 pub const CLAUDE_WINDOW: u64 = 200_000;
 
 /// Parameters of `anthropic-clear-tool-uses`.
@@ -85,6 +87,7 @@ pub struct AnthropicClearToolUses {
 }
 
 impl AnthropicClearToolUses {
+    /// Build with `params`, checked: a bad value is a [`ParamError`] naming it.
     pub fn new(params: Params) -> Result<AnthropicClearToolUses, ParamError> {
         if params.trigger == Some(0) {
             return Err(ParamError::new("anthropic-clear-tool-uses", "trigger", "must be at least 1"));

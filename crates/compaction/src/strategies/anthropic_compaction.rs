@@ -37,12 +37,16 @@ use crate::message::Role;
 use crate::strategy::{Budget, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
 use crate::tokens::{Exact, TokenCounter};
 
+/// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Anthropic server-side compaction compact_20260112: once the input passes the trigger \
      (150k of a 200k window, i.e. 75%; at least 50k), one summary of everything replaces all history before it; \
      the summary iteration is billed.";
 
+/// The API's default trigger, in input tokens.
 pub const TRIGGER_TOKENS: u64 = 150_000;
+/// The smallest trigger the API accepts.
 pub const MIN_TRIGGER_TOKENS: u64 = 50_000;
+/// Claude's context window, in tokens.
 pub const CLAUDE_WINDOW: u64 = 200_000;
 
 /// Parameters of `anthropic-compaction`.
@@ -70,6 +74,7 @@ pub struct AnthropicCompaction {
 }
 
 impl AnthropicCompaction {
+    /// Build with `params`, checked: a bad value is a [`ParamError`] naming it.
     pub fn new(params: Params) -> Result<AnthropicCompaction, ParamError> {
         if params.trigger.is_some_and(|t| t < MIN_TRIGGER_TOKENS) {
             return Err(ParamError::new("anthropic-compaction", "trigger", "must be at least 50,000"));
@@ -80,6 +85,7 @@ impl AnthropicCompaction {
         Ok(AnthropicCompaction { params, meter: Exact::o200k() })
     }
 
+    /// The trigger, in input tokens, for `budget`.
     pub fn trigger_tokens(&self, budget: &Budget) -> u64 {
         self.params.trigger.unwrap_or(budget.context_window.saturating_mul(TRIGGER_TOKENS) / CLAUDE_WINDOW)
     }

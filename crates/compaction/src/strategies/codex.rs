@@ -42,6 +42,7 @@ use crate::message::Role;
 use crate::strategy::{Budget, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
 use crate::tokens::{Exact, TokenCounter};
 
+/// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Codex CLI local compaction: at 90% of the window, one handoff summary of the whole \
      history; the new history is the system prompt, the newest user messages up to 20,000 tokens, and one user \
      message with the handoff prefix and the summary; no tool calls kept; drops the oldest items when the summary \
@@ -105,12 +106,13 @@ pub fn truncate_middle(text: &str, tokens: u64) -> String {
 
 /// One kept user message: its index, and its text when truncated.
 #[derive(Debug, Clone, PartialEq)]
-pub struct KeptUser {
+pub(crate) struct KeptUser {
     pub index: usize,
     pub truncated: Option<String>,
 }
 
 impl Codex {
+    /// Build with `params`, checked: a bad value is a [`ParamError`] naming it.
     pub fn new(params: Params) -> Result<Codex, ParamError> {
         if !(params.trigger_ratio.is_finite() && params.trigger_ratio > 0.0 && params.trigger_ratio <= 1.0) {
             return Err(ParamError::new("codex", "trigger_ratio", "must be in (0, 1]"));
@@ -123,7 +125,7 @@ impl Codex {
 
     /// `build_compacted_history`'s selection: real user messages, newest first, within the
     /// budget; returned oldest first.
-    pub fn kept_users(&self, ctx: &Context) -> Vec<KeptUser> {
+    pub(crate) fn kept_users(&self, ctx: &Context) -> Vec<KeptUser> {
         let mut remaining = self.params.user_message_max_tokens;
         let mut out = Vec::new();
         for i in prod::user_turns(ctx).into_iter().rev() {

@@ -106,6 +106,7 @@ use crate::strategy::{
 };
 use crate::tokens::{CharsOver4Role4, TokenCounter};
 
+/// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Over 90% of the window (or after an overflow) hides old tool results, cuts at the first user/assistant/tool-call block that keeps the recent tokens, and replaces everything before it with one progressive summary (plus a split-turn prefix summary when the cut falls inside a turn).";
 
 /// Heading of the split-turn prefix inside the summary text.
@@ -162,7 +163,7 @@ pub struct CutPoint {
 
 /// The cache points of a context, as indices into it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct CachePoints {
+pub(crate) struct CachePoints {
     /// The last block before the current turn's user message, if the turn has one in view.
     pub previous_turn: Option<usize>,
     /// The last block of round `N - offset`, when there are enough rounds.
@@ -275,7 +276,7 @@ fn verbatim_tail(ctx: &Context, layout: &[Slot]) -> usize {
 /// The document's trigger for one context window: compact when system + blocks are over
 /// `trigger_ratio x max_tokens`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CutPointBudget {
+pub(crate) struct CutPointBudget {
     /// The model's context window (the document's `max_tokens`).
     pub max_tokens: u64,
     pub trigger_ratio: f64,
@@ -292,6 +293,7 @@ impl CutPointBudget {
 }
 
 impl CutPoint {
+    /// Build with `params`, checked: a bad value is a [`ParamError`] naming it.
     pub fn new(params: Params) -> Result<CutPoint, ParamError> {
         const N: &str = "cut-point";
         if !(params.trigger_ratio > 0.0 && params.trigger_ratio <= 1.0) {
@@ -318,12 +320,13 @@ impl CutPoint {
         Ok(CutPoint { params, estimator: CharsOver4Role4 })
     }
 
+    /// The parameters it was built with.
     pub fn params(&self) -> &Params {
         &self.params
     }
 
     /// The trigger's numbers for one context window.
-    pub fn budget(&self, budget: &Budget) -> CutPointBudget {
+    pub(crate) fn budget(&self, budget: &Budget) -> CutPointBudget {
         CutPointBudget::new(&self.params, budget)
     }
 
@@ -474,7 +477,7 @@ impl CutPoint {
     /// Rounds are counted over the visible stream (from the live summary on): each assistant
     /// message with tool calls is a round with its results; the assistant messages without
     /// calls of one turn make its final completion round.
-    pub fn cache_points(&self, ctx: &Context) -> CachePoints {
+    pub(crate) fn cache_points(&self, ctx: &Context) -> CachePoints {
         let r = regions(ctx);
         let start = r.last_summary.unwrap_or(r.sys_end);
         let end = ctx.len();

@@ -41,6 +41,7 @@ use crate::message::{Message, Role};
 use crate::strategy::{Budget, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
 use crate::tokens::{Exact, TokenCounter};
 
+/// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Goose auto-compaction: above 80% of the window, summarizes the whole history with the \
      six-section template; keeps the summary, a continuation notice and the most recent user message; removes tool \
      responses from the middle outward (0/10/20/50/100%) when the summary request would not fit.";
@@ -111,6 +112,7 @@ pub fn filter_tool_responses(is_tool: &[bool], percent: u32) -> Vec<usize> {
 }
 
 impl Goose {
+    /// Build with `params`, checked: a bad value is a [`ParamError`] naming it.
     pub fn new(params: Params) -> Result<Goose, ParamError> {
         if !params.threshold.is_finite() {
             return Err(ParamError::new("goose", "threshold", "must be a number"));

@@ -71,6 +71,7 @@ use crate::strategy::{
 };
 use crate::tokens::{CharsOver4Plus2, TokenCounter};
 
+/// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Summarizes everything between the system prompt and the last 10 messages into one chained \
      `## Session Summary` assistant message at index 1 once chars/4 + 2 per message reaches 80% of the window \
      minus reserves; leaves the context unchanged if the summary fails.";
@@ -133,7 +134,7 @@ impl Default for Params {
 
 /// The document's `calculateThreshold`, for one context window.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct KeepLastNBudget {
+pub(crate) struct KeepLastNBudget {
     /// The model's context window (`modelContextLimit`).
     pub model_context_limit: u64,
     pub system_reserve: u64,
@@ -186,7 +187,7 @@ pub struct KeepLastN {
 
 /// The previous summary found at index 1.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PreviousSummary {
+pub(crate) struct PreviousSummary {
     pub text: String,
     /// Its round, when known (from its origin or its heading).
     pub round: Option<u32>,
@@ -194,7 +195,7 @@ pub struct PreviousSummary {
 
 /// What `selectMessagesToCompact` chose.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Selection {
+pub(crate) struct Selection {
     /// First entry to summarize: 1, or 2 after a previous summary.
     pub start: usize,
     /// First entry kept after the summary.
@@ -203,6 +204,7 @@ pub struct Selection {
 }
 
 impl KeepLastN {
+    /// Build with `params`, checked: a bad value is a [`ParamError`] naming it.
     pub fn new(params: Params) -> Result<KeepLastN, ParamError> {
         const NAME: &str = "keep-last-n";
         if !(params.threshold_percent.is_finite() && params.threshold_percent > 0.0 && params.threshold_percent <= 1.0)
@@ -227,16 +229,17 @@ impl KeepLastN {
         }
         Ok(KeepLastN { params, estimator: CharsOver4Plus2 })
     }
+    /// The parameters it was built with.
     pub fn params(&self) -> &Params {
         &self.params
     }
     /// The document's threshold arithmetic for `budget`.
-    pub fn budget(&self, budget: &Budget) -> KeepLastNBudget {
+    pub(crate) fn budget(&self, budget: &Budget) -> KeepLastNBudget {
         KeepLastNBudget::new(&self.params, budget)
     }
 
     /// The document's `selectMessagesToCompact`; `None` when there is nothing to compact.
-    pub fn select(&self, ctx: &Context) -> Option<Selection> {
+    pub(crate) fn select(&self, ctx: &Context) -> Option<Selection> {
         let n = ctx.len();
         let keep = self.params.recent_messages_to_keep;
         if n <= keep + 1 {
@@ -258,7 +261,7 @@ impl KeepLastN {
 
 /// Message 1 when it is a previous summary: an assistant text starting with
 /// [`SUMMARY_HEADING`], or an entry marked [`Origin::Summary`].
-pub fn previous_summary(ctx: &Context) -> Option<PreviousSummary> {
+pub(crate) fn previous_summary(ctx: &Context) -> Option<PreviousSummary> {
     let e = ctx.get(1)?;
     let m = e.message();
     match e.origin() {

@@ -39,12 +39,15 @@ use crate::strategy::{
 };
 use crate::tokens::{Exact, TokenCounter};
 
+/// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "LangChain SummarizationMiddleware: at 80% of the window (the benchmark's trigger; tokens \
      and message-count triggers optional), keeps the newest 20 messages with a pair-safe cut and replaces the rest \
      with one human message \"Here is a summary of the conversation to date:\"; summarizer input trimmed to 4,000 \
      tokens; an error becomes the summary.";
 
+/// The text before the summary in the summary message (LangChain's own).
 pub const SUMMARY_PREFIX: &str = "Here is a summary of the conversation to date:\n\n";
+/// The summary LangChain writes when the history is too long to summarize.
 pub const TOO_LONG: &str = "Previous conversation was too long to summarize.";
 
 /// Parameters of `langchain-summarization`.
@@ -110,6 +113,7 @@ pub fn safe_cutoff_point(ctx: &Context, base: usize, cut: usize) -> usize {
 }
 
 impl LangchainSummarization {
+    /// Build with `params`, checked: a bad value is a [`ParamError`] naming it.
     pub fn new(params: Params) -> Result<LangchainSummarization, ParamError> {
         const NAME: &str = "langchain-summarization";
         if !(params.trigger_fraction.is_finite() && params.trigger_fraction > 0.0 && params.trigger_fraction <= 1.0) {

@@ -42,6 +42,7 @@ use crate::strategy::{
 };
 use crate::tokens::{Exact, TokenCounter};
 
+/// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Letta sliding window: at the window, summarizes the oldest 40% of the messages (growing \
      by 10% until the rest is under 70% of the window), cut at an assistant message without splitting a tool call; \
      summary clipped to 2,000 characters, placed after the system prompt.";
@@ -79,7 +80,7 @@ pub struct Letta {
 
 /// Where the window slides: `cut` is the first kept entry (a context index).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Cut {
+pub(crate) struct Cut {
     pub cut: usize,
     /// The evicted share of the last try, or `None` for the fall-back to summarizing all.
     pub share: Option<f64>,
@@ -128,6 +129,7 @@ fn earliest_for_group(ctx: &Context, base: usize, candidate: usize) -> usize {
 }
 
 impl Letta {
+    /// Build with `params`, checked: a bad value is a [`ParamError`] naming it.
     pub fn new(params: Params) -> Result<Letta, ParamError> {
         let p = params.sliding_window_percentage;
         if !(p.is_finite() && p > 0.0 && p <= 1.0) {
@@ -168,7 +170,7 @@ impl Letta {
     }
 
     /// The sliding-window search (see the module docs).
-    pub fn cut(&self, ctx: &Context, budget: &Budget) -> Option<Cut> {
+    pub(crate) fn cut(&self, ctx: &Context, budget: &Budget) -> Option<Cut> {
         let base = prod::body_start(ctx);
         let n = ctx.len() - base;
         if n < 2 {

@@ -35,12 +35,16 @@ pub mod truncate;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{strategy}: parameter `{param}`: {problem}")]
 pub struct ParamError {
+    /// The strategy.
     pub strategy: &'static str,
+    /// The parameter.
     pub param: &'static str,
+    /// What is wrong with its value.
     pub problem: String,
 }
 
 impl ParamError {
+    /// A problem with `param` of `strategy`.
     pub fn new(strategy: &'static str, param: &'static str, problem: impl Into<String>) -> ParamError {
         ParamError { strategy, param, problem: problem.into() }
     }
@@ -195,6 +199,7 @@ impl StrategyConfig {
 /// One parameter of a strategy, for `compactbench strategies`.
 #[derive(Debug, Clone, Serialize)]
 pub struct ParamInfo {
+    /// The parameter's key in an experiment table.
     pub name: String,
     /// The JSON type: `integer`, `number`, `boolean` or `string`; an optional parameter adds
     /// `|null` (`integer|null`). An enumeration is a `string` with its values in `allowed`.
@@ -203,7 +208,9 @@ pub struct ParamInfo {
     /// The values an enumeration accepts (empty for any other parameter).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub allowed: Vec<String>,
+    /// Its default value.
     pub default: serde_json::Value,
+    /// What it means, in words.
     pub meaning: String,
 }
 
@@ -281,13 +288,16 @@ fn type_of(schema: &serde_json::Value, root: &serde_json::Value, out: &mut TypeO
 /// A strategy's catalog entry.
 #[derive(Debug, Clone, Serialize)]
 pub struct StrategyInfo {
+    /// The strategy's name in experiment files.
     pub name: &'static str,
     /// `seed`, `production`, `baseline` or `reference` (see [`family`]).
     pub family: &'static str,
     /// The seed document it implements, the production system's repository and path, or
     /// `baseline` / `reference`.
     pub source: &'static str,
+    /// One line: what it does.
     pub summary: &'static str,
+    /// Its parameters.
     pub params: Vec<ParamInfo>,
 }
 

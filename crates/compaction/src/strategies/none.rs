@@ -8,6 +8,7 @@ use crate::context::Context;
 use crate::strategy::{Budget, Plan, Promises, Strategy, Trigger};
 use crate::tokens::{CharsOver4Role4, TokenCounter};
 
+/// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str =
     "Never compacts: every request carries the whole history, and overflows once it outgrows the window.";
 
@@ -23,6 +24,7 @@ pub struct NoCompaction {
 }
 
 impl NoCompaction {
+    /// Build with `params`, checked: a bad value is a [`ParamError`] naming it.
     pub fn new(_params: Params) -> Result<NoCompaction, ParamError> {
         Ok(NoCompaction::default())
     }

@@ -27,6 +27,7 @@ use crate::message::Role;
 use crate::strategy::{Budget, Plan, Promises, Slot, Strategy, Trigger};
 use crate::tokens::TokenCounter;
 
+/// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Baseline (JetBrains observation masking): once the estimate (exact o200k_base by default) \
      is above 80% of the window, replaces every tool output but the newest 10 with a short placeholder; no model \
      call, nothing dropped.";
@@ -68,6 +69,7 @@ pub struct ObservationMask {
 }
 
 impl ObservationMask {
+    /// Build with `params`, checked: a bad value is a [`ParamError`] naming it.
     pub fn new(params: Params) -> Result<ObservationMask, ParamError> {
         if !(params.threshold_ratio.is_finite() && params.threshold_ratio > 0.0 && params.threshold_ratio <= 1.0) {
             return Err(ParamError::new("observation-mask", "threshold_ratio", "must be in (0, 1]"));
@@ -78,6 +80,7 @@ impl ObservationMask {
         Ok(ObservationMask { meter: Meter::new(params.counter), params })
     }
 
+    /// The parameters it was built with.
     pub fn params(&self) -> &Params {
         &self.params
     }

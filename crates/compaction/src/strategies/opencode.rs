@@ -56,17 +56,26 @@ use crate::strategy::{
 };
 use crate::tokens::{Exact, TokenCounter};
 
+/// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "OpenCode: at usable = window - max output - reserved, keeps the last user turns (up to \
      15,000 tokens) and replaces the rest with an anchored, sectioned summary merged with the previous one; \
      optional prune of old tool outputs (40k protected, 20k minimum).";
 
+/// OpenCode's cap on the model's output tokens.
 pub const OUTPUT_TOKEN_MAX: u64 = 32_000;
+/// OpenCode's cap on the reserved tokens.
 pub const RESERVED_MAX: u64 = 20_000;
+/// Tool output tokens protected from pruning (the newest).
 pub const PRUNE_PROTECT: u64 = 40_000;
+/// The least a prune must clear to be done.
 pub const PRUNE_MINIMUM: u64 = 20_000;
+/// Characters of a tool output kept in the summarizer's input.
 pub const TOOL_OUTPUT_MAX_CHARS: u64 = 2_000;
+/// What replaces a pruned tool output.
 pub const PRUNED: &str = "[Old tool result content cleared]";
+/// The user message that asks for the summary.
 pub const COMPACTION_REQUEST: &str = "What did we do so far?";
+/// The user message that follows the summary.
 pub const CONTINUE: &str = "Continue with the next steps if there are any; if you are unsure how to go on, stop and \
      ask for clarification.";
 /// The anchored template's headings, in order.
@@ -143,6 +152,7 @@ pub fn validate(summary: &str) -> Result<(), String> {
 }
 
 impl Opencode {
+    /// Build with `params`, checked: a bad value is a [`ParamError`] naming it.
     pub fn new(params: Params) -> Result<Opencode, ParamError> {
         if params.max_output == Some(0) {
             return Err(ParamError::new("opencode", "max_output", "must be at least 1"));
@@ -159,6 +169,7 @@ impl Opencode {
         Ok(Opencode { params, meter: Exact::o200k() })
     }
 
+    /// The model's output tokens, as OpenCode caps them.
     pub fn max_output(&self, budget: &Budget) -> u64 {
         self.params.max_output.unwrap_or((budget.context_window / 4).min(OUTPUT_TOKEN_MAX))
     }
@@ -170,6 +181,7 @@ impl Opencode {
         budget.context_window.saturating_sub(out).saturating_sub(reserved)
     }
 
+    /// Tokens of recent turns kept verbatim.
     pub fn preserve_recent_tokens(&self, budget: &Budget) -> u64 {
         self.params.preserve_recent_tokens.unwrap_or_else(|| (self.usable(budget) / 4).clamp(2_000, 15_000))
     }

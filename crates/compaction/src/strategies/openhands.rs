@@ -44,6 +44,7 @@ use crate::message::Role;
 use crate::strategy::{Budget, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
 use crate::tokens::{Exact, TokenCounter};
 
+/// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "OpenHands LLMSummarizingCondenser: past 120 events (or the token limit, or on a context \
      error), keeps the first 4 events and the newest down to half of max_size, summarizes the forgotten middle with \
      the previous summary; a tool call and its observations are never separated.";
@@ -79,12 +80,13 @@ pub struct Openhands {
 
 /// The forgotten range `[start, end)` of a view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Forget {
+pub(crate) struct Forget {
     pub start: usize,
     pub end: usize,
 }
 
 impl Openhands {
+    /// Build with `params`, checked: a bad value is a [`ParamError`] naming it.
     pub fn new(params: Params) -> Result<Openhands, ParamError> {
         if (params.max_size / 2) as i64 - params.keep_first as i64 - 1 <= 0 {
             return Err(ParamError::new("openhands", "keep_first", "must be less than max_size / 2 - 1"));
@@ -116,7 +118,7 @@ impl Openhands {
     }
 
     /// `_get_forgotten_events` for the reasons that hold (`request`: a condensation request).
-    pub fn forget(&self, ctx: &Context, budget: &Budget, request: bool) -> Option<Forget> {
+    pub(crate) fn forget(&self, ctx: &Context, budget: &Budget, request: bool) -> Option<Forget> {
         let len = ctx.len();
         let keep_first = self.params.keep_first as i64;
         let mut tails: Vec<i64> = Vec::new();

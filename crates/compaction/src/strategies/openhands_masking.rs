@@ -43,6 +43,7 @@ use crate::message::Role;
 use crate::strategy::{Budget, Plan, Promises, Slot, Strategy, Trigger};
 use crate::tokens::{Exact, TokenCounter};
 
+/// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "OpenHands ObservationMaskingCondenser: on every step, replaces each tool observation \
      older than the newest 5 events with <MASKED>; no threshold, no model call.";
 
@@ -71,6 +72,7 @@ pub struct OpenhandsMasking {
 }
 
 impl OpenhandsMasking {
+    /// Build with `params`, checked: a bad value is a [`ParamError`] naming it.
     pub fn new(params: Params) -> Result<OpenhandsMasking, ParamError> {
         if params.attention_window == 0 {
             return Err(ParamError::new("openhands-masking", "attention_window", "must be at least 1"));

@@ -110,10 +110,12 @@ use crate::strategy::{
 };
 use crate::tokens::{js_len, CharsOver4, TokenCounter};
 
+/// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "In paper mode keeps only the newest 40 messages; over 85% of the window (chars/4) strips chitchat, drops the oldest completed stages behind a stage digest, LLM-summarizes the oldest messages into a system message, then brute-prunes to the system messages and the last 50 at 80%.";
 
 /// Text around the P3 summary (the document's exact wording).
 pub const SUMMARY_PREFIX: &str = "[RINGKASAN DISKUSI SEBELUMNYA]\n";
+/// The text after the summary (the paper's own, in Indonesian: the conversation continues from here).
 pub const SUMMARY_SUFFIX: &str = "\n\nPercakapan berlanjut dari sini.";
 const DIGEST_HEAD: &str = "[CONTEXT COMPACTION: ";
 const DIGEST_FOOT: &str = "\n\nDetail tersimpan di stageData. Pesan asli tetap ada di database.";
@@ -216,7 +218,7 @@ pub struct PriorityChain {
 
 /// The document's `checkContextBudget`: both thresholds and whether each fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ChainBudget {
+pub(crate) struct ChainBudget {
     pub total_tokens: u64,
     /// `floor(window x compaction_ratio)`.
     pub compaction_threshold: u64,
@@ -334,6 +336,7 @@ fn parse_digest(text: &str) -> Option<(usize, String)> {
 }
 
 impl PriorityChain {
+    /// Build with `params`, checked: a bad value is a [`ParamError`] naming it.
     pub fn new(params: Params) -> Result<PriorityChain, ParamError> {
         const N: &str = "priority-chain";
         unit_ratio(N, "compaction_ratio", params.compaction_ratio, false)?;
@@ -349,12 +352,13 @@ impl PriorityChain {
         Ok(PriorityChain { params, estimator: CharsOver4 })
     }
 
+    /// The parameters it was built with.
     pub fn params(&self) -> &Params {
         &self.params
     }
 
     /// The document's `checkContextBudget(totalChars, contextWindow)`.
-    pub fn check_context_budget(&self, total_chars: u64, context_window: u64) -> ChainBudget {
+    pub(crate) fn check_context_budget(&self, total_chars: u64, context_window: u64) -> ChainBudget {
         let total_tokens = total_chars.div_ceil(4);
         let compaction_threshold = (context_window as f64 * self.params.compaction_ratio).floor() as u64;
         let prune_threshold = (context_window as f64 * self.params.prune_ratio).floor() as u64;

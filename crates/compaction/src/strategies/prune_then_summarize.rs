@@ -96,6 +96,7 @@ use crate::strategy::{
 };
 use crate::tokens::{BpeRole4, TokenCounter};
 
+/// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Seed 004 (OpenCode-style): once 4 + o200k tokens per message passes the window minus a \
      4,096-token output reserve, clears old tool outputs beyond the newest 40,000 tool-output tokens and the last 2 \
      turns; if still over, summarizes the conversation with a continuation prompt into a user/assistant pair after \
@@ -198,7 +199,7 @@ impl Default for Params {
 /// variant, above `usable x ratio` (`isApproachingOverflow`). With a 128,000 window: overflow
 /// above 123,904 tokens, approaching (0.9) above 111,513.6, that is from 111,514 tokens.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PruneBudget {
+pub(crate) struct PruneBudget {
     pub context_window: u64,
     pub output_reserve: u64,
     pub approaching_ratio: Option<f64>,
@@ -262,18 +263,20 @@ fn is_cleared(e: &Entry) -> bool {
 }
 
 impl PruneThenSummarize {
+    /// Build with `params`, checked: a bad value is a [`ParamError`] naming it.
     pub fn new(params: Params) -> Result<PruneThenSummarize, ParamError> {
         validate(&params)?;
         let margin = (!params.model_id.starts_with("openai/")).then_some(params.non_openai_margin);
         Ok(PruneThenSummarize { estimator: BpeRole4::new(margin), params })
     }
 
+    /// The parameters it was built with.
     pub fn params(&self) -> &Params {
         &self.params
     }
 
     /// The overflow line for `budget`.
-    pub fn prune_budget(&self, budget: &Budget) -> PruneBudget {
+    pub(crate) fn prune_budget(&self, budget: &Budget) -> PruneBudget {
         PruneBudget {
             context_window: budget.context_window,
             output_reserve: self.params.output_reserve,

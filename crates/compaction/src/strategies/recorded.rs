@@ -29,6 +29,7 @@ use crate::strategy::{
 };
 use crate::tokens::{CharsOver4Role4, TokenCounter};
 
+/// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Reference: replays the compaction recorded in the conversation (Claude Code's own cut and \
                            summary), so the recorded agent's retention is scored beside the strategies.";
 
@@ -47,6 +48,7 @@ pub struct Recorded {
 }
 
 impl Recorded {
+    /// Build with `params`, checked: a bad value is a [`ParamError`] naming it.
     pub fn new(_params: Params) -> Result<Recorded, ParamError> {
         Ok(Recorded::default())
     }

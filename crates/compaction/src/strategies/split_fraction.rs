@@ -61,6 +61,7 @@ use crate::message::{Message, Role};
 use crate::strategy::{Budget, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
 use crate::tokens::{LenOver4Plus4, TokenCounter};
 
+/// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "When message tokens (len/4 + 4 each) pass 80% of the window left after the system prompt and \
      16,384 output tokens, or after a length stop, summarizes all but the newest 40% of messages into a \
      `[COMPACT SUMMARY]` user message answered by `Understood.`; falls back to a truncation notice if the summary fails.";
@@ -99,7 +100,7 @@ impl Default for Params {
 
 /// The document's `calculateTokenBudget` for one context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SplitFractionBudget {
+pub(crate) struct SplitFractionBudget {
     /// The model's context window (`ContextLimit`).
     pub context_limit: u64,
     /// `len(systemPrompt) / 4`.
@@ -125,6 +126,7 @@ impl SplitFractionBudget {
         }
     }
     /// `contextLimit - systemTokens - messageTokens - maxOutputTokens`; can be negative.
+    #[cfg(test)]
     pub fn available(&self) -> i128 {
         self.denominator() - i128::from(self.message_tokens)
     }
@@ -132,7 +134,8 @@ impl SplitFractionBudget {
     pub fn denominator(&self) -> i128 {
         i128::from(self.context_limit) - i128::from(self.system_tokens) - i128::from(self.max_output_tokens)
     }
-    /// The utilization as the document computes it (a float ratio), for reports.
+    /// The utilization as the document computes it (a float ratio).
+    #[cfg(test)]
     pub fn utilization(&self) -> f64 {
         self.message_tokens as f64 / self.denominator() as f64
     }
@@ -161,7 +164,7 @@ fn message_tokens(ctx: &Context) -> u64 {
 
 /// Where the context splits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Split {
+pub(crate) struct Split {
     /// First entry after the system prompt (0 or 1).
     pub body_start: usize,
     /// First preserved entry; `body_start..split` is summarized.
@@ -176,6 +179,7 @@ pub struct SplitFraction {
 }
 
 impl SplitFraction {
+    /// Build with `params`, checked: a bad value is a [`ParamError`] naming it.
     pub fn new(params: Params) -> Result<SplitFraction, ParamError> {
         const NAME: &str = "split-fraction";
         if !(1..=100).contains(&params.threshold_percent) {
@@ -189,15 +193,16 @@ impl SplitFraction {
         }
         Ok(SplitFraction { params, estimator: LenOver4Plus4 })
     }
+    /// The parameters it was built with.
     pub fn params(&self) -> &Params {
         &self.params
     }
     /// The document's token budget for `ctx`.
-    pub fn budget(&self, ctx: &Context, budget: &Budget) -> SplitFractionBudget {
+    pub(crate) fn budget(&self, ctx: &Context, budget: &Budget) -> SplitFractionBudget {
         SplitFractionBudget::measure(ctx, budget, &self.params)
     }
     /// The split point after `adjustSplitForToolPairs`; `None` when nothing would be summarized.
-    pub fn split(&self, ctx: &Context) -> Option<Split> {
+    pub(crate) fn split(&self, ctx: &Context) -> Option<Split> {
         let body_start = usize::from(ctx.system_prompt().is_some());
         let n = ctx.len() - body_start;
         let preserve_percent = usize::try_from(self.params.preserve_percent).unwrap_or(usize::MAX);

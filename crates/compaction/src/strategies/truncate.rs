@@ -38,6 +38,7 @@ use crate::message::Role;
 use crate::strategy::{Budget, Plan, Promises, Slot, Strategy, Trigger};
 use crate::tokens::{CharsOver4Role4, Exact, TokenCounter};
 
+/// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Baseline: once the estimate (exact o200k_base by default) is above 80% of the window or \
      max_tokens, drops the oldest messages after the system prompt, whole tool-call groups at a time, until it fits; \
      the kept history starts at a user message (LangChain's trim_messages).";
@@ -59,7 +60,7 @@ pub enum Counter {
 
 /// A [`Counter`] made concrete.
 #[derive(Debug, Clone, Copy)]
-pub enum Meter {
+pub(crate) enum Meter {
     Exact(Exact),
     Approx(CharsOver4Role4),
 }
@@ -118,6 +119,7 @@ struct Cut {
 }
 
 impl Truncate {
+    /// Build with `params`, checked: a bad value is a [`ParamError`] naming it.
     pub fn new(params: Params) -> Result<Truncate, ParamError> {
         if !(params.target_ratio.is_finite() && params.target_ratio > 0.0 && params.target_ratio <= 1.0) {
             return Err(ParamError::new("truncate", "target_ratio", "must be in (0, 1]"));
@@ -128,6 +130,7 @@ impl Truncate {
         Ok(Truncate { meter: Meter::new(params.counter), params })
     }
 
+    /// The parameters it was built with.
     pub fn params(&self) -> &Params {
         &self.params
     }

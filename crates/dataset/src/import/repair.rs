@@ -28,6 +28,11 @@
 //!   importer (Claude Code's `compact_boundary` with no `isCompactSummary` message after it),
 //!   dropped, and reported here with the others.
 //!
+//! Which result answers which call, and which unanswered calls are in flight, is
+//! [`compaction::pairing::ToolPairing`]'s rule, the one the invariants and the replay use; this
+//! pass adds only the policy for what that rule finds broken (rename, pair by position, drop,
+//! insert a placeholder), and checks its output against the rule.
+//!
 //! Consecutive messages of the same role are kept as they are (they are what the agent sent)
 //! and counted in [`RepairReport::same_role_pairs`]. With `strict`, the importer turns every
 //! repair into an error instead (see [`super::ImportOptions::strict`]).
@@ -35,6 +40,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
+use compaction::pairing::ToolPairing;
 use compaction::{Message, Role};
 use serde::{Deserialize, Serialize};
 
@@ -334,13 +340,14 @@ pub(crate) fn repair(draft: Draft, line_of: &dyn Fn(&At) -> Option<usize>) -> Re
             out.push(m);
         }
     }
-    let last_assistant = out.iter().rposition(|m| m.role == Role::Assistant);
+    // With ids unique and every result renamed with its call, the pairing rule sees the calls
+    // left open here; which of them are in flight is its call, not this pass's.
+    let unanswered: HashSet<(usize, String)> = ToolPairing::scan(&out).unanswered().into_iter().collect();
     let mut inserts: BTreeMap<usize, Vec<Message>> = BTreeMap::new();
     let mut in_flight = 0usize;
     for o in open {
         let at_msg = new_index[o.message];
-        let tail_is_results = out[at_msg + 1..].iter().all(|m| m.role == Role::Tool);
-        if Some(at_msg) == last_assistant && tail_is_results {
+        if !unanswered.contains(&(at_msg, o.id.clone())) {
             in_flight += 1;
             continue;
         }
@@ -354,6 +361,13 @@ pub(crate) fn repair(draft: Draft, line_of: &dyn Fn(&At) -> Option<usize>) -> Re
         out.splice(pos..pos, batch);
     }
 
+    debug_assert!(
+        {
+            let after = ToolPairing::scan(&out);
+            after.orphans().is_empty() && after.unanswered().is_empty()
+        },
+        "the repaired conversation breaks the pairing rule"
+    );
     notes.report.in_flight_calls = in_flight;
     notes.report.same_role_pairs = out.windows(2).filter(|w| w[0].role == w[1].role && w[0].role != Role::Tool).count();
     conversation.messages = out;

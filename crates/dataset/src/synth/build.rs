@@ -408,6 +408,26 @@ pub(crate) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
 }
 
 /// `YYYY-MM-DD`.
+/// A fixture text (a file under `synth/texts/`, loaded with `include_str!`) with each `{name}`
+/// replaced by its value. A placeholder left unfilled is a bug in the generator: it panics,
+/// so a test catches it before a dataset ships with a `{name}` in it.
+pub(crate) fn fill_text(template: &str, vars: &[(&str, &str)]) -> String {
+    let mut out = template.to_string();
+    for (name, value) in vars {
+        let key = format!("{{{name}}}");
+        assert!(out.contains(&key), "the text has no {key}");
+        out = out.replace(&key, value);
+    }
+    if let Some(start) = out.find('{') {
+        let rest = &out[start + 1..];
+        let ident = rest.split('}').next().unwrap_or("");
+        let unfilled =
+            !ident.is_empty() && ident.len() < 40 && ident.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        assert!(!unfilled, "placeholder {{{ident}}} was not filled");
+    }
+    out
+}
+
 pub(crate) fn date(days: i64) -> String {
     let (y, m, d) = civil(days);
     format!("{y:04}-{m:02}-{d:02}")

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use compaction::{Conversation, ProbeKind};
 
-use super::build::{camel, q, Builder, Call, IdStyle, J};
+use super::build::{camel, fill_text, q, Builder, Call, IdStyle, J};
 use super::rng::Rng;
 use super::Spec;
 
@@ -110,145 +110,13 @@ fn fill(template: &str, vars: &[(&str, &str)]) -> String {
     out
 }
 
-const FILLERS: &[&str] = &[
-    r#"def get_%noun%(session: Session, %noun%_id: str) -> %N% | None:
-    """Fetch one %noun% by id, or None when it does not exist."""
-    return session.get(%N%, %noun%_id)"#,
-    r#"def list_%noun%s(session: Session, *, limit: int = 50, offset: int = 0) -> list[%N%]:
-    """Return %noun%s ordered by creation time, newest first."""
-    stmt = select(%N%).order_by(%N%.created_at.desc()).offset(offset).limit(limit)
-    return list(session.scalars(stmt))"#,
-    r#"def create_%noun%(session: Session, payload: %N%Create, *, actor: str) -> %N%:
-    """Create a %noun% and record who did it."""
-    %noun% = %N%(**payload.model_dump(), created_by=actor)
-    session.add(%noun%)
-    session.flush()
-    log.info("created %noun% %s by %s", %noun%.id, actor)
-    return %noun%"#,
-    r#"def _%field%_sort_key(%noun%: %N%) -> tuple[str, int]:
-    return (%noun%.%field% or "", %noun%.version)"#,
-    r#"class %N%Repository:
-    """Persistence for %noun%s. All methods expect an open transaction."""
+/// Function templates (`%noun%`, `%N%`, `%field%` markers), one snippet each, separated by `# ---` lines in `texts/coding_fillers.py`.
+static FILLERS: std::sync::LazyLock<Vec<&'static str>> =
+    std::sync::LazyLock::new(|| include_str!("texts/coding_fillers.py").split("\n# ---\n").collect());
 
-    def __init__(self, session: Session) -> None:
-        self._session = session
-
-    def by_%field%(self, value: str) -> list[%N%]:
-        stmt = select(%N%).where(%N%.%field% == value).order_by(%N%.created_at)
-        return list(self._session.scalars(stmt))
-
-    def count_since(self, since: datetime) -> int:
-        stmt = select(func.count()).select_from(%N%).where(%N%.created_at >= since)
-        return int(self._session.scalar(stmt) or 0)"#,
-    r#"@dataclass(frozen=True)
-class %N%Summary:
-    id: str
-    %field%: str
-    total_minor: int
-    currency: str = DEFAULT_CURRENCY
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> "%N%Summary":
-        return cls(
-            id=str(row["id"]),
-            %field%=row["%field%"],
-            total_minor=int(row["total_minor"]),
-            currency=row.get("currency", DEFAULT_CURRENCY),
-        )"#,
-    r#"def validate_%noun%(%noun%: %N%) -> list[str]:
-    """Return a list of validation problems; empty when the %noun% is valid."""
-    problems: list[str] = []
-    if not %noun%.%field%:
-        problems.append("%field% is required")
-    if %noun%.total_minor < 0:
-        problems.append("total_minor must not be negative")
-    if len(%noun%.reference or "") > MAX_REFERENCE_LEN:
-        problems.append(f"reference longer than {MAX_REFERENCE_LEN} characters")
-    return problems"#,
-    r#"def %noun%s_by_%field%(items: Iterable[%N%]) -> dict[str, list[%N%]]:
-    """Group %noun%s by %field%, keeping input order inside each group."""
-    grouped: dict[str, list[%N%]] = defaultdict(list)
-    for item in items:
-        grouped[item.%field%].append(item)
-    return dict(grouped)"#,
-    r#"async def publish_%noun%_event(bus: EventBus, %noun%: %N%, kind: str) -> None:
-    """Emit a %noun%.<kind> event; the bus retries on transient errors."""
-    event = {
-        "type": f"%noun%.{kind}",
-        "id": %noun%.id,
-        "occurred_at": utcnow().isoformat(),
-        "data": serialize_%noun%(%noun%),
-    }
-    await bus.publish(TOPIC, event)"#,
-    r#"def serialize_%noun%(%noun%: %N%, *, include_internal: bool = False) -> dict[str, Any]:
-    data = {
-        "id": %noun%.id,
-        "%field%": %noun%.%field%,
-        "created_at": %noun%.created_at.isoformat(),
-        "updated_at": %noun%.updated_at.isoformat(),
-    }
-    if include_internal:
-        data["version"] = %noun%.version
-        data["created_by"] = %noun%.created_by
-    return data"#,
-    r#"def archive_%noun%s_older_than(session: Session, days: int, *, dry_run: bool = False) -> int:
-    """Archive %noun%s whose last update is older than `days`; returns how many."""
-    cutoff = utcnow() - timedelta(days=days)
-    stmt = select(%N%).where(%N%.updated_at < cutoff, %N%.archived_at.is_(None))
-    count = 0
-    for %noun% in session.scalars(stmt):
-        count += 1
-        if not dry_run:
-            %noun%.archived_at = utcnow()
-    log.info("archived %d %noun%s (dry_run=%s)", count, dry_run)
-    return count"#,
-    r#"def merge_%noun%_%field%(current: %N%, incoming: Mapping[str, Any]) -> %N%:
-    """Apply a partial update; unknown keys are ignored, None clears a field."""
-    allowed = {"%field%", "reference", "notes"}
-    for key, value in incoming.items():
-        if key not in allowed:
-            log.debug("ignoring unknown %noun% field %s", key)
-            continue
-        setattr(current, key, value)
-    current.version += 1
-    return current"#,
-];
-
-const TEST_FILLERS: &[&str] = &[
-    r#"def test_serialize_%noun%_omits_internal_fields():
-    data = serialize_%noun%(make_%noun%())
-    assert "version" not in data
-    assert set(data) == {"id", "%field%", "created_at", "updated_at"}"#,
-    r#"def test_validate_%noun%_requires_%field%():
-    %noun% = make_%noun%(%field%="")
-    assert validate_%noun%(%noun%) == ["%field% is required"]"#,
-    r#"@pytest.mark.parametrize("limit,offset,expected", [(10, 0, 10), (10, 95, 5), (50, 100, 0)])
-def test_list_%noun%s_pages(db_session, limit, offset, expected):
-    make_%noun%s(db_session, count=100)
-    assert len(list_%noun%s(db_session, limit=limit, offset=offset)) == expected"#,
-    r#"def test_%noun%s_by_%field%_keeps_order():
-    items = [make_%noun%(%field%="a"), make_%noun%(%field%="b"), make_%noun%(%field%="a")]
-    grouped = %noun%s_by_%field%(items)
-    assert [i.id for i in grouped["a"]] == [items[0].id, items[2].id]"#,
-    r#"def test_get_%noun%_missing_returns_none(db_session):
-    assert get_%noun%(db_session, "does-not-exist") is None"#,
-    r#"def test_merge_%noun%_ignores_unknown_keys():
-    %noun% = make_%noun%(%field%="old")
-    merged = merge_%noun%_%field%(%noun%, {"%field%": "new", "bogus": 1})
-    assert merged.%field% == "new"
-    assert not hasattr(merged, "bogus")"#,
-    r#"@pytest.mark.asyncio
-async def test_publish_%noun%_event_shapes_payload(fake_bus):
-    %noun% = make_%noun%()
-    await publish_%noun%_event(fake_bus, %noun%, "updated")
-    (topic, event), = fake_bus.published
-    assert event["type"] == "%noun%.updated"
-    assert event["id"] == %noun%.id"#,
-    r#"def test_archive_%noun%s_dry_run_changes_nothing(db_session, frozen_clock):
-    make_%noun%s(db_session, count=3, updated_days_ago=400)
-    assert archive_%noun%s_older_than(db_session, 365, dry_run=True) == 3
-    assert all(x.archived_at is None for x in list_%noun%s(db_session))"#,
-];
+/// Test templates (same markers), one snippet each, separated by `# ---` lines in `texts/coding_test_fillers.py`.
+static TEST_FILLERS: std::sync::LazyLock<Vec<&'static str>> =
+    std::sync::LazyLock::new(|| include_str!("texts/coding_test_fillers.py").split("\n# ---\n").collect());
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -879,7 +747,7 @@ fn python_module(rng: &mut Rng, header: String, nouns: &[String], planted: &[&Bu
         tries += 1;
         let noun = rng.pick(nouns).clone();
         let field = *rng.pick(FIELDS);
-        let t = *rng.pick(FILLERS);
+        let t = *rng.pick(&FILLERS);
         let n_cls = camel(&noun);
         let text = fill(t, &[("noun", &noun), ("N", &n_cls), ("field", field)]);
         let head =
@@ -914,7 +782,7 @@ fn test_module(rng: &mut Rng, pkg: &str, module: &str, noun: &str, planted: &[&B
     while blocks.len() < n && tries < 60 {
         tries += 1;
         let field = *rng.pick(FIELDS);
-        let t = fill(rng.pick_str(TEST_FILLERS), &[("noun", noun), ("N", &n_cls), ("field", field)]);
+        let t = fill(rng.pick_str(&TEST_FILLERS), &[("noun", noun), ("N", &n_cls), ("field", field)]);
         let name = test_name(&t);
         if seen.insert(name) {
             blocks.push(t);
@@ -1137,29 +1005,7 @@ fn diff_output(rng: &mut Rng, b: &Bug, line: usize) -> String {
 }
 
 fn system_prompt(w: &World, date: &str) -> String {
-    format!(
-        r#"You are a software engineering agent working in the repository `{pkg}` ({desc}). You operate inside a sandbox with the repository checked out at /workspace/{pkg}. Work autonomously: read code before you change it, reproduce failures before you fix them, and verify every fix by running the relevant tests.
-
-# Tools
-- read_file(path, offset?, limit?): returns the file with line numbers (cat -n format). Paths are relative to the repository root.
-- edit_file(path, old_string, new_string): replaces exactly one occurrence of old_string. old_string must match the file byte for byte, including indentation; the edit fails otherwise.
-- bash(command, timeout?): runs a shell command in the repository root and returns stdout and stderr. A non-zero exit status is reported as an error. Prefer `python -m pytest` over bare `pytest`.
-You may call several tools in one turn when the calls are independent (for example reading two files); their results come back in order.
-
-# Conventions in this repository
-- Python 3.11, SQLAlchemy 2.0, pytest with pytest-asyncio in strict mode. Money is Decimal everywhere; never float.
-- Tests live in tests/, one file per module (tests/test_<module>.py); factories are in tests/factories.py.
-- Run `ruff check src tests` and `python -m mypy src` before declaring a change done.
-- Commit messages follow Conventional Commits (`fix(scope): ...`). Do not commit unless asked.
-- Keep changes minimal and focused; do not reformat unrelated code.
-
-# Communication
-Be concise. When you find the root cause, say what it is and where (file and line) before editing. When there is more than one reasonable fix, present the options and let the user choose. When you finish, summarize what changed and what is left.
-
-Today's date is {date}. The default branch is main."#,
-        pkg = w.pkg,
-        desc = w.desc
-    )
+    fill_text(include_str!("texts/coding_system.md"), &[("pkg", w.pkg), ("desc", w.desc), ("date", date)])
 }
 
 const OPENERS: &[&str] = &[

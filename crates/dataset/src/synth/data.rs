@@ -14,7 +14,7 @@
 
 use compaction::{Conversation, ProbeKind};
 
-use super::build::{decimal, grouped, q, s, Builder, Call, IdStyle, J};
+use super::build::{decimal, fill_text, grouped, q, s, Builder, Call, IdStyle, J};
 use super::rng::Rng;
 use super::Spec;
 
@@ -142,21 +142,7 @@ fn code(src: &str) -> String {
 }
 
 fn system_prompt(w: &World) -> String {
-    format!(
-        r#"You are a data analyst agent at {name} ({product}). You answer questions about product metrics by querying the warehouse and reading service logs. Be rigorous: state the query behind every number, check row counts, and say when data is incomplete.
-
-Tools:
-- run_sql(query): runs read-only SQL on the warehouse (PostgreSQL 15 dialect) and returns a psql-style table. Results over 2,000 rows are truncated.
-- bash(command): a shell on the analytics host. Service logs are under /var/log/<service>/, exports under /data/exports/. Output over 60 KB is truncated.
-- python(code): a Jupyter kernel with pandas, numpy and matplotlib; files you write under ./out/ are shared with the user.
-
-Warehouse schemas: analytics (events, users, sessions), billing (orders, refunds), ops (deploys, incidents). Timestamps are UTC unless a column name ends in _local.
-Definitions: a user is active in a week if they have at least one qualifying event (app_open, sync, purchase) in that ISO week. Internal and test accounts must be excluded from every product metric.
-
-When you have a finding, give the number, the query and the caveats. Do not guess causes: show the evidence."#,
-        name = w.c.name,
-        product = w.c.product
-    )
+    fill_text(include_str!("texts/data_system.md"), &[("name", w.c.name), ("product", w.c.product)])
 }
 
 pub(super) fn generate(spec: Spec) -> Conversation {

@@ -16,7 +16,7 @@
 use compaction::{Conversation, Message, ProbeKind};
 use serde_json::Value;
 
-use super::build::{capitalize, decimal, obj, q, s, Builder, Call, IdStyle, J};
+use super::build::{capitalize, decimal, fill_text, obj, q, s, Builder, Call, IdStyle, J};
 use super::rng::Rng;
 use super::Spec;
 
@@ -529,10 +529,9 @@ fn decision(w: &World, stage: &str) -> (String, String, Vec<String>) {
 fn system_prompt(w: &World) -> String {
     let stages =
         STAGES.iter().enumerate().map(|(i, (k, l))| format!("{}. {l} ({k})", i + 1)).collect::<Vec<_>>().join("\n");
-    format!(
-        "Kamu adalah asisten penulisan paper akademik berbahasa Indonesia. Kamu membimbing pengguna menulis paper ilmiah tahap demi tahap. Setiap tahap harus disetujui (approve) oleh pengguna sebelum lanjut ke tahap berikutnya.\n\nTAHAPAN:\n{stages}\n\nATURAN UMUM:\n- Gunakan bahasa Indonesia baku yang mengalir, hindari jargon yang tidak perlu.\n- Jangan mengarang rujukan. Gunakan web_search dan fetch_url untuk mencari sumber, atau read_attachment untuk file yang diunggah pengguna.\n- Setiap klaim faktual diberi sitasi format APA edisi 7.\n- Simpan ringkasan tiap tahap dengan updateStageData setelah draf disetujui.\n- Jangan mengulang keputusan yang sudah ditolak pengguna di tahap sebelumnya.\n- Jika pengguna hanya membalas singkat (\"ok\", \"ya\", \"lanjut\"), lanjutkan pekerjaan di tahap yang sedang berjalan.\n\nKONTEKS: tanggal hari ini {}. Pengguna menargetkan {} kata.",
-        super::build::date(w.day),
-        w.words
+    fill_text(
+        include_str!("texts/paper_system.md"),
+        &[("stages", &stages), ("date", &super::build::date(w.day)), ("words", &w.words.to_string())],
     )
 }
 

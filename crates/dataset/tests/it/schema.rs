@@ -28,8 +28,12 @@ fn schema_names_the_required_fields_and_the_closed_sets() {
     assert_eq!(required(&schema), vec!["id", "messages"]);
     assert_eq!(required(&schema["$defs"]["Message"]), vec!["role"]);
     assert_eq!(required(&schema["$defs"]["ToolCall"]), vec!["id", "name"]);
-    let roles: Vec<&str> =
-        schema["$defs"]["Role"]["enum"].as_array().expect("role enum").iter().filter_map(|v| v.as_str()).collect();
+    let roles: Vec<&str> = schema["$defs"]["Role"]["oneOf"]
+        .as_array()
+        .expect("roles, each with its description")
+        .iter()
+        .filter_map(|v| v["const"].as_str())
+        .collect();
     assert_eq!(roles, vec!["system", "user", "assistant", "tool"]);
     let kinds: Vec<&str> = schema["$defs"]["ProbeKind"]["oneOf"]
         .as_array()

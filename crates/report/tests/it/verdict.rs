@@ -18,7 +18,7 @@ fn run_ci() -> RunData {
     let plan = Plan::load(exp, &LoadOptions::default()).expect("the synthetic datasets load");
     let summarizer = runner::summarize::OfflineSummarizer::default();
     let judge = runner::judge::OfflineJudge;
-    let engine = Engine { summarizer: &summarizer, judge: &judge, replay: runner::replay::replay };
+    let engine = Engine { summarizer: &summarizer, judge: &judge, replay: runner::replay::replay_built };
     let dir = std::env::temp_dir().join(format!("compactbench-verdict-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let options = RunOptions { out: dir.clone(), resume: false, jobs: None, shard: None };

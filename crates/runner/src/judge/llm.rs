@@ -34,6 +34,7 @@ use super::Judge;
 use crate::record::{ProbeScore, Verdict as ProbeVerdict};
 use crate::summarize::llm::{runtime, LlmSetupError};
 use crate::summarize::prompts::{builtin, PromptTemplate, Vars, ANSWER_VARS, GRADE_VARS};
+use runlog::llm_settings::VerdictFormat;
 
 /// The five grading dimensions, in verdict order.
 pub const DIMENSIONS: [&str; 5] = ["accuracy", "completeness", "artifact_trail", "continuity", "decisions"];
@@ -204,6 +205,8 @@ pub struct LlmJudge {
     answerer: Arc<Client>,
     grader: Arc<Client>,
     repeats: u32,
+    /// The `response_format` of grading requests, when the grader is held to a schema.
+    verdict_format: Option<Value>,
     answer_prompt: PromptTemplate,
     grade_prompt: PromptTemplate,
     runtime: tokio::runtime::Runtime,
@@ -223,6 +226,7 @@ impl LlmJudge {
             answerer,
             grader,
             repeats,
+            verdict_format: None,
             answer_prompt: PromptTemplate::parse("judge_answer.md", builtin::JUDGE_ANSWER, ANSWER_VARS)?,
             grade_prompt: PromptTemplate::parse("judge_grade.md", builtin::JUDGE_GRADE, GRADE_VARS)?,
             runtime: runtime()?,
@@ -230,6 +234,11 @@ impl LlmJudge {
             scored: AtomicU64::new(0),
             unparsed: AtomicU64::new(0),
         })
+    }
+    /// Hold the grader to the verdict's schema with `format` (see [`VerdictFormat`]).
+    pub fn with_verdict_format(mut self, format: Option<VerdictFormat>) -> LlmJudge {
+        self.verdict_format = format.map(|f| f.response_format(&DIMENSIONS));
+        self
     }
     pub fn stats(&self) -> JudgeStats {
         let probes = self.probes.load(Ordering::Relaxed);
@@ -286,7 +295,7 @@ impl LlmJudge {
             .set("expected", probe.answer.as_str())
             .set("facts", facts)
             .set("answer", if answer.trim().is_empty() { "(no answer)" } else { answer });
-        ChatRequest::new(self.grade_prompt.render(&vars)).sample(sample)
+        ChatRequest::new(self.grade_prompt.render(&vars)).sample(sample).response_format(self.verdict_format.clone())
     }
 
     async fn judge(&self, ctx: &Context, probe: &Probe) -> (Option<f64>, Value) {
@@ -479,6 +488,26 @@ mod tests {
         ] {
             assert!(parse_verdict(&bad).is_err(), "accepted {bad:?}");
         }
+    }
+
+    #[test]
+    fn a_verdict_format_goes_with_the_grading_request_only() {
+        let server = MockServer::start();
+        server.push_all([Reply::text("src/parse/grammar.rs", 80, 6), verdict([5, 5, 5, 4, 4])]);
+        let judge = LlmJudge::new(client(&server, Protocol::Openai), client(&server, Protocol::Openai), 1)
+            .unwrap()
+            .with_verdict_format(Some(VerdictFormat::JsonObject));
+        assert!(is_scored(&judge.score(&conversation(), &ctx(), &probe())));
+        let reqs = server.requests();
+        assert!(reqs[0].json().get("response_format").is_none(), "the answer is free text");
+        let grade = reqs[1].json();
+        assert_eq!(grade["response_format"]["type"], "json_object");
+        assert_eq!(grade["response_format"]["schema"]["required"][0], "accuracy");
+        // The format is part of the cache key: a held and a free grade are different requests.
+        let free = judge.grade_request(&probe(), "x", 0).response_format(None);
+        let held = judge.grade_request(&probe(), "x", 0);
+        let c = client(&server, Protocol::Openai);
+        assert_ne!(c.cache_key(&free).hex(), c.cache_key(&held).hex());
     }
 
     #[test]

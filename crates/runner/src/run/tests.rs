@@ -56,6 +56,7 @@ impl Judge for TestJudge {
 /// for conversations whose id starts with `bad`, panics for `panic`.
 fn fake_replay(
     conversation: &Conversation,
+    _strategy: &dyn compaction::Strategy,
     settings: &ReplaySettings,
     _summarizer: &dyn Summarizer,
     judge: &dyn Judge,

@@ -1,0 +1,162 @@
+//! The compaction step, written once: plan, summarize, apply, and re-plan on a context-length
+//! error. The replay uses it, and so can any agent that embeds this crate.
+//!
+//! A strategy never calls a model: [`compact`] asks the strategy for a [`Plan`], hands the plan
+//! to the caller's summarizer (a closure: an HTTP client, a cache, a test double), and applies
+//! the summaries it returns. When the summarizer reports that its own request was too long for
+//! the model ([`Summaries::too_long`]) and the step was not already reactive, the strategy is
+//! asked once more with [`Trigger::Overflow`] (a strategy that does not react to overflow keeps
+//! its first plan), and the summaries of that plan are applied instead.
+//!
+//! An agent loop calls it in two places:
+//!
+//! ```
+//! use compaction::{compact, Budget, Context, Message, StrategyConfig, Summaries, Trigger};
+//!
+//! let mut messages = vec![Message::system("You are a coding agent.")];
+//! for i in 0..40 {
+//!     messages.push(Message::user(format!("step {i}: {}", "lorem ipsum ".repeat(200))));
+//!     messages.push(Message::assistant("done"));
+//! }
+//! let mut ctx = Context::from_messages(messages);
+//! let strategy = StrategyConfig::default_for("codex").unwrap().build().unwrap();
+//! let budget = Budget::new(8_000);
+//! // Before each model call: compact when the strategy's own threshold is crossed. (After a
+//! // provider's context-length error, the same call with `Trigger::Overflow`.)
+//! assert!(strategy.should_compact(&ctx, &budget));
+//! if strategy.should_compact(&ctx, &budget) {
+//!     let step = compact(strategy.as_ref(), &ctx, &budget, Trigger::Proactive, |_ctx, plan| {
+//!         // One summary per request, from the agent's own model.
+//!         Summaries::of(plan.requests.iter().map(|_| Ok(String::from("the user asked for ..."))).collect())
+//!     });
+//!     if let Some(step) = step {
+//!         assert!(step.compacted.context.len() < ctx.len());
+//!         ctx = step.compacted.context;
+//!     }
+//! }
+//! ```
+
+use crate::context::Context;
+use crate::strategy::{Budget, Compacted, Plan, Strategy, SummaryOutcome, Trigger};
+
+/// What the caller's summarizer returned for one plan.
+#[derive(Debug, Clone, Default)]
+pub struct Summaries {
+    /// One outcome per [`Plan::requests`] entry, in order.
+    pub outcomes: Vec<SummaryOutcome>,
+    /// The summarizer's own request was too long for its model (a context-length error, not
+    /// an outage): the driver re-plans once with [`Trigger::Overflow`].
+    pub too_long: bool,
+}
+
+impl Summaries {
+    /// Outcomes with no context-length error.
+    pub fn of(outcomes: Vec<SummaryOutcome>) -> Summaries {
+        Summaries { outcomes, too_long: false }
+    }
+}
+
+/// One compaction step, done.
+#[derive(Debug, Clone)]
+pub struct Step {
+    /// The plan that was applied (the overflow plan after a re-plan).
+    pub plan: Plan,
+    /// The trigger the applied plan was made for.
+    pub trigger: Trigger,
+    /// True when the summarizer's context-length error made the driver re-plan on overflow.
+    pub replanned: bool,
+    /// The new context and what the compaction did.
+    pub compacted: Compacted,
+}
+
+/// Plan, summarize and apply one compaction of `ctx` for `trigger`; `None` when the strategy
+/// has nothing to do. `summarize` receives the context and the plan and returns one outcome per
+/// summary request (a plan with no request still calls it, with nothing to do).
+pub fn compact<S, F>(strategy: &S, ctx: &Context, budget: &Budget, trigger: Trigger, mut summarize: F) -> Option<Step>
+where
+    S: Strategy + ?Sized,
+    F: FnMut(&Context, &Plan) -> Summaries,
+{
+    let mut plan = strategy.plan(ctx, budget, trigger)?;
+    let mut trigger = trigger;
+    let mut replanned = false;
+    let mut summaries = summarize(ctx, &plan);
+    if summaries.too_long && trigger != Trigger::Overflow && strategy.reacts_to(Trigger::Overflow) {
+        if let Some(forced) = strategy.plan(ctx, budget, Trigger::Overflow) {
+            summaries = summarize(ctx, &forced);
+            plan = forced;
+            trigger = Trigger::Overflow;
+            replanned = true;
+        }
+    }
+    let compacted = strategy.apply(ctx, budget, &plan, &summaries.outcomes);
+    Some(Step { plan, trigger, replanned, compacted })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Message;
+    use crate::strategies::StrategyConfig;
+    use crate::strategy::SummaryFailure;
+
+    fn long_context() -> Context {
+        let mut messages = vec![Message::system("system")];
+        for i in 0..60 {
+            messages.push(Message::user(format!("step {i}: {}", "lorem ipsum ".repeat(150))));
+            messages.push(Message::assistant(format!("done {i}")));
+        }
+        Context::from_messages(messages)
+    }
+
+    #[test]
+    fn a_context_length_error_replans_once_on_overflow() {
+        let strategy = StrategyConfig::default_for("codex").unwrap().build().unwrap();
+        let ctx = long_context();
+        let budget = Budget::new(16_000);
+        let mut calls: Vec<Trigger> = Vec::new();
+        let step = compact(strategy.as_ref(), &ctx, &budget, Trigger::Proactive, |_, plan| {
+            calls.push(plan.trigger);
+            if calls.len() == 1 {
+                let fail = || Err(SummaryFailure { reason: "context length exceeded".into() });
+                Summaries { outcomes: plan.requests.iter().map(|_| fail()).collect(), too_long: true }
+            } else {
+                Summaries::of(plan.requests.iter().map(|_| Ok("summary".to_string())).collect())
+            }
+        })
+        .expect("the context is over the threshold");
+        assert_eq!(calls, [Trigger::Proactive, Trigger::Overflow]);
+        assert!(step.replanned);
+        assert_eq!(step.trigger, Trigger::Overflow);
+        assert_eq!(step.compacted.event.trigger, Trigger::Overflow);
+        assert!(step.compacted.event.fallback.is_none(), "{:?}", step.compacted.event);
+        assert!(step.compacted.context.len() < ctx.len());
+    }
+
+    #[test]
+    fn an_outage_is_not_a_context_length_error() {
+        let strategy = StrategyConfig::default_for("split-fraction").unwrap().build().unwrap();
+        let ctx = long_context();
+        let budget = Budget::new(32_000);
+        let mut calls = 0;
+        let step = compact(strategy.as_ref(), &ctx, &budget, Trigger::Proactive, |_, plan| {
+            calls += 1;
+            let fail = || Err(SummaryFailure { reason: "connection refused".into() });
+            Summaries::of(plan.requests.iter().map(|_| fail()).collect())
+        })
+        .expect("a plan");
+        assert_eq!(calls, 1, "no re-plan without a context-length error");
+        assert!(!step.replanned);
+        assert!(step.compacted.event.fallback.is_some(), "the strategy's failure path ran");
+    }
+
+    #[test]
+    fn nothing_to_do_is_none() {
+        let strategy = StrategyConfig::default_for("keep-last-n").unwrap().build().unwrap();
+        let ctx = Context::from_messages(vec![Message::system("s"), Message::user("hi")]);
+        let step = compact(strategy.as_ref(), &ctx, &Budget::new(128_000), Trigger::Proactive, |_, _| {
+            panic!("no plan, no summary")
+        });
+        assert!(step.is_none());
+    }
+}
