@@ -110,13 +110,13 @@ fn fill(template: &str, vars: &[(&str, &str)]) -> String {
     out
 }
 
-/// Function templates (`%noun%`, `%N%`, `%field%` markers), one snippet each, separated by `# ---` lines in `texts/coding_fillers.py`.
+/// Function templates (`%noun%`, `%N%`, `%field%` markers), one snippet each, separated by `# ---` lines in `texts/coding_fillers.txt`.
 static FILLERS: std::sync::LazyLock<Vec<&'static str>> =
-    std::sync::LazyLock::new(|| include_str!("texts/coding_fillers.py").split("\n# ---\n").collect());
+    std::sync::LazyLock::new(|| include_str!("texts/coding_fillers.txt").split("\n# ---\n").collect());
 
-/// Test templates (same markers), one snippet each, separated by `# ---` lines in `texts/coding_test_fillers.py`.
+/// Test templates (same markers), one snippet each, separated by `# ---` lines in `texts/coding_test_fillers.txt`.
 static TEST_FILLERS: std::sync::LazyLock<Vec<&'static str>> =
-    std::sync::LazyLock::new(|| include_str!("texts/coding_test_fillers.py").split("\n# ---\n").collect());
+    std::sync::LazyLock::new(|| include_str!("texts/coding_test_fillers.txt").split("\n# ---\n").collect());
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
