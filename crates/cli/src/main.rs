@@ -25,6 +25,9 @@ enum Command {
     Merge(cmd::merge::Args),
     /// List every strategy with its source document and parameters.
     Strategies(cmd::strategies::Args),
+    /// Check every strategy of an experiment, external ones included, on generated
+    /// conversations: no orphaned tool result, no unanswered call, nothing a provider refuses.
+    Conform(cmd::conform::Args),
     /// Check dataset files; every problem names file, line and field.
     Validate(cmd::validate::Args),
     /// Import recorded sessions (openai, anthropic, claude-code, mini-swe-agent, swe-agent,
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cmd::run::run(args),
         Command::Merge(args) => cmd::merge::run(args),
         Command::Strategies(args) => cmd::strategies::run(args),
+        Command::Conform(args) => cmd::conform::run(args),
         Command::Validate(args) => cmd::validate::run(args),
         Command::Import(args) => cmd::import::run(args),
         Command::Probes(args) => cmd::probes::run(args),

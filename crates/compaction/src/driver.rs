@@ -25,9 +25,9 @@
 //! // provider's context-length error, the same call with `Trigger::Overflow`.)
 //! assert!(strategy.should_compact(&ctx, &budget));
 //! if strategy.should_compact(&ctx, &budget) {
-//!     let step = compact(strategy.as_ref(), &ctx, &budget, Trigger::Proactive, |_ctx, plan| {
+//!     let step = compact(strategy.as_ref(), &ctx, &budget, Trigger::Proactive, |_ctx, requests| {
 //!         // One summary per request, from the agent's own model.
-//!         Summaries::of(plan.requests.iter().map(|_| Ok(String::from("the user asked for ..."))).collect())
+//!         Summaries::of(requests.iter().map(|_| Ok(String::from("the user asked for ..."))).collect())
 //!     });
 //!     if let Some(step) = step {
 //!         assert!(step.compacted.context.len() < ctx.len());
@@ -37,7 +37,7 @@
 //! ```
 
 use crate::context::Context;
-use crate::strategy::{Budget, Compacted, Plan, Strategy, SummaryOutcome, Trigger};
+use crate::strategy::{Budget, Compacted, Plan, Strategy, SummaryFailure, SummaryOutcome, SummaryRequest, Trigger};
 
 /// What the caller's summarizer returned for one plan.
 #[derive(Debug, Clone, Default)]
@@ -70,20 +70,30 @@ pub struct Step {
 }
 
 /// Plan, summarize and apply one compaction of `ctx` for `trigger`; `None` when the strategy
-/// has nothing to do. `summarize` receives the context and the plan and returns one outcome per
-/// summary request (a plan with no request still calls it, with nothing to do).
+/// has nothing to do. `summarize` receives the context and summary requests and returns one
+/// outcome per request: the plan's requests (a plan with none still calls it, with an empty
+/// slice), and, for a strategy that asks while it decides ([`Strategy::plan_with`]), each of
+/// those one at a time.
 pub fn compact<S, F>(strategy: &S, ctx: &Context, budget: &Budget, trigger: Trigger, mut summarize: F) -> Option<Step>
 where
     S: Strategy + ?Sized,
-    F: FnMut(&Context, &Plan) -> Summaries,
+    F: FnMut(&Context, &[SummaryRequest]) -> Summaries,
 {
-    let mut plan = strategy.plan(ctx, budget, trigger)?;
+    let mut one = |c: &Context, r: &SummaryRequest| -> SummaryOutcome {
+        let out = summarize(c, std::slice::from_ref(r));
+        out.outcomes.into_iter().next().unwrap_or_else(|| Err(SummaryFailure { reason: "no summary given".into() }))
+    };
+    let mut plan = strategy.plan_with(ctx, budget, trigger, &mut one)?;
     let mut trigger = trigger;
     let mut replanned = false;
-    let mut summaries = summarize(ctx, &plan);
+    let mut summaries = summarize(ctx, &plan.requests);
     if summaries.too_long && trigger != Trigger::Overflow && strategy.reacts_to(Trigger::Overflow) {
-        if let Some(forced) = strategy.plan(ctx, budget, Trigger::Overflow) {
-            summaries = summarize(ctx, &forced);
+        let mut one = |c: &Context, r: &SummaryRequest| -> SummaryOutcome {
+            let out = summarize(c, std::slice::from_ref(r));
+            out.outcomes.into_iter().next().unwrap_or_else(|| Err(SummaryFailure { reason: "no summary given".into() }))
+        };
+        if let Some(forced) = strategy.plan_with(ctx, budget, Trigger::Overflow, &mut one) {
+            summaries = summarize(ctx, &forced.requests);
             plan = forced;
             trigger = Trigger::Overflow;
             replanned = true;
@@ -114,18 +124,18 @@ mod tests {
         let strategy = StrategyConfig::default_for("codex").unwrap().build().unwrap();
         let ctx = long_context();
         let budget = Budget::new(16_000);
-        let mut calls: Vec<Trigger> = Vec::new();
-        let step = compact(strategy.as_ref(), &ctx, &budget, Trigger::Proactive, |_, plan| {
-            calls.push(plan.trigger);
+        let mut calls: Vec<usize> = Vec::new();
+        let step = compact(strategy.as_ref(), &ctx, &budget, Trigger::Proactive, |_, requests| {
+            calls.push(requests.len());
             if calls.len() == 1 {
                 let fail = || Err(SummaryFailure { reason: "context length exceeded".into() });
-                Summaries { outcomes: plan.requests.iter().map(|_| fail()).collect(), too_long: true }
+                Summaries { outcomes: requests.iter().map(|_| fail()).collect(), too_long: true }
             } else {
-                Summaries::of(plan.requests.iter().map(|_| Ok("summary".to_string())).collect())
+                Summaries::of(requests.iter().map(|_| Ok("summary".to_string())).collect())
             }
         })
         .expect("the context is over the threshold");
-        assert_eq!(calls, [Trigger::Proactive, Trigger::Overflow]);
+        assert_eq!(calls.len(), 2, "asked once, then again for the overflow plan");
         assert!(step.replanned);
         assert_eq!(step.trigger, Trigger::Overflow);
         assert_eq!(step.compacted.event.trigger, Trigger::Overflow);
@@ -139,10 +149,10 @@ mod tests {
         let ctx = long_context();
         let budget = Budget::new(32_000);
         let mut calls = 0;
-        let step = compact(strategy.as_ref(), &ctx, &budget, Trigger::Proactive, |_, plan| {
+        let step = compact(strategy.as_ref(), &ctx, &budget, Trigger::Proactive, |_, requests| {
             calls += 1;
             let fail = || Err(SummaryFailure { reason: "connection refused".into() });
-            Summaries::of(plan.requests.iter().map(|_| fail()).collect())
+            Summaries::of(requests.iter().map(|_| fail()).collect())
         })
         .expect("a plan");
         assert_eq!(calls, 1, "no re-plan without a context-length error");

@@ -19,8 +19,8 @@
 //! let budget = Budget::new(8_000);
 //! if strategy.should_compact(&ctx, &budget) {
 //!     // One summary per request (none for truncate).
-//!     let summarize = |_: &Context, plan: &compaction::Plan| {
-//!         Summaries::of(plan.requests.iter().map(|_| Ok(String::from("summary"))).collect())
+//!     let summarize = |_: &Context, requests: &[compaction::SummaryRequest]| {
+//!         Summaries::of(requests.iter().map(|_| Ok(String::from("summary"))).collect())
 //!     };
 //!     let step = compact(strategy.as_ref(), &ctx, &budget, Trigger::Proactive, summarize).unwrap();
 //!     assert!(step.compacted.context.len() < ctx.len());

@@ -84,6 +84,11 @@ pub enum PromptKind {
     LangchainSummary,
     /// Letta sliding window: the summary of the evicted messages.
     LettaSummary,
+    /// An external strategy's own request: its instructions, over the messages it sent.
+    External {
+        /// The strategy's instructions to the summarizer.
+        instructions: String,
+    },
 }
 
 impl PromptKind {
@@ -104,6 +109,7 @@ impl PromptKind {
             PromptKind::AnthropicCompaction => "anthropic_compaction",
             PromptKind::LangchainSummary => "langchain_summary",
             PromptKind::LettaSummary => "letta_summary",
+            PromptKind::External { .. } => "external",
         }
     }
 }
@@ -406,6 +412,33 @@ pub trait Strategy: Send + Sync {
     }
     /// Decide what to do. `None` means nothing to do (below threshold, or nothing compactable).
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan>;
+    /// [`Strategy::plan`] for a strategy that needs summaries while it decides (a process
+    /// speaking the external-strategy protocol asks for them before it answers): `summarize`
+    /// makes one, as the caller makes a plan's requests. The built-in strategies decide first
+    /// and ask after, in [`Plan::requests`]; for them this is `plan`.
+    fn plan_with(
+        &self,
+        ctx: &Context,
+        budget: &Budget,
+        trigger: Trigger,
+        summarize: &mut dyn FnMut(&Context, &SummaryRequest) -> SummaryOutcome,
+    ) -> Option<Plan> {
+        let _ = summarize;
+        self.plan(ctx, budget, trigger)
+    }
+    /// A strategy with state per conversation (an external process) opens a session for one
+    /// conversation: the value to compact that conversation with, or `Ok(None)` to use `self`
+    /// (every built-in strategy: they are stateless). `Err` says why the session could not
+    /// start.
+    fn begin(&self, conversation: &str, budget: &Budget) -> Result<Option<Box<dyn Strategy + '_>>, String> {
+        let _ = (conversation, budget);
+        Ok(None)
+    }
+    /// A fault that ends the conversation for this strategy (an external process that crashed,
+    /// hung or broke the protocol), with what it said; `None` for every built-in strategy.
+    fn fault(&self) -> Option<String> {
+        None
+    }
     /// Build the new context from a plan and the summaries the caller produced, one per request.
     fn apply(&self, ctx: &Context, budget: &Budget, plan: &Plan, summaries: &[SummaryOutcome]) -> Compacted {
         apply_layout(self, ctx, budget, plan, summaries)

@@ -85,10 +85,10 @@ fn family_palette(family: &str) -> &'static [&'static str] {
     }
 }
 
-/// A strategy's family (`seed`, `production`, `baseline`, `reference`), or `other` for a name
-/// the catalog does not know.
+/// A strategy's family (`seed`, `production`, `baseline`, `reference`), or `external` for a
+/// name the catalog does not know (an external strategy's label).
 pub fn family_of(strategy: &str) -> &'static str {
-    compaction::strategies::family(strategy).unwrap_or("other")
+    compaction::strategies::family(strategy).unwrap_or("external")
 }
 
 /// Escape text for HTML element content and double- or single-quoted attribute values.
@@ -480,6 +480,13 @@ impl Page<'_> {
             },
         ));
         rows.push(("judge", m.judge.clone()));
+        for e in &m.external {
+            let program = match (&e.name, &e.version) {
+                (Some(n), Some(v)) => format!("{n} {v}"),
+                _ => "no process started".to_string(),
+            };
+            rows.push(("external strategy", format!("{}: {} ({program})", e.label, e.command.join(" "))));
+        }
         rows.push(("bootstrap seed", m.seed.to_string()));
         rows.push(("tool version", m.tool_version.clone()));
         rows.push(("git commit", m.git_commit.clone().unwrap_or_else(|| "unknown".into())));
@@ -723,7 +730,7 @@ impl Page<'_> {
              <th class=\"num\">overflow rate</th><th class=\"num\">cost / conv.</th><th class=\"num\">failed</th>\
              </tr></thead>\n<tbody>\n",
         );
-        let order = ["seed", "production", "baseline", "reference", "other"];
+        let order = ["seed", "production", "baseline", "reference", "external"];
         for family in order {
             let mut rows: Vec<&ConfigSummary> =
                 self.summaries.iter().filter(|s| family_of(&s.config.strategy) == family).collect();
@@ -766,7 +773,9 @@ impl Page<'_> {
                 seen.push(&s.config.strategy);
             }
         }
-        seen.sort_by_key(|s| ["seed", "production", "baseline", "reference"].iter().position(|f| *f == family_of(s)));
+        seen.sort_by_key(|s| {
+            ["seed", "production", "baseline", "reference", "external"].iter().position(|f| *f == family_of(s))
+        });
         out.push_str("<div class=\"legend\">");
         for s in seen {
             out.push_str(&format!("<span>{}{}</span>", self.swatch(s), escape(s)));

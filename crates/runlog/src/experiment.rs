@@ -47,6 +47,7 @@ use std::path::{Path, PathBuf};
 use compaction::{Encoding, StrategyConfig};
 use serde::{Deserialize, Serialize};
 
+use crate::external::{ExternalSpec, EXTERNAL};
 use crate::llm_settings::{self as llm_setup, LlmSettings, RawLlm, RawRole};
 pub use crate::llm_settings::{JudgeSpec, SummarizerSpec};
 use crate::settings::{read_price_file, PriceTable};
@@ -102,8 +103,13 @@ pub struct Configuration {
     pub params: serde_json::Value,
     /// The window in tokens; `None`: each conversation's own `context_window`.
     pub window: Option<u64>,
-    /// The strategy with every parameter resolved (defaults filled in), validated.
+    /// The strategy with every parameter resolved (defaults filled in), validated. For an
+    /// external strategy, `none`'s: what runs is [`Configuration::external`].
     pub resolved: StrategyConfig,
+    /// The external strategy this configuration runs, when it is one (`strategy` is then its
+    /// label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external: Option<ExternalSpec>,
 }
 
 /// Why an experiment file was rejected.
@@ -258,7 +264,7 @@ impl Experiment {
             let line = line_of(text, table.span().start);
             let index = i + 1;
             strategies.push(serde_json::to_value(table.get_ref()).unwrap_or(serde_json::Value::Null));
-            for (strategy, params, resolved) in expand_table(table.get_ref(), path, line, index)? {
+            for (strategy, params, resolved, external) in expand_table(table.get_ref(), path, line, index)? {
                 let windows: Vec<Option<u64>> =
                     if raw.windows.is_empty() { vec![None] } else { raw.windows.iter().copied().map(Some).collect() };
                 for window in windows {
@@ -281,6 +287,7 @@ impl Experiment {
                         params: params.clone(),
                         window,
                         resolved: resolved.clone(),
+                        external: external.clone(),
                     });
                 }
             }
@@ -392,13 +399,11 @@ fn check_price(p: &PriceTable, path: &Path, model: &str) -> Result<(), Experimen
     Ok(())
 }
 
-/// Expand one `[[strategy]]` table into `(name, params as written, resolved)` triples.
-fn expand_table(
-    table: &toml::Table,
-    path: &Path,
-    line: usize,
-    index: usize,
-) -> Result<Vec<(String, serde_json::Value, StrategyConfig)>, ExperimentError> {
+/// One expanded configuration: (name, params as written, resolved, the external strategy).
+type Expanded = (String, serde_json::Value, StrategyConfig, Option<ExternalSpec>);
+
+/// Expand one `[[strategy]]` table into its configurations.
+fn expand_table(table: &toml::Table, path: &Path, line: usize, index: usize) -> Result<Vec<Expanded>, ExperimentError> {
     let err = |name: &str, key: Option<&str>, problem: String| ExperimentError::Strategy {
         path: path.to_path_buf(),
         line,
@@ -414,11 +419,22 @@ fn expand_table(
         }
         None => return Err(err("?", Some("name"), "missing; every [[strategy]] table names its strategy".into())),
     };
+    if name == EXTERNAL {
+        // A process: its table is sent as written (no grid; a list is a parameter's value).
+        let spec = ExternalSpec::from_table(table).map_err(|(key, problem)| err(&name, key.as_deref(), problem))?;
+        let written: serde_json::Map<String, serde_json::Value> = table
+            .iter()
+            .filter(|(k, _)| k.as_str() != "name")
+            .filter_map(|(k, v)| serde_json::to_value(v).ok().map(|j| (k.clone(), j)))
+            .collect();
+        let none = StrategyConfig::default_for("none").expect("`none` is in the catalog");
+        return Ok(vec![(spec.label.clone(), serde_json::Value::Object(written), none, Some(spec))]);
+    }
     if StrategyConfig::default_for(&name).is_none() {
         return Err(err(
             &name,
             Some("name"),
-            format!("unknown strategy (known: {})", compaction::strategies::NAMES.join(", ")),
+            format!("unknown strategy (known: {}, {EXTERNAL})", compaction::strategies::NAMES.join(", ")),
         ));
     }
     let known: Vec<String> = compaction::catalog()
@@ -482,7 +498,7 @@ fn expand_table(
             };
             err(&name, key.as_deref(), problem)
         })?;
-        out.push((name.clone(), serde_json::Value::Object(params), resolved));
+        out.push((name.clone(), serde_json::Value::Object(params), resolved, None));
         // Odometer over the axes, last axis fastest.
         let mut a = axes.len();
         loop {

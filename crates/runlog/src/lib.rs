@@ -7,6 +7,7 @@
 //! report reads nothing else, so a report can be rendered again from a run folder alone.
 
 pub mod experiment;
+pub mod external;
 pub mod llm_settings;
 pub mod log;
 pub mod record;

@@ -97,6 +97,17 @@ pub struct Timings {
     pub replay_ms: u64,
 }
 
+/// An external strategy of a run: its configuration, label and command, and the `name` and
+/// `version` its program reported (`None` when no process started).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExternalRun {
+    pub config_id: String,
+    pub label: String,
+    pub command: Vec<String>,
+    pub name: Option<String>,
+    pub version: Option<String>,
+}
+
 /// `run.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -138,6 +149,9 @@ pub struct Manifest {
     /// Why the run stopped before every planned pair ran (the circuit breaker), if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<String>,
+    /// The external strategies that ran, with what their programs said in `ready`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub external: Vec<ExternalRun>,
     /// The question, answer and facts of every probe of the run's conversations, so the report
     /// shows them from the run folder alone (empty in run folders written before they were
     /// recorded; the report then reads the datasets if they are still there).

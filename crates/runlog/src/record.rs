@@ -45,12 +45,15 @@ pub enum PairFailure {
     CacheMiss,
     /// A summary or probe failed at the model endpoint (`on_llm_error = "fail"`).
     Endpoint,
+    /// An external strategy's program exited, hung or broke the protocol.
+    Strategy,
 }
 
 impl PairFailure {
-    /// A resume runs the pair again: what failed was the cache or the endpoint, not the pair.
+    /// A resume runs the pair again: what failed was the cache, the endpoint or the external
+    /// program (fixed since, perhaps), not the pair.
     pub fn is_retryable(self) -> bool {
-        matches!(self, PairFailure::CacheMiss | PairFailure::Endpoint)
+        matches!(self, PairFailure::CacheMiss | PairFailure::Endpoint | PairFailure::Strategy)
     }
 }
 
@@ -93,6 +96,10 @@ pub struct PairMetrics {
     /// requests broke that rule.
     #[serde(default)]
     pub rejections_by_rule: BTreeMap<String, u64>,
+    /// The first refused request: its call and the rules it broke (`provider/rule`), when one
+    /// was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_rule_rejection: Option<(u32, Vec<String>)>,
     /// Violations both providers accept (every kind but a tool result without its call and a
     /// call without its result): alternation breaks, summaries at odd places, a document's
     /// deliberate deviations.

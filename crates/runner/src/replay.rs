@@ -176,6 +176,9 @@ pub enum ReplayError {
     Params(#[from] compaction::ParamError),
     #[error("conversation {id}: {problem}")]
     Conversation { id: String, problem: String },
+    /// An external strategy's process failed (it exited, hung, or broke the protocol).
+    #[error("{0}")]
+    Strategy(String),
 }
 
 /// Replay `conversation` under `settings`.
@@ -256,6 +259,11 @@ pub fn replay_built(
             }
         }
     }
+    // A strategy with per-conversation state (an external process) opens a session; the
+    // session is the strategy for this conversation, and its fault fails the pair.
+    let budget = Budget::new(settings.window);
+    let session = strategy.begin(&conversation.id, &budget).map_err(ReplayError::Strategy)?;
+    let strategy: &dyn Strategy = session.as_deref().unwrap_or(strategy);
     let mut r = Replayer::new(conversation, settings, strategy, summarizer, judge);
     if r.strategy.rebuilds_from_history() {
         r.history = Some(Context::new());
@@ -267,6 +275,9 @@ pub fn replay_built(
         let entry = Entry::recorded(i, m.clone());
         if m.role == Role::Assistant {
             r.call(i, entry.tokens(&r.exact));
+            if let Some(fault) = strategy.fault() {
+                return Err(ReplayError::Strategy(fault));
+            }
         }
         // A summary the recorded agent wrote (see "Recorded compactions" above) enters the
         // context only for a strategy that sees recorded summaries.
@@ -722,8 +733,15 @@ impl<'a> Replayer<'a> {
                 Provider::OpenaiChat => self.metrics.rejected_requests_openai += 1,
                 Provider::AnthropicMessages => self.metrics.rejected_requests_anthropic += 1,
             }
+            let call = u32::try_from(self.metrics.calls).unwrap_or(u32::MAX);
             for rule in rules {
-                *self.metrics.rejections_by_rule.entry(format!("{provider}/{rule}")).or_default() += 1;
+                let key = format!("{provider}/{rule}");
+                match &mut self.metrics.first_rule_rejection {
+                    None => self.metrics.first_rule_rejection = Some((call, vec![key.clone()])),
+                    Some((c, keys)) if *c == call && !keys.contains(&key) => keys.push(key.clone()),
+                    Some(_) => {}
+                }
+                *self.metrics.rejections_by_rule.entry(key).or_default() += 1;
             }
         }
     }
@@ -791,14 +809,17 @@ impl<'a> Replayer<'a> {
     fn compact(&mut self, trigger: Trigger, call: u32) -> bool {
         let ended = self.ended();
         let (summarizer, metrics) = (self.summarizer, &mut self.metrics);
-        let step = compaction::compact(self.strategy, &self.ctx, &self.budget, trigger, |ctx, plan| {
-            summarize_plan(summarizer, ctx, plan, ended, metrics)
+        let step = compaction::compact(self.strategy, &self.ctx, &self.budget, trigger, |ctx, requests| {
+            summarize_plan(summarizer, ctx, requests, ended, metrics)
         });
         let Some(compaction::Step { plan, trigger, replanned, compacted: out }) = step else { return false };
         if replanned {
             self.metrics.summarizer_context_retries += 1;
         }
-        if plan.requests.is_empty() && !out.event.summaries.is_empty() {
+        // The recorded agent's own summary was a model call the replay never made: billed
+        // here. (An external program's summaries were made, and billed, through the
+        // summarizer.)
+        if plan.requests.is_empty() && !out.event.summaries.is_empty() && self.strategy.sees_recorded_summaries() {
             self.bill_recorded_summary(&plan, &out);
         }
         let violations = check_compaction(self.strategy, &self.ctx, &self.budget, trigger, &out);
@@ -895,19 +916,19 @@ impl<'a> Replayer<'a> {
     }
 }
 
-/// Summarize every request of `plan`, counting calls, tokens and failures in `metrics`;
+/// Summarize every request, counting calls, tokens and failures in `metrics`;
 /// `too_long` is set when a summary was rejected as over the summarizer's context window.
 /// `ended`: a call was already rejected, so the summaries are counted but not billed.
 fn summarize_plan(
     summarizer: &dyn Summarizer,
     ctx: &Context,
-    plan: &compaction::Plan,
+    requests: &[compaction::SummaryRequest],
     ended: bool,
     metrics: &mut PairMetrics,
 ) -> Summaries {
-    let mut outcomes: Vec<SummaryOutcome> = Vec::with_capacity(plan.requests.len());
+    let mut outcomes: Vec<SummaryOutcome> = Vec::with_capacity(requests.len());
     let mut context_length = false;
-    for request in &plan.requests {
+    for request in requests {
         metrics.summarizer_calls += 1;
         match summarizer.summarize_with_kind(ctx, request) {
             Ok(s) => {

@@ -36,6 +36,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use compaction::{Conversation, Strategy};
+
+use crate::external::ExternalStrategy;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -46,8 +48,8 @@ use crate::replay::{self, Judge, ReplayError, ReplaySettings, Summarizer};
 use dataset::{self, LoadOptions};
 pub use runlog::log::{
     count, dedupe, io_err, merge, pair_key, read_manifest, read_results, record_key, record_line, replay_ms,
-    sort_records, versions, write_manifest, write_results, Counts, Manifest, RunData, RunError, Timings, LOCK_FILE,
-    MANIFEST_FILE, MANIFEST_FORMAT, RESULTS_FILE,
+    sort_records, versions, write_manifest, write_results, Counts, ExternalRun, Manifest, RunData, RunError, Timings,
+    LOCK_FILE, MANIFEST_FILE, MANIFEST_FORMAT, RESULTS_FILE,
 };
 
 /// How the error of a pair that met a response cache miss (cache mode `only`) begins. Such a
@@ -468,6 +470,7 @@ pub fn run(
         complete: false,
         llm: None,
         stopped: None,
+        external: Vec::new(),
     };
     write_manifest(dir, &manifest)?;
 
@@ -491,14 +494,13 @@ pub fn run(
 
     // Each configuration's strategy, built once for all its pairs (the parse checked that it
     // builds; a failure here is still a failed pair, not a stopped run).
-    let strategies: Vec<Result<Box<dyn Strategy>, compaction::ParamError>> =
-        plan.experiment.configurations.iter().map(|c| c.resolved.build()).collect();
+    let strategies = build_strategies(&plan.experiment);
     let work = || {
         todo.par_iter().for_each(|&pair| {
             if log.stop.load(Ordering::Relaxed) || breaker.load(Ordering::Relaxed) {
                 return;
             }
-            let record = run_pair(plan, engine, &strategies[pair.config], pair);
+            let record = run_pair(plan, engine, &strategies[pair.config].strategy, pair);
             if matches!(record.outcome, PairOutcome::Failed { .. }) {
                 failed.fetch_add(1, Ordering::Relaxed);
             }
@@ -551,6 +553,23 @@ pub fn run(
         Timings { wall_ms: earlier_wall_ms + started.elapsed().as_millis() as u64, replay_ms: replay_ms(&records) };
     manifest.stopped = lock(&tripped).take();
     manifest.complete = manifest.stopped.is_none();
+    manifest.external = plan
+        .experiment
+        .configurations
+        .iter()
+        .zip(&strategies)
+        .filter_map(|(c, b)| {
+            let s = b.external.as_ref()?;
+            let identity = s.identity();
+            Some(ExternalRun {
+                config_id: c.config_id.clone(),
+                label: c.strategy.clone(),
+                command: c.external.as_ref().map(|e| e.command.clone()).unwrap_or_default(),
+                name: identity.as_ref().map(|i| i.name.clone()),
+                version: identity.map(|i| i.version),
+            })
+        })
+        .collect();
     write_manifest(dir, &manifest)?;
     Ok(RunData { manifest, records })
 }
@@ -677,11 +696,39 @@ impl LogWriter<'_> {
     }
 }
 
+/// Each configuration's strategy: a built-in one from its parameters, an external one as its
+/// process pool (run in the experiment file's folder).
+pub fn build_strategies(experiment: &Experiment) -> Vec<Built> {
+    let base = match Path::new(&experiment.file).parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    experiment
+        .configurations
+        .iter()
+        .map(|c| match &c.external {
+            Some(spec) => {
+                let s = Arc::new(ExternalStrategy::new(spec.clone(), &base, experiment.tokenizer));
+                Built { strategy: Ok(s.clone()), external: Some(s) }
+            }
+            None => Built { strategy: c.resolved.build().map(Arc::from), external: None },
+        })
+        .collect()
+}
+
+/// A configuration's strategy, built.
+pub struct Built {
+    /// The strategy, or why its parameters do not build.
+    pub strategy: Result<Arc<dyn Strategy>, compaction::ParamError>,
+    /// The same, when it is an external strategy (for its program's name and version).
+    pub external: Option<Arc<ExternalStrategy>>,
+}
+
 /// Replay one pair; a replay error or a panic becomes a failed record.
 fn run_pair(
     plan: &Plan,
     engine: &Engine<'_>,
-    strategy: &Result<Box<dyn Strategy>, compaction::ParamError>,
+    strategy: &Result<Arc<dyn Strategy>, compaction::ParamError>,
     pair: Pair,
 ) -> PairRecord {
     let planned = &plan.conversations[pair.conversation];
@@ -745,6 +792,7 @@ fn run_pair(
                     metrics.elapsed_ms = started.elapsed().as_millis() as u64;
                     (PairOutcome::Ok(Box::new(metrics)), None)
                 }
+                Ok(Err(ReplayError::Strategy(e))) => (PairOutcome::Failed { error: e }, Some(PairFailure::Strategy)),
                 Ok(Err(e)) => (PairOutcome::Failed { error: e.to_string() }, Some(PairFailure::Replay)),
                 Err(panic) => (
                     PairOutcome::Failed { error: format!("panic: {}", panic_message(&*panic)) },
@@ -772,7 +820,10 @@ fn pair_hash(plan: &Plan, engine: &Engine<'_>, pair: Pair) -> String {
     let conversation = &plan.conversations[pair.conversation].conversation;
     let config = &plan.experiment.configurations[pair.config];
     let conv = serde_json::to_string(conversation.as_ref()).unwrap_or_default();
-    let cfg = serde_json::to_string(&config.resolved).unwrap_or_default();
+    let cfg = match &config.external {
+        Some(spec) => serde_json::to_string(spec).unwrap_or_default(),
+        None => serde_json::to_string(&config.resolved).unwrap_or_default(),
+    };
     let text = format!(
         "{conv}\u{1f}{cfg}\u{1f}{:?}\u{1f}{}\u{1f}{}\u{1f}{:?}\u{1f}{:?}",
         config.window,

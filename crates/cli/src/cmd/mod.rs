@@ -1,5 +1,6 @@
 //! One module per subcommand; each exposes `Args` and `run(Args) -> anyhow::Result<u8>`.
 
+pub mod conform;
 pub mod gate;
 pub mod import;
 pub mod judge;

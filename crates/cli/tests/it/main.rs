@@ -1,6 +1,7 @@
 //! The cli crate's integration tests: one binary, one module per topic.
 
 mod experiments_readme;
+mod external;
 mod gate;
 mod import;
 mod judge;

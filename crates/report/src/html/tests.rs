@@ -127,6 +127,7 @@ fn run_data() -> RunData {
         complete: true,
         llm: None,
         stopped: None,
+        external: Vec::new(),
     };
     RunData { manifest, records }
 }

@@ -25,7 +25,7 @@ use compaction::{Context, PromptKind, SummaryFailure, SummaryRequest};
 use llm::{ChatRequest, Client, ClientStats, LlmError};
 
 use super::{FailureKind, Summarizer, Summary, SummaryError};
-use crate::summarize::prompts::{seed_call, PromptError, PromptTemplate, Transcript, Vars, SUMMARY_VARS};
+use crate::summarize::prompts::{builtin, seed_call, PromptError, PromptTemplate, Transcript, Vars, SUMMARY_VARS};
 use runlog::settings::Price;
 
 /// Seed 001's text for "no previous summary".
@@ -106,6 +106,8 @@ pub struct SummarizerStats {
 pub struct LlmSummarizer {
     client: Arc<Client>,
     prompts: Prompts,
+    /// The external strategies' template, used whatever `prompts` holds.
+    external: PromptTemplate,
     runtime: tokio::runtime::Runtime,
     calls: AtomicU64,
     failures: Mutex<BTreeMap<String, u64>>,
@@ -118,6 +120,7 @@ impl LlmSummarizer {
         Ok(LlmSummarizer {
             client,
             prompts,
+            external: PromptTemplate::parse("external.md", builtin::EXTERNAL, SUMMARY_VARS)?,
             runtime: runtime()?,
             calls: AtomicU64::new(0),
             failures: Mutex::default(),
@@ -155,6 +158,11 @@ impl LlmSummarizer {
     pub fn chat_request(&self, ctx: &Context, request: &SummaryRequest) -> (ChatRequest, bool) {
         let seed = seed_call(&request.prompt);
         let (template, transcript, temperature, empty_fails) = match &self.prompts {
+            // An external strategy brings its own instructions; a custom prompt file is for
+            // the built-in strategies' summaries.
+            Prompts::Custom(_) if matches!(request.prompt, PromptKind::External { .. }) => {
+                (&self.external, seed.transcript, None, true)
+            }
             Prompts::Custom(t) => (t, Transcript::Sections, None, true),
             Prompts::Seeds(map) => match map.get(request.prompt.name()) {
                 Some(t) => (t, seed.transcript, seed.temperature, seed.empty_fails),
@@ -178,6 +186,9 @@ impl LlmSummarizer {
         };
         if let PromptKind::PaperMidStage { stage } = &request.prompt {
             vars.set("stage", stage.as_str());
+        }
+        if let PromptKind::External { instructions } = &request.prompt {
+            vars.set("instructions", instructions.as_str());
         }
         let mut chat = ChatRequest::new(template.render(&vars)).max_tokens(request.max_tokens.max(1));
         chat.temperature = temperature;

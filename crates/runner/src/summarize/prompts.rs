@@ -30,7 +30,7 @@ use compaction::{Context, InputCuts, Message, Origin, PromptKind, Role};
 use llm::ChatMessage;
 
 /// Placeholders a summary prompt may use.
-pub const SUMMARY_VARS: &[&str] = &["messages", "previous", "task", "round", "stage", "max_tokens"];
+pub const SUMMARY_VARS: &[&str] = &["messages", "previous", "task", "round", "stage", "max_tokens", "instructions"];
 /// Placeholders the judge's answer prompt may use.
 pub const ANSWER_VARS: &[&str] = &["question"];
 /// Placeholders the judge's grading prompt may use.
@@ -262,6 +262,7 @@ pub mod builtin {
     pub const OPENHANDS_CONDENSATION: &str = include_str!("../../prompts/openhands_condensation.md");
     pub const ANTHROPIC_COMPACTION: &str = include_str!("../../prompts/anthropic_compaction.md");
     pub const LANGCHAIN_SUMMARY: &str = include_str!("../../prompts/langchain_summary.md");
+    pub const EXTERNAL: &str = include_str!("../../prompts/external.md");
     pub const LETTA_SUMMARY: &str = include_str!("../../prompts/letta_summary.md");
     pub const JUDGE_ANSWER: &str = include_str!("../../prompts/judge_answer.md");
     pub const JUDGE_GRADE: &str = include_str!("../../prompts/judge_grade.md");
@@ -457,6 +458,8 @@ pub fn seed_call(kind: &PromptKind) -> SeedCall {
             SeedCall { empty_fails: false, ..production(LANGCHAIN_SUMMARY, "langchain_summary.md") }
         }
         PromptKind::LettaSummary => production(LETTA_SUMMARY, "letta_summary.md"),
+        // The strategy sees an empty answer as the error it is.
+        PromptKind::External { .. } => production(EXTERNAL, "external.md"),
     }
 }
 
@@ -481,6 +484,7 @@ pub fn builtin_kinds() -> Vec<PromptKind> {
         PromptKind::AnthropicCompaction,
         PromptKind::LangchainSummary,
         PromptKind::LettaSummary,
+        PromptKind::External { instructions: String::new() },
     ]
 }
 

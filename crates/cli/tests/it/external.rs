@@ -1,0 +1,231 @@
+//! External strategies end to end: a program speaking the JSON-lines protocol runs beside a
+//! built-in strategy, its summaries come from the experiment's summarizer, its label names its
+//! rows, and each way a program can fail (crash, hang, malformed JSON, an answer out of turn,
+//! an invalid range) fails that pair with a clear error while the run finishes.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_compactbench");
+
+/// A strategy in Python (standard library only): keeps the system prompt and a pair-safe tail
+/// once the request passes 70% of the window, summarizing what it drops through the harness.
+/// `mode` makes it misbehave on purpose.
+const STRATEGY: &str = r#"
+import json, sys, time
+
+def send(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+def read():
+    line = sys.stdin.readline()
+    if not line:
+        sys.exit(0)
+    return json.loads(line)
+
+init = read()
+mode = init["params"].get("mode", "ok")
+send({"type": "ready", "name": "test-tail", "version": "0.3.1"})
+ctx, window, calls = [], 0, 0
+while True:
+    msg = read()
+    if msg["type"] == "begin":
+        ctx, window, calls = [], msg["window"], 0
+        continue
+    if msg["type"] == "end":
+        continue
+    assert msg["type"] == "call", msg
+    ctx.extend(msg["append"])
+    calls += 1
+    if calls == 3:
+        if mode == "crash":
+            print("Traceback: something broke in compact()", file=sys.stderr, flush=True)
+            sys.exit(3)
+        if mode == "hang":
+            print("thinking...", file=sys.stderr, flush=True)
+            time.sleep(30)
+        if mode == "garbage":
+            sys.stdout.write("this is not json\n"); sys.stdout.flush()
+            continue
+        if mode == "out_of_turn":
+            send({"type": "ready", "name": "again", "version": "0"})
+            continue
+        if mode == "bad_range":
+            send({"type": "compact", "context": [{"keep": [0, len(ctx) + 5]}]})
+            continue
+    if msg["tokens"] <= 0.7 * window or len(ctx) < 12:
+        send({"type": "keep"})
+        continue
+    cut = len(ctx) - 8
+    while cut < len(ctx) and ctx[cut]["role"] == "tool":
+        cut += 1
+    head = 1 if ctx and ctx[0]["role"] == "system" else 0
+    send({"type": "summarize", "id": "s%d" % calls, "messages": ctx[head:cut],
+          "instructions": "Summarize the task, the booking details and what is left to do.", "max_tokens": 400})
+    answer = read()
+    assert answer["type"] == "summary" and answer["id"] == "s%d" % calls, answer
+    text = answer.get("text") or "(no summary)"
+    summary = {"role": "user", "content": "Summary of the conversation so far:\n" + text, "summary": True}
+    items = ([{"keep": [0, head]}] if head else []) + [{"message": summary}, {"keep": [cut, len(ctx)]}]
+    send({"type": "compact", "context": items})
+    ctx = ctx[:head] + [{k: v for k, v in summary.items() if k != "summary"}] + ctx[cut:]
+"#;
+
+fn setup(name: &str, modes: &[&str]) -> PathBuf {
+    let dir: PathBuf = std::env::temp_dir().join(format!("compactbench-external-{name}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(dir.join("data")).expect("temp dir");
+    let support = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/synthetic/support.jsonl");
+    let first = fs::read_to_string(support).expect("the synthetic dataset").lines().next().expect("a line").to_string();
+    fs::write(dir.join("data/support.jsonl"), format!("{first}\n")).expect("dataset");
+    fs::write(dir.join("tail.py"), STRATEGY).expect("strategy");
+    let mut exp = String::from(
+        "name = \"external\"\ndatasets = [\"data\"]\nwindows = [16000]\n\n[[strategy]]\nname = \"keep-last-n\"\n",
+    );
+    for mode in modes {
+        exp.push_str(&format!(
+            "\n[[strategy]]\nname = \"external\"\ncommand = [\"python3\", \"tail.py\"]\nlabel = \"tail-{}\"\ntimeout_s = 2\nmode = \"{mode}\"\n",
+            mode.replace('_', "-")
+        ));
+    }
+    fs::write(dir.join("exp.toml"), exp).expect("experiment");
+    dir
+}
+
+fn run(dir: &Path) -> (i32, String) {
+    let out = Command::new(BIN)
+        .args(["run", "--config", "exp.toml", "--out", "out"])
+        .current_dir(dir)
+        .env_remove("CI")
+        .output()
+        .expect("the binary runs");
+    (out.status.code().expect("exited"), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn records(dir: &Path) -> Vec<serde_json::Value> {
+    fs::read_to_string(dir.join("out/results.jsonl"))
+        .expect("results.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a record"))
+        .collect()
+}
+
+#[test]
+fn an_external_strategy_runs_beside_a_built_in_one() {
+    let dir = setup("ok", &["ok"]);
+    let (code, stderr) = run(&dir);
+    assert_eq!(code, 0, "{stderr}");
+    let recs = records(&dir);
+    assert_eq!(recs.len(), 2);
+    let ext = recs.iter().find(|r| r["strategy"] == "tail-ok").expect("the external row, by its label");
+    assert_eq!(ext["outcome"]["status"], "ok", "{ext}");
+    let m = &ext["outcome"];
+    assert!(m["compactions"].as_u64() > Some(0), "it compacted: {m}");
+    assert!(m["summarizer_calls"].as_u64() > Some(0), "its summaries came from the harness: {m}");
+    assert_eq!(m["rejected_requests_openai"], 0, "a pair-safe tail: {m}");
+    let events = m["compaction_events"].as_array().expect("events");
+    assert!(events.iter().any(|e| e["summary"].as_str().is_some_and(|s| !s.is_empty())), "summaries recorded");
+    // The label names the row in every CSV; the program's name and version are in run.json.
+    let summary = fs::read_to_string(dir.join("out/summary.csv")).expect("summary.csv");
+    assert!(summary.lines().any(|l| l.contains("tail-ok")), "{summary}");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("out/run.json")).expect("run.json")).expect("JSON");
+    assert_eq!(manifest["external"][0]["label"], "tail-ok");
+    assert_eq!(manifest["external"][0]["version"], "0.3.1");
+    let report = fs::read_to_string(dir.join("out/report.html")).expect("report.html");
+    assert!(report.contains("tail-ok") && report.contains("test-tail 0.3.1"), "the report names it and its version");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn each_way_a_program_fails_fails_its_pair_and_the_run_finishes() {
+    let modes = ["crash", "hang", "garbage", "out_of_turn", "bad_range"];
+    let dir = setup("fail", &modes);
+    let (code, stderr) = run(&dir);
+    assert_eq!(code, 1, "failed pairs make exit code 1: {stderr}");
+    let recs = records(&dir);
+    assert_eq!(recs.len(), 1 + modes.len(), "every pair has its record");
+    let built_in = recs.iter().find(|r| r["strategy"] == "keep-last-n").expect("the built-in row");
+    assert_eq!(built_in["outcome"]["status"], "ok");
+    let expected = [
+        ("tail-crash", "exited"),
+        ("tail-hang", "no answer within 2 s"),
+        ("tail-garbage", "not JSON"),
+        ("tail-out-of-turn", "`ready` message"),
+        ("tail-bad-range", "invalid range"),
+    ];
+    for (label, what) in expected {
+        let r = recs.iter().find(|r| r["strategy"] == label).unwrap_or_else(|| panic!("{label}'s record"));
+        assert_eq!(r["outcome"]["status"], "failed", "{r}");
+        assert_eq!(r["failure"], "strategy", "{r}");
+        let error = r["outcome"]["error"].as_str().expect("an error");
+        assert!(error.contains(what), "{label}: {error}");
+        assert!(error.contains("conversation synth-support-s42-000") && error.contains("call 2"), "{label}: {error}");
+    }
+    let crash = recs.iter().find(|r| r["strategy"] == "tail-crash").expect("crash");
+    assert!(
+        crash["outcome"]["error"].as_str().is_some_and(|e| e.contains("something broke in compact()")),
+        "stderr tail: {crash}"
+    );
+    let hang = recs.iter().find(|r| r["strategy"] == "tail-hang").expect("hang");
+    assert!(hang["outcome"]["error"].as_str().is_some_and(|e| e.contains("thinking...")), "stderr tail: {hang}");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// An experiment of every built-in strategy, the tail strategy above and `broken`.
+fn conform(dir: &Path, extra: &str, cases: &str) -> (i32, String) {
+    let mut exp = String::from("name = \"conform\"\ndatasets = [\"data\"]\n");
+    for name in compaction::strategies::NAMES {
+        exp.push_str(&format!("\n[[strategy]]\nname = \"{name}\"\n"));
+    }
+    exp.push_str(extra);
+    fs::write(dir.join("conform.toml"), exp).expect("experiment");
+    let out = Command::new(BIN)
+        .args(["conform", "--config", "conform.toml", "--cases", cases, "--out", "failures"])
+        .current_dir(dir)
+        .output()
+        .expect("the binary runs");
+    (out.status.code().expect("exited"), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn conform_passes_every_built_in_strategy_and_the_python_example() {
+    let dir = setup("conform-ok", &[]);
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/strategies/keep_last_n.py");
+    let extra = format!(
+        "\n[[strategy]]\nname = \"external\"\ncommand = [\"python3\", \"tail.py\"]\nlabel = \"tail\"\n\
+         \n[[strategy]]\nname = \"external\"\ncommand = [\"python3\", \"{}\"]\nlabel = \"py-keep-last-n\"\n",
+        example.display()
+    );
+    let (code, stdout) = conform(&dir, &extra, "8");
+    assert_eq!(code, 0, "{stdout}");
+    for name in compaction::strategies::NAMES.iter().copied().chain(["tail", "py-keep-last-n"]) {
+        assert!(stdout.lines().any(|l| l.starts_with(&format!("ok   {name}:"))), "{name}: {stdout}");
+    }
+    assert!(!dir.join("failures").exists());
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn conform_fails_a_strategy_that_orphans_a_tool_result_and_writes_the_smallest_case() {
+    let dir = setup("conform-broken", &[]);
+    let broken = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/strategies/broken_orphans.py");
+    let extra = format!(
+        "\n[[strategy]]\nname = \"external\"\ncommand = [\"python3\", \"{}\"]\nlabel = \"broken\"\n",
+        broken.display()
+    );
+    let (code, stdout) = conform(&dir, &extra, "8");
+    assert_eq!(code, 1, "{stdout}");
+    let line = stdout.lines().find(|l| l.starts_with("FAIL broken:")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.contains("orphan_tool_result") && line.contains("call"), "names the rule and the call: {line}");
+    assert!(stdout.lines().filter(|l| l.starts_with("FAIL")).count() == 1, "only the broken one fails: {stdout}");
+    // The smallest failing conversation is a dataset line with the failing window.
+    let case = fs::read_to_string(dir.join("failures/broken.jsonl")).expect("the failing case");
+    let conversation: serde_json::Value = serde_json::from_str(case.trim()).expect("one JSON line");
+    assert!(conversation["context_window"].as_u64().is_some());
+    let messages = conversation["messages"].as_array().expect("messages").len();
+    assert!((2..=12).contains(&messages), "shrunk to a few messages: {messages}");
+    let _ = fs::remove_dir_all(&dir);
+}

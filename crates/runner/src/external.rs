@@ -1,0 +1,560 @@
+//! External strategies: any program, speaking the JSON-lines protocol of
+//! `docs/external-strategies.md` on stdin/stdout, compacts like a built-in strategy.
+//!
+//! [`ExternalStrategy`] is built once per configuration and keeps a pool of idle processes;
+//! [`Strategy::begin`] takes one (or starts one: `init`, then `ready` with the program's name
+//! and version) for a conversation and returns an [`ExternalSession`]. The session is the
+//! strategy the replay uses for that conversation. At every model call the replay asks it
+//! ([`Strategy::should_compact`] always holds while it is healthy); its
+//! [`Strategy::plan_with`] sends `call` with the messages appended since the previous one,
+//! serves the program's `summarize` requests through the replay's summarizer (so they are
+//! cached and billed like a built-in strategy's), and turns a `compact` answer into a plan of
+//! kept entries and new messages. The replay applies, checks and records it as any other.
+//!
+//! Failures are values: a program that exits, hangs past `timeout_s`, writes a line that is
+//! not a protocol message, answers out of turn or with an invalid range sets the session's
+//! [`Strategy::fault`] (naming the conversation, the call and the last lines of its stderr),
+//! is killed, and the replay fails that pair. Dropping a healthy session sends `end` and puts
+//! its process back in the pool.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use compaction::{
+    apply_layout, Budget, Compacted, Context, Encoding, Entry, Exact, Inserted, Message, Origin, Plan, Promises,
+    PromptKind, Slot, Strategy, SummaryFailure, SummaryOutcome, SummaryRequest, TokenCounter, Trigger,
+};
+use runlog::external::ExternalSpec;
+use serde_json::{json, Value};
+
+/// The protocol version this harness speaks.
+pub const PROTOCOL: u32 = 1;
+
+/// Stderr lines kept for an error message.
+const STDERR_TAIL: usize = 12;
+
+/// What a started program said about itself in `ready`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Identity {
+    /// Its `name`.
+    pub name: String,
+    /// Its `version`.
+    pub version: String,
+}
+
+/// One running program.
+struct Process {
+    child: Child,
+    /// `None` once closed.
+    stdin: Option<ChildStdin>,
+    lines: Receiver<std::io::Result<String>>,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl Process {
+    fn stderr_tail(&self) -> String {
+        let tail = self.stderr.lock().map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n")).unwrap_or_default();
+        if tail.trim().is_empty() {
+            "(its stderr is empty)".to_string()
+        } else {
+            format!("its stderr ends:\n{tail}")
+        }
+    }
+
+    fn send(&mut self, message: &Value) -> Result<(), String> {
+        let mut line = message.to_string();
+        line.push('\n');
+        let Some(stdin) = self.stdin.as_mut() else { return Err("its input is closed".into()) };
+        stdin.write_all(line.as_bytes()).and_then(|()| stdin.flush()).map_err(|e| match self.exited() {
+            Some(status) => format!("the program exited ({status})"),
+            None => format!("cannot write to the program: {e}"),
+        })
+    }
+
+    /// The next line as JSON, within `timeout`.
+    fn receive(&mut self, timeout: Duration) -> Result<Value, String> {
+        match self.lines.recv_timeout(timeout) {
+            Ok(Ok(line)) => serde_json::from_str(&line).map_err(|e| {
+                let shown: String = line.chars().take(200).collect();
+                format!("wrote a line that is not JSON ({e}): {shown:?}")
+            }),
+            Ok(Err(e)) => Err(format!("cannot read the program's output: {e}")),
+            Err(RecvTimeoutError::Timeout) => Err(format!("no answer within {} s", timeout.as_secs())),
+            Err(RecvTimeoutError::Disconnected) => {
+                // Give the exit status a moment to be known.
+                std::thread::sleep(Duration::from_millis(50));
+                match self.exited() {
+                    Some(status) => Err(format!("the program exited ({status})")),
+                    None => Err("the program closed its output".to_string()),
+                }
+            }
+        }
+    }
+
+    fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An external strategy, built once per configuration (see the module docs).
+pub struct ExternalStrategy {
+    spec: ExternalSpec,
+    /// The folder the command runs in (the experiment file's).
+    base: PathBuf,
+    label: &'static str,
+    encoding: Encoding,
+    exact: Exact,
+    idle: Mutex<Vec<Process>>,
+    identity: Mutex<Option<Identity>>,
+}
+
+impl std::fmt::Debug for ExternalStrategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExternalStrategy").field("label", &self.label).field("command", &self.spec.command).finish()
+    }
+}
+
+impl ExternalStrategy {
+    /// The strategy `spec` names, run in `base` (the experiment file's folder), metering
+    /// requests with `encoding`.
+    pub fn new(spec: ExternalSpec, base: &Path, encoding: Encoding) -> ExternalStrategy {
+        // A configuration's label lives as long as the run; strategies name themselves with a
+        // `&'static str`.
+        let label: &'static str = Box::leak(spec.label.clone().into_boxed_str());
+        ExternalStrategy {
+            spec,
+            base: base.to_path_buf(),
+            label,
+            encoding,
+            exact: Exact::new(encoding),
+            idle: Mutex::new(Vec::new()),
+            identity: Mutex::new(None),
+        }
+    }
+
+    /// The program's `name` and `version`, once a process has started.
+    pub fn identity(&self) -> Option<Identity> {
+        self.identity.lock().ok().and_then(|i| i.clone())
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(self.spec.timeout_s)
+    }
+
+    fn start(&self) -> Result<Process, String> {
+        let program = &self.spec.command[0];
+        let program: PathBuf = if program.contains('/') { self.base.join(program) } else { PathBuf::from(program) };
+        let mut child = Command::new(&program)
+            .args(&self.spec.command[1..])
+            .current_dir(&self.base)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.spec.command.join(" ")))?;
+        let (stdin, stdout, stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
+            (Some(i), Some(o), Some(e)) => (i, o, e),
+            _ => return Err("the program's pipes could not be opened".into()),
+        };
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let stop = line.is_err();
+                if tx.send(line).is_err() || stop {
+                    break;
+                }
+            }
+        });
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        let keep = tail.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Ok(mut t) = keep.lock() {
+                    if t.len() == STDERR_TAIL {
+                        t.pop_front();
+                    }
+                    t.push_back(line);
+                }
+            }
+        });
+        let mut process = Process { child, stdin: Some(stdin), lines, stderr: tail };
+        let handshake = (|| {
+            process.send(&json!({"type": "init", "protocol": PROTOCOL, "params": self.spec.params}))?;
+            let ready = process.receive(self.timeout())?;
+            if ready["type"] != "ready" {
+                return Err(format!("answered init with {} instead of `ready`", kind_of(&ready)));
+            }
+            let text = |k: &str| ready[k].as_str().unwrap_or("").to_string();
+            Ok(Identity { name: text("name"), version: text("version") })
+        })();
+        match handshake {
+            Ok(identity) => {
+                if let Ok(mut slot) = self.identity.lock() {
+                    slot.get_or_insert(identity);
+                }
+                Ok(process)
+            }
+            Err(e) => {
+                std::thread::sleep(Duration::from_millis(50));
+                let message = format!("{e}; {}", process.stderr_tail());
+                process.kill();
+                Err(message)
+            }
+        }
+    }
+}
+
+impl Strategy for ExternalStrategy {
+    fn name(&self) -> &'static str {
+        self.label
+    }
+    fn estimator(&self) -> &dyn TokenCounter {
+        &self.exact
+    }
+    fn threshold(&self, _ctx: &Context, _budget: &Budget) -> Option<u64> {
+        None
+    }
+    fn should_compact(&self, _ctx: &Context, _budget: &Budget) -> bool {
+        false
+    }
+    fn plan(&self, _ctx: &Context, _budget: &Budget, _trigger: Trigger) -> Option<Plan> {
+        None
+    }
+    fn promises(&self, _ctx: &Context, _budget: &Budget) -> Promises {
+        Promises::default()
+    }
+    fn begin(&self, conversation: &str, budget: &Budget) -> Result<Option<Box<dyn Strategy + '_>>, String> {
+        let reused = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let mut process = match reused {
+            Some(p) => p,
+            None => self.start().map_err(|e| format!("external strategy {}: {e}", self.label))?,
+        };
+        let begin = json!({
+            "type": "begin",
+            "conversation": conversation,
+            "window": budget.context_window,
+            "tokenizer": self.encoding,
+        });
+        if let Err(e) = process.send(&begin) {
+            let message = format!(
+                "external strategy {}, conversation {conversation}: {e}; {}",
+                self.label,
+                process.stderr_tail()
+            );
+            process.kill();
+            return Err(message);
+        }
+        let state = State { process: Some(process), mirror: 0, call: 0, fault: None, pending: Vec::new() };
+        Ok(Some(Box::new(ExternalSession {
+            owner: self,
+            conversation: conversation.to_string(),
+            state: Mutex::new(state),
+        })))
+    }
+}
+
+/// One conversation's session with a process.
+pub struct ExternalSession<'a> {
+    owner: &'a ExternalStrategy,
+    conversation: String,
+    state: Mutex<State>,
+}
+
+struct State {
+    process: Option<Process>,
+    /// Entries of the current context the program knows.
+    mirror: usize,
+    /// Calls asked so far.
+    call: u32,
+    fault: Option<String>,
+    /// The summary flags of the last `compact` answer's layout, slot by slot.
+    pending: Vec<bool>,
+}
+
+impl ExternalSession<'_> {
+    fn fail(&self, state: &mut State, what: String) {
+        let tail = state.process.as_ref().map(|p| p.stderr_tail()).unwrap_or_default();
+        state.fault = Some(format!(
+            "external strategy {}, conversation {}, call {}: {what}; {tail}",
+            self.owner.label,
+            self.conversation,
+            state.call.saturating_sub(1)
+        ));
+        if let Some(p) = state.process.take() {
+            p.kill();
+        }
+    }
+
+    /// Ask the program about the current call; `Ok(None)` is `keep`.
+    fn ask(
+        &self,
+        state: &mut State,
+        ctx: &Context,
+        trigger: Trigger,
+        summarize: &mut dyn FnMut(&Context, &SummaryRequest) -> SummaryOutcome,
+    ) -> Result<Option<Plan>, String> {
+        let timeout = self.owner.timeout();
+        let Some(process) = state.process.as_mut() else { return Err("the program is not running".into()) };
+        if state.mirror > ctx.len() {
+            return Err(format!("the context has {} messages, fewer than the program's {}", ctx.len(), state.mirror));
+        }
+        let append: Vec<&Message> = ctx.entries()[state.mirror..].iter().map(Entry::message).collect();
+        let call = json!({
+            "type": "call",
+            "append": append,
+            "tokens": ctx.tokens(&self.owner.exact),
+            "trigger": trigger.as_str(),
+        });
+        state.call += 1;
+        state.mirror = ctx.len();
+        process.send(&call)?;
+        loop {
+            let answer = process.receive(timeout)?;
+            match answer["type"].as_str() {
+                Some("summarize") => {
+                    let id = answer["id"].clone();
+                    let (span_ctx, request) = summary_request(&answer)?;
+                    let reply = match summarize(&span_ctx, &request) {
+                        Ok(text) => json!({"type": "summary", "id": id, "text": text}),
+                        Err(e) => json!({"type": "summary", "id": id, "error": e.reason}),
+                    };
+                    process.send(&reply)?;
+                }
+                Some("keep") => return Ok(None),
+                Some("compact") => {
+                    let (layout, summary_flags) = layout_of(&answer, ctx.len())?;
+                    state.mirror = layout.len();
+                    state.pending = summary_flags;
+                    let mut plan = Plan::deterministic(trigger, "external", layout);
+                    plan.notes.insert("program".into(), json!(self.owner.identity()));
+                    return Ok(Some(plan));
+                }
+                _ => return Err(format!("answered a call with {}", kind_of(&answer))),
+            }
+        }
+    }
+}
+
+impl Strategy for ExternalSession<'_> {
+    fn name(&self) -> &'static str {
+        self.owner.label
+    }
+    fn estimator(&self) -> &dyn TokenCounter {
+        &self.owner.exact
+    }
+    fn threshold(&self, _ctx: &Context, _budget: &Budget) -> Option<u64> {
+        None
+    }
+    /// Every call is the program's to decide, while it is healthy.
+    fn should_compact(&self, _ctx: &Context, _budget: &Budget) -> bool {
+        self.fault().is_none()
+    }
+    fn reacts_to(&self, trigger: Trigger) -> bool {
+        trigger == Trigger::Overflow && self.fault().is_none()
+    }
+    fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
+        let mut none = |_: &Context, _: &SummaryRequest| -> SummaryOutcome {
+            Err(SummaryFailure { reason: "no summarizer was given to this plan".into() })
+        };
+        self.plan_with(ctx, budget, trigger, &mut none)
+    }
+    fn plan_with(
+        &self,
+        ctx: &Context,
+        _budget: &Budget,
+        trigger: Trigger,
+        summarize: &mut dyn FnMut(&Context, &SummaryRequest) -> SummaryOutcome,
+    ) -> Option<Plan> {
+        let mut state = self.state.lock().ok()?;
+        if state.fault.is_some() {
+            return None;
+        }
+        match self.ask(&mut state, ctx, trigger, summarize) {
+            Ok(plan) => plan,
+            Err(what) => {
+                self.fail(&mut state, what);
+                None
+            }
+        }
+    }
+    fn apply(&self, ctx: &Context, budget: &Budget, plan: &Plan, summaries: &[SummaryOutcome]) -> Compacted {
+        let mut out = apply_layout(self, ctx, budget, plan, summaries);
+        let flags = self.state.lock().map(|s| s.pending.clone()).unwrap_or_default();
+        if !flags.iter().any(|f| *f) {
+            return out;
+        }
+        // The program's summaries become summary entries: they stand for the recorded
+        // messages the compaction removed, one round past the last.
+        let kept: std::collections::HashSet<usize> = plan
+            .layout
+            .iter()
+            .filter_map(|s| match s {
+                Slot::Keep { index } => Some(*index),
+                _ => None,
+            })
+            .collect();
+        let mut covers: Vec<usize> = Vec::new();
+        let mut round = 0;
+        for (i, e) in ctx.entries().iter().enumerate() {
+            match e.origin() {
+                Origin::Summary { round: r, covers: c } => {
+                    round = round.max(*r);
+                    if !kept.contains(&i) {
+                        covers.extend_from_slice(c);
+                    }
+                }
+                Origin::Recorded { index } | Origin::Masked { index } if !kept.contains(&i) => covers.push(*index),
+                _ => {}
+            }
+        }
+        covers.sort_unstable();
+        covers.dedup();
+        let entries: Vec<Entry> = out
+            .context
+            .entries()
+            .iter()
+            .zip(flags.iter().copied().chain(std::iter::repeat(false)))
+            .map(|(e, summary)| {
+                if summary {
+                    out.event.summaries.push(e.message().content.clone());
+                    Entry::new(e.message().clone(), Origin::Summary { round: round + 1, covers: covers.clone() })
+                } else {
+                    e.clone()
+                }
+            })
+            .collect();
+        out.event.round = Some(round + 1);
+        out.context = Context::from_entries(entries);
+        out
+    }
+    fn promises(&self, _ctx: &Context, _budget: &Budget) -> Promises {
+        Promises::default()
+    }
+    fn fault(&self) -> Option<String> {
+        self.state.lock().ok().and_then(|s| s.fault.clone())
+    }
+}
+
+impl Drop for ExternalSession<'_> {
+    fn drop(&mut self) {
+        let Ok(mut state) = self.state.lock() else { return };
+        let Some(mut process) = state.process.take() else { return };
+        if state.fault.is_none() && process.send(&json!({"type": "end"})).is_ok() {
+            if let Ok(mut idle) = self.owner.idle.lock() {
+                idle.push(process);
+                return;
+            }
+        }
+        process.kill();
+    }
+}
+
+impl Drop for ExternalStrategy {
+    fn drop(&mut self) {
+        if let Ok(mut idle) = self.idle.lock() {
+            for mut p in idle.drain(..) {
+                // Closing stdin ends a well-behaved program; the rest are killed.
+                drop(p.stdin.take());
+                let deadline = std::time::Instant::now() + Duration::from_secs(2);
+                while p.exited().is_none() && std::time::Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                p.kill();
+            }
+        }
+    }
+}
+
+fn kind_of(v: &Value) -> String {
+    match v["type"].as_str() {
+        Some(t) => format!("a `{t}` message"),
+        None => "a message with no `type`".to_string(),
+    }
+}
+
+/// The context and request of a `summarize` message.
+fn summary_request(v: &Value) -> Result<(Context, SummaryRequest), String> {
+    if v["id"].is_null() {
+        return Err("sent `summarize` with no `id`".into());
+    }
+    let messages: Vec<Message> = serde_json::from_value(v["messages"].clone())
+        .map_err(|e| format!("sent `summarize` whose `messages` are not messages: {e}"))?;
+    let instructions = v["instructions"].as_str().unwrap_or("").to_string();
+    let max_tokens = v["max_tokens"].as_u64().map_or(1_000, |n| n.clamp(1, u64::from(u32::MAX)) as u32);
+    let ctx = Context::from_messages(messages);
+    let request = SummaryRequest::new((0..ctx.len()).collect(), PromptKind::External { instructions }, max_tokens, 1);
+    Ok((ctx, request))
+}
+
+/// The layout of a `compact` answer over a context of `len` entries, and which slots are
+/// summaries.
+fn layout_of(v: &Value, len: usize) -> Result<(Vec<Slot>, Vec<bool>), String> {
+    let items = v["context"].as_array().ok_or("sent `compact` with no `context` list")?;
+    let mut layout = Vec::new();
+    let mut summary = Vec::new();
+    for (k, item) in items.iter().enumerate() {
+        if let Some(range) = item.get("keep") {
+            let pair = range.as_array().filter(|a| a.len() == 2);
+            let bounds = pair.and_then(|a| Some((a[0].as_u64()? as usize, a[1].as_u64()? as usize)));
+            match bounds {
+                Some((i, j)) if i < j && j <= len => {
+                    for index in i..j {
+                        layout.push(Slot::Keep { index });
+                        summary.push(false);
+                    }
+                }
+                _ => {
+                    return Err(format!(
+                        "sent an invalid range {range} in context item {k} (a keep is [i, j] with 0 <= i < j <= {len})"
+                    ))
+                }
+            }
+        } else if let Some(m) = item.get("message") {
+            let mut m = m.clone();
+            let is_summary = m.get("summary").and_then(Value::as_bool).unwrap_or(false);
+            if let Some(o) = m.as_object_mut() {
+                o.remove("summary");
+            }
+            let message: Message = serde_json::from_value(m)
+                .map_err(|e| format!("sent context item {k} whose `message` is not a message: {e}"))?;
+            layout.push(Slot::Insert { message, what: Inserted::Other });
+            summary.push(is_summary);
+        } else {
+            return Err(format!("sent context item {k} with neither `keep` nor `message`"));
+        }
+    }
+    Ok((layout, summary))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_compact_answer_becomes_kept_entries_and_new_messages() {
+        let v = json!({"type": "compact", "context": [
+            {"keep": [0, 1]},
+            {"message": {"role": "user", "content": "so far", "summary": true}},
+            {"keep": [3, 5]},
+        ]});
+        let (layout, flags) = layout_of(&v, 5).unwrap();
+        assert_eq!(layout.len(), 4);
+        assert_eq!(flags, [false, true, false, false]);
+        assert!(matches!(layout[2], Slot::Keep { index: 3 }));
+        for bad in [json!([2, 2]), json!([0, 6]), json!([3]), json!("0-1")] {
+            let e = layout_of(&json!({"context": [{"keep": bad}]}), 5).unwrap_err();
+            assert!(e.contains("invalid range"), "{e}");
+        }
+        assert!(layout_of(&json!({"context": [{"drop": [0, 1]}]}), 5).is_err());
+    }
+}
