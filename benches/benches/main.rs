@@ -21,6 +21,7 @@ criterion_group!(
     topics::tokens::bench,
     topics::strategies::bench,
     topics::replay::bench,
-    topics::experiment::bench
+    topics::experiment::bench,
+    topics::protocol::bench
 );
 criterion_main!(benches);

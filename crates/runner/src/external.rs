@@ -133,7 +133,9 @@ impl ExternalStrategy {
         let label: &'static str = Box::leak(spec.label.clone().into_boxed_str());
         ExternalStrategy {
             spec,
-            base: base.to_path_buf(),
+            // Absolute: the program starts in `base`, and a relative program path would be
+            // resolved there again.
+            base: std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf()),
             label,
             encoding,
             exact: Exact::new(encoding),

@@ -229,3 +229,44 @@ fn conform_fails_a_strategy_that_orphans_a_tool_result_and_writes_the_smallest_c
     assert!((2..=12).contains(&messages), "shrunk to a few messages: {messages}");
     let _ = fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn an_external_strategys_summaries_come_from_the_llm_summarizer_and_its_cache() {
+    use testkit::server::{MockServer, Recorded, Reply};
+    let server = MockServer::start();
+    server.respond_with(|_: &Recorded| Reply::text("The user is changing reservation ABC123; bags added.", 900, 30));
+    let dir = setup("llm", &["ok"]);
+    let exp = fs::read_to_string(dir.join("exp.toml")).expect("experiment").replace(
+        "windows = [16000]\n",
+        &format!(
+            "windows = [16000]\nsummarizer = \"llm\"\ncache_dir = \"cache\"\n\n[llm]\nbase_url = \"{}/v1\"\nmodel = \"m\"\napi_key_env = \"\"\n",
+            server.url()
+        ),
+    );
+    fs::write(dir.join("exp.toml"), exp).expect("experiment");
+    let (code, stderr) = run(&dir);
+    assert_eq!(code, 0, "{stderr}");
+    let recs = records(&dir);
+    let ext = recs.iter().find(|r| r["strategy"] == "tail-ok").expect("the external row");
+    let m = &ext["outcome"];
+    assert!(m["summarizer_calls"].as_u64() > Some(0), "{m}");
+    assert!(m["summarizer_input_tokens"].as_u64() > Some(0), "billed like a built-in's: {m}");
+    let events = m["compaction_events"].as_array().expect("events");
+    assert!(events.iter().any(|e| e["summary"].as_str().is_some_and(|s| s.contains("ABC123"))), "{m}");
+    // The program's instructions are the summarizer's system prompt.
+    let asked = server.requests().iter().any(|r| {
+        r.json()["messages"][0]["content"].as_str().is_some_and(|s| s.contains("booking details and what is left"))
+    });
+    assert!(asked, "the instructions reached the model");
+    // A rerun from the cache alone gives the same results.
+    let first = fs::read_to_string(dir.join("out/summary.csv")).expect("summary.csv");
+    let again = Command::new(BIN)
+        .args(["run", "--config", "exp.toml", "--out", "out2", "--cache-mode", "only"])
+        .current_dir(&dir)
+        .env_remove("CI")
+        .output()
+        .expect("the binary runs");
+    assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stderr));
+    assert_eq!(first, fs::read_to_string(dir.join("out2/summary.csv")).expect("summary.csv"));
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -319,3 +319,32 @@ fn tables_that_collided_under_a_32_bit_hash_get_different_ids() {
     assert_ne!(ids[0], ids[1]);
     assert!(ids.iter().all(|id| id.rsplit('-').next().is_some_and(|h| h.len() == 16)), "{ids:?}");
 }
+
+#[test]
+fn an_external_table_is_a_configuration_named_by_its_label() {
+    let exp = parse(
+        r#"
+[[strategy]]
+name = "external"
+command = ["python3", "mine.py"]
+label = "mine"
+keep = [4, 8]
+"#,
+    )
+    .unwrap();
+    assert_eq!(exp.configurations.len(), 2, "one per window: a list is a value sent as written, not an axis");
+    let c = &exp.configurations[0];
+    assert_eq!(c.strategy, "mine");
+    assert!(c.config_id.starts_with("mine-32k-"), "{}", c.config_id);
+    let spec = c.external.as_ref().expect("external");
+    assert_eq!(spec.params["keep"], serde_json::json!([4, 8]));
+    // The id hashes the table as written: another command is another configuration.
+    let other =
+        parse("[[strategy]]\nname = \"external\"\ncommand = [\"python3\", \"other.py\"]\nlabel = \"mine\"\n").unwrap();
+    assert_ne!(other.configurations[0].config_id, c.config_id);
+    // Two tables the same: a duplicate, as for built-in strategies.
+    let twice = "[[strategy]]\nname = \"external\"\ncommand = [\"x\"]\n";
+    assert!(parse_err(&format!("{twice}\n{twice}")).contains("the same as one of"));
+    let e = parse_err("[[strategy]]\nname = \"external\"\nlabel = \"mine\"\n");
+    assert!(e.contains("[[strategy]] #1 (external)") && e.contains("command"), "{e}");
+}
