@@ -99,7 +99,9 @@ pub fn bench(c: &mut Criterion) {
     quick(&mut group, 10, 3);
     for n in SIZES {
         let convo = super::replay::conversation(n);
-        let (calls, _) = calls_and_bytes(&convo);
+        let (calls, bytes) = calls_and_bytes(&convo);
+        // What RESULTS.md divides by: the calls, and the kilobytes their `append`s carry.
+        eprintln!("protocol/{n}: {calls} calls append {:.1} KB of messages", bytes as f64 / 1024.0);
         group.throughput(Throughput::Elements(calls));
         group.bench_with_input(BenchmarkId::new("in_process", n), &convo, |b, convo| {
             b.iter(|| replay_built(convo, &in_process, &settings, &summarizer, &judge).map(|m| m.calls))

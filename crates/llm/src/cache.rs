@@ -152,12 +152,11 @@ pub struct ResponseCache {
     dir: PathBuf,
     mode: CacheMode,
     missing: Mutex<Vec<String>>,
-    tmp_counter: AtomicU64,
 }
 
 impl ResponseCache {
     pub fn new(dir: impl Into<PathBuf>, mode: CacheMode) -> ResponseCache {
-        ResponseCache { dir: dir.into(), mode, missing: Mutex::new(Vec::new()), tmp_counter: AtomicU64::new(0) }
+        ResponseCache { dir: dir.into(), mode, missing: Mutex::new(Vec::new()) }
     }
     pub fn mode(&self) -> CacheMode {
         self.mode
@@ -210,7 +209,11 @@ impl ResponseCache {
         fs::create_dir_all(&dir).map_err(io)?;
         let stored = Stored { key: key.hex.clone(), request: key.document.clone(), response: response.clone() };
         let text = serde_json::to_string_pretty(&stored).map_err(|e| io(std::io::Error::other(e)))?;
-        let n = self.tmp_counter.fetch_add(1, Ordering::Relaxed);
+        // Unique across processes (the pid) and within one (a process-wide counter: two
+        // caches over one folder in one process must not share a temporary file either), so
+        // concurrent writers of one key each rename a whole file and one of them wins.
+        static TMP: AtomicU64 = AtomicU64::new(0);
+        let n = TMP.fetch_add(1, Ordering::Relaxed);
         let tmp = dir.join(format!(".{}.{}.{n}.tmp", key.hex, std::process::id()));
         let written = (|| {
             let mut f = fs::File::create(&tmp)?;
@@ -249,6 +252,40 @@ mod tests {
         let d = std::env::temp_dir().join(format!("llm-cache-{name}-{}", std::process::id()));
         fs::remove_dir_all(&d).ok();
         d
+    }
+
+    #[test]
+    fn concurrent_writers_of_one_key_leave_one_whole_file() {
+        let dir = tempdir("race");
+        let k = key("shared");
+        let texts: Vec<String> = (0..8).map(|w| format!("writer {w} {}", "x".repeat(20_000))).collect();
+        std::thread::scope(|scope| {
+            for text in &texts {
+                let (dir, k) = (dir.clone(), k.clone());
+                // A cache each, as two shards over one folder have.
+                scope.spawn(move || {
+                    let cache = ResponseCache::new(dir, CacheMode::Use);
+                    for _ in 0..50 {
+                        cache.put(&k, &response(text)).unwrap();
+                        let got = cache.get(&k).unwrap().expect("a whole entry, never a torn one");
+                        assert!(texts_contains(&got.text), "a torn or mixed entry");
+                    }
+                });
+            }
+        });
+        let got = ResponseCache::new(&dir, CacheMode::Use).get(&k).unwrap().expect("an entry");
+        assert!(texts.contains(&got.text));
+        let leftovers: Vec<_> = fs::read_dir(dir.join(&k.hex()[..2]))
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+        fs::remove_dir_all(&dir).ok();
+
+        fn texts_contains(t: &str) -> bool {
+            t.starts_with("writer ") && t.len() > 20_000
+        }
     }
 
     #[test]

@@ -264,7 +264,10 @@ impl Experiment {
             let line = line_of(text, table.span().start);
             let index = i + 1;
             strategies.push(serde_json::to_value(table.get_ref()).unwrap_or(serde_json::Value::Null));
-            for (strategy, params, resolved, external) in expand_table(table.get_ref(), path, line, index)? {
+            let windows_n = raw.windows.len();
+            for (strategy, params, resolved, external) in
+                expand_table(table.get_ref(), path, line, index, windows_n, configurations.len())?
+            {
                 let windows: Vec<Option<u64>> =
                     if raw.windows.is_empty() { vec![None] } else { raw.windows.iter().copied().map(Some).collect() };
                 for window in windows {
@@ -399,11 +402,24 @@ fn check_price(p: &PriceTable, path: &Path, model: &str) -> Result<(), Experimen
     Ok(())
 }
 
+/// The most configurations an experiment may expand to (a grid past it is almost always a
+/// mistake, and at 10^8 the expansion alone would exhaust memory).
+pub const MAX_CONFIGURATIONS: usize = 100_000;
+
 /// One expanded configuration: (name, params as written, resolved, the external strategy).
 type Expanded = (String, serde_json::Value, StrategyConfig, Option<ExternalSpec>);
 
 /// Expand one `[[strategy]]` table into its configurations.
-fn expand_table(table: &toml::Table, path: &Path, line: usize, index: usize) -> Result<Vec<Expanded>, ExperimentError> {
+/// `windows` is how many windows each expanded configuration runs at, `earlier` how many
+/// configurations the tables before this one gave.
+fn expand_table(
+    table: &toml::Table,
+    path: &Path,
+    line: usize,
+    index: usize,
+    windows: usize,
+    earlier: usize,
+) -> Result<Vec<Expanded>, ExperimentError> {
     let err = |name: &str, key: Option<&str>, problem: String| ExperimentError::Strategy {
         path: path.to_path_buf(),
         line,
@@ -483,6 +499,24 @@ fn expand_table(table: &toml::Table, path: &Path, line: usize, index: usize) -> 
         axes.push((key.as_str(), json_values));
     }
 
+    // Refuse a grid too large before expanding it, naming its axes.
+    let combinations = axes.iter().try_fold(1usize, |n, (_, v)| n.checked_mul(v.len()));
+    let total = combinations.and_then(|c| c.checked_mul(windows.max(1))).and_then(|t| t.checked_add(earlier));
+    if total.is_none_or(|t| t > MAX_CONFIGURATIONS) {
+        let factors: Vec<String> = axes.iter().map(|(k, v)| format!("{} {k}", v.len())).collect();
+        let product = combinations.map_or("more than 2^64".to_string(), |c| c.to_string());
+        return Err(err(
+            &name,
+            None,
+            format!(
+                "the grid expands to {} = {product} parameter combinations x {} windows{}, over the limit of \
+                 {MAX_CONFIGURATIONS} configurations; narrow an axis or split the experiment",
+                factors.join(" x "),
+                windows.max(1),
+                if earlier > 0 { format!(" (+ {earlier} from the tables before)") } else { String::new() },
+            ),
+        ));
+    }
     let mut out = Vec::new();
     let mut cursor = vec![0usize; axes.len()];
     loop {

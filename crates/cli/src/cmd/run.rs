@@ -89,8 +89,14 @@ pub struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     jobs: Option<u16>,
     /// Run only the K-th of N disjoint slices of the pairs (merge the slices with `merge`).
-    #[arg(long, value_name = "K/N")]
-    shard: Option<Shard>,
+    /// `auto` takes K from the environment of the engine running the shards: a Kubernetes
+    /// Indexed Job's `JOB_COMPLETION_INDEX`, else `COMPACTBENCH_SHARD_INDEX` (both 0-based; set
+    /// the latter from a CI matrix), and N from --shards or `COMPACTBENCH_SHARDS`.
+    #[arg(long, value_name = "K/N|auto")]
+    shard: Option<String>,
+    /// The number of shards, for `--shard auto`.
+    #[arg(long, value_name = "N", requires = "shard")]
+    shards: Option<u32>,
     /// Use the LLM response cache this way for every role, whatever the experiment's
     /// `cache_mode` says: use, refresh, off or only.
     #[arg(long, value_name = "MODE")]
@@ -169,8 +175,20 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         None => offline_judge.as_ref(),
     };
     let engine = Engine::new(summarizer, judge);
-    let options =
-        RunOptions { out: out.clone(), resume: args.resume, jobs: args.jobs.map(usize::from), shard: args.shard };
+    let shard = match resolve_shard(args.shard.as_deref(), args.shards, |k| std::env::var(k).ok()) {
+        Ok(Some((shard, from))) => {
+            if let Some(from) = from {
+                eprintln!("shard {shard} ({from})");
+            }
+            Some(shard)
+        }
+        Ok(None) => None,
+        Err(e) => {
+            eprintln!("error: --shard: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
+    let options = RunOptions { out: out.clone(), resume: args.resume, jobs: args.jobs.map(usize::from), shard };
     let provenance = Provenance {
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         git_commit: git_commit(&plan.experiment.base_dir()),
@@ -398,5 +416,74 @@ mod tests {
     fn folder_names_are_safe() {
         assert_eq!(folder_name("my run/v2"), "my-run-v2");
         assert_eq!(folder_name("default"), "default");
+    }
+}
+
+/// The shard `--shard` names, and for `auto` where its numbers came from. `env` reads a
+/// variable (the process environment; a table in tests).
+pub fn resolve_shard(
+    given: Option<&str>,
+    shards: Option<u32>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Option<(Shard, Option<String>)>, String> {
+    let Some(given) = given else { return Ok(None) };
+    if given != "auto" {
+        if shards.is_some() {
+            return Err("--shards goes with --shard auto; K/N already says N".into());
+        }
+        return given.parse::<Shard>().map(|s| Some((s, None))).map_err(|e| e.to_string());
+    }
+    let (count, count_from) = match (shards, env("COMPACTBENCH_SHARDS")) {
+        (Some(n), _) => (n, format!("--shards {n}")),
+        (None, Some(v)) => {
+            let n = v.trim().parse::<u32>().map_err(|_| format!("COMPACTBENCH_SHARDS={v:?} is not a number"))?;
+            (n, format!("COMPACTBENCH_SHARDS={n}"))
+        }
+        (None, None) => return Err("auto needs the number of shards: --shards N or COMPACTBENCH_SHARDS".into()),
+    };
+    let (name, value) = ["JOB_COMPLETION_INDEX", "COMPACTBENCH_SHARD_INDEX"]
+        .into_iter()
+        .find_map(|k| env(k).map(|v| (k, v)))
+        .ok_or("auto found no index: neither JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) nor COMPACTBENCH_SHARD_INDEX is set")?;
+    let index = value.trim().parse::<u32>().map_err(|_| format!("{name}={value:?} is not a number"))?;
+    if count == 0 || index >= count {
+        return Err(format!("{name}={index} is not an index of {count} shards (0 to {})", count.saturating_sub(1)));
+    }
+    let shard = format!("{}/{count}", index + 1).parse::<Shard>().map_err(|e| e.to_string())?;
+    Ok(Some((shard, Some(format!("from {name}={index} and {count_from}")))))
+}
+
+#[cfg(test)]
+mod shard_tests {
+    use super::*;
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+    }
+
+    #[test]
+    fn auto_reads_the_engines_index_and_says_where_from() {
+        let (s, from) = resolve_shard(Some("auto"), Some(4), env(&[("JOB_COMPLETION_INDEX", "1")])).unwrap().unwrap();
+        assert_eq!(s.to_string(), "2/4");
+        assert_eq!(from.as_deref(), Some("from JOB_COMPLETION_INDEX=1 and --shards 4"));
+        let vars = [("COMPACTBENCH_SHARD_INDEX", "0"), ("COMPACTBENCH_SHARDS", "3")];
+        let (s, from) = resolve_shard(Some("auto"), None, env(&vars)).unwrap().unwrap();
+        assert_eq!(s.to_string(), "1/3");
+        assert!(from.unwrap().contains("COMPACTBENCH_SHARDS=3"));
+        assert_eq!(resolve_shard(Some("2/5"), None, env(&[])).unwrap().unwrap().0.to_string(), "2/5");
+    }
+
+    #[test]
+    fn auto_without_its_numbers_says_what_is_missing() {
+        for (shards, vars, expected) in [
+            (None, vec![("JOB_COMPLETION_INDEX", "0")], "number of shards"),
+            (Some(2), vec![], "no index"),
+            (Some(2), vec![("JOB_COMPLETION_INDEX", "2")], "not an index of 2 shards"),
+            (Some(2), vec![("COMPACTBENCH_SHARD_INDEX", "one")], "not a number"),
+        ] {
+            let e = resolve_shard(Some("auto"), shards, env(&vars)).unwrap_err();
+            assert!(e.contains(expected), "{e}");
+        }
+        assert!(resolve_shard(Some("1/2"), Some(2), env(&[])).is_err());
     }
 }

@@ -191,17 +191,19 @@ fn conform(dir: &Path, extra: &str, cases: &str) -> (i32, String) {
 }
 
 #[test]
-fn conform_passes_every_built_in_strategy_and_the_python_example() {
+fn conform_passes_every_built_in_strategy_and_the_python_and_node_examples() {
     let dir = setup("conform-ok", &[]);
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/strategies/keep_last_n.py");
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/strategies");
     let extra = format!(
         "\n[[strategy]]\nname = \"external\"\ncommand = [\"python3\", \"tail.py\"]\nlabel = \"tail\"\n\
-         \n[[strategy]]\nname = \"external\"\ncommand = [\"python3\", \"{}\"]\nlabel = \"py-keep-last-n\"\n",
-        example.display()
+         \n[[strategy]]\nname = \"external\"\ncommand = [\"python3\", \"{}\"]\nlabel = \"py-keep-last-n\"\n\
+         \n[[strategy]]\nname = \"external\"\ncommand = [\"node\", \"{}\"]\nlabel = \"js-keep-last-n\"\n",
+        examples.join("keep_last_n.py").display(),
+        examples.join("keep_last_n.mjs").display()
     );
     let (code, stdout) = conform(&dir, &extra, "8");
     assert_eq!(code, 0, "{stdout}");
-    for name in compaction::strategies::NAMES.iter().copied().chain(["tail", "py-keep-last-n"]) {
+    for name in compaction::strategies::NAMES.iter().copied().chain(["tail", "py-keep-last-n", "js-keep-last-n"]) {
         assert!(stdout.lines().any(|l| l.starts_with(&format!("ok   {name}:"))), "{name}: {stdout}");
     }
     assert!(!dir.join("failures").exists());

@@ -433,3 +433,101 @@ fn resume_reruns_records_without_a_content_hash() {
     assert!(after.lines().all(|l| l.contains("\"content_hash\"")), "every record is rewritten with its hash");
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// The `compactbench` command on the line after a step's `run: |` in a workflow file.
+fn workflow_command(workflow: &str, verb: &str) -> String {
+    let line = workflow
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with(&format!("compactbench {verb} ")))
+        .unwrap_or_else(|| panic!("the workflow has a `compactbench {verb}` command"));
+    line.to_string()
+}
+
+#[test]
+fn the_shard_workflows_commands_run_locally_and_merge_into_the_single_run() {
+    let dir = setup("workflow", 3, EXPERIMENT);
+    assert_eq!(compactbench(&["run", "--config", "exp.toml", "--out", "whole"], &dir).code, 0);
+    let workflow =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/shards-github-actions.yml"))
+            .expect("the workflow");
+    let (run, merge) = (workflow_command(&workflow, "run"), workflow_command(&workflow, "merge"));
+    let bin_dir = Path::new(BIN).parent().expect("the binary's folder");
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    // The matrix: three shard jobs, each in its own folder, as artifacts are downloaded.
+    fs::create_dir_all(dir.join("shards")).expect("shards folder");
+    for index in 0..3 {
+        let out = Command::new("sh")
+            .args(["-c", &run])
+            .current_dir(dir.join("shards"))
+            .env("PATH", &path)
+            .env("EXPERIMENT", "../exp.toml")
+            .env("COMPACTBENCH_SHARD_INDEX", index.to_string())
+            .env("COMPACTBENCH_SHARDS", "3")
+            .env_remove("JOB_COMPLETION_INDEX")
+            .env_remove("CI")
+            .output()
+            .expect("sh runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{run}: {stderr}");
+        assert!(stderr.contains(&format!("shard {}/3 (from COMPACTBENCH_SHARD_INDEX={index}", index + 1)), "{stderr}");
+    }
+    let out = Command::new("sh").args(["-c", &merge]).current_dir(&dir).env("PATH", &path).output().expect("sh runs");
+    assert_eq!(out.status.code(), Some(0), "{merge}: {}", String::from_utf8_lossy(&out.stderr));
+    assert_same_csvs(&dir.join("whole"), &dir.join("merged"));
+}
+
+#[test]
+fn two_shards_share_one_response_cache_while_running() {
+    use testkit::server::{MockServer, Recorded, Reply};
+    let server = MockServer::start();
+    server.respond_with(|r: &Recorded| {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        if r.body.contains("accuracy") {
+            let verdict = r#"{"accuracy": 4, "completeness": 3, "artifact_trail": 4, "continuity": 4, "decisions": 3}"#;
+            Reply::text(verdict, 300, 20)
+        } else {
+            Reply::text(format!("an answer to {} bytes", r.body.len()), 500, 20)
+        }
+    });
+    // The judge is a model: every probe is two requests, all through one cache folder.
+    let experiment = format!(
+        "{}\n[llm]\nbase_url = \"{}/v1\"\nmodel = \"m\"\napi_key_env = \"\"\n",
+        EXPERIMENT.replace("seed = 5\n", "seed = 5\njudge = \"llm\"\ncache_dir = \"shared-cache\"\n"),
+        server.url()
+    );
+    let dir = setup("shared-cache", 3, &experiment);
+    // Both shards at once, over one cache folder.
+    let spawn = |k: u32| {
+        Command::new(BIN)
+            .args(["run", "--config", "exp.toml", "--out", &format!("s{k}"), "--shard", &format!("{k}/2")])
+            .current_dir(&dir)
+            .env_remove("CI")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the binary starts")
+    };
+    let (a, b) = (spawn(1), spawn(2));
+    for child in [a, b] {
+        let out = child.wait_with_output().expect("finishes");
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    // Every entry is whole, and the whole experiment reruns from the cache alone.
+    let mut entries = 0;
+    for sub in fs::read_dir(dir.join("shared-cache")).expect("the cache").filter_map(Result::ok) {
+        for f in fs::read_dir(sub.path()).expect("a cache subfolder").filter_map(Result::ok) {
+            let name = f.file_name().to_string_lossy().to_string();
+            assert!(name.ends_with(".json"), "no temporary file is left: {name}");
+            let text = fs::read_to_string(f.path()).expect("readable");
+            serde_json::from_str::<serde_json::Value>(&text).expect("a whole JSON entry");
+            entries += 1;
+        }
+    }
+    assert!(entries > 0);
+    let out = compactbench(&["run", "--config", "exp.toml", "--out", "again", "--cache-mode", "only"], &dir);
+    assert_eq!(out.code, 0, "every request of both shards is in the shared cache: {}", out.stderr);
+    let out = compactbench(&["merge", "s1", "s2", "--out", "merged"], &dir);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_same_csvs(&dir.join("again"), &dir.join("merged"));
+}

@@ -348,3 +348,20 @@ keep = [4, 8]
     let e = parse_err("[[strategy]]\nname = \"external\"\nlabel = \"mine\"\n");
     assert!(e.contains("[[strategy]] #1 (external)") && e.contains("command"), "{e}");
 }
+
+#[test]
+fn a_grid_past_the_limit_is_refused_with_its_axes_before_it_is_expanded() {
+    let values: Vec<String> = (1..=1000).map(|n| n.to_string()).collect();
+    let list = values.join(", ");
+    // 1000 x 1000 x 100 = 10^8 combinations: refused at once, not after allocating them.
+    let table = format!(
+        "[[strategy]]\nname = \"keep-last-n\"\nrecent_messages_to_keep = [{list}]\nsafety_buffer = [{list}]\nsummary_max_tokens = [{}]\n",
+        values[..100].join(", ")
+    );
+    let e = parse_err(&table);
+    assert!(e.contains("1000 recent_messages_to_keep x 1000 safety_buffer x 100 summary_max_tokens"), "{e}");
+    assert!(e.contains("100000000 parameter combinations x 2 windows") && e.contains("100000"), "{e}");
+    // Within the limit, it expands.
+    let ok = format!("[[strategy]]\nname = \"keep-last-n\"\nrecent_messages_to_keep = [{}]\n", values[..50].join(", "));
+    assert_eq!(parse(&ok).unwrap().configurations.len(), 100);
+}
