@@ -133,7 +133,7 @@ use compaction::{
 use compaction::pairing::ToolPairing;
 
 use crate::judge::is_verbatim;
-use crate::record::{CallPoint, CompactionRecord, PairMetrics};
+use crate::record::{CallPoint, CompactionRecord, PairMetrics, ProbeScore};
 
 /// Forced compactions tried per call while the request is over the window.
 pub const MAX_REACTIVE_ATTEMPTS: usize = 3;
@@ -264,35 +264,37 @@ pub fn replay_built(
     let budget = Budget::new(settings.window);
     let session = strategy.begin(&conversation.id, &budget).map_err(ReplayError::Strategy)?;
     let strategy: &dyn Strategy = session.as_deref().unwrap_or(strategy);
-    let mut r = Replayer::new(conversation, settings, strategy, summarizer, judge);
-    if r.strategy.rebuilds_from_history() {
-        r.history = Some(Context::new());
-    }
-    if let Some(probes) = checkpoints.get(&0) {
-        r.ask(probes, 0);
-    }
-    for (i, m) in conversation.messages.iter().enumerate() {
-        let entry = Entry::recorded(i, m.clone());
-        if m.role == Role::Assistant {
-            r.call(i, entry.tokens(&r.exact));
-            if let Some(fault) = strategy.fault() {
-                return Err(ReplayError::Strategy(fault));
+    std::thread::scope(|scope| {
+        let mut r = Replayer::new(conversation, settings, strategy, summarizer, judge, scope);
+        if r.strategy.rebuilds_from_history() {
+            r.history = Some(Context::new());
+        }
+        if let Some(probes) = checkpoints.get(&0) {
+            r.ask(probes, 0);
+        }
+        for (i, m) in conversation.messages.iter().enumerate() {
+            let entry = Entry::recorded(i, m.clone());
+            if m.role == Role::Assistant {
+                r.call(i, entry.tokens(&r.exact));
+                if let Some(fault) = strategy.fault() {
+                    return Err(ReplayError::Strategy(fault));
+                }
+            }
+            // A summary the recorded agent wrote (see "Recorded compactions" above) enters the
+            // context only for a strategy that sees recorded summaries.
+            let hidden = m.meta_flag("compact_summary") && !r.strategy.sees_recorded_summaries();
+            if !hidden {
+                r.append(entry);
+            }
+            if m.role == Role::Assistant {
+                r.length_stop = stopped_at_length(m);
+            }
+            if let Some(probes) = checkpoints.get(&(i + 1)) {
+                r.ask(probes, i + 1);
             }
         }
-        // A summary the recorded agent wrote (see "Recorded compactions" above) enters the
-        // context only for a strategy that sees recorded summaries.
-        let hidden = m.meta_flag("compact_summary") && !r.strategy.sees_recorded_summaries();
-        if !hidden {
-            r.append(entry);
-        }
-        if m.role == Role::Assistant {
-            r.length_stop = stopped_at_length(m);
-        }
-        if let Some(probes) = checkpoints.get(&(i + 1)) {
-            r.ask(probes, i + 1);
-        }
-    }
-    Ok(r.finish(started))
+        Ok(r.finish(started))
+    })
 }
 
 pub use runlog::settings::CHECKPOINTS;
@@ -421,7 +423,23 @@ struct PreviousRequest {
 }
 
 /// The state of one replay.
-struct Replayer<'a> {
+/// One checkpoint's probes, with what was true when they were asked.
+struct Checkpoint<'a, 's> {
+    /// The scores being made on their own thread, when the judge defers.
+    pending: Option<std::thread::ScopedJoinHandle<'s, Vec<ProbeScore>>>,
+    asked: Vec<(&'a Probe, u32)>,
+    /// Recorded messages in.
+    count: usize,
+    /// Asked after the rejected call.
+    ended: bool,
+    /// Per probe: its source message is not in the context verbatim.
+    at_risk: Vec<bool>,
+}
+
+struct Replayer<'a, 's> {
+    /// Where a deferring judge's checkpoints are scored while the replay goes on.
+    scope: &'s std::thread::Scope<'s, 'a>,
+    deferred: Vec<Checkpoint<'a, 's>>,
     conversation: &'a Conversation,
     settings: &'a ReplaySettings,
     strategy: &'a dyn Strategy,
@@ -503,15 +521,17 @@ pub fn recording_faults(conversation: &Conversation) -> HashSet<String> {
     faults
 }
 
-impl<'a> Replayer<'a> {
+impl<'a, 's> Replayer<'a, 's> {
     fn new(
         conversation: &'a Conversation,
         settings: &'a ReplaySettings,
         strategy: &'a dyn Strategy,
         summarizer: &'a dyn Summarizer,
         judge: &'a dyn Judge,
-    ) -> Replayer<'a> {
+        scope: &'s std::thread::Scope<'s, 'a>,
+    ) -> Replayer<'a, 's> {
         Replayer {
+            scope,
             conversation,
             settings,
             strategy,
@@ -521,6 +541,7 @@ impl<'a> Replayer<'a> {
             budget: Budget::new(settings.window),
             ctx: Context::new(),
             metrics: PairMetrics::default(),
+            deferred: Vec::new(),
             uncompacted: 0,
             previous: None,
             pre_compaction: None,
@@ -863,16 +884,43 @@ impl<'a> Replayer<'a> {
     }
 
     /// Ask `probes` now, `count` recorded messages in, each with its checkpoint's percentage.
-    fn ask(&mut self, asked: &[(&Probe, u32)], count: usize) {
-        let probes: Vec<&Probe> = asked.iter().map(|(p, _)| *p).collect();
-        let mut scores = self.judge.score_checkpoint(self.conversation, &self.ctx, &probes);
+    fn ask(&mut self, asked: &[(&'a Probe, u32)], count: usize) {
         // Asked after the rejected call (its recorded message is not in the conversation the
         // agent had): the agent has nothing.
         let ended = self.rejected_at.is_some_and(|at| count > at);
-        for (s, (p, percent)) in scores.iter_mut().zip(asked) {
+        let at_risk: Vec<bool> = asked.iter().map(|(p, _)| !is_verbatim(&self.ctx, p.source_message)).collect();
+        let checkpoint = Checkpoint { pending: None, asked: asked.to_vec(), count, ended, at_risk };
+        let probes: Vec<&'a Probe> = asked.iter().map(|(p, _)| *p).collect();
+        if self.judge.defers() {
+            // Scored on its own thread while the replay goes on (see `Judge::defers`).
+            let (judge, conversation, ctx) = (self.judge, self.conversation, self.ctx.clone());
+            let pending = self.scope.spawn(move || judge.score_checkpoint(conversation, &ctx, &probes));
+            self.deferred.push(Checkpoint { pending: Some(pending), ..checkpoint });
+            return;
+        }
+        let scores = self.judge.score_checkpoint(self.conversation, &self.ctx, &probes);
+        self.record_scores(&checkpoint, scores);
+    }
+
+    /// Collect the deferred checkpoints' scores, in order.
+    fn score_deferred(&mut self) {
+        for mut checkpoint in std::mem::take(&mut self.deferred) {
+            let scores = match checkpoint.pending.take().map(std::thread::ScopedJoinHandle::join) {
+                Some(Ok(scores)) => scores,
+                Some(Err(panic)) => std::panic::resume_unwind(panic),
+                None => Vec::new(),
+            };
+            self.record_scores(&checkpoint, scores);
+        }
+    }
+
+    fn record_scores(&mut self, checkpoint: &Checkpoint<'a, 's>, mut scores: Vec<ProbeScore>) {
+        let Checkpoint { asked, count, ended, at_risk, .. } = checkpoint;
+        let (count, ended) = (*count, *ended);
+        for ((s, (_, percent)), risk) in scores.iter_mut().zip(asked).zip(at_risk) {
             s.asked_at = count;
             s.checkpoint = *percent;
-            s.at_risk = !is_verbatim(&self.ctx, p.source_message);
+            s.at_risk = *risk;
             if crate::judge::llm::missed_cache(s) {
                 self.metrics.cache_misses += 1;
             }
@@ -893,6 +941,7 @@ impl<'a> Replayer<'a> {
     }
 
     fn finish(mut self, started: Instant) -> PairMetrics {
+        self.score_deferred();
         let m = &mut self.metrics;
         m.final_tokens = self.ctx.tokens(&self.exact);
         // Probes the LLM judge could not score (no parseable verdict) stay in `probes` but out

@@ -320,7 +320,8 @@ pub struct RunOptions {
     pub out: PathBuf,
     /// Continue the run in `out`, skipping the pairs already in its `results.jsonl`.
     pub resume: bool,
-    /// Worker threads; `None`: one per core.
+    /// Worker threads; `None`: one per core, or, when a role uses a model, enough for every
+    /// endpoint's `max_concurrency` requests to be in flight ([`default_jobs`]).
     pub jobs: Option<usize>,
     pub shard: Option<Shard>,
 }
@@ -455,7 +456,7 @@ pub fn run(
         judge: engine.judge.name(),
         shard: shard_text,
         merged_from: Vec::new(),
-        jobs: options.jobs,
+        jobs: options.jobs.or_else(|| default_jobs(&plan.experiment)),
         conversations: plan.conversations.len(),
         probes: probe_texts(plan),
         counts: Counts {
@@ -528,7 +529,7 @@ pub fn run(
             }
         });
     };
-    match options.jobs {
+    match options.jobs.or_else(|| default_jobs(&plan.experiment)) {
         Some(jobs) => {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(jobs.max(1))
@@ -694,6 +695,25 @@ impl LogWriter<'_> {
             }
         }
     }
+}
+
+/// Worker threads when none are asked for: `None` (one per core) for an offline run; with a
+/// model, at least one per request the endpoints may have in flight (the sum of their
+/// `max_concurrency`), since a pair waiting on a model holds its thread without using a core.
+/// Without it, an LLM-bound run on two cores kept two requests in flight whatever
+/// `max_concurrency` allowed.
+pub fn default_jobs(experiment: &Experiment) -> Option<usize> {
+    let llm = experiment.llm.as_ref()?;
+    let mut endpoints: Vec<(String, usize)> = Vec::new();
+    for cfg in [&llm.summarizer, &llm.judge].into_iter().flatten() {
+        let key = format!("{:?} {}", cfg.protocol, cfg.base_url());
+        if !endpoints.iter().any(|(k, _)| *k == key) {
+            endpoints.push((key, cfg.max_concurrency));
+        }
+    }
+    let in_flight: usize = endpoints.iter().map(|(_, n)| *n).sum();
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    Some(in_flight.max(cores).min(256))
 }
 
 /// Each configuration's strategy: a built-in one from its parameters, an external one as its

@@ -115,6 +115,30 @@ pub fn endpoint_fault(score: &ProbeScore) -> Option<String> {
     score.verdict.endpoint_fault().map(str::to_string)
 }
 
+/// Every future to completion, polled together on the calling task; the outputs in order.
+async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, slot) in futures.iter_mut().zip(out.iter_mut()) {
+            if slot.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *slot = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
+}
+
 /// The typed verdict of the judge's detail, built once where the detail is made (the only
 /// place its keys are read).
 fn verdict_of(scored: bool, detail: &Value) -> ProbeVerdict {
@@ -392,8 +416,33 @@ impl Judge for LlmJudge {
     }
 
     fn score(&self, conversation: &Conversation, ctx: &Context, probe: &Probe) -> ProbeScore {
+        let judged = self.runtime.block_on(self.judge(ctx, probe));
+        self.record(conversation, ctx, probe, judged)
+    }
+
+    /// The probes of one checkpoint are asked at once: each is its own chain (answer, then
+    /// grades), and the endpoint's concurrency cap, not the probe order, bounds how many
+    /// requests are in flight.
+    fn score_checkpoint(&self, conversation: &Conversation, ctx: &Context, probes: &[&Probe]) -> Vec<ProbeScore> {
+        let judged = self.runtime.block_on(join_all(probes.iter().map(|p| self.judge(ctx, p)).collect()));
+        probes.iter().zip(judged).map(|(p, j)| self.record(conversation, ctx, p, j)).collect()
+    }
+
+    fn defers(&self) -> bool {
+        true
+    }
+}
+
+impl LlmJudge {
+    fn record(
+        &self,
+        conversation: &Conversation,
+        ctx: &Context,
+        probe: &Probe,
+        judged: (Option<f64>, Value),
+    ) -> ProbeScore {
+        let (score, detail) = judged;
         self.probes.fetch_add(1, Ordering::Relaxed);
-        let (score, detail) = self.runtime.block_on(self.judge(ctx, probe));
         if score.is_some() {
             self.scored.fetch_add(1, Ordering::Relaxed);
         }
@@ -488,6 +537,29 @@ mod tests {
         ] {
             assert!(parse_verdict(&bad).is_err(), "accepted {bad:?}");
         }
+    }
+
+    #[test]
+    fn the_probes_of_a_checkpoint_are_asked_at_once() {
+        let server = MockServer::start();
+        server.respond_with(|r: &testkit::server::Recorded| {
+            let reply =
+                if r.body.contains("accuracy") { verdict([4, 4, 4, 4, 4]) } else { Reply::text("an answer", 50, 5) };
+            reply.delayed(std::time::Duration::from_millis(150))
+        });
+        let mut cfg = LlmConfig::new(Protocol::Openai, "judge-model");
+        cfg.base_url = Some(format!("{}/v1", server.url()));
+        cfg.max_retries = 0;
+        cfg.max_concurrency = 4;
+        let c = Arc::new(Client::new(cfg, None).unwrap());
+        let judge = LlmJudge::new(c.clone(), c, 1).unwrap();
+        let probes: Vec<Probe> = (0..4).map(|i| Probe { id: format!("p{i}"), ..probe() }).collect();
+        let asked: Vec<&Probe> = probes.iter().collect();
+        let scores = judge.score_checkpoint(&conversation(), &ctx(), &asked);
+        assert_eq!(scores.iter().map(|s| s.probe_id.as_str()).collect::<Vec<_>>(), ["p0", "p1", "p2", "p3"]);
+        assert!(scores.iter().all(is_scored));
+        assert_eq!(server.count(), 8, "an answer and a grade per probe");
+        assert_eq!(server.max_in_flight(), 4, "the four answers, then the four grades, were in flight together");
     }
 
     #[test]
@@ -604,16 +676,20 @@ mod tests {
         use crate::replay::{replay, CacheProfile, ReplaySettings};
         let server = MockServer::start();
         // Probe 1: an answer and a verdict; probe 2: an answer and prose instead of a verdict.
-        server.push_all([
-            Reply::text("src/parse/grammar.rs", 1, 1),
-            verdict([5, 5, 5, 5, 5]),
-            Reply::text("no idea", 1, 1),
-            Reply::text("Looks fine to me.", 1, 1),
-        ]);
+        // (The probes of a checkpoint are asked at once: replies go by request, not by order.)
+        server.respond_with(|r: &testkit::server::Recorded| {
+            match (r.body.contains("accuracy"), r.body.contains("Which other file")) {
+                (false, false) => Reply::text("src/parse/grammar.rs", 1, 1),
+                (true, false) => verdict([5, 5, 5, 5, 5]),
+                (false, true) => Reply::text("no idea", 1, 1),
+                (true, true) => Reply::text("Looks fine to me.", 1, 1),
+            }
+        });
         let judge = LlmJudge::new(client(&server, Protocol::Openai), client(&server, Protocol::Openai), 1).unwrap();
         let mut conversation = conversation();
         let mut second = probe();
         second.id = "p-other".into();
+        second.question = "Which other file holds the parser?".into();
         // Asked once each, at the end: the server's script has one answer and grade per probe.
         let end = conversation.messages.len();
         let mut first = probe();

@@ -21,4 +21,10 @@ pub trait Judge: Send + Sync {
     fn score_checkpoint(&self, conversation: &Conversation, ctx: &Context, probes: &[&Probe]) -> Vec<ProbeScore> {
         probes.iter().map(|p| self.score(conversation, ctx, p)).collect()
     }
+    /// True for a judge the replay should not wait on (a model): each checkpoint is scored on
+    /// its own thread, against a copy of its context, while the replay goes on, and collected
+    /// in order at the end. The offline judge is scored in place.
+    fn defers(&self) -> bool {
+        false
+    }
 }
