@@ -1,17 +1,17 @@
 //! The client: one endpoint, its limits, its retries, its cache, and what it spent.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 
 use crate::cache::{CacheKey, CacheMode, ResponseCache};
 use crate::config::{LlmConfig, Protocol, Secret};
 use crate::error::LlmError;
 pub use crate::types::ClientStats;
-use crate::types::{ChatRequest, ChatResponse, Usage};
+use crate::types::{ChatRequest, ChatResponse, Priority, Usage};
 use crate::wire::{self, Outcome};
 
 #[derive(Debug, Default)]
@@ -72,11 +72,60 @@ impl Pacer {
 pub struct Limits {
     gate: Semaphore,
     pacer: Pacer,
+    /// Urgent requests waiting for a slot: a background request does not take one while any is.
+    urgent_waiting: AtomicUsize,
+    /// Rung when a slot frees or the last urgent request is served.
+    changed: Notify,
 }
 
 impl Limits {
     pub fn new(max_concurrency: usize, requests_per_minute: u32) -> Limits {
-        Limits { gate: Semaphore::new(max_concurrency), pacer: Pacer::new(requests_per_minute) }
+        Limits {
+            gate: Semaphore::new(max_concurrency),
+            pacer: Pacer::new(requests_per_minute),
+            urgent_waiting: AtomicUsize::new(0),
+            changed: Notify::new(),
+        }
+    }
+
+    /// A slot under the concurrency cap. An urgent request queues for the next free slot; a
+    /// background one takes a free slot only while no urgent request waits, so work that a
+    /// caller is blocked on (a replay waiting for its summary) is not queued behind work that
+    /// nothing waits on (a judge's probe scored beside the replay).
+    async fn slot(&self, priority: Priority) -> Result<Slot<'_>, LlmError> {
+        let permit = match priority {
+            Priority::Urgent => {
+                self.urgent_waiting.fetch_add(1, Ordering::SeqCst);
+                let permit = self.gate.acquire().await;
+                if self.urgent_waiting.fetch_sub(1, Ordering::SeqCst) == 1 {
+                    self.changed.notify_waiters();
+                }
+                permit.map_err(|e| LlmError::Client(e.to_string()))?
+            }
+            Priority::Background => loop {
+                // Registered before the check, so a wake-up between the two is not lost.
+                let changed = self.changed.notified();
+                if self.urgent_waiting.load(Ordering::SeqCst) == 0 {
+                    if let Ok(p) = self.gate.try_acquire() {
+                        break p;
+                    }
+                }
+                changed.await;
+            },
+        };
+        Ok(Slot { _permit: permit, limits: self })
+    }
+}
+
+/// A held slot; freeing it wakes the background requests waiting for one.
+struct Slot<'a> {
+    _permit: tokio::sync::SemaphorePermit<'a>,
+    limits: &'a Limits,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.limits.changed.notify_waiters();
     }
 }
 
@@ -240,7 +289,7 @@ impl Client {
         if let (Some(format), Some(fields)) = (&request.response_format, body.as_object_mut()) {
             fields.insert("response_format".into(), format.clone());
         }
-        let mut response = self.send_with_retries(&body).await?;
+        let mut response = self.send_with_retries(&body, request.priority).await?;
         response.text = self.scrub(&response.text);
         if let Some(cache) = &self.cache {
             cache.put(&key, &response)?;
@@ -266,7 +315,7 @@ impl Client {
         let mut attempt = 0;
         let outcome = loop {
             attempt += 1;
-            let error = match self.attempt_counted(&body, false).await {
+            let error = match self.attempt_counted(&body, false, Priority::Urgent).await {
                 Attempt::Done(_) => break Ok(()),
                 Attempt::Fail(e) => break Err(e),
                 Attempt::Retry(e, _) => e,
@@ -285,7 +334,7 @@ impl Client {
         }
     }
 
-    async fn send_with_retries(&self, body: &serde_json::Value) -> Result<ChatResponse, LlmError> {
+    async fn send_with_retries(&self, body: &serde_json::Value, priority: Priority) -> Result<ChatResponse, LlmError> {
         let attempts = self.cfg.max_retries.saturating_add(1);
         let mut attempt = 0;
         loop {
@@ -293,7 +342,7 @@ impl Client {
             if attempt > 1 {
                 self.counters.retries.fetch_add(1, Ordering::Relaxed);
             }
-            let (error, asked_wait) = match self.attempt(body).await {
+            let (error, asked_wait) = match self.attempt_counted(body, true, priority).await {
                 Attempt::Done(r) => return Ok(r),
                 Attempt::Fail(e) => return Err(e),
                 Attempt::Retry(e, wait) => (e, wait),
@@ -317,15 +366,11 @@ impl Client {
         Duration::from_secs_f64(base * factor)
     }
 
-    async fn attempt(&self, body: &serde_json::Value) -> Attempt {
-        self.attempt_counted(body, true).await
-    }
-
-    async fn attempt_counted(&self, body: &serde_json::Value, counted: bool) -> Attempt {
+    async fn attempt_counted(&self, body: &serde_json::Value, counted: bool, priority: Priority) -> Attempt {
         self.limits.pacer.wait().await;
-        let _permit = match self.limits.gate.acquire().await {
-            Ok(p) => p,
-            Err(e) => return Attempt::Fail(LlmError::Client(e.to_string())),
+        let _slot = match self.limits.slot(priority).await {
+            Ok(s) => s,
+            Err(e) => return Attempt::Fail(e),
         };
         if counted {
             self.counters.http_attempts.fetch_add(1, Ordering::Relaxed);
@@ -398,6 +443,34 @@ fn with_attempts(e: LlmError, attempts: u32, timeout_s: f64) -> LlmError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_urgent_request_takes_the_next_slot_before_a_background_one() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        rt.block_on(async {
+            let limits = Arc::new(Limits::new(1, 0));
+            let order = Arc::new(Mutex::new(Vec::new()));
+            let held = limits.slot(Priority::Urgent).await.expect("a free slot");
+            let task = |name: &'static str, priority: Priority| {
+                let (limits, order) = (limits.clone(), order.clone());
+                tokio::spawn(async move {
+                    let _slot = limits.slot(priority).await.expect("a slot");
+                    order.lock().expect("order").push(name);
+                    tokio::task::yield_now().await;
+                })
+            };
+            // The background request waits first; the urgent one arrives after it.
+            let background = task("background", Priority::Background);
+            tokio::task::yield_now().await;
+            let urgent = task("urgent", Priority::Urgent);
+            tokio::task::yield_now().await;
+            assert!(order.lock().expect("order").is_empty(), "the one slot is held");
+            drop(held);
+            urgent.await.expect("urgent");
+            background.await.expect("background");
+            assert_eq!(*order.lock().expect("order"), ["urgent", "background"]);
+        });
+    }
 
     #[test]
     fn pacer_spaces_starts_evenly() {

@@ -41,4 +41,4 @@ pub use cache::{CacheKey, CacheMode, ResponseCache};
 pub use client::{Client, Limits};
 pub use config::{ConfigError, LlmConfig, Protocol, Secret};
 pub use error::LlmError;
-pub use types::{ChatMessage, ChatRequest, ChatResponse, ChatRole, ClientStats, Usage};
+pub use types::{ChatMessage, ChatRequest, ChatResponse, ChatRole, ClientStats, Priority, Usage};

@@ -48,11 +48,32 @@ pub struct ChatRequest {
     /// follow); part of the cache key when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_format: Option<serde_json::Value>,
+    /// Whether a caller is blocked on the answer ([`Priority`]). Not sent, not in the cache key.
+    #[serde(skip)]
+    pub priority: Priority,
+}
+
+/// How a request queues for a slot under the endpoint's concurrency cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Priority {
+    /// Something waits on it (a replay on its summary): the next free slot is its.
+    #[default]
+    Urgent,
+    /// Nothing waits on it (a probe scored beside the replay): it takes a free slot only while
+    /// no urgent request waits for one.
+    Background,
 }
 
 impl ChatRequest {
     pub fn new(messages: Vec<ChatMessage>) -> ChatRequest {
-        ChatRequest { messages, max_tokens: None, temperature: None, sample: 0, response_format: None }
+        ChatRequest {
+            messages,
+            max_tokens: None,
+            temperature: None,
+            sample: 0,
+            response_format: None,
+            priority: Priority::Urgent,
+        }
     }
     pub fn max_tokens(mut self, n: u32) -> ChatRequest {
         self.max_tokens = Some(n);
@@ -64,6 +85,11 @@ impl ChatRequest {
     }
     pub fn sample(mut self, n: u32) -> ChatRequest {
         self.sample = n;
+        self
+    }
+    /// Queue as `priority` for a slot under the concurrency cap.
+    pub fn priority(mut self, priority: Priority) -> ChatRequest {
+        self.priority = priority;
         self
     }
     /// Constrain the answer with OpenAI's `response_format` object.

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use compaction::{Context, Conversation, Probe, Role};
-use llm::{ChatMessage, ChatRequest, Client, ClientStats, LlmError};
+use llm::{ChatMessage, ChatRequest, Client, ClientStats, LlmError, Priority};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -304,7 +304,8 @@ impl LlmJudge {
         let mut vars = Vars::default();
         vars.set("question", probe.question.as_str());
         messages.extend(self.answer_prompt.render(&vars));
-        ChatRequest::new(messages)
+        // Scored beside the replay: nothing waits on it but the end of the pair.
+        ChatRequest::new(messages).priority(Priority::Background)
     }
 
     /// The grading request for draw `sample`.
@@ -319,7 +320,10 @@ impl LlmJudge {
             .set("expected", probe.answer.as_str())
             .set("facts", facts)
             .set("answer", if answer.trim().is_empty() { "(no answer)" } else { answer });
-        ChatRequest::new(self.grade_prompt.render(&vars)).sample(sample).response_format(self.verdict_format.clone())
+        ChatRequest::new(self.grade_prompt.render(&vars))
+            .sample(sample)
+            .response_format(self.verdict_format.clone())
+            .priority(Priority::Background)
     }
 
     async fn judge(&self, ctx: &Context, probe: &Probe) -> (Option<f64>, Value) {
