@@ -113,18 +113,21 @@ impl Limits {
                 changed.await;
             },
         };
-        Ok(Slot { _permit: permit, limits: self })
+        Ok(Slot { permit: Some(permit), limits: self })
     }
 }
 
 /// A held slot; freeing it wakes the background requests waiting for one.
 struct Slot<'a> {
-    _permit: tokio::sync::SemaphorePermit<'a>,
+    permit: Option<tokio::sync::SemaphorePermit<'a>>,
     limits: &'a Limits,
 }
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
+        // The permit goes back first: a waiter woken while it was still held would find no
+        // slot, wait again, and never hear of this one.
+        drop(self.permit.take());
         self.limits.changed.notify_waiters();
     }
 }
@@ -469,6 +472,27 @@ mod tests {
             urgent.await.expect("urgent");
             background.await.expect("background");
             assert_eq!(*order.lock().expect("order"), ["urgent", "background"]);
+        });
+    }
+
+    #[test]
+    fn a_background_request_waiting_on_a_busy_slot_gets_it_when_it_frees() {
+        // One slot, held; a background request waits for it. Nothing else happens: the only
+        // wake-up it can get is the slot's release.
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
+        rt.block_on(async {
+            let limits = Arc::new(Limits::new(1, 0));
+            for _ in 0..200 {
+                let held = limits.slot(Priority::Urgent).await.expect("a free slot");
+                let waiter = {
+                    let limits = limits.clone();
+                    tokio::spawn(async move { limits.slot(Priority::Background).await.map(|_| ()) })
+                };
+                tokio::task::yield_now().await;
+                drop(held);
+                let got = tokio::time::timeout(Duration::from_secs(10), waiter).await;
+                assert!(matches!(got, Ok(Ok(Ok(())))), "the background request was never woken");
+            }
         });
     }
 
