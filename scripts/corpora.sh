@@ -5,6 +5,8 @@
 #   scripts/corpora.sh import   every corpus -> target/corpora/<corpus>.jsonl
 #   scripts/corpora.sh run      import, then experiments/corpora.toml (every strategy + recorded)
 #   scripts/corpora.sh ci       the CI slice: import, then experiments/ci-corpora.toml, then check
+#   scripts/corpora.sh peers    import, then experiments/peers.toml over the corpora (the external
+#                               peers beside their built-ins; run scripts/setup-peers.sh first)
 #   scripts/corpora.sh check DIR   check that run folder DIR is complete (below)
 #
 # `ci` ends with `check`: the run's summary.csv must hold exactly the strategies
@@ -158,6 +160,14 @@ case "$mode" in
         import target/corpora
         $bin run --config experiments/corpora.toml "$@"
         ;;
+    peers)
+        import target/corpora
+        # peers.toml with the corpora as its datasets, written beside experiments/ one level
+        # down (target/), so its relative commands and the venv path still resolve.
+        sed -e 's#^datasets = .*#datasets = ["../target/corpora"]\nprices = "../experiments/prices.toml"#' \
+            experiments/peers.toml >target/peers-corpora.toml
+        $bin run --config target/peers-corpora.toml "$@"
+        ;;
     ci)
         import target/corpora
         rm -rf target/ci-corpora-run
@@ -165,7 +175,7 @@ case "$mode" in
         check target/ci-corpora-run
         ;;
     *)
-        echo "usage: scripts/corpora.sh import|run|ci [run options] | check RUN_DIR" >&2
+        echo "usage: scripts/corpora.sh import|run|ci|peers [run options] | check RUN_DIR" >&2
         exit 2
         ;;
 esac
