@@ -79,20 +79,13 @@ where
     S: Strategy + ?Sized,
     F: FnMut(&Context, &[SummaryRequest]) -> Summaries,
 {
-    let mut one = |c: &Context, r: &SummaryRequest| -> SummaryOutcome {
-        let out = summarize(c, std::slice::from_ref(r));
-        out.outcomes.into_iter().next().unwrap_or_else(|| Err(SummaryFailure { reason: "no summary given".into() }))
-    };
-    let mut plan = strategy.plan_with(ctx, budget, trigger, &mut one)?;
+    let mut plan = strategy.plan_with(ctx, budget, trigger, &mut |c, r| one(&mut summarize, c, r))?;
     let mut trigger = trigger;
     let mut replanned = false;
     let mut summaries = summarize(ctx, &plan.requests);
     if summaries.too_long && trigger != Trigger::Overflow && strategy.reacts_to(Trigger::Overflow) {
-        let mut one = |c: &Context, r: &SummaryRequest| -> SummaryOutcome {
-            let out = summarize(c, std::slice::from_ref(r));
-            out.outcomes.into_iter().next().unwrap_or_else(|| Err(SummaryFailure { reason: "no summary given".into() }))
-        };
-        if let Some(forced) = strategy.plan_with(ctx, budget, Trigger::Overflow, &mut one) {
+        if let Some(forced) = strategy.plan_with(ctx, budget, Trigger::Overflow, &mut |c, r| one(&mut summarize, c, r))
+        {
             summaries = summarize(ctx, &forced.requests);
             plan = forced;
             trigger = Trigger::Overflow;
@@ -101,6 +94,15 @@ where
     }
     let compacted = strategy.apply(ctx, budget, &plan, &summaries.outcomes);
     Some(Step { plan, trigger, replanned, compacted })
+}
+
+/// One request through a summarizer that takes several.
+fn one<F>(summarize: &mut F, ctx: &Context, request: &SummaryRequest) -> SummaryOutcome
+where
+    F: FnMut(&Context, &[SummaryRequest]) -> Summaries,
+{
+    let out = summarize(ctx, std::slice::from_ref(request));
+    out.outcomes.into_iter().next().unwrap_or_else(|| Err(SummaryFailure { reason: "no summary given".into() }))
 }
 
 #[cfg(test)]
