@@ -214,6 +214,28 @@ impl Context {
         }
         self.push(entry);
     }
+    /// Replace entry `index` by `entry` and return the entry it replaces. `entry` is metered
+    /// with `counters` first, and each running total stays known when both entries were
+    /// metered for it.
+    ///
+    /// # Panics
+    /// When `index` is out of range.
+    pub fn replace(&mut self, index: usize, entry: Entry, counters: &[&dyn TokenCounter]) -> Entry {
+        for c in counters {
+            entry.units(*c);
+        }
+        let old = &self.entries[index];
+        for (i, total) in self.totals.0.iter().enumerate() {
+            let t = total.0.load(Ordering::Relaxed);
+            if t == UNKNOWN {
+                continue;
+            }
+            let (was, now) = (old.cache.0[i].load(Ordering::Relaxed), entry.cache.0[i].load(Ordering::Relaxed));
+            let t = if was == UNKNOWN || now == UNKNOWN { UNKNOWN } else { t.saturating_sub(was) + now };
+            total.0.store(t, Ordering::Relaxed);
+        }
+        std::mem::replace(&mut self.entries[index], entry)
+    }
     /// The entries, oldest first.
     pub fn entries(&self) -> &[Entry] {
         &self.entries

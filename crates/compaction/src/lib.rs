@@ -33,6 +33,7 @@
 pub mod context;
 pub mod driver;
 pub mod invariants;
+pub mod masking;
 pub mod message;
 pub mod pairing;
 pub mod request;
@@ -43,10 +44,11 @@ pub mod tokens;
 pub use context::{Context, Entry, Inserted, Origin};
 pub use driver::{compact, Step, Summaries};
 pub use invariants::{check_compaction, check_context, Violation, ViolationKind};
+pub use masking::{check_masks, mask_in_place, ContextShape, MaskAnswer, MaskPlan, Masked};
 #[cfg(feature = "dataset")]
 pub use message::{Conversation, Probe, ProbeKind};
 pub use message::{Message, Role, ToolCall};
-pub use request::{check_messages, check_request, Provider, Rejection, RequestRule};
+pub use request::{check_messages, check_request, IncrementalCheck, Provider, Rejection, RequestRule};
 pub use strategies::{catalog, ParamError, StrategyConfig, StrategyInfo};
 pub use strategy::{
     apply_layout, Budget, Compacted, CompactionEvent, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy,

@@ -69,7 +69,15 @@ impl ToolPairing {
         }
         let answer = (m.role == Role::Tool).then(|| {
             let id = m.tool_call_id.as_deref().unwrap_or("");
-            match self.open.get_mut(id).and_then(Vec::pop) {
+            let (call, emptied) = match self.open.get_mut(id) {
+                Some(calls) => (calls.pop(), calls.is_empty()),
+                None => (None, false),
+            };
+            // Only open calls are kept, so that `unanswered` costs what is open.
+            if emptied {
+                self.open.remove(id);
+            }
+            match call {
                 Some(call) => Answer::Call(call),
                 None => {
                     self.orphans.push((i, id.to_string()));

@@ -371,6 +371,230 @@ fn anthropic(messages: &[&Message]) -> Vec<Rejection> {
     out
 }
 
+/// [`check_messages`] kept up to date as messages are appended: the replay's check of every
+/// request, at O(new messages) per request rather than O(request).
+///
+/// Between two compactions a request is the previous one plus appended messages. The checker
+/// scans each message once, in order, keeping what the full scan would know at that point
+/// (the call ids seen, the open call batch or turn, the calls still waiting for a later
+/// result), so [`IncrementalCheck::rejections`] equals [`check_messages`] of every message
+/// pushed so far (tested below on generated requests). After a compaction that rewrites the
+/// request, start a new one.
+#[derive(Debug, Clone)]
+pub struct IncrementalCheck {
+    provider: Provider,
+    /// Messages pushed.
+    len: usize,
+    /// A non-system message was pushed: the system prompt has ended.
+    body: bool,
+    /// Rejections no later message can take back.
+    settled: Vec<Rejection>,
+    /// Every call id seen (a second one is [`RequestRule::DuplicateCallId`]).
+    called: HashSet<String>,
+    /// Calls left without a result when their batch (OpenAI) or turn (Anthropic) closed,
+    /// by id: each is [`RequestRule::UnansweredToolCall`] unless a later tool message carries
+    /// the id.
+    waiting: std::collections::HashMap<String, Vec<usize>>,
+    /// The open OpenAI call batch, or the open Anthropic turn.
+    open: Option<Open>,
+}
+
+/// The batch (OpenAI) or turn (Anthropic) the next message may join.
+#[derive(Debug, Clone)]
+struct Open {
+    /// OpenAI: always true (a batch is an assistant message and its results). Anthropic: the
+    /// turn is an assistant turn.
+    assistant: bool,
+    /// The first message holding calls of this batch or assistant turn (for a user turn: of
+    /// the assistant turn before it).
+    caller: Option<usize>,
+    /// Call ids still without a result.
+    pending: Vec<String>,
+    /// Anthropic user turn: a member that is not a tool result was seen.
+    text_seen: bool,
+}
+
+impl IncrementalCheck {
+    /// An empty request for `provider`.
+    pub fn new(provider: Provider) -> IncrementalCheck {
+        IncrementalCheck {
+            provider,
+            len: 0,
+            body: false,
+            settled: Vec::new(),
+            called: HashSet::new(),
+            waiting: std::collections::HashMap::new(),
+            open: None,
+        }
+    }
+
+    /// The provider it checks for.
+    pub fn provider(&self) -> Provider {
+        self.provider
+    }
+
+    /// Messages pushed so far.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no message was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Append the request's next message.
+    pub fn push(&mut self, m: &Message) {
+        let i = self.len;
+        self.len += 1;
+        if !self.body {
+            if m.role == Role::System {
+                return;
+            }
+            self.body = true;
+            if self.provider == Provider::AnthropicMessages && m.role != Role::User {
+                self.settled.push(rejection(RequestRule::FirstNotUser, i, None));
+            }
+        }
+        match self.provider {
+            Provider::OpenaiChat => self.push_openai(i, m),
+            Provider::AnthropicMessages => self.push_anthropic(i, m),
+        }
+    }
+
+    /// The calls of `m` (message `index`): duplicates are settled, the distinct ids returned.
+    fn calls(&mut self, index: usize, m: &Message) -> Vec<String> {
+        let mut ids: Vec<String> = Vec::new();
+        for c in &m.tool_calls {
+            if !self.called.insert(c.id.clone()) {
+                self.settled.push(rejection(RequestRule::DuplicateCallId, index, Some(&c.id)));
+            }
+            if !ids.contains(&c.id) {
+                ids.push(c.id.clone());
+            }
+        }
+        ids
+    }
+
+    fn stray(&mut self, index: usize, id: &str) {
+        let rule =
+            if self.called.contains(id) { RequestRule::MisplacedToolResult } else { RequestRule::OrphanToolResult };
+        self.settled.push(rejection(rule, index, Some(id)));
+    }
+
+    /// Close the open batch or turn with its calls still pending: they wait for a later result.
+    fn close(&mut self) {
+        if let Some(open) = self.open.take() {
+            if let Some(caller) =
+                open.caller.filter(|_| !(self.provider == Provider::AnthropicMessages && open.assistant))
+            {
+                for id in open.pending {
+                    self.waiting.entry(id).or_default().push(caller);
+                }
+            }
+        }
+    }
+
+    fn push_openai(&mut self, i: usize, m: &Message) {
+        match m.role {
+            Role::Tool => {
+                let id = result_id(m);
+                let matched = self
+                    .open
+                    .as_mut()
+                    .and_then(|o| o.pending.iter().position(|p| p == id).map(|k| o.pending.remove(k)))
+                    .is_some();
+                if !matched {
+                    self.stray(i, id);
+                }
+                self.waiting.remove(id);
+            }
+            Role::Assistant if m.has_tool_calls() => {
+                self.close();
+                let pending = self.calls(i, m);
+                self.open = Some(Open { assistant: true, caller: Some(i), pending, text_seen: false });
+            }
+            _ => self.close(),
+        }
+    }
+
+    fn push_anthropic(&mut self, i: usize, m: &Message) {
+        if m.role == Role::System {
+            self.settled.push(rejection(RequestRule::SystemInConversation, i, None));
+            return;
+        }
+        if m.role != Role::Tool && !m.has_tool_calls() && m.content.trim().is_empty() {
+            self.settled.push(rejection(RequestRule::EmptyText, i, None));
+        }
+        let assistant = m.role == Role::Assistant;
+        if self.open.as_ref().is_none_or(|o| o.assistant != assistant) {
+            // A new turn. An assistant turn's calls pass to the user turn after it.
+            let (caller, pending) = match self.open.take() {
+                Some(o) if o.assistant => (o.caller, o.pending),
+                other => {
+                    self.open = other;
+                    self.close();
+                    (None, Vec::new())
+                }
+            };
+            let (caller, pending) = if assistant { (None, Vec::new()) } else { (caller, pending) };
+            self.open = Some(Open { assistant, caller, pending, text_seen: false });
+        }
+        if assistant {
+            if m.has_tool_calls() {
+                let ids = self.calls(i, m);
+                if let Some(o) = self.open.as_mut() {
+                    o.caller.get_or_insert(i);
+                    for id in ids {
+                        if !o.pending.contains(&id) {
+                            o.pending.push(id);
+                        }
+                    }
+                }
+            }
+            return;
+        }
+        if m.role != Role::Tool {
+            if let Some(o) = self.open.as_mut() {
+                o.text_seen = true;
+            }
+            return;
+        }
+        let id = result_id(m);
+        let found = self.open.as_mut().and_then(|o| {
+            o.pending.iter().position(|p| p == id).map(|k| {
+                o.pending.remove(k);
+                o.text_seen
+            })
+        });
+        match found {
+            Some(false) => {}
+            Some(true) => self.settled.push(rejection(RequestRule::MisplacedToolResult, i, Some(id))),
+            None => self.stray(i, id),
+        }
+        self.waiting.remove(id);
+    }
+
+    /// Every rule the messages pushed so far break: [`check_messages`] of them.
+    pub fn rejections(&self) -> Vec<Rejection> {
+        let mut out = self.settled.clone();
+        for (id, callers) in &self.waiting {
+            out.extend(callers.iter().map(|&c| rejection(RequestRule::UnansweredToolCall, c, Some(id))));
+        }
+        // The open user turn that is not only results: its calls are no longer in flight.
+        if let Some(o) = &self.open {
+            if self.provider == Provider::AnthropicMessages && !o.assistant && o.text_seen {
+                if let Some(caller) = o.caller {
+                    out.extend(o.pending.iter().map(|id| rejection(RequestRule::UnansweredToolCall, caller, Some(id))));
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -514,5 +738,42 @@ mod tests {
         }
         let openai: Vec<RequestRule> = RequestRule::ALL.into_iter().filter(|r| r.applies_to(O)).collect();
         assert_eq!(openai, [MisplacedToolResult, OrphanToolResult, UnansweredToolCall, DuplicateCallId]);
+    }
+
+    /// A message of a small alphabet: every role, empty text, calls sharing ids, results of
+    /// ids that were and were not called.
+    fn arbitrary_message() -> impl proptest::strategy::Strategy<Value = Message> {
+        use proptest::prelude::*;
+        let id = prop::sample::select(vec!["a", "b", "c", "d"]);
+        prop_oneof![
+            2 => Just(Message::user("go")),
+            1 => Just(Message::user(" ")),
+            2 => Just(Message::assistant("ok")),
+            1 => Just(Message::assistant("")),
+            1 => Just(Message::system("note")),
+            3 => prop::collection::vec(id.clone(), 1..3).prop_map(|ids| calls(&ids)),
+            4 => id.prop_map(result),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+        #[test]
+        fn the_incremental_check_agrees_with_the_full_one_after_every_message(
+            messages in proptest::collection::vec(arbitrary_message(), 0..14)
+        ) {
+            for provider in Provider::ALL {
+                let mut check = IncrementalCheck::new(provider);
+                for k in 0..messages.len() {
+                    check.push(&messages[k]);
+                    let prefix: Vec<&Message> = messages[..=k].iter().collect();
+                    proptest::prop_assert_eq!(
+                        check.rejections(),
+                        check_messages(&prefix, provider),
+                        "{} after {} messages", provider, k + 1
+                    );
+                }
+            }
+        }
     }
 }

@@ -439,6 +439,25 @@ pub trait Strategy: Send + Sync {
     fn fault(&self) -> Option<String> {
         None
     }
+    /// The plan [`Strategy::plan`] would make for `trigger`, as masks done in place, when that
+    /// plan only masks ([`crate::masking`]): the same compaction at the cost of what changed.
+    /// `settled` is the [`MaskPlan::settled`](crate::masking::MaskPlan::settled) of the
+    /// previous answer on this context (grown since by appends and by those masks only), or 0:
+    /// no entry before it needs looking at. For [`Trigger::Proactive`] the answer is
+    /// [`MaskAnswer::Nothing`](crate::masking::MaskAnswer::Nothing) when
+    /// [`Strategy::should_compact`] says no. The default,
+    /// [`MaskAnswer::Unsupported`](crate::masking::MaskAnswer::Unsupported), sends the caller
+    /// to `plan`.
+    fn plan_masks(
+        &self,
+        ctx: &Context,
+        budget: &Budget,
+        trigger: Trigger,
+        settled: usize,
+    ) -> crate::masking::MaskAnswer {
+        let _ = (ctx, budget, trigger, settled);
+        crate::masking::MaskAnswer::Unsupported
+    }
     /// Build the new context from a plan and the summaries the caller produced, one per request.
     fn apply(&self, ctx: &Context, budget: &Budget, plan: &Plan, summaries: &[SummaryOutcome]) -> Compacted {
         apply_layout(self, ctx, budget, plan, summaries)

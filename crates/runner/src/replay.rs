@@ -110,6 +110,21 @@
 //! `rejected_requests_anthropic`, and once per rule it breaks in `rejections_by_rule`. Violations
 //! of other kinds (both providers accept them) count in `findings`.
 //!
+//! # Cost per call
+//!
+//! A call costs what changed since the previous one, not the length of the request, so a
+//! replay is linear in the conversation even when the strategy never drops a message:
+//!
+//! - the structural and provider checks ([`compaction::IncrementalCheck`]) scan only the
+//!   appended messages, and start again only after a compaction that rewrote the context;
+//! - a compaction that only masks ([`Strategy::plan_masks`]) is done in place
+//!   ([`compaction::masking`]): the strategy looks only past what its previous masking
+//!   settled, the context keeps its running totals, the compaction check reads a
+//!   [`ContextShape`] kept as the context grows, and the prefix cache compares from the first
+//!   masked entry. Both paths give the same figures (`compaction::masking`'s tests compare
+//!   them call by call);
+//! - the probes of a checkpoint look their source messages up in one set.
+//!
 //! # Probes
 //!
 //! A probe without `asked_at` is asked at every checkpoint after its source message: at 25%,
@@ -125,14 +140,13 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Instant;
 
 use compaction::{
-    check_compaction, check_messages, check_request, Budget, Context, Conversation, Encoding, Entry, Exact, Message,
-    Origin, Probe, Provider, RequestRule, Role, Strategy, StrategyConfig, Summaries, SummaryOutcome, TokenCounter,
-    Trigger, Violation, ViolationKind,
+    check_compaction, check_masks, check_messages, mask_in_place, Budget, Context, ContextShape, Conversation,
+    Encoding, Entry, Exact, IncrementalCheck, MaskAnswer, MaskPlan, Message, Origin, Probe, Provider, RequestRule,
+    Role, Strategy, StrategyConfig, Summaries, SummaryOutcome, TokenCounter, Trigger, Violation, ViolationKind,
 };
 
 use compaction::pairing::ToolPairing;
 
-use crate::judge::is_verbatim;
 use crate::record::{CallPoint, CompactionRecord, PairMetrics, ProbeScore};
 
 /// Forced compactions tried per call while the request is over the window.
@@ -457,6 +471,19 @@ struct Replayer<'a, 's> {
     /// Identities of the previous request's structural violations.
     open_violations: BTreeSet<String>,
     checker: RequestChecker,
+    /// The provider checks of the current request, one per [`Provider::ALL`], kept up to date
+    /// like `checker`.
+    providers: [IncrementalCheck; 2],
+    /// The order and alternation facts of the current context ([`ContextShape`]), for the
+    /// check of an in-place masking.
+    shape: ContextShape,
+    /// What the strategy's last in-place answer settled ([`MaskPlan::settled`]); 0 after any
+    /// other compaction.
+    mask_settled: usize,
+    /// Entries replaced in place since the previous request, before any compaction that
+    /// rebuilt the context (index, the entry as the previous request had it): what the prefix
+    /// cache compares with.
+    edits: Vec<(usize, Entry)>,
     /// The last recorded assistant message stopped at its output limit.
     length_stop: bool,
     /// The full history, for a strategy that rebuilds every request from it
@@ -547,6 +574,10 @@ impl<'a, 's> Replayer<'a, 's> {
             pre_compaction: None,
             open_violations: BTreeSet::new(),
             checker: RequestChecker::default(),
+            providers: Provider::ALL.map(IncrementalCheck::new),
+            shape: ContextShape::new(),
+            mask_settled: 0,
+            edits: Vec::new(),
             length_stop: false,
             history: None,
             diverged: false,
@@ -578,8 +609,10 @@ impl<'a, 's> Replayer<'a, 's> {
             return;
         }
         let carried = std::mem::replace(&mut self.ctx, history.clone());
-        self.pre_compaction = Some(carried);
-        self.checker.reset();
+        if self.pre_compaction.is_none() {
+            self.pre_compaction = Some(carried);
+        }
+        self.forget_context();
         self.diverged = false;
     }
 
@@ -632,11 +665,12 @@ impl<'a, 's> Replayer<'a, 's> {
             (0, 0)
         };
         self.pre_compaction = None;
+        self.edits.clear();
         self.rebuild();
         let length_stop = std::mem::take(&mut self.length_stop);
         let after_length_stop =
             length_stop && self.strategy.reacts_to(Trigger::LengthStop) && self.compact(Trigger::LengthStop, call);
-        if !after_length_stop && self.strategy.should_compact(&self.ctx, &self.budget) {
+        if !after_length_stop {
             self.compact(Trigger::Proactive, call);
         }
         let window = self.settings.window;
@@ -665,6 +699,7 @@ impl<'a, 's> Replayer<'a, 's> {
             breakpoints: self.breakpoints(),
         });
         self.pre_compaction = None;
+        self.edits.clear();
 
         let billed = if self.ended() {
             false
@@ -733,8 +768,14 @@ impl<'a, 's> Replayer<'a, 's> {
     /// the recording's and not counted.
     fn check_providers(&mut self) {
         let entries = self.ctx.entries();
-        for provider in Provider::ALL {
-            let mut rules: Vec<_> = check_request(&self.ctx, provider)
+        for check in &mut self.providers {
+            for e in &entries[check.len()..] {
+                check.push(e.message());
+            }
+        }
+        for (provider, check) in Provider::ALL.into_iter().zip(&self.providers) {
+            let mut rules: Vec<_> = check
+                .rejections()
                 .into_iter()
                 .filter(|r| {
                     let recorded = entries.get(r.index).and_then(|e| e.origin().verbatim_index());
@@ -774,7 +815,29 @@ impl<'a, 's> Replayer<'a, 's> {
         let read = |k: usize| {
             prev.breakpoints.as_ref().map(|b| b.iter().filter(|(end, _)| *end <= k).map(|(_, t)| *t).max().unwrap_or(0))
         };
-        let Some(before) = &self.pre_compaction else {
+        let new = self.ctx.entries();
+        let k = match &self.pre_compaction {
+            // Only appends and in-place masks since the previous request: it is shared up to
+            // the first entry a mask changed.
+            None => {
+                let mut edits: Vec<&(usize, Entry)> = self.edits.iter().collect();
+                edits.sort_by_key(|(i, _)| *i);
+                let limit = prev.len.min(new.len());
+                edits.into_iter().find(|(i, old)| *i < limit && !same_message(old, &new[*i])).map_or(limit, |(i, _)| *i)
+            }
+            Some(before) => {
+                // Entries masked in place before `before` was taken are compared as they were.
+                let mut old: Vec<&Entry> = before.entries()[..prev.len.min(before.len())].iter().collect();
+                // The first edit of an entry holds it as it was.
+                for (i, e) in self.edits.iter().rev() {
+                    if let Some(slot) = old.get_mut(*i) {
+                        *slot = e;
+                    }
+                }
+                old.iter().zip(new).take_while(|(a, b)| same_message(a, b)).count()
+            }
+        };
+        if k == prev.len && self.pre_compaction.is_none() && self.edits.is_empty() {
             // Only appends since the previous request: all of it is shared.
             return PrefixShare {
                 shared_tokens: prev.tokens,
@@ -783,11 +846,13 @@ impl<'a, 's> Replayer<'a, 's> {
                 system_tokens: prev.system_tokens,
                 strategy_breakpoint: read(prev.len),
             };
+        }
+        // The shared prefix's tokens, summed over the shorter side of the cut.
+        let units: u64 = if 2 * k >= new.len() {
+            self.ctx.units(&self.exact) - new[k..].iter().map(|e| e.units(&self.exact)).sum::<u64>()
+        } else {
+            new[..k].iter().map(|e| e.units(&self.exact)).sum()
         };
-        let old = &before.entries()[..prev.len.min(before.len())];
-        let new = self.ctx.entries();
-        let k = old.iter().zip(new).take_while(|(a, b)| same_message(a, b)).count();
-        let units: u64 = new[..k].iter().map(|e| e.units(&self.exact)).sum();
         PrefixShare {
             shared_tokens: self.exact.tokens_from_units(units),
             previous_tokens: prev.tokens,
@@ -826,8 +891,81 @@ impl<'a, 's> Replayer<'a, 's> {
         self.metrics.summarizer_output_tokens += written;
     }
 
-    /// Plan, summarize and apply one compaction for `trigger`; true when the context changed.
+    /// Compact for `trigger` (for [`Trigger::Proactive`], only when the strategy says so);
+    /// true when the context changed. A strategy's masking-only compaction is done in place
+    /// ([`compaction::masking`]): the same compaction, at the cost of what it masks.
     fn compact(&mut self, trigger: Trigger, call: u32) -> bool {
+        match self.strategy.plan_masks(&self.ctx, &self.budget, trigger, self.mask_settled) {
+            MaskAnswer::Unsupported => {
+                if trigger == Trigger::Proactive && !self.strategy.should_compact(&self.ctx, &self.budget) {
+                    return false;
+                }
+                self.compact_full(trigger, call)
+            }
+            MaskAnswer::Nothing { settled } => {
+                self.mask_settled = settled;
+                false
+            }
+            MaskAnswer::Masks(plan) => self.compact_in_place(&plan, call),
+        }
+    }
+
+    /// The current context was replaced: the incremental checks start again from it.
+    fn forget_context(&mut self) {
+        self.checker.reset();
+        self.providers = Provider::ALL.map(IncrementalCheck::new);
+        self.shape = ContextShape::new();
+        self.mask_settled = 0;
+    }
+
+    /// One compaction that only masks, done in place; true when the context changed.
+    fn compact_in_place(&mut self, plan: &MaskPlan, call: u32) -> bool {
+        let tokens_before = self.ctx.tokens(&self.exact);
+        let masked = mask_in_place(self.strategy, &mut self.ctx, &self.budget, plan, &[&self.exact]);
+        self.shape.follow(&self.ctx);
+        let violations = check_masks(self.strategy, &self.ctx, &self.budget, plan, &masked, &self.shape);
+        for v in &violations {
+            if !is_structural(v.kind()) {
+                self.count(v.kind());
+            }
+        }
+        let e = &masked.event;
+        let record = CompactionRecord {
+            call,
+            trigger: plan.trigger,
+            step: e.step.clone(),
+            tokens_before,
+            tokens_after: self.ctx.tokens(&self.exact),
+            estimate_before: e.estimate_before,
+            estimate_after: e.estimate_after,
+            messages_before: e.messages_before,
+            messages_after: e.messages_after,
+            removed: e.removed,
+            masked: e.masked,
+            round: e.round,
+            fallback: e.fallback.clone(),
+            shortfall: e.shortfall,
+            summary: String::new(),
+            violations: violations.iter().map(|v| format!("{}: {v}", v.kind().as_str())).collect(),
+        };
+        let changed = !e.is_noop();
+        self.diverged |= changed;
+        self.metrics.compactions += 1;
+        self.metrics.compaction_events.push(record);
+        // Roles, call ids and summaries are as they were: the structural checker stands. A
+        // provider's check reads the text of messages other than tool results.
+        if masked.replaced.iter().any(|(_, old)| old.role() != Role::Tool) {
+            self.providers = Provider::ALL.map(IncrementalCheck::new);
+        }
+        if self.pre_compaction.is_none() {
+            self.edits.extend(masked.replaced);
+        }
+        self.mask_settled = plan.settled;
+        changed
+    }
+
+    /// Plan, summarize and apply one compaction for `trigger`; true when the context changed.
+    fn compact_full(&mut self, trigger: Trigger, call: u32) -> bool {
         let ended = self.ended();
         let (summarizer, metrics) = (self.summarizer, &mut self.metrics);
         let step = compaction::compact(self.strategy, &self.ctx, &self.budget, trigger, |ctx, requests| {
@@ -873,7 +1011,7 @@ impl<'a, 's> Replayer<'a, 's> {
         self.metrics.compactions += 1;
         self.metrics.compaction_events.push(record);
         let before = std::mem::replace(&mut self.ctx, out.context);
-        self.checker.reset();
+        self.forget_context();
         if self.pre_compaction.is_none() {
             self.pre_compaction = Some(before);
         }
@@ -888,7 +1026,8 @@ impl<'a, 's> Replayer<'a, 's> {
         // Asked after the rejected call (its recorded message is not in the conversation the
         // agent had): the agent has nothing.
         let ended = self.rejected_at.is_some_and(|at| count > at);
-        let at_risk: Vec<bool> = asked.iter().map(|(p, _)| !is_verbatim(&self.ctx, p.source_message)).collect();
+        let verbatim: HashSet<usize> = self.ctx.entries().iter().filter_map(|e| e.origin().verbatim_index()).collect();
+        let at_risk: Vec<bool> = asked.iter().map(|(p, _)| !verbatim.contains(&p.source_message)).collect();
         let checkpoint = Checkpoint { pending: None, asked: asked.to_vec(), count, ended, at_risk };
         let probes: Vec<&'a Probe> = asked.iter().map(|(p, _)| *p).collect();
         if self.judge.defers() {

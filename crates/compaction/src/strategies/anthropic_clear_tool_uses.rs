@@ -39,6 +39,7 @@ use serde::{Deserialize, Serialize};
 use super::ParamError;
 use crate::context::{Context, Inserted, Origin};
 use crate::invariants::ViolationKind;
+use crate::masking::{MaskAnswer, MaskPlan};
 use crate::message::Role;
 use crate::strategy::{Budget, Plan, Promises, Slot, Strategy, Trigger};
 use crate::tokens::{Exact, TokenCounter};
@@ -172,6 +173,53 @@ impl Strategy for AnthropicClearToolUses {
         plan.notes.insert("cleared".into(), clear.len().into());
         plan.notes.insert("freed_tokens".into(), freed.into());
         Some(plan)
+    }
+    fn plan_masks(&self, ctx: &Context, budget: &Budget, trigger: Trigger, settled: usize) -> MaskAnswer {
+        if self.params.clear_tool_inputs {
+            // Cleared inputs are new assistant messages: not a masking.
+            return MaskAnswer::Unsupported;
+        }
+        if trigger == Trigger::Proactive && !self.should_compact(ctx, budget) {
+            return MaskAnswer::Nothing { settled };
+        }
+        // The newest result older than the newest `keep` tool uses: every result after it stays.
+        let entries = ctx.entries();
+        let Some(last) = (0..entries.len()).rev().filter(|&i| entries[i].role() == Role::Tool).nth(self.params.keep)
+        else {
+            return MaskAnswer::Nothing { settled };
+        };
+        // Every entry before `settled` is cleared already, not a result, or a result of an
+        // excluded tool; `last` only moves forward.
+        let clear: Vec<usize> = (settled.min(last + 1)..=last)
+            .filter(|&i| {
+                let e = &entries[i];
+                let name = e.message().name.as_deref().unwrap_or("");
+                e.role() == Role::Tool
+                    && !matches!(e.origin(), Origin::Masked { .. })
+                    && !self.excluded.iter().any(|x| x == name)
+            })
+            .collect();
+        let Some(&newest) = clear.last() else { return MaskAnswer::Nothing { settled: last + 1 } };
+        let freed = self.freed(ctx, &clear);
+        if self.params.clear_at_least.is_some_and(|least| freed < least) {
+            // Not cleared: these results wait for a later call.
+            return MaskAnswer::Nothing { settled };
+        }
+        let mut notes = serde_json::Map::new();
+        notes.insert("cleared".into(), clear.len().into());
+        notes.insert("freed_tokens".into(), freed.into());
+        MaskAnswer::Masks(MaskPlan {
+            trigger,
+            step: "clear_tool_uses".into(),
+            masks: clear.into_iter().map(|i| (i, PLACEHOLDER.to_string())).collect(),
+            notes,
+            promises: Promises {
+                keeps_system_prompt: true,
+                recent_window: ctx.len() - newest - 1,
+                documented_deviations: Vec::new(),
+            },
+            settled: last + 1,
+        })
     }
     fn promises(&self, ctx: &Context, _budget: &Budget) -> Promises {
         // Everything from the oldest kept tool result on stays verbatim (unless its call's

@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::truncate::{Counter, Meter};
 use super::ParamError;
 use crate::context::{Context, Entry, Origin};
+use crate::masking::{MaskAnswer, MaskPlan};
 use crate::message::Role;
 use crate::strategy::{Budget, Plan, Promises, Slot, Strategy, Trigger};
 use crate::tokens::TokenCounter;
@@ -150,6 +151,39 @@ impl Strategy for ObservationMask {
         let mut plan = Plan::deterministic(trigger, "mask", layout);
         plan.notes.insert("masked".into(), masked.into());
         Some(plan)
+    }
+    fn plan_masks(&self, ctx: &Context, budget: &Budget, trigger: Trigger, settled: usize) -> MaskAnswer {
+        let Some(threshold) = self.threshold(ctx, budget) else { return MaskAnswer::Nothing { settled } };
+        if trigger == Trigger::Proactive && self.estimate(ctx) <= threshold {
+            return MaskAnswer::Nothing { settled };
+        }
+        let Some(last) = self.newest_maskable(ctx) else { return MaskAnswer::Nothing { settled } };
+        // Every entry before `settled` is masked already, not a tool output, or an output its
+        // placeholder would not shrink; the newest maskable output only moves forward.
+        let masks: Vec<(usize, String)> = (settled.min(last + 1)..=last)
+            .filter_map(|index| {
+                let e = &ctx.entries()[index];
+                let maskable = e.role() == Role::Tool && !matches!(e.origin(), Origin::Masked { .. });
+                maskable.then(|| self.placeholder_for(e)).filter(|p| self.shrinks(e, p)).map(|p| (index, p))
+            })
+            .collect();
+        if masks.is_empty() {
+            return MaskAnswer::Nothing { settled: last + 1 };
+        }
+        let mut notes = serde_json::Map::new();
+        notes.insert("masked".into(), masks.len().into());
+        MaskAnswer::Masks(MaskPlan {
+            trigger,
+            step: "mask".into(),
+            masks,
+            notes,
+            promises: Promises {
+                keeps_system_prompt: true,
+                recent_window: ctx.len() - last - 1,
+                documented_deviations: Vec::new(),
+            },
+            settled: last + 1,
+        })
     }
     fn promises(&self, ctx: &Context, _budget: &Budget) -> Promises {
         let window = self.newest_maskable(ctx).map_or(ctx.len(), |i| ctx.len() - i - 1);

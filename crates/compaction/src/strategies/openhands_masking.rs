@@ -39,6 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ParamError;
 use crate::context::{Context, Origin};
+use crate::masking::{MaskAnswer, MaskPlan};
 use crate::message::Role;
 use crate::strategy::{Budget, Plan, Promises, Slot, Strategy, Trigger};
 use crate::tokens::{Exact, TokenCounter};
@@ -122,6 +123,31 @@ impl Strategy for OpenhandsMasking {
         let mut plan = Plan::deterministic(trigger, "mask", layout);
         plan.notes.insert("masked".into(), mask.len().into());
         Some(plan)
+    }
+    fn plan_masks(&self, ctx: &Context, budget: &Budget, trigger: Trigger, settled: usize) -> MaskAnswer {
+        // Every entry before `settled` is masked already or not an observation; the window's
+        // edge only moves forward.
+        let edge = ctx.len().saturating_sub(self.params.attention_window);
+        let masks: Vec<(usize, String)> = (settled.min(edge)..edge)
+            .filter(|&i| {
+                let e = &ctx.entries()[i];
+                e.role() == Role::Tool && !matches!(e.origin(), Origin::Masked { .. })
+            })
+            .map(|i| (i, MASKED.to_string()))
+            .collect();
+        if masks.is_empty() {
+            return MaskAnswer::Nothing { settled: edge };
+        }
+        let mut notes = serde_json::Map::new();
+        notes.insert("masked".into(), masks.len().into());
+        MaskAnswer::Masks(MaskPlan {
+            trigger,
+            step: "mask".into(),
+            masks,
+            notes,
+            promises: self.promises(ctx, budget),
+            settled: edge,
+        })
     }
     fn promises(&self, ctx: &Context, _budget: &Budget) -> Promises {
         Promises {

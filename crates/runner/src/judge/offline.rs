@@ -68,6 +68,8 @@ pub struct OfflineJudge;
 /// A context rendered and normalized once, grouped by where a fact can be found.
 #[derive(Debug, Clone, Default)]
 pub struct RenderedContext {
+    /// The recorded messages the context holds verbatim.
+    recorded: std::collections::HashSet<usize>,
     verbatim: String,
     summary: String,
     other: String,
@@ -79,7 +81,10 @@ impl RenderedContext {
         let mut r = RenderedContext::default();
         for e in ctx.entries() {
             let group = match e.origin() {
-                Origin::Recorded { .. } => &mut r.verbatim,
+                Origin::Recorded { index } => {
+                    r.recorded.insert(*index);
+                    &mut r.verbatim
+                }
                 Origin::Summary { .. } => &mut r.summary,
                 Origin::Masked { .. } | Origin::Inserted { .. } => &mut r.other,
             };
@@ -87,6 +92,11 @@ impl RenderedContext {
             group.push(ENTRY_SEPARATOR);
         }
         r
+    }
+
+    /// True when recorded message `index` is in the context verbatim ([`is_verbatim`]).
+    pub fn is_verbatim(&self, index: usize) -> bool {
+        self.recorded.contains(&index)
     }
 
     /// Where the first alias of `fact` that is found occurs, preferring verbatim messages, then
@@ -104,20 +114,15 @@ impl RenderedContext {
     }
 }
 
-/// True when recorded message `index` is in `ctx` verbatim.
+/// True when recorded message `index` is in `ctx` verbatim. O(context): for many probes of one
+/// context, ask a [`RenderedContext`] (or a set of the recorded indices) instead.
 pub fn is_verbatim(ctx: &Context, index: usize) -> bool {
     ctx.entries().iter().any(|e| e.origin().verbatim_index() == Some(index))
 }
 
 impl OfflineJudge {
     /// Score `probe` against an already rendered context.
-    pub fn score_rendered(
-        &self,
-        conversation: &Conversation,
-        ctx: &Context,
-        rendered: &RenderedContext,
-        probe: &Probe,
-    ) -> ProbeScore {
+    pub fn score_rendered(&self, conversation: &Conversation, rendered: &RenderedContext, probe: &Probe) -> ProbeScore {
         let facts: Vec<FoundIn> = if probe.facts.is_empty() {
             vec![rendered.locate(std::slice::from_ref(&probe.answer))]
         } else {
@@ -130,7 +135,7 @@ impl OfflineJudge {
             kind: probe.kind,
             asked_at: probe.asked_at.unwrap_or(conversation.messages.len()).min(conversation.messages.len()),
             checkpoint: 100,
-            at_risk: !is_verbatim(ctx, probe.source_message),
+            at_risk: !rendered.is_verbatim(probe.source_message),
             score,
             facts,
             judge: self.name(),
@@ -146,11 +151,11 @@ impl Judge for OfflineJudge {
         "offline".to_string()
     }
     fn score(&self, conversation: &Conversation, ctx: &Context, probe: &Probe) -> ProbeScore {
-        self.score_rendered(conversation, ctx, &RenderedContext::new(ctx), probe)
+        self.score_rendered(conversation, &RenderedContext::new(ctx), probe)
     }
     fn score_checkpoint(&self, conversation: &Conversation, ctx: &Context, probes: &[&Probe]) -> Vec<ProbeScore> {
         let rendered = RenderedContext::new(ctx);
-        probes.iter().map(|p| self.score_rendered(conversation, ctx, &rendered, p)).collect()
+        probes.iter().map(|p| self.score_rendered(conversation, &rendered, p)).collect()
     }
 }
 
