@@ -53,6 +53,13 @@ pub enum Inserted {
 }
 
 impl Origin {
+    /// The recorded message this entry holds, verbatim or masked.
+    pub fn recorded_index(&self) -> Option<usize> {
+        match self {
+            Origin::Recorded { index } | Origin::Masked { index } => Some(*index),
+            _ => None,
+        }
+    }
     /// The recorded message this entry reproduces verbatim, if any.
     pub fn verbatim_index(&self) -> Option<usize> {
         match self {

@@ -168,13 +168,6 @@ fn turn_role(r: Role) -> Role {
     }
 }
 
-fn recorded_index(e: &Entry) -> Option<usize> {
-    match e.origin() {
-        Origin::Recorded { index } | Origin::Masked { index } => Some(*index),
-        _ => None,
-    }
-}
-
 impl ContextShape {
     /// The shape of an empty context.
     pub fn new() -> ContextShape {
@@ -202,7 +195,7 @@ impl ContextShape {
     fn push(&mut self, e: &Entry) {
         let j = self.len;
         self.len += 1;
-        let recorded = recorded_index(e);
+        let recorded = e.origin().recorded_index();
         if let Some(y) = recorded {
             if self.last_recorded.is_some_and(|x| y <= x) {
                 self.irregular = true;

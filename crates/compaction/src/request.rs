@@ -578,6 +578,23 @@ impl IncrementalCheck {
     /// Every rule the messages pushed so far break: [`check_messages`] of them.
     pub fn rejections(&self) -> Vec<Rejection> {
         let mut out = self.settled.clone();
+        out.extend(self.unanswered());
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// The rejections no later message can take back, in the order they were found (a
+    /// rejection may appear twice): they only grow as messages are pushed, so a caller can
+    /// read the new ones since its last look.
+    pub fn settled(&self) -> &[Rejection] {
+        &self.settled
+    }
+
+    /// The rest of [`IncrementalCheck::rejections`]: calls without a result, which a later
+    /// result can still answer.
+    pub fn unanswered(&self) -> Vec<Rejection> {
+        let mut out = Vec::new();
         for (id, callers) in &self.waiting {
             out.extend(callers.iter().map(|&c| rejection(RequestRule::UnansweredToolCall, c, Some(id))));
         }
@@ -589,8 +606,6 @@ impl IncrementalCheck {
                 }
             }
         }
-        out.sort();
-        out.dedup();
         out
     }
 }

@@ -141,8 +141,9 @@ use std::time::Instant;
 
 use compaction::{
     check_compaction, check_masks, check_messages, mask_in_place, Budget, Context, ContextShape, Conversation,
-    Encoding, Entry, Exact, IncrementalCheck, MaskAnswer, MaskPlan, Message, Origin, Probe, Provider, RequestRule,
-    Role, Strategy, StrategyConfig, Summaries, SummaryOutcome, TokenCounter, Trigger, Violation, ViolationKind,
+    Encoding, Entry, Exact, IncrementalCheck, MaskAnswer, MaskPlan, Message, Origin, Probe, Provider, Rejection,
+    RequestRule, Role, Strategy, StrategyConfig, Summaries, SummaryOutcome, TokenCounter, Trigger, Violation,
+    ViolationKind,
 };
 
 use compaction::pairing::ToolPairing;
@@ -474,6 +475,9 @@ struct Replayer<'a, 's> {
     /// The provider checks of the current request, one per [`Provider::ALL`], kept up to date
     /// like `checker`.
     providers: [IncrementalCheck; 2],
+    /// Per provider: how many of its settled rejections were judged, and the rules of those
+    /// charged to the strategy.
+    provider_rules: [(usize, BTreeSet<RequestRule>); 2],
     /// The order and alternation facts of the current context ([`ContextShape`]), for the
     /// check of an in-place masking.
     shape: ContextShape,
@@ -575,6 +579,7 @@ impl<'a, 's> Replayer<'a, 's> {
             open_violations: BTreeSet::new(),
             checker: RequestChecker::default(),
             providers: Provider::ALL.map(IncrementalCheck::new),
+            provider_rules: Default::default(),
             shape: ContextShape::new(),
             mask_settled: 0,
             edits: Vec::new(),
@@ -773,24 +778,30 @@ impl<'a, 's> Replayer<'a, 's> {
                 check.push(e.message());
             }
         }
-        for (provider, check) in Provider::ALL.into_iter().zip(&self.providers) {
-            let mut rules: Vec<_> = check
-                .rejections()
-                .into_iter()
-                .filter(|r| {
-                    let recorded = entries.get(r.index).and_then(|e| e.origin().verbatim_index());
-                    let by_id = r.call_id.as_ref().is_some_and(|id| self.recording_faults.contains(id));
-                    let as_recorded =
-                        recorded.is_some_and(|i| self.recording_rejections.contains(&(provider, r.rule, i)));
-                    !by_id && !as_recorded
-                })
-                .map(|r| r.rule)
-                .collect();
+        for ((provider, check), (seen, charged)) in
+            Provider::ALL.into_iter().zip(&self.providers).zip(&mut self.provider_rules)
+        {
+            // Whether the strategy is charged with `r`: not when the recording breaks the same
+            // rule on the same call id or at the same recorded message (masked or not).
+            let charged_with = |r: &Rejection| {
+                let recorded = entries.get(r.index).and_then(|e| e.origin().recorded_index());
+                let by_id = r.call_id.as_ref().is_some_and(|id| self.recording_faults.contains(id));
+                let as_recorded = recorded.is_some_and(|i| self.recording_rejections.contains(&(provider, r.rule, i)));
+                !by_id && !as_recorded
+            };
+            // A settled rejection stays as long as the context only grows and masks: each is
+            // judged once.
+            for r in &check.settled()[*seen..] {
+                if charged_with(r) {
+                    charged.insert(r.rule);
+                }
+            }
+            *seen = check.settled().len();
+            let mut rules = charged.clone();
+            rules.extend(check.unanswered().iter().filter(|r| charged_with(r)).map(|r| r.rule));
             if rules.is_empty() {
                 continue;
             }
-            rules.sort();
-            rules.dedup();
             match provider {
                 Provider::OpenaiChat => self.metrics.rejected_requests_openai += 1,
                 Provider::AnthropicMessages => self.metrics.rejected_requests_anthropic += 1,
@@ -914,6 +925,7 @@ impl<'a, 's> Replayer<'a, 's> {
     fn forget_context(&mut self) {
         self.checker.reset();
         self.providers = Provider::ALL.map(IncrementalCheck::new);
+        self.provider_rules = Default::default();
         self.shape = ContextShape::new();
         self.mask_settled = 0;
     }
@@ -956,6 +968,7 @@ impl<'a, 's> Replayer<'a, 's> {
         // provider's check reads the text of messages other than tool results.
         if masked.replaced.iter().any(|(_, old)| old.role() != Role::Tool) {
             self.providers = Provider::ALL.map(IncrementalCheck::new);
+            self.provider_rules = Default::default();
         }
         if self.pre_compaction.is_none() {
             self.edits.extend(masked.replaced);
