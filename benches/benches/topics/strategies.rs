@@ -11,6 +11,9 @@
 //!   window: `plan`, then `apply` with the summaries the plan asks for (written once, outside
 //!   the timer, by testkit's offline summaries). Throughput counts the context's messages.
 //!   `none` never plans and is left out.
+//! - `mask_in_place/{strategy}/{n}`: the same first compaction through the in-place path
+//!   ([`compaction::masking`]: `plan_masks` from nothing settled, then `mask_in_place`), for
+//!   the strategies that have one; the copy of the context it masks is made outside the timer.
 //!
 //! Token units are cached per message, and the contexts are metered before timing starts, so
 //! these benches measure the strategies, not the tokenizers (see `tokens/`).
@@ -20,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use compactbench_benches::conversations;
 use compaction::strategies::NAMES;
-use compaction::{Budget, Context, Entry, Strategy, StrategyConfig, Trigger};
-use criterion::{BenchmarkId, Criterion, Throughput};
+use compaction::{mask_in_place, Budget, Context, Entry, MaskAnswer, Strategy, StrategyConfig, Trigger};
+use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
 use testkit::summaries::{fulfil, Length};
 
 use super::quick;
@@ -101,6 +104,32 @@ pub fn bench(c: &mut Criterion) {
                     let plan = s.plan(ctx, &budget, trigger);
                     plan.map(|p| s.apply(ctx, &budget, &p, &summaries).context.len())
                 })
+            });
+        }
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("mask_in_place");
+    quick(&mut group, 10, 2);
+    for (n, ctx) in &contexts {
+        group.throughput(Throughput::Elements(ctx.len() as u64));
+        for (name, s) in &strategies {
+            let in_place = [Trigger::Proactive, Trigger::Overflow]
+                .into_iter()
+                .find(|t| matches!(s.plan_masks(ctx, &budget, *t, 0), MaskAnswer::Masks(_)));
+            let Some(trigger) = in_place else { continue };
+            group.bench_with_input(BenchmarkId::new(*name, n), ctx, |b, ctx| {
+                b.iter_batched(
+                    || ctx.clone(),
+                    |mut ctx| {
+                        if let MaskAnswer::Masks(plan) = s.plan_masks(&ctx, &budget, trigger, 0) {
+                            black_box(mask_in_place(s.as_ref(), &mut ctx, &budget, &plan, &[]).event.masked);
+                        }
+                        // Dropped outside the timer.
+                        ctx
+                    },
+                    BatchSize::LargeInput,
+                )
             });
         }
     }

@@ -32,8 +32,9 @@ pub struct MaskPlan {
     pub trigger: Trigger,
     /// The step, as [`Plan::step`].
     pub step: String,
-    /// The entries to mask, ascending, each with the text that replaces its content.
-    pub masks: Vec<(usize, String)>,
+    /// The entries to mask, ascending, each with the entry that replaces it
+    /// ([`masked_entry`]: its content replaced by the placeholder).
+    pub masks: Vec<(usize, Entry)>,
     /// Notes kept with the event, as [`Plan::notes`].
     pub notes: serde_json::Map<String, serde_json::Value>,
     /// What the strategy promises for the context before the masks ([`Strategy::promises`]).
@@ -50,7 +51,7 @@ impl MaskPlan {
         let mut masks = self.masks.iter().peekable();
         let layout = (0..len)
             .map(|index| match masks.next_if(|(i, _)| *i == index) {
-                Some((_, placeholder)) => Slot::Mask { index, placeholder: placeholder.clone() },
+                Some((_, e)) => Slot::Mask { index, placeholder: e.message().content.clone() },
                 None => Slot::Keep { index },
             })
             .collect();
@@ -89,8 +90,7 @@ pub struct Masked {
 
 /// The entry that masks `e` with `placeholder`, as [`Slot::Mask`] builds it.
 pub fn masked_entry(e: &Entry, placeholder: &str) -> Entry {
-    let mut m = e.message().clone();
-    m.content = placeholder.to_string();
+    let m = e.message().with_content(placeholder);
     let origin = match e.origin() {
         Origin::Recorded { index } | Origin::Masked { index } => Origin::Masked { index: *index },
         other => other.clone(),
@@ -114,10 +114,10 @@ pub fn mask_in_place<S: Strategy + ?Sized>(
     let mut replaced = Vec::with_capacity(plan.masks.len());
     let mut meters: Vec<&dyn TokenCounter> = counters.to_vec();
     meters.push(strategy.estimator());
-    for (index, placeholder) in &plan.masks {
-        let Some(e) = ctx.get(*index) else { continue };
-        let new = masked_entry(e, placeholder);
-        replaced.push((*index, ctx.replace(*index, new, &meters)));
+    for (index, new) in &plan.masks {
+        if *index < len {
+            replaced.push((*index, ctx.replace(*index, new.clone(), &meters)));
+        }
     }
     let estimate_after = strategy.estimate(ctx);
     let shortfall = strategy.threshold(ctx, budget).and_then(|t| estimate_after.checked_sub(t)).filter(|d| *d > 0);

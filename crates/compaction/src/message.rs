@@ -127,6 +127,21 @@ impl Message {
         m.name = Some(name.into());
         m
     }
+    /// This message with `content` in place of its text, every other field kept (without
+    /// copying the old text first: a masked tool output can be large).
+    pub fn with_content(&self, content: impl Into<String>) -> Message {
+        Message {
+            role: self.role,
+            content: content.into(),
+            tool_calls: self.tool_calls.clone(),
+            tool_call_id: self.tool_call_id.clone(),
+            name: self.name.clone(),
+            is_error: self.is_error,
+            stage: self.stage.clone(),
+            finish_reason: self.finish_reason.clone(),
+            meta: self.meta.clone(),
+        }
+    }
     /// Mark the message as belonging to a pipeline stage (the paper-mode prompts key on it).
     pub fn with_stage(mut self, stage: impl Into<String>) -> Message {
         self.stage = Some(stage.into());

@@ -591,8 +591,7 @@ pub(crate) fn build_layout(
                 if let Some(e) = ctx.get(*index) {
                     used[*index] = true;
                     masked += 1;
-                    let mut m = e.message().clone();
-                    m.content = placeholder.clone();
+                    let m = e.message().with_content(placeholder.as_str());
                     let origin = match e.origin() {
                         Origin::Recorded { index } | Origin::Masked { index } => Origin::Masked { index: *index },
                         other => other.clone(),

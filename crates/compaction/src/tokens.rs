@@ -382,9 +382,39 @@ impl Exact {
         self.encoding
     }
     /// Tokens of `text` under this encoding.
+    ///
+    /// Short texts are remembered per thread: the same few (a masking placeholder, `{}`
+    /// arguments, a tool's name) are counted over and over, and a lookup costs a tenth of an
+    /// encoding. The answer is the encoder's either way.
     pub fn count(&self, text: &str) -> u64 {
-        self.vocab.count(text)
+        if text.len() > SHORT_TEXT {
+            return self.vocab.count(text);
+        }
+        SHORT_COUNTS.with(|counts| {
+            let mut counts = counts.borrow_mut();
+            let map = &mut counts[self.encoding as usize];
+            if let Some(n) = map.get(text) {
+                return *n;
+            }
+            let n = self.vocab.count(text);
+            if map.len() >= SHORT_TEXTS_KEPT {
+                map.clear();
+            }
+            map.insert(text.into(), n);
+            n
+        })
     }
+}
+
+/// Texts up to this many bytes are remembered by [`Exact::count`].
+const SHORT_TEXT: usize = 64;
+/// How many short texts a thread remembers per encoding before it starts again.
+const SHORT_TEXTS_KEPT: usize = 16_384;
+
+type ShortCounts = [std::collections::HashMap<Box<str>, u64, BuildHasherDefault<Fnv>>; 2];
+
+thread_local! {
+    static SHORT_COUNTS: std::cell::RefCell<ShortCounts> = std::cell::RefCell::new(Default::default());
 }
 
 impl TokenCounter for Exact {

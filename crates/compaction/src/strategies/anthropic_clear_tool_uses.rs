@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use super::ParamError;
 use crate::context::{Context, Inserted, Origin};
 use crate::invariants::ViolationKind;
-use crate::masking::{MaskAnswer, MaskPlan};
+use crate::masking::{masked_entry, MaskAnswer, MaskPlan};
 use crate::message::Role;
 use crate::strategy::{Budget, Plan, Promises, Slot, Strategy, Trigger};
 use crate::tokens::{Exact, TokenCounter};
@@ -211,7 +211,7 @@ impl Strategy for AnthropicClearToolUses {
         MaskAnswer::Masks(MaskPlan {
             trigger,
             step: "clear_tool_uses".into(),
-            masks: clear.into_iter().map(|i| (i, PLACEHOLDER.to_string())).collect(),
+            masks: clear.into_iter().map(|i| (i, masked_entry(&entries[i], PLACEHOLDER))).collect(),
             notes,
             promises: Promises {
                 keeps_system_prompt: true,

@@ -23,10 +23,10 @@ use serde::{Deserialize, Serialize};
 use super::truncate::{Counter, Meter};
 use super::ParamError;
 use crate::context::{Context, Entry, Origin};
-use crate::masking::{MaskAnswer, MaskPlan};
+use crate::masking::{masked_entry, MaskAnswer, MaskPlan};
 use crate::message::Role;
 use crate::strategy::{Budget, Plan, Promises, Slot, Strategy, Trigger};
-use crate::tokens::TokenCounter;
+use crate::tokens::{TokenCounter, EXACT_MESSAGE_OVERHEAD};
 
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Baseline (JetBrains observation masking): once the estimate (exact o200k_base by default) \
@@ -101,15 +101,41 @@ impl ObservationMask {
     /// Whether `placeholder` in place of `e`'s content makes the message smaller under the
     /// meter: a short output stays, so masking never grows the context.
     fn shrinks(&self, e: &Entry, placeholder: &str) -> bool {
-        let mut m = e.message().clone();
-        m.content = placeholder.to_string();
-        self.meter.counter().message_units(&m) < e.units(self.meter.counter())
+        let counter = self.meter.counter();
+        let units = e.units(counter);
+        // An exact count never has more tokens than bytes: a large output shrinks for sure,
+        // and only a small one needs its placeholder counted.
+        if let Meter::Exact(_) = self.meter {
+            if e.message().tool_calls.is_empty() && units > EXACT_MESSAGE_OVERHEAD + placeholder.len() as u64 {
+                return true;
+            }
+        }
+        let m = e.message().with_content(placeholder);
+        counter.message_units(&m) < units
     }
 
     fn placeholder_for(&self, e: &Entry) -> String {
         let tool = e.message().name.as_deref().unwrap_or("tool");
         let tokens = e.tokens(self.meter.counter());
-        self.params.placeholder.replace("{tool}", tool).replace("{tokens}", &tokens.to_string())
+        // The two replacements below, written once. A `{tokens}` the tool's name brings (in it,
+        // or across its edges) is one the second replacement would have replaced: then do both.
+        let mut out = String::with_capacity(self.params.placeholder.len() + tool.len() + 8);
+        for (k, part) in self.params.placeholder.split("{tool}").enumerate() {
+            if k > 0 {
+                out.push_str(tool);
+            }
+            for (j, piece) in part.split("{tokens}").enumerate() {
+                if j > 0 {
+                    use std::fmt::Write as _;
+                    let _ = write!(out, "{tokens}");
+                }
+                out.push_str(piece);
+            }
+        }
+        if out.contains("{tokens}") {
+            return self.params.placeholder.replace("{tool}", tool).replace("{tokens}", &tokens.to_string());
+        }
+        out
     }
 }
 
@@ -160,11 +186,16 @@ impl Strategy for ObservationMask {
         let Some(last) = self.newest_maskable(ctx) else { return MaskAnswer::Nothing { settled } };
         // Every entry before `settled` is masked already, not a tool output, or an output its
         // placeholder would not shrink; the newest maskable output only moves forward.
-        let masks: Vec<(usize, String)> = (settled.min(last + 1)..=last)
+        let masks: Vec<(usize, Entry)> = (settled.min(last + 1)..=last)
             .filter_map(|index| {
                 let e = &ctx.entries()[index];
-                let maskable = e.role() == Role::Tool && !matches!(e.origin(), Origin::Masked { .. });
-                maskable.then(|| self.placeholder_for(e)).filter(|p| self.shrinks(e, p)).map(|p| (index, p))
+                if e.role() != Role::Tool || matches!(e.origin(), Origin::Masked { .. }) {
+                    return None;
+                }
+                // Metered here, so the context's totals stay known without counting it again.
+                let masked = masked_entry(e, &self.placeholder_for(e));
+                let counter = self.meter.counter();
+                (masked.units(counter) < e.units(counter)).then_some((index, masked))
             })
             .collect();
         if masks.is_empty() {
@@ -221,6 +252,19 @@ mod tests {
 
     fn tools(ctx: &Context) -> Vec<usize> {
         ctx.entries().iter().enumerate().filter(|(_, e)| e.role() == Role::Tool).map(|(i, _)| i).collect()
+    }
+
+    #[test]
+    fn the_placeholder_is_the_template_with_tool_and_tokens_replaced() {
+        for template in [PLACEHOLDER, "{tool}{tool} {tokens}{tokens}", "plain", "{tokens} by {tool}", "{to{tool}ns}"] {
+            for name in ["bash", "a{tokens}b", "{tool}", "ke"] {
+                let s = approx(|p| p.placeholder = template.to_string());
+                let e = Entry::recorded(0, Message::tool_result("c", name, "o".repeat(40)));
+                let tokens = e.tokens(s.meter.counter()).to_string();
+                let expected = template.replace("{tool}", name).replace("{tokens}", &tokens);
+                assert_eq!(s.placeholder_for(&e), expected, "{template:?} with {name:?}");
+            }
+        }
     }
 
     #[test]

@@ -38,8 +38,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::ParamError;
-use crate::context::{Context, Origin};
-use crate::masking::{MaskAnswer, MaskPlan};
+use crate::context::{Context, Entry, Origin};
+use crate::masking::{masked_entry, MaskAnswer, MaskPlan};
 use crate::message::Role;
 use crate::strategy::{Budget, Plan, Promises, Slot, Strategy, Trigger};
 use crate::tokens::{Exact, TokenCounter};
@@ -128,12 +128,12 @@ impl Strategy for OpenhandsMasking {
         // Every entry before `settled` is masked already or not an observation; the window's
         // edge only moves forward.
         let edge = ctx.len().saturating_sub(self.params.attention_window);
-        let masks: Vec<(usize, String)> = (settled.min(edge)..edge)
+        let masks: Vec<(usize, Entry)> = (settled.min(edge)..edge)
             .filter(|&i| {
                 let e = &ctx.entries()[i];
                 e.role() == Role::Tool && !matches!(e.origin(), Origin::Masked { .. })
             })
-            .map(|i| (i, MASKED.to_string()))
+            .map(|i| (i, masked_entry(&ctx.entries()[i], MASKED)))
             .collect();
         if masks.is_empty() {
             return MaskAnswer::Nothing { settled: edge };
