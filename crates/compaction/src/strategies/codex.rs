@@ -165,19 +165,25 @@ impl Strategy for Codex {
             return None;
         }
         let start = prod::body_start(ctx);
-        let mut span: Vec<usize> = (start..ctx.len()).collect();
-        if span.is_empty() {
+        if start >= ctx.len() {
             return None;
         }
+        // `prod::request_fits` of the span as its oldest items are dropped one at a time, from
+        // a running total (one pass, not a recount per dropped item).
         let output = u64::from(self.params.summary_max_tokens);
+        let reserve = output.min(budget.context_window / 4);
+        let entries = &ctx.entries()[start..];
+        let mut total: u64 = entries.iter().map(|e| e.tokens(&self.meter)).sum();
         let mut dropped = 0usize;
-        while !prod::request_fits(ctx, &span, &self.meter, budget.context_window, output) {
-            if span.len() <= 1 {
+        while total.saturating_add(reserve) > budget.context_window {
+            if entries.len() - dropped <= 1 {
                 return None;
             }
-            span.remove(0);
+            total -= entries[dropped].tokens(&self.meter);
             dropped += 1;
         }
+        let span: Vec<usize> = (start + dropped..ctx.len()).collect();
+        debug_assert!(prod::request_fits(ctx, &span, &self.meter, budget.context_window, output));
         let mut layout: Vec<Slot> = prod::keep(0..start).collect();
         for k in self.kept_users(ctx) {
             layout.push(match k.truncated {

@@ -29,6 +29,8 @@
 //! no counterpart in a recording; the token count is exact `o200k_base` (Letta's provider
 //! counter) rather than its bytes/4 x 1.3 fallback.
 
+use std::collections::HashMap;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -93,39 +95,62 @@ fn py_round(x: f64) -> usize {
     r.max(0.0) as usize
 }
 
-/// `_is_cutoff_safe` over `conv` (context entries `base..`), `cut` relative to it.
-fn is_safe(ctx: &Context, base: usize, cut: usize) -> bool {
-    let n = ctx.len() - base;
-    if cut < 1 || cut >= n {
-        return false;
-    }
-    let e = ctx.entries();
-    // Every call id issued before the cut must be answered before it, and every result after the
-    // cut must answer a call after it.
-    let before: Vec<&str> =
-        (base..base + cut).flat_map(|i| e[i].message().tool_calls.iter().map(|c| c.id.as_str())).collect();
-    let after_results: Vec<&str> = (base + cut..ctx.len())
-        .filter(|&i| e[i].role() == Role::Tool)
-        .filter_map(|i| e[i].message().tool_call_id.as_deref())
-        .collect();
-    !after_results.iter().any(|id| before.contains(id))
+/// The tool pairing of `conv` (context entries `base..`) that `_is_cutoff_safe` and
+/// `_find_earliest_safe_cutoff_for_tool_group` read, gathered once so that each candidate cut
+/// costs O(1) instead of a scan of the conversation (a quadratic search on a long one).
+struct Pairs {
+    /// Per position `k`: the lowest, over the results at `k..`, of the position of the latest
+    /// call with the result's id before the result (`usize::MAX` when none).
+    latest_call_after: Vec<usize>,
+    /// Per position `k`: the lowest, over the results at `k..`, of the position of the first
+    /// call with the result's id anywhere in `conv` (`usize::MAX` when none).
+    first_call_after: Vec<usize>,
 }
 
-/// `_find_earliest_safe_cutoff_for_tool_group`: move back to the call of any kept result.
-fn earliest_for_group(ctx: &Context, base: usize, candidate: usize) -> usize {
-    let e = ctx.entries();
-    let mut adjusted = candidate;
-    for k in candidate..ctx.len() - base {
-        let m = e[base + k].message();
-        if m.role == Role::Tool {
-            if let Some(id) = m.tool_call_id.as_deref() {
-                if let Some(a) = (0..k).rev().find(|&j| e[base + j].message().tool_calls.iter().any(|c| c.id == id)) {
-                    adjusted = adjusted.min(a);
+impl Pairs {
+    fn new(ctx: &Context, base: usize) -> Pairs {
+        let e = &ctx.entries()[base..];
+        let mut calls: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (k, entry) in e.iter().enumerate() {
+            for c in &entry.message().tool_calls {
+                let at = calls.entry(c.id.as_str()).or_default();
+                if at.last() != Some(&k) {
+                    at.push(k);
                 }
             }
         }
+        let n = e.len();
+        let mut latest_call_after = vec![usize::MAX; n + 1];
+        let mut first_call_after = vec![usize::MAX; n + 1];
+        for k in (0..n).rev() {
+            let (mut latest, mut first) = (usize::MAX, usize::MAX);
+            let m = e[k].message();
+            if m.role == Role::Tool {
+                if let Some(at) = m.tool_call_id.as_deref().and_then(|id| calls.get(id)) {
+                    let before = at.partition_point(|&j| j < k);
+                    if before > 0 {
+                        latest = at[before - 1];
+                    }
+                    first = at[0];
+                }
+            }
+            latest_call_after[k] = latest.min(latest_call_after[k + 1]);
+            first_call_after[k] = first.min(first_call_after[k + 1]);
+        }
+        Pairs { latest_call_after, first_call_after }
     }
-    adjusted
+
+    /// `_is_cutoff_safe`: every call id issued before the cut is answered before it, and every
+    /// result after the cut answers a call after it.
+    fn is_safe(&self, cut: usize) -> bool {
+        let n = self.first_call_after.len() - 1;
+        cut >= 1 && cut < n && self.first_call_after[cut] >= cut
+    }
+
+    /// `_find_earliest_safe_cutoff_for_tool_group`: move back to the call of any kept result.
+    fn earliest_for_group(&self, candidate: usize) -> usize {
+        candidate.min(self.latest_call_after.get(candidate).copied().unwrap_or(usize::MAX))
+    }
 }
 
 impl Letta {
@@ -148,13 +173,13 @@ impl Letta {
     }
 
     /// `_find_safe_cutoff_index` (relative to the conversation starting at `base`).
-    fn safe_cutoff(&self, ctx: &Context, base: usize, target: usize, max_index: usize) -> Option<usize> {
+    fn safe_cutoff(&self, ctx: &Context, base: usize, pairs: &Pairs, target: usize, max_index: usize) -> Option<usize> {
         let target = target.min(max_index);
         let e = ctx.entries();
         let n = ctx.len() - base;
         let try_at = |c: usize| {
-            let adjusted = earliest_for_group(ctx, base, c);
-            (is_safe(ctx, base, adjusted) && adjusted < max_index).then_some(adjusted)
+            let adjusted = pairs.earliest_for_group(c);
+            (pairs.is_safe(adjusted) && adjusted < max_index).then_some(adjusted)
         };
         for role in [Role::Assistant, Role::User] {
             for c in (1..=target).rev().filter(|&c| c < n) {
@@ -182,10 +207,11 @@ impl Letta {
         let mut share = p;
         let mut approx = budget.context_window as f64;
         let mut safe = None;
+        let pairs = Pairs::new(ctx, base);
         while approx >= goal && share < 1.0 {
             share += 0.10;
             let target = py_round(share * n as f64);
-            safe = self.safe_cutoff(ctx, base, target, n - 1);
+            safe = self.safe_cutoff(ctx, base, &pairs, target, n - 1);
             if let Some(c) = safe {
                 approx = (system + ctx.range_tokens(base + c..ctx.len(), &self.meter)) as f64;
             }
@@ -274,6 +300,81 @@ impl Strategy for Letta {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+
+    // The scans `Pairs` replaces, as they were written from Letta's source: the reference the
+    // precomputed answers are held to.
+    /// `_is_cutoff_safe` over `conv` (context entries `base..`), `cut` relative to it.
+    fn reference_is_safe(ctx: &Context, base: usize, cut: usize) -> bool {
+        let n = ctx.len() - base;
+        if cut < 1 || cut >= n {
+            return false;
+        }
+        let e = ctx.entries();
+        // Every call id issued before the cut must be answered before it, and every result after the
+        // cut must answer a call after it.
+        let before: Vec<&str> =
+            (base..base + cut).flat_map(|i| e[i].message().tool_calls.iter().map(|c| c.id.as_str())).collect();
+        let after_results: Vec<&str> = (base + cut..ctx.len())
+            .filter(|&i| e[i].role() == Role::Tool)
+            .filter_map(|i| e[i].message().tool_call_id.as_deref())
+            .collect();
+        !after_results.iter().any(|id| before.contains(id))
+    }
+
+    /// `_find_earliest_safe_cutoff_for_tool_group`: move back to the call of any kept result.
+    fn reference_earliest_for_group(ctx: &Context, base: usize, candidate: usize) -> usize {
+        let e = ctx.entries();
+        let mut adjusted = candidate;
+        for k in candidate..ctx.len() - base {
+            let m = e[base + k].message();
+            if m.role == Role::Tool {
+                if let Some(id) = m.tool_call_id.as_deref() {
+                    if let Some(a) = (0..k).rev().find(|&j| e[base + j].message().tool_calls.iter().any(|c| c.id == id))
+                    {
+                        adjusted = adjusted.min(a);
+                    }
+                }
+            }
+        }
+        adjusted
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        #[test]
+        fn the_precomputed_pairing_answers_as_the_scans_do(
+            kinds in proptest::collection::vec((0u8..5, 0u8..4), 1..30),
+            base in 0usize..3,
+        ) {
+            let mut messages = vec![Message::system("s"); base];
+            for (kind, id) in kinds {
+                let id = format!("c{id}");
+                messages.push(match kind {
+                    0 => Message::user("u"),
+                    1 => Message::assistant("a"),
+                    2 => Message::assistant_calls("", vec![ToolCall { id, name: "t".into(), arguments: "{}".into() }]),
+                    3 => Message::tool_result(id, "t", "r"),
+                    _ => {
+                        let mut m = Message::tool_result(id, "t", "r");
+                        m.tool_call_id = None;
+                        m
+                    }
+                });
+            }
+            let ctx = Context::from_messages(messages);
+            let pairs = Pairs::new(&ctx, base);
+            for cut in 0..=ctx.len() - base + 1 {
+                proptest::prop_assert_eq!(pairs.is_safe(cut), reference_is_safe(&ctx, base, cut), "is_safe({})", cut);
+                if cut < ctx.len() - base {
+                    proptest::prop_assert_eq!(
+                        pairs.earliest_for_group(cut),
+                        reference_earliest_for_group(&ctx, base, cut),
+                        "earliest_for_group({})", cut
+                    );
+                }
+            }
+        }
+    }
     use super::*;
     use crate::message::{Message, ToolCall};
 
