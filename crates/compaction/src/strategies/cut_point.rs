@@ -91,11 +91,16 @@
 //! (`first_not_user`), OpenAI accepts it. Declared in `documented_rejections`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write as _;
+use std::hash::BuildHasherDefault;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use seeded::Fnv;
+
+use super::priority_chain::{call_of_result, tool_pairs};
 use super::ParamError;
 use crate::context::{Context, Origin};
 use crate::invariants::ViolationKind;
@@ -211,14 +216,6 @@ fn regions(ctx: &Context) -> Regions {
     Regions { sys_end, last_summary, boundary }
 }
 
-fn is_candidate(ctx: &Context, i: usize) -> bool {
-    ctx.get(i).is_some_and(|e| !e.origin().is_summary() && matches!(e.role(), Role::User | Role::Assistant))
-}
-
-fn is_message_block(ctx: &Context, i: usize) -> bool {
-    is_candidate(ctx, i) || ctx.get(i).is_some_and(|e| e.role() == Role::Tool)
-}
-
 fn is_turn_start(ctx: &Context, i: usize) -> bool {
     ctx.get(i).is_some_and(|e| !e.origin().is_summary() && e.role() == Role::User)
 }
@@ -230,38 +227,168 @@ fn recorded(ctx: &Context, i: usize) -> usize {
     }
 }
 
-/// `(call entry, result entry)` pairs, paired as the invariant checker pairs them.
-fn tool_pairs(ctx: &Context) -> Vec<(usize, usize)> {
-    let mut open: HashMap<&str, Vec<usize>> = HashMap::new();
-    let mut out = Vec::new();
-    for (i, e) in ctx.entries().iter().enumerate() {
-        let m = e.message();
-        for c in &m.tool_calls {
-            open.entry(c.id.as_str()).or_default().push(i);
-        }
-        if m.role == Role::Tool {
-            if let Some(c) = m.tool_call_id.as_deref().and_then(|id| open.get_mut(id)).and_then(|v| v.pop()) {
-                out.push((c, i));
-            }
-        }
-    }
-    out
+/// What the plan reads of every entry, gathered in one pass: its role, the estimator's units
+/// and, for a tool result, its tool's name (interned: a handful of names stand for tens of
+/// thousands of results).
+struct Timeline<'a> {
+    ctx: &'a Context,
+    roles: Vec<Role>,
+    units: Vec<u64>,
+    /// Whether each entry makes tool calls.
+    calls: Vec<bool>,
+    /// Each tool result's name (`tool` when it has none) as an index into `names`; [`NO_NAME`]
+    /// for the other entries.
+    name_of: Vec<u32>,
+    names: Vec<&'a str>,
 }
 
-/// The turn id of every entry from `from` on (`None` before it).
-fn turn_ids(ctx: &Context, from: usize) -> Vec<Option<String>> {
+/// [`Timeline::name_of`] of an entry that is not a tool result.
+const NO_NAME: u32 = u32::MAX;
+
+impl<'a> Timeline<'a> {
+    fn new(ctx: &'a Context, estimator: &CharsOver4Role4) -> Timeline<'a> {
+        let n = ctx.len();
+        let mut t = Timeline {
+            ctx,
+            roles: Vec::with_capacity(n),
+            units: Vec::with_capacity(n),
+            calls: Vec::with_capacity(n),
+            name_of: Vec::with_capacity(n),
+            names: Vec::new(),
+        };
+        let mut ids: HashMap<&str, u32, BuildHasherDefault<Fnv>> = HashMap::default();
+        for e in ctx.entries() {
+            let m = e.message();
+            t.roles.push(m.role);
+            t.units.push(e.units(estimator));
+            t.calls.push(m.has_tool_calls());
+            let id = if m.role == Role::Tool {
+                let name = m.name.as_deref().unwrap_or("tool");
+                *ids.entry(name).or_insert_with(|| {
+                    t.names.push(name);
+                    (t.names.len() - 1) as u32
+                })
+            } else {
+                NO_NAME
+            };
+            t.name_of.push(id);
+        }
+        t
+    }
+    fn role(&self, i: usize) -> Option<Role> {
+        self.roles.get(i).copied()
+    }
+    fn is_summary(&self, i: usize) -> bool {
+        self.ctx.get(i).is_some_and(|e| e.origin().is_summary())
+    }
+    /// A cut-point candidate: a user or assistant message that is not a summary.
+    fn is_candidate(&self, i: usize) -> bool {
+        !self.is_summary(i) && matches!(self.role(i), Some(Role::User | Role::Assistant))
+    }
+    /// A message block: a candidate or a tool result.
+    fn is_message_block(&self, i: usize) -> bool {
+        self.is_candidate(i) || self.role(i) == Some(Role::Tool)
+    }
+    /// A turn start: a user message that is not a summary ([`is_turn_start`]).
+    fn is_turn_start(&self, i: usize) -> bool {
+        !self.is_summary(i) && self.role(i) == Some(Role::User)
+    }
+    /// The tool name of tool result `i`.
+    fn name(&self, i: usize) -> &'a str {
+        self.names[self.name_of[i] as usize]
+    }
+}
+
+/// The turn of every entry from `from` on (`None` before it), as the number in its turn id
+/// (`turn-<n>`, see [`turn_id`]): the recorded index of the turn's first visible block.
+fn turn_ids(ctx: &Context, from: usize, is_turn_start: impl Fn(usize) -> bool) -> Vec<Option<usize>> {
     let mut out = vec![None; ctx.len()];
-    let mut current: Option<String> = None;
+    let mut current: Option<usize> = None;
     for (i, slot) in out.iter_mut().enumerate().skip(from) {
         if ctx.get(i).is_some_and(|e| e.origin().is_summary()) {
             continue;
         }
-        if is_turn_start(ctx, i) || current.is_none() {
-            current = Some(format!("turn-{}", recorded(ctx, i)));
+        if is_turn_start(i) || current.is_none() {
+            current = Some(recorded(ctx, i));
         }
-        slot.clone_from(&current);
+        *slot = current;
     }
     out
+}
+
+/// The turn id of turn number `n`.
+fn turn_id(n: usize) -> String {
+    format!("turn-{n}")
+}
+
+/// The TTL mask of one tool result: its replacement text, and the estimator's units of the
+/// message with that text.
+struct TtlMask {
+    text: String,
+    units: u64,
+}
+
+/// The TTL masks of a context, by entry.
+struct Masks {
+    by_entry: Vec<Option<TtlMask>>,
+    count: usize,
+}
+
+impl Masks {
+    fn get(&self, i: usize) -> Option<&TtlMask> {
+        self.by_entry.get(i).and_then(Option::as_ref)
+    }
+    fn len(&self) -> usize {
+        self.count
+    }
+    fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+    /// The replacement text of entry `i`, moved out (each is needed once more after the
+    /// fallback layout has its copy).
+    fn take_text(&mut self, i: usize) -> Option<String> {
+        self.by_entry.get_mut(i).and_then(Option::take).map(|m| m.text)
+    }
+}
+
+/// The tool-boundary guard of `_find_compaction_cut_point`: from `cut`, move back to the call
+/// of any pair (with its call at `start` or after) that the cut separates from its result,
+/// until none is. Each move skips only cuts the same pair separates, so the guard ends at the
+/// last cut at or before `cut` that separates no such pair.
+///
+/// Only the results after a cut can be separated from their calls, so the pairs come from the
+/// results at the end of the context, each paired walking back from it
+/// ([`call_of_result`]); the walk gives up once it has looked at as many entries as the
+/// context holds, and the guard then pairs the whole context ([`tool_pairs`]).
+fn guard_cut(ctx: &Context, start: usize, cut: usize) -> usize {
+    let mut budget = ctx.len() + 64;
+    let mut cut = cut;
+    // The smallest call (at `start` or after) of the results from `seen` on.
+    let mut lowest = usize::MAX;
+    let mut seen = ctx.len();
+    loop {
+        for r in (cut..seen).rev() {
+            match call_of_result(ctx, r, &mut budget) {
+                Some(Some(c)) if c >= start => lowest = lowest.min(c),
+                Some(_) => {}
+                None => return guard_cut_with_pairs(&tool_pairs(ctx), start, cut),
+            }
+        }
+        seen = cut;
+        if lowest < cut {
+            cut = lowest;
+        } else {
+            return cut;
+        }
+    }
+}
+
+/// The guard with every pair of the context at hand, as `_find_compaction_cut_point` runs it.
+fn guard_cut_with_pairs(pairs: &[(usize, usize)], start: usize, mut cut: usize) -> usize {
+    while let Some(&(c, _)) = pairs.iter().find(|(c, r)| *c < cut && cut <= *r && *c >= start) {
+        cut = c;
+    }
+    cut
 }
 
 fn verbatim_tail(ctx: &Context, layout: &[Slot]) -> usize {
@@ -347,74 +474,77 @@ impl CutPoint {
     }
 
     /// TTL pruning: placeholders for the tool results of turns older than the last `ttl_turns`.
-    fn ttl_masks(&self, ctx: &Context, boundary: usize) -> BTreeMap<usize, String> {
-        let mut out = BTreeMap::new();
+    fn ttl_masks(&self, tl: &Timeline, boundary: usize) -> Masks {
+        let ctx = tl.ctx;
+        let mut out = Masks { by_entry: Vec::new(), count: 0 };
         let ttl = self.params.ttl_turns;
         if ttl == 0 {
             return out;
         }
+        out.by_entry.resize_with(ctx.len(), || None);
         let mut turn = vec![0usize; ctx.len()];
         let mut t = 0;
         for (i, slot) in turn.iter_mut().enumerate().skip(boundary) {
-            if is_turn_start(ctx, i) {
+            if tl.is_turn_start(i) {
                 t += 1;
             }
             *slot = t;
         }
         let total = t;
+        // Each masked message is measured in this one, so measuring allocates nothing. It has
+        // the result's role, text and calls and no other field, which the estimator does not
+        // read (`the_estimator_reads_role_text_and_calls_only` holds it to that).
+        let mut masked = Message::new(Role::Tool, String::new());
         for (i, e) in ctx.entries().iter().enumerate().skip(boundary) {
             let old = turn[i] + ttl <= total;
-            if !old || e.role() != Role::Tool || !matches!(e.origin(), Origin::Recorded { .. }) {
+            if !old || tl.roles[i] != Role::Tool || !matches!(e.origin(), Origin::Recorded { .. }) {
                 continue;
             }
-            let tokens = e.tokens(&self.estimator);
-            let name = e.message().name.as_deref().unwrap_or("tool");
-            let text = format!("[{name} result hidden: {tokens} tokens, from an earlier turn]");
-            let mut masked = e.message().clone();
-            masked.content.clone_from(&text);
-            if self.estimator.message_units(&masked) < e.units(&self.estimator) {
-                out.insert(i, text);
+            let tokens = self.estimator.tokens_from_units(tl.units[i]);
+            let name = tl.name(i);
+            masked.content.clear();
+            // Writing to a `String` cannot fail.
+            let _ = write!(masked.content, "[{name} result hidden: {tokens} tokens, from an earlier turn]");
+            if tl.calls[i] {
+                masked.tool_calls.clone_from(&e.message().tool_calls);
+            } else {
+                masked.tool_calls.clear();
+            }
+            let units = self.estimator.message_units(&masked);
+            if units < tl.units[i] {
+                out.by_entry[i] = Some(TtlMask { text: masked.content.clone(), units });
+                out.count += 1;
             }
         }
         out
     }
 
-    fn entry_units(&self, ctx: &Context, i: usize, masks: &BTreeMap<usize, String>) -> u64 {
-        match (ctx.get(i), masks.get(&i)) {
-            (Some(e), Some(text)) => {
-                let mut m: Message = e.message().clone();
-                m.content.clone_from(text);
-                self.estimator.message_units(&m)
-            }
-            (Some(e), None) => e.units(&self.estimator),
-            (None, _) => 0,
-        }
-    }
-
-    fn slot(i: usize, masks: &BTreeMap<usize, String>) -> Slot {
-        match masks.get(&i) {
-            Some(placeholder) => Slot::Mask { index: i, placeholder: placeholder.clone() },
+    fn slot(i: usize, masks: &Masks) -> Slot {
+        match masks.get(i) {
+            Some(mask) => Slot::Mask { index: i, placeholder: mask.text.clone() },
             None => Slot::Keep { index: i },
         }
     }
 
     /// `_find_compaction_cut_point` over `start..ctx.len()`: the cut, and the start of the turn
     /// it splits (if it splits one).
-    fn find_cut(&self, ctx: &Context, start: usize, keep: u64, units: &[u64]) -> (usize, Option<usize>) {
+    fn find_cut(&self, tl: &Timeline, start: usize, keep: u64, units: &[u64]) -> (usize, Option<usize>) {
+        let ctx = tl.ctx;
         let end = ctx.len();
-        let candidates: Vec<usize> = (start..end).filter(|i| is_candidate(ctx, *i)).collect();
+        let candidates: Vec<usize> = (start..end).filter(|i| tl.is_candidate(*i)).collect();
         let Some(&first) = candidates.first() else {
             return (start, None);
         };
         let mut cut = first;
         let mut accumulated = 0u64;
         for i in (start..end).rev() {
-            if !is_message_block(ctx, i) {
+            if !tl.is_message_block(i) {
                 continue;
             }
             accumulated += self.estimator.tokens_from_units(units[i]);
             if accumulated >= keep {
-                if let Some(&c) = candidates.iter().find(|c| **c >= i) {
+                // The first candidate at or after `i` (the candidates are in order).
+                if let Some(&c) = candidates.get(candidates.partition_point(|c| *c < i)) {
                     cut = c;
                 }
                 break;
@@ -422,52 +552,57 @@ impl CutPoint {
         }
         while cut > start {
             let prev = cut - 1;
-            if ctx.get(prev).is_some_and(|e| e.origin().is_summary()) || is_message_block(ctx, prev) {
+            if tl.is_summary(prev) || tl.is_message_block(prev) {
                 break;
             }
             cut -= 1;
         }
         // Guard: never leave a result after the cut whose call is before it.
-        let pairs = tool_pairs(ctx);
-        while let Some(&(c, _)) = pairs.iter().find(|(c, r)| *c < cut && cut <= *r && *c >= start) {
-            cut = c;
-        }
-        if is_turn_start(ctx, cut) {
+        let cut = guard_cut(ctx, start, cut);
+        if tl.is_turn_start(cut) {
             return (cut, None);
         }
-        let turn_start = (start..cut).rev().find(|i| is_turn_start(ctx, *i));
+        let turn_start = (start..cut).rev().find(|i| tl.is_turn_start(*i));
         (cut, turn_start)
     }
 
     /// The compaction digest of `range`.
-    fn digest(
-        &self,
-        ctx: &Context,
-        range: std::ops::Range<usize>,
-        units: &[u64],
-        masks: &BTreeMap<usize, String>,
-    ) -> Value {
-        let mut tool_outputs: BTreeMap<String, usize> = BTreeMap::new();
+    fn digest(&self, tl: &Timeline, range: std::ops::Range<usize>, units: &[u64], masks: &mut Masks) -> Value {
+        let ctx = tl.ctx;
+        // Results per tool name, by the name's index in the timeline.
+        let mut counts = vec![0usize; tl.names.len()];
         let mut hidden = Vec::new();
         let mut tokens = 0;
         for i in range.clone() {
             let Some(e) = ctx.get(i) else { continue };
             tokens += self.estimator.tokens_from_units(units[i]);
-            if e.role() != Role::Tool {
+            if tl.roles[i] != Role::Tool {
                 continue;
             }
-            let name = e.message().name.clone().unwrap_or_else(|| "tool".to_string());
-            *tool_outputs.entry(name.clone()).or_default() += 1;
-            let replacement = match (e.origin(), masks.get(&i)) {
-                (_, Some(text)) => Some(text.clone()),
+            let name = tl.name(i);
+            counts[tl.name_of[i] as usize] += 1;
+            let replacement = match (e.origin(), masks.take_text(i)) {
+                (_, Some(text)) => Some(text),
                 (Origin::Masked { .. }, None) => Some(e.message().content.clone()),
                 _ => None,
             };
             if let Some(text) = replacement {
-                hidden.push(json!({"index": recorded(ctx, i), "tool": name, "replacement_text": text}));
+                // `json!` would copy `text` (it serializes a reference): the values move in.
+                let mut item = serde_json::Map::new();
+                item.insert("index".into(), Value::from(recorded(ctx, i)));
+                item.insert("tool".into(), Value::from(name));
+                item.insert("replacement_text".into(), Value::String(text));
+                hidden.push(Value::Object(item));
             }
         }
-        json!({"blocks": range.len(), "tokens": tokens, "tool_outputs": tool_outputs, "hidden": hidden})
+        let mut digest = serde_json::Map::new();
+        digest.insert("blocks".into(), Value::from(range.len()));
+        digest.insert("tokens".into(), Value::from(tokens));
+        let tool_outputs: BTreeMap<&str, usize> =
+            tl.names.iter().zip(counts).filter(|(_, n)| *n > 0).map(|(name, n)| (*name, n)).collect();
+        digest.insert("tool_outputs".into(), json!(tool_outputs));
+        digest.insert("hidden".into(), Value::Array(hidden));
+        Value::Object(digest)
     }
 
     /// The cache points of `ctx` after rendering: the last block before the current turn, the
@@ -488,7 +623,7 @@ impl CutPoint {
         let previous_turn =
             (start..end).rev().find(|i| is_turn_start(ctx, *i)).filter(|ts| *ts > start).map(|ts| ts - 1);
 
-        let turns = turn_ids(ctx, start);
+        let turns = turn_ids(ctx, start, |i| is_turn_start(ctx, i));
         let mut last_of: HashMap<usize, usize> = HashMap::new();
         for (c, res) in tool_pairs(ctx) {
             if c >= start {
@@ -504,7 +639,7 @@ impl CutPoint {
             let (key, last) = if e.message().has_tool_calls() {
                 (format!("call-{i}"), last_of.get(&i).copied().unwrap_or(i))
             } else {
-                (format!("final-{}", turns[i].as_deref().unwrap_or("")), i)
+                (format!("final-{}", turns[i].map(turn_id).unwrap_or_default()), i)
             };
             let slot = rounds.entry(key).or_insert(last);
             *slot = (*slot).max(last);
@@ -556,8 +691,10 @@ impl Strategy for CutPoint {
             return None;
         }
         let r = regions(ctx);
-        let masks = self.ttl_masks(ctx, r.boundary);
-        let units: Vec<u64> = (0..ctx.len()).map(|i| self.entry_units(ctx, i, &masks)).collect();
+        let tl = Timeline::new(ctx, &self.estimator);
+        let mut masks = self.ttl_masks(&tl, r.boundary);
+        let has_masks = !masks.is_empty();
+        let units: Vec<u64> = (0..ctx.len()).map(|i| masks.get(i).map_or(tl.units[i], |m| m.units)).collect();
         let after_ttl = self.estimator.tokens_from_units(units.iter().sum());
 
         let mut notes = serde_json::Map::new();
@@ -567,7 +704,7 @@ impl Strategy for CutPoint {
         notes.insert("estimate_after_ttl".into(), json!(after_ttl));
         let ttl_layout: Vec<Slot> = (0..ctx.len()).map(|i| Self::slot(i, &masks)).collect();
         let ttl_only = |notes: serde_json::Map<String, Value>| {
-            (!masks.is_empty()).then(|| {
+            has_masks.then(|| {
                 let mut plan = Plan::deterministic(trigger, "ttl", ttl_layout.clone());
                 plan.notes = notes;
                 plan
@@ -579,7 +716,7 @@ impl Strategy for CutPoint {
 
         let keep = self.keep_recent_tokens(ctx, budget);
         notes.insert("keep_recent_tokens".into(), json!(keep));
-        let (cut, turn_start) = self.find_cut(ctx, r.boundary, keep, &units);
+        let (cut, turn_start) = self.find_cut(&tl, r.boundary, keep, &units);
         if cut <= r.boundary {
             return ttl_only(notes);
         }
@@ -611,22 +748,24 @@ impl Strategy for CutPoint {
             ));
         }
 
-        let turns = turn_ids(ctx, r.sys_end);
+        let turns = turn_ids(ctx, r.sys_end, |i| tl.is_turn_start(i));
         // First occurrences in order; the set keeps this linear in the covered range.
-        let mut seen: HashSet<&str> = HashSet::new();
+        let mut seen: HashSet<usize, BuildHasherDefault<Fnv>> = HashSet::default();
         let mut covered_turns: Vec<String> = Vec::new();
-        for id in turns[r.boundary..cut].iter().flatten() {
-            if seen.insert(id.as_str()) {
-                covered_turns.push(id.clone());
+        let mut last = None;
+        for &n in turns[r.boundary..cut].iter().flatten() {
+            if last != Some(n) && seen.insert(n) {
+                covered_turns.push(turn_id(n));
             }
+            last = Some(n);
         }
-        let summary_turn = turns[cut].clone().unwrap_or_default();
+        let summary_turn = turns[cut].map(turn_id).unwrap_or_default();
         notes.insert("cut_index".into(), json!(cut));
-        notes.insert("covered_turn_ids".into(), json!(covered_turns));
+        notes.insert("covered_turn_ids".into(), Value::from(covered_turns));
         if let Some(ts) = turn_start {
-            notes.insert("split_turn_id".into(), json!(turns[ts]));
+            notes.insert("split_turn_id".into(), json!(turns[ts].map(turn_id)));
         }
-        notes.insert("compaction_digest".into(), self.digest(ctx, r.boundary..cut, &units, &masks));
+        notes.insert("compaction_digest".into(), self.digest(&tl, r.boundary..cut, &units, &mut masks));
         notes.insert("path".into(), json!(format!("su:{summary_turn}.conv.range.summary")));
         notes.insert("main_summary".into(), json!(main.as_str()));
         if let Some(s) = r.last_summary {
@@ -635,9 +774,12 @@ impl Strategy for CutPoint {
 
         let mut layout: Vec<Slot> = (0..r.sys_end).map(|index| Slot::Keep { index }).collect();
         layout.push(Self::summary_slot());
-        layout.extend((cut..ctx.len()).map(|i| Self::slot(i, &masks)));
+        layout.extend((cut..ctx.len()).map(|i| match masks.take_text(i) {
+            Some(placeholder) => Slot::Mask { index: i, placeholder },
+            None => Slot::Keep { index: i },
+        }));
         let mut steps = Vec::new();
-        if !masks.is_empty() {
+        if has_masks {
             steps.push("ttl");
         }
         steps.push("cut");
@@ -704,8 +846,21 @@ impl Strategy for CutPoint {
             self.params.summary_max_tokens,
             plan.requests.first().map_or(ctx.last_round() + 1, |q| q.round),
         );
-        let joined = Plan { requests: vec![combined], ..plan.clone() };
-        apply_layout(self, ctx, budget, &joined, &[Ok(text)])
+        // The plan with the joined request. Its fallback only matters when the text is blank,
+        // and its notes only go into the event: both are copied only when needed (they hold
+        // a layout and a digest the size of the context).
+        let fallback = if text.trim().is_empty() { plan.fallback.clone() } else { Fallback::Unchanged };
+        let joined = Plan {
+            trigger: plan.trigger,
+            layout: plan.layout.clone(),
+            requests: vec![combined],
+            fallback,
+            step: plan.step.clone(),
+            notes: serde_json::Map::new(),
+        };
+        let mut out = apply_layout(self, ctx, budget, &joined, &[Ok(text)]);
+        out.event.notes = plan.notes.clone();
+        out
     }
     fn promises(&self, ctx: &Context, budget: &Budget) -> Promises {
         let mut documented_deviations = Vec::new();
@@ -1116,5 +1271,508 @@ mod tests {
         assert_eq!(err.param, "trigger_ratio");
         let err = CutPoint::new(Params { keep_recent_tokens: Some(0), ..Params::default() }).expect_err("zero");
         assert_eq!(err.param, "keep_recent_tokens");
+    }
+
+    // ---- the rewrite for speed against the implementation before it ----
+
+    use crate::strategies::priority_chain::tests::{arb_context, entries_of};
+    use proptest::prelude::{prop, prop_assert_eq, proptest, ProptestConfig};
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Every plan, its cache points and its promises, and the plan applied with summaries,
+        /// blank ones and failed ones, are those of the implementation before the rewrite; so
+        /// is the guard, with or without the whole list of pairs.
+        #[test]
+        fn fast_paths_make_the_plans_of_the_straightforward_ones(
+            ctx in arb_context(),
+            ttl in 0usize..3,
+            keep in prop::option::of(prop::sample::select(vec![1u64, 40, 300])),
+            ratio in prop::sample::select(vec![0.2f64, 0.6, 0.95, 1.05, 1.3, 3.0]),
+            at in 0usize..100,
+        ) {
+            let params = Params { ttl_turns: ttl, keep_recent_tokens: keep, ..Params::default() };
+            let (s, old) = (CutPoint::new(params.clone()).expect("valid"), legacy::Legacy::new(params));
+            let start = at.min(ctx.len()) / 2;
+            let cut = at.min(ctx.len());
+            prop_assert_eq!(guard_cut(&ctx, start, cut), guard_cut_with_pairs(&legacy::tool_pairs_of(&ctx), start, cut));
+            let window = ((ctx.units(&CharsOver4Role4).div_ceil(4) as f64 * ratio) as u64).max(1);
+            let budget = Budget::new(window);
+            prop_assert_eq!(s.cache_points(&ctx), old.cache_points(&ctx));
+            for trigger in [Trigger::Proactive, Trigger::Overflow] {
+                let plan = s.plan(&ctx, &budget, trigger);
+                prop_assert_eq!(&plan, &old.plan(&ctx, &budget, trigger));
+                let Some(plan) = plan else { continue };
+                let ok: Vec<SummaryOutcome> = plan.requests.iter().map(|_| Ok("- s".to_string())).collect();
+                let blank: Vec<SummaryOutcome> = plan.requests.iter().map(|_| Ok(" ".to_string())).collect();
+                let failed = vec![Err(SummaryFailure { reason: "x".into() })];
+                for summaries in [ok, blank, failed] {
+                    let (new, was) = (s.apply(&ctx, &budget, &plan, &summaries), old.apply(&ctx, &budget, &plan, &summaries));
+                    prop_assert_eq!(entries_of(&new.context), entries_of(&was.context));
+                    prop_assert_eq!(new.event, was.event);
+                }
+            }
+        }
+
+        /// TTL masks are measured on a message holding only the result's role, text and calls:
+        /// the estimator reads nothing else of a message.
+        #[test]
+        fn the_estimator_reads_role_text_and_calls_only(
+            role in prop::sample::select(vec![Role::System, Role::User, Role::Assistant, Role::Tool]),
+            content in ".{0,40}",
+            calls in prop::collection::vec(("[a-z]{0,6}", "[a-z{}\":]{0,12}"), 0..3),
+            id in prop::option::of("[a-z0-9]{0,8}"),
+            name in prop::option::of("[a-z]{0,8}"),
+            stage in prop::option::of("[a-z]{0,4}"),
+            error in prop::bool::ANY,
+        ) {
+            let calls: Vec<ToolCall> =
+                calls.into_iter().map(|(name, arguments)| ToolCall { id: "i".into(), name, arguments }).collect();
+            let mut full = Message::new(role, content.clone());
+            full.tool_calls = calls.clone();
+            full.tool_call_id = id;
+            full.name = name;
+            full.stage = stage;
+            full.is_error = error;
+            full.finish_reason = Some("stop".into());
+            full = full.with_meta("k", json!(1));
+            let mut bare = Message::new(role, content);
+            bare.tool_calls = calls;
+            prop_assert_eq!(CharsOver4Role4.message_units(&full), CharsOver4Role4.message_units(&bare));
+        }
+    }
+}
+
+/// The implementation before it was rewritten for speed (a copy of every masked message to
+/// measure it, the turn ids as strings, the tool pairs of the whole context for the cut's
+/// guard, the plan copied whole in `apply`), kept as the oracle
+/// `fast_paths_make_the_plans_of_the_straightforward_ones` holds the rewrite to.
+#[cfg(test)]
+pub(crate) mod legacy {
+    #![allow(clippy::all)]
+    use super::*;
+
+    fn regions(ctx: &Context) -> Regions {
+        let sys_end =
+            ctx.entries().iter().position(|e| e.role() != Role::System || e.origin().is_summary()).unwrap_or(ctx.len());
+        let last_summary = ctx.summaries().map(|(i, _)| i).filter(|i| *i >= sys_end).last();
+        let boundary = last_summary.map_or(sys_end, |s| s + 1);
+        Regions { sys_end, last_summary, boundary }
+    }
+
+    fn is_candidate(ctx: &Context, i: usize) -> bool {
+        ctx.get(i).is_some_and(|e| !e.origin().is_summary() && matches!(e.role(), Role::User | Role::Assistant))
+    }
+
+    fn is_message_block(ctx: &Context, i: usize) -> bool {
+        is_candidate(ctx, i) || ctx.get(i).is_some_and(|e| e.role() == Role::Tool)
+    }
+
+    fn is_turn_start(ctx: &Context, i: usize) -> bool {
+        ctx.get(i).is_some_and(|e| !e.origin().is_summary() && e.role() == Role::User)
+    }
+
+    fn recorded(ctx: &Context, i: usize) -> usize {
+        match ctx.get(i).map(|e| e.origin()) {
+            Some(Origin::Recorded { index } | Origin::Masked { index }) => *index,
+            _ => i,
+        }
+    }
+
+    /// `(call entry, result entry)` pairs, paired as the invariant checker pairs them.
+    fn tool_pairs(ctx: &Context) -> Vec<(usize, usize)> {
+        let mut open: HashMap<&str, Vec<usize>> = HashMap::new();
+        let mut out = Vec::new();
+        for (i, e) in ctx.entries().iter().enumerate() {
+            let m = e.message();
+            for c in &m.tool_calls {
+                open.entry(c.id.as_str()).or_default().push(i);
+            }
+            if m.role == Role::Tool {
+                if let Some(c) = m.tool_call_id.as_deref().and_then(|id| open.get_mut(id)).and_then(|v| v.pop()) {
+                    out.push((c, i));
+                }
+            }
+        }
+        out
+    }
+
+    /// The turn id of every entry from `from` on (`None` before it).
+    fn turn_ids(ctx: &Context, from: usize) -> Vec<Option<String>> {
+        let mut out = vec![None; ctx.len()];
+        let mut current: Option<String> = None;
+        for (i, slot) in out.iter_mut().enumerate().skip(from) {
+            if ctx.get(i).is_some_and(|e| e.origin().is_summary()) {
+                continue;
+            }
+            if is_turn_start(ctx, i) || current.is_none() {
+                current = Some(format!("turn-{}", recorded(ctx, i)));
+            }
+            slot.clone_from(&current);
+        }
+        out
+    }
+
+    pub(crate) struct Legacy {
+        params: Params,
+        estimator: CharsOver4Role4,
+        inner: CutPoint,
+    }
+
+    impl Legacy {
+        pub(crate) fn new(params: Params) -> Legacy {
+            let inner = CutPoint::new(params.clone()).expect("valid params");
+            Legacy { params, estimator: CharsOver4Role4, inner }
+        }
+        /// TTL pruning: placeholders for the tool results of turns older than the last `ttl_turns`.
+        fn ttl_masks(&self, ctx: &Context, boundary: usize) -> BTreeMap<usize, String> {
+            let mut out = BTreeMap::new();
+            let ttl = self.params.ttl_turns;
+            if ttl == 0 {
+                return out;
+            }
+            let mut turn = vec![0usize; ctx.len()];
+            let mut t = 0;
+            for (i, slot) in turn.iter_mut().enumerate().skip(boundary) {
+                if is_turn_start(ctx, i) {
+                    t += 1;
+                }
+                *slot = t;
+            }
+            let total = t;
+            for (i, e) in ctx.entries().iter().enumerate().skip(boundary) {
+                let old = turn[i] + ttl <= total;
+                if !old || e.role() != Role::Tool || !matches!(e.origin(), Origin::Recorded { .. }) {
+                    continue;
+                }
+                let tokens = e.tokens(&self.estimator);
+                let name = e.message().name.as_deref().unwrap_or("tool");
+                let text = format!("[{name} result hidden: {tokens} tokens, from an earlier turn]");
+                let mut masked = e.message().clone();
+                masked.content.clone_from(&text);
+                if self.estimator.message_units(&masked) < e.units(&self.estimator) {
+                    out.insert(i, text);
+                }
+            }
+            out
+        }
+
+        fn entry_units(&self, ctx: &Context, i: usize, masks: &BTreeMap<usize, String>) -> u64 {
+            match (ctx.get(i), masks.get(&i)) {
+                (Some(e), Some(text)) => {
+                    let mut m: Message = e.message().clone();
+                    m.content.clone_from(text);
+                    self.estimator.message_units(&m)
+                }
+                (Some(e), None) => e.units(&self.estimator),
+                (None, _) => 0,
+            }
+        }
+
+        fn slot(i: usize, masks: &BTreeMap<usize, String>) -> Slot {
+            match masks.get(&i) {
+                Some(placeholder) => Slot::Mask { index: i, placeholder: placeholder.clone() },
+                None => Slot::Keep { index: i },
+            }
+        }
+
+        /// `_find_compaction_cut_point` over `start..ctx.len()`: the cut, and the start of the turn
+        /// it splits (if it splits one).
+        fn find_cut(&self, ctx: &Context, start: usize, keep: u64, units: &[u64]) -> (usize, Option<usize>) {
+            let end = ctx.len();
+            let candidates: Vec<usize> = (start..end).filter(|i| is_candidate(ctx, *i)).collect();
+            let Some(&first) = candidates.first() else {
+                return (start, None);
+            };
+            let mut cut = first;
+            let mut accumulated = 0u64;
+            for i in (start..end).rev() {
+                if !is_message_block(ctx, i) {
+                    continue;
+                }
+                accumulated += self.estimator.tokens_from_units(units[i]);
+                if accumulated >= keep {
+                    if let Some(&c) = candidates.iter().find(|c| **c >= i) {
+                        cut = c;
+                    }
+                    break;
+                }
+            }
+            while cut > start {
+                let prev = cut - 1;
+                if ctx.get(prev).is_some_and(|e| e.origin().is_summary()) || is_message_block(ctx, prev) {
+                    break;
+                }
+                cut -= 1;
+            }
+            // Guard: never leave a result after the cut whose call is before it.
+            let pairs = tool_pairs(ctx);
+            while let Some(&(c, _)) = pairs.iter().find(|(c, r)| *c < cut && cut <= *r && *c >= start) {
+                cut = c;
+            }
+            if is_turn_start(ctx, cut) {
+                return (cut, None);
+            }
+            let turn_start = (start..cut).rev().find(|i| is_turn_start(ctx, *i));
+            (cut, turn_start)
+        }
+
+        /// The compaction digest of `range`.
+        fn digest(
+            &self,
+            ctx: &Context,
+            range: std::ops::Range<usize>,
+            units: &[u64],
+            masks: &BTreeMap<usize, String>,
+        ) -> Value {
+            let mut tool_outputs: BTreeMap<String, usize> = BTreeMap::new();
+            let mut hidden = Vec::new();
+            let mut tokens = 0;
+            for i in range.clone() {
+                let Some(e) = ctx.get(i) else { continue };
+                tokens += self.estimator.tokens_from_units(units[i]);
+                if e.role() != Role::Tool {
+                    continue;
+                }
+                let name = e.message().name.clone().unwrap_or_else(|| "tool".to_string());
+                *tool_outputs.entry(name.clone()).or_default() += 1;
+                let replacement = match (e.origin(), masks.get(&i)) {
+                    (_, Some(text)) => Some(text.clone()),
+                    (Origin::Masked { .. }, None) => Some(e.message().content.clone()),
+                    _ => None,
+                };
+                if let Some(text) = replacement {
+                    hidden.push(json!({"index": recorded(ctx, i), "tool": name, "replacement_text": text}));
+                }
+            }
+            json!({"blocks": range.len(), "tokens": tokens, "tool_outputs": tool_outputs, "hidden": hidden})
+        }
+
+        /// The cache points of `ctx` after rendering: the last block before the current turn, the
+        /// last block of round `N - cache_offset_rounds` (when there are at least that many rounds
+        /// before the last, and at least `cache_min_rounds`), and the last block.
+        ///
+        /// Rounds are counted over the visible stream (from the live summary on): each assistant
+        /// message with tool calls is a round with its results; the assistant messages without
+        /// calls of one turn make its final completion round.
+        pub(crate) fn cache_points(&self, ctx: &Context) -> CachePoints {
+            let r = regions(ctx);
+            let start = r.last_summary.unwrap_or(r.sys_end);
+            let end = ctx.len();
+            if start >= end {
+                return CachePoints::default();
+            }
+            let tail = Some(end - 1);
+            let previous_turn =
+                (start..end).rev().find(|i| is_turn_start(ctx, *i)).filter(|ts| *ts > start).map(|ts| ts - 1);
+
+            let turns = turn_ids(ctx, start);
+            let mut last_of: HashMap<usize, usize> = HashMap::new();
+            for (c, res) in tool_pairs(ctx) {
+                if c >= start {
+                    let e = last_of.entry(c).or_insert(c);
+                    *e = (*e).max(res);
+                }
+            }
+            let mut rounds: BTreeMap<String, usize> = BTreeMap::new();
+            for (i, e) in ctx.entries().iter().enumerate().skip(start) {
+                if e.role() != Role::Assistant || e.origin().is_summary() {
+                    continue;
+                }
+                let (key, last) = if e.message().has_tool_calls() {
+                    (format!("call-{i}"), last_of.get(&i).copied().unwrap_or(i))
+                } else {
+                    (format!("final-{}", turns[i].as_deref().unwrap_or("")), i)
+                };
+                let slot = rounds.entry(key).or_insert(last);
+                *slot = (*slot).max(last);
+            }
+            let mut lasts: Vec<usize> = rounds.into_values().collect();
+            lasts.sort_unstable();
+            let n = lasts.len();
+            let offset = self.params.cache_offset_rounds;
+            let pre_tail = (n >= self.params.cache_min_rounds && n > offset).then(|| lasts[n - 1 - offset]);
+            CachePoints { previous_turn, pre_tail, tail }
+        }
+
+        fn summary_slot() -> Slot {
+            Slot::Summary { request: 0, role: Role::System, prefix: String::new(), suffix: String::new() }
+        }
+        pub(crate) fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
+            let forced = trigger == Trigger::Overflow;
+            let threshold = self.inner.trigger_threshold(budget);
+            let before = self.inner.estimate(ctx);
+            if !forced && before <= threshold {
+                return None;
+            }
+            let r = regions(ctx);
+            let masks = self.ttl_masks(ctx, r.boundary);
+            let units: Vec<u64> = (0..ctx.len()).map(|i| self.entry_units(ctx, i, &masks)).collect();
+            let after_ttl = self.estimator.tokens_from_units(units.iter().sum());
+
+            let mut notes = serde_json::Map::new();
+            notes.insert("forced".into(), json!(forced));
+            notes.insert("trigger_threshold".into(), json!(threshold));
+            notes.insert("ttl_hidden".into(), json!(masks.len()));
+            notes.insert("estimate_after_ttl".into(), json!(after_ttl));
+            let ttl_layout: Vec<Slot> = (0..ctx.len()).map(|i| Self::slot(i, &masks)).collect();
+            let ttl_only = |notes: serde_json::Map<String, Value>| {
+                (!masks.is_empty()).then(|| {
+                    let mut plan = Plan::deterministic(trigger, "ttl", ttl_layout.clone());
+                    plan.notes = notes;
+                    plan
+                })
+            };
+            if !forced && after_ttl <= threshold {
+                return ttl_only(notes);
+            }
+
+            let keep = self.inner.keep_recent_tokens(ctx, budget);
+            notes.insert("keep_recent_tokens".into(), json!(keep));
+            let (cut, turn_start) = self.find_cut(ctx, r.boundary, keep, &units);
+            if cut <= r.boundary {
+                return ttl_only(notes);
+            }
+            let history_end = turn_start.unwrap_or(cut);
+            let history: Vec<usize> = (r.boundary..history_end).collect();
+            let prefix: Vec<usize> = turn_start.map(|ts| (ts..cut).collect()).unwrap_or_default();
+            let previous = r.last_summary.and_then(|s| ctx.get(s)).map(|e| e.message().content.trim().to_string());
+            let previous = previous.filter(|p| !p.is_empty());
+            let round = ctx.last_round() + 1;
+
+            let mut requests = Vec::new();
+            let main = if !history.is_empty() {
+                let mut request = SummaryRequest::new(
+                    history.clone(),
+                    PromptKind::Progressive,
+                    self.params.summary_max_tokens,
+                    round,
+                );
+                request.previous.clone_from(&previous);
+                requests.push(request);
+                Main::Request
+            } else if previous.is_some() {
+                Main::Previous
+            } else {
+                Main::Nothing
+            };
+            if !prefix.is_empty() {
+                requests.push(SummaryRequest::new(
+                    prefix.clone(),
+                    PromptKind::SplitTurnPrefix,
+                    self.params.split_turn_max_tokens,
+                    round,
+                ));
+            }
+
+            let turns = turn_ids(ctx, r.sys_end);
+            // First occurrences in order; the set keeps this linear in the covered range.
+            let mut seen: HashSet<&str> = HashSet::new();
+            let mut covered_turns: Vec<String> = Vec::new();
+            for id in turns[r.boundary..cut].iter().flatten() {
+                if seen.insert(id.as_str()) {
+                    covered_turns.push(id.clone());
+                }
+            }
+            let summary_turn = turns[cut].clone().unwrap_or_default();
+            notes.insert("cut_index".into(), json!(cut));
+            notes.insert("covered_turn_ids".into(), json!(covered_turns));
+            if let Some(ts) = turn_start {
+                notes.insert("split_turn_id".into(), json!(turns[ts]));
+            }
+            notes.insert("compaction_digest".into(), self.digest(ctx, r.boundary..cut, &units, &masks));
+            notes.insert("path".into(), json!(format!("su:{summary_turn}.conv.range.summary")));
+            notes.insert("main_summary".into(), json!(main.as_str()));
+            if let Some(s) = r.last_summary {
+                notes.insert("previous_summary_index".into(), json!(s));
+            }
+
+            let mut layout: Vec<Slot> = (0..r.sys_end).map(|index| Slot::Keep { index }).collect();
+            layout.push(Self::summary_slot());
+            layout.extend((cut..ctx.len()).map(|i| Self::slot(i, &masks)));
+            let mut steps = Vec::new();
+            if !masks.is_empty() {
+                steps.push("ttl");
+            }
+            steps.push("cut");
+            if turn_start.is_some() {
+                steps.push("split_turn");
+            }
+            Some(Plan {
+                trigger,
+                layout,
+                requests,
+                fallback: Fallback::Layout { label: "summary failed, compaction abandoned".into(), layout: ttl_layout },
+                step: steps.join("+"),
+                notes,
+            })
+        }
+        /// Join the progressive summary (or the reused previous one) and the split-turn prefix into
+        /// the one summary block, covering the previous summary, the history and the prefix.
+        pub(crate) fn apply(
+            &self,
+            ctx: &Context,
+            budget: &Budget,
+            plan: &Plan,
+            summaries: &[SummaryOutcome],
+        ) -> Compacted {
+            let failed = plan
+                .requests
+                .iter()
+                .enumerate()
+                .any(|(i, _)| !matches!(summaries.get(i), Some(Ok(t)) if !t.trim().is_empty()));
+            let has_summary_slot = plan.layout.iter().any(|s| matches!(s, Slot::Summary { .. }));
+            if failed || !has_summary_slot {
+                let reasons: Vec<SummaryOutcome> = plan
+                    .requests
+                    .iter()
+                    .enumerate()
+                    .map(|(i, _)| match summaries.get(i) {
+                        Some(Ok(t)) if t.trim().is_empty() => {
+                            Err(crate::strategy::SummaryFailure { reason: "empty summary".into() })
+                        }
+                        Some(s) => s.clone(),
+                        None => Err(crate::strategy::SummaryFailure { reason: "no summary given".into() }),
+                    })
+                    .collect();
+                return apply_layout(&self.inner, ctx, budget, plan, &reasons);
+            }
+            let text_of = |kind: &PromptKind| {
+                plan.requests.iter().position(|r| &r.prompt == kind).and_then(|i| match summaries.get(i) {
+                    Some(Ok(t)) => Some(t.trim().to_string()),
+                    _ => None,
+                })
+            };
+            let r = regions(ctx);
+            let main = match plan.notes.get("main_summary").and_then(Value::as_str) {
+                Some("previous") => {
+                    r.last_summary.and_then(|s| ctx.get(s)).map(|e| e.message().content.trim().to_string())
+                }
+                Some("none") => Some(NO_PRIOR_HISTORY.to_string()),
+                _ => text_of(&PromptKind::Progressive),
+            }
+            .unwrap_or_else(|| NO_PRIOR_HISTORY.to_string());
+            let text = match text_of(&PromptKind::SplitTurnPrefix) {
+                Some(prefix) => format!("{main}{SPLIT_TURN_HEADING}{prefix}"),
+                None => main,
+            };
+            let mut span: Vec<usize> = r.last_summary.into_iter().collect();
+            for req in &plan.requests {
+                span.extend_from_slice(&req.span);
+            }
+            let combined = SummaryRequest::new(
+                span,
+                PromptKind::Progressive,
+                self.params.summary_max_tokens,
+                plan.requests.first().map_or(ctx.last_round() + 1, |q| q.round),
+            );
+            let joined = Plan { requests: vec![combined], ..plan.clone() };
+            apply_layout(&self.inner, ctx, budget, &joined, &[Ok(text)])
+        }
+    }
+
+    pub(crate) fn tool_pairs_of(ctx: &Context) -> Vec<(usize, usize)> {
+        tool_pairs(ctx)
     }
 }

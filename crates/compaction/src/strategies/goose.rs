@@ -97,18 +97,19 @@ pub fn filter_tool_responses(is_tool: &[bool], percent: u32) -> Vec<usize> {
     }
     let to_remove = (tools.len() * percent as usize / 100).max(1);
     let middle = tools.len() / 2;
-    let mut removed = Vec::new();
+    // Which items go, marked by position (a lookup per item, not a search of the removed list).
+    let mut removed = vec![false; is_tool.len()];
     for i in 0..to_remove {
         let offset = i / 2;
         if i % 2 == 0 {
             if middle > offset {
-                removed.push(tools[middle - offset - 1]);
+                removed[tools[middle - offset - 1]] = true;
             }
         } else if middle + offset < tools.len() {
-            removed.push(tools[middle + offset]);
+            removed[tools[middle + offset]] = true;
         }
     }
-    all.into_iter().filter(|i| !removed.contains(i)).collect()
+    all.into_iter().filter(|&i| !removed[i]).collect()
 }
 
 impl Goose {

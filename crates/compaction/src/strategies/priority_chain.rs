@@ -94,9 +94,12 @@
 //! result, which both providers refuse (an orphaned result, an unanswered call). Declared in
 //! `documented_rejections`.
 
-use std::collections::HashMap;
+use std::cell::OnceCell;
+use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasherDefault;
 
 use schemars::JsonSchema;
+use seeded::Fnv;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -233,7 +236,9 @@ pub(crate) struct ChainBudget {
 /// What the deterministic part of the chain (P1, P2, and the P3 split) decided.
 struct Chain {
     /// The working list after P1 and P2 (and the digest).
-    slots: Vec<Slot>,
+    items: Vec<Item>,
+    /// The stage digest, when P2 injected one (the list holds it as [`DIGEST`]).
+    digest: Option<Message>,
     stripped: usize,
     compacted_stages: Vec<String>,
     /// `P1` or `P2` when the chain resolved before P3.
@@ -252,49 +257,340 @@ fn unit_ratio(strategy: &'static str, param: &'static str, v: f64, allow_zero: b
     }
 }
 
+/// A map keyed by call ids: FNV-1a rather than SipHash (ids are short, and the map is built
+/// once per request over the whole history).
+type IdMap<'a, V> = HashMap<&'a str, V, BuildHasherDefault<Fnv>>;
+
 /// `(call entry, result entry)` pairs, paired as the invariant checker pairs them (a result
 /// answers the most recent unanswered call of its id before it).
-fn tool_pairs(ctx: &Context) -> Vec<(usize, usize)> {
-    let mut open: HashMap<&str, Vec<usize>> = HashMap::new();
+pub(crate) fn tool_pairs(ctx: &Context) -> Vec<(usize, usize)> {
+    const NONE: usize = usize::MAX;
+    /// Open calls kept in the short list before they move to the map.
+    const RECENT: usize = 16;
+    // The open calls, oldest first: the newest few in `recent` (a result almost always answers
+    // one of them, found without hashing), the older ones in a stack per id, `open` holding the
+    // top node of each id and each node being `(call entry, node below it)`. Every call in
+    // `recent` is newer than every call in the stacks, so a result answers the newest call of
+    // its id in `recent`, or else the top of its id's stack.
+    let mut recent: VecDeque<(u64, &str, usize)> = VecDeque::with_capacity(RECENT);
+    let mut open: IdMap<usize> = HashMap::default();
+    let mut nodes: Vec<(usize, usize)> = Vec::new();
     let mut out = Vec::new();
     for (i, e) in ctx.entries().iter().enumerate() {
         let m = e.message();
         for c in &m.tool_calls {
-            open.entry(c.id.as_str()).or_default().push(i);
+            if recent.len() == RECENT {
+                if let Some((_, id, call)) = recent.pop_front() {
+                    let below = open.insert(id, nodes.len()).unwrap_or(NONE);
+                    nodes.push((call, below));
+                }
+            }
+            recent.push_back((id_key(&c.id), c.id.as_str(), i));
         }
-        if m.role == Role::Tool {
-            if let Some(c) = m.tool_call_id.as_deref().and_then(|id| open.get_mut(id)).and_then(|v| v.pop()) {
-                out.push((c, i));
+        if m.role != Role::Tool {
+            continue;
+        }
+        let Some(id) = m.tool_call_id.as_deref() else { continue };
+        let key = id_key(id);
+        if let Some(p) = recent.iter().rposition(|(k, x, _)| *k == key && *x == id) {
+            if let Some((_, _, call)) = recent.remove(p) {
+                out.push((call, i));
+            }
+        } else if let Some(top) = open.get_mut(id) {
+            if *top != NONE {
+                let (call, below) = nodes[*top];
+                *top = below;
+                out.push((call, i));
             }
         }
     }
     out
 }
 
-/// The smallest split `>= k` of `seq` (entries of the context, by index; `None` for new
-/// messages) that leaves no tool call before the split with a result after it.
-fn pair_safe_split(seq: &[Option<usize>], k: usize, pairs: &[(usize, usize)]) -> usize {
-    let pos: HashMap<usize, usize> = seq.iter().enumerate().filter_map(|(p, i)| i.map(|i| (i, p))).collect();
-    let spans: Vec<(usize, usize)> =
-        pairs.iter().filter_map(|(c, r)| Some((*pos.get(c)?, *pos.get(r)?))).filter(|(c, r)| c < r).collect();
-    let mut k = k;
-    loop {
-        let mut moved = false;
-        for &(c, r) in &spans {
-            if c < k && k <= r {
-                k = r + 1;
-                moved = true;
+/// A call id's length and last seven bytes: ids that differ there compare unequal without a
+/// byte-by-byte comparison.
+fn id_key(id: &str) -> u64 {
+    let b = id.as_bytes();
+    b[b.len().saturating_sub(7)..].iter().fold(b.len() as u64, |k, &x| (k << 8) | u64::from(x))
+}
+
+/// What the chain reads of every entry of a context (role, units, whether it is chitchat or
+/// has a stage label), gathered in one pass, and the context's tool pairs, found on first use.
+struct Scan<'a> {
+    ctx: &'a Context,
+    roles: Vec<Role>,
+    units: Vec<u64>,
+    /// P1's test on each entry.
+    chitchat: Vec<bool>,
+    /// Whether any message carries a stage label.
+    staged: bool,
+    pairs: OnceCell<Vec<(usize, usize)>>,
+}
+
+impl<'a> Scan<'a> {
+    fn new(ctx: &'a Context, chain: &PriorityChain) -> Scan<'a> {
+        let mut roles = Vec::with_capacity(ctx.len());
+        let mut units = Vec::with_capacity(ctx.len());
+        let mut chitchat = Vec::with_capacity(ctx.len());
+        let mut staged = false;
+        for e in ctx.entries() {
+            let m = e.message();
+            roles.push(m.role);
+            chitchat.push(chain.is_chitchat(m));
+            staged |= m.stage.is_some();
+            units.push(e.units(&chain.estimator));
+        }
+        Scan { ctx, roles, units, chitchat, staged, pairs: OnceCell::new() }
+    }
+    /// The role of entry `i` (a user message's when there is no such entry).
+    fn role(&self, i: usize) -> Role {
+        self.roles.get(i).copied().unwrap_or(Role::User)
+    }
+    /// The estimator's units of entry `i` (0 when there is no such entry).
+    fn units(&self, i: usize) -> u64 {
+        self.units.get(i).copied().unwrap_or(0)
+    }
+    fn pairs(&self) -> &[(usize, usize)] {
+        self.pairs.get_or_init(|| tool_pairs(self.ctx))
+    }
+
+    /// [`pair_safe_split`] with this context's tool pairs.
+    ///
+    /// The split only depends on the pairs that can rule out splits from `k` on. Near the start
+    /// of `seq` (the P3 split) those are the pairs of the calls before the split, and near its
+    /// end (the trim and the prune) the pairs of the results after `k`; each is found from its
+    /// call or its result alone ([`result_of_call`], [`call_of_result`]), so a split costs what
+    /// the entries around it cost, not the whole context. When that search grows past the size
+    /// of the context (a call never answered, a result answering nothing) it gives up, and the
+    /// split comes from every pair of the context, as it would anyway.
+    fn safe_split(&self, seq: &[Option<usize>], k: usize) -> usize {
+        let len = seq.len();
+        if k >= len {
+            return k.min(len);
+        }
+        if let Some(pairs) = self.pairs.get() {
+            return pair_safe_split(seq, k, pairs);
+        }
+        // The local search looks at no more entries than the whole pairing would.
+        let budget = self.ctx.len() + 64;
+        let local =
+            if k <= len - k { self.split_from_calls(seq, k, budget) } else { self.split_from_results(seq, k, budget) };
+        local.unwrap_or_else(|| pair_safe_split(seq, k, self.pairs()))
+    }
+
+    /// The position of each entry in `seq` (the last one when an entry appears twice), `NONE`
+    /// for the others.
+    fn positions(seq: &[Option<usize>]) -> Vec<usize> {
+        let size = seq.iter().flatten().max().map_or(0, |m| m + 1);
+        let mut pos = vec![NO_POSITION; size];
+        for (p, i) in seq.iter().enumerate() {
+            if let Some(i) = *i {
+                pos[i] = p;
             }
         }
-        if !moved {
-            return k.min(seq.len());
+        pos
+    }
+
+    /// [`Scan::safe_split`] from the calls before the split: the split `s` is ruled out when a
+    /// call before it has its result at `s` or after, so it moves past the furthest such result
+    /// until none is left. `None` when the search runs out of budget.
+    fn split_from_calls(&self, seq: &[Option<usize>], k: usize, budget: usize) -> Option<usize> {
+        let pos = Self::positions(seq);
+        let position = |i: usize| pos.get(i).copied().filter(|p| *p != NO_POSITION);
+        let mut budget = budget;
+        let mut reach: Option<usize> = None;
+        let (mut p, mut split) = (0, k);
+        loop {
+            while p < split {
+                if let Some(c) = seq[p].filter(|c| position(*c) == Some(p)) {
+                    let calls = self.ctx.get(c).map_or(0, |e| e.message().tool_calls.len());
+                    for t in 0..calls {
+                        if let Some(r) = result_of_call(self.ctx, c, t, &mut budget)? {
+                            if let Some(pr) = position(r).filter(|pr| *pr > p) {
+                                reach = Some(reach.map_or(pr, |f| f.max(pr)));
+                            }
+                        }
+                    }
+                }
+                p += 1;
+            }
+            match reach {
+                Some(f) if f >= split => split = f + 1,
+                _ => return Some(split),
+            }
         }
+    }
+
+    /// [`Scan::safe_split`] from the results at `k` and after: each rules out the splits after
+    /// its call up to itself. `None` when the search runs out of budget.
+    fn split_from_results(&self, seq: &[Option<usize>], k: usize, budget: usize) -> Option<usize> {
+        let pos = Self::positions(seq);
+        let position = |i: usize| pos.get(i).copied().filter(|p| *p != NO_POSITION);
+        let mut budget = budget;
+        let len = seq.len();
+        // `delta[s - k]` counts the pairs that start and stop ruling out split `s`.
+        let mut delta = vec![0i64; len - k + 2];
+        for (p, r) in seq.iter().enumerate().skip(k) {
+            let Some(r) = r.filter(|r| position(*r) == Some(p)) else { continue };
+            let Some(c) = call_of_result(self.ctx, r, &mut budget)? else { continue };
+            if let Some(pc) = position(c).filter(|pc| *pc < p) {
+                delta[(pc + 1).max(k) - k] += 1;
+                delta[p + 1 - k] -= 1;
+            }
+        }
+        let mut ruled_out = 0i64;
+        for (d, split) in delta.iter().zip(k..=len) {
+            ruled_out += d;
+            if ruled_out == 0 {
+                return Some(split);
+            }
+        }
+        Some(len)
     }
 }
 
-fn slot_role(ctx: &Context, slot: &Slot) -> Role {
+/// Marks an entry absent from a list in [`Scan::positions`].
+const NO_POSITION: usize = usize::MAX;
+
+/// The result that answers call `t` of entry `c`, as [`tool_pairs`] pairs them: the call is on
+/// top of its id's stack when the results above it are gone, so it is answered by the first
+/// result of its id at which no later call of that id is still open. `None` when `budget`
+/// (entries looked at) runs out first.
+fn result_of_call(ctx: &Context, c: usize, t: usize, budget: &mut usize) -> Option<Option<usize>> {
+    let e = ctx.entries();
+    let m = e[c].message();
+    let id = m.tool_calls[t].id.as_str();
+    // Later calls of the same id, pushed over this one and not answered yet.
+    let mut above = m.tool_calls[t + 1..].iter().filter(|x| x.id == id).count();
+    for (j, entry) in e.iter().enumerate().skip(c) {
+        let m = entry.message();
+        if j > c {
+            *budget = budget.checked_sub(1)?;
+            above += m.tool_calls.iter().filter(|x| x.id == id).count();
+        }
+        if m.role == Role::Tool && m.tool_call_id.as_deref() == Some(id) {
+            if above == 0 {
+                return Some(Some(j));
+            }
+            above -= 1;
+        }
+    }
+    Some(None)
+}
+
+/// The call entry that result `r` answers, as [`tool_pairs`] pairs them, found walking back:
+/// each result of the same id met on the way answers one call of that id before it, and the
+/// first call of the id left over is the one `r` answers. A result that found no open call
+/// (its id had none) answers nothing and every call before it was answered before it, so the
+/// walk never takes one of those calls. `None` when `budget` (entries looked at) runs out first.
+pub(crate) fn call_of_result(ctx: &Context, r: usize, budget: &mut usize) -> Option<Option<usize>> {
+    let e = ctx.entries();
+    let m = e[r].message();
+    let Some(id) = m.tool_call_id.as_deref().filter(|_| m.role == Role::Tool) else { return Some(None) };
+    // Results of the id between a call and `r`, each answering a call after that one.
+    let mut answered = 0usize;
+    for j in (0..=r).rev() {
+        let m = e[j].message();
+        if j < r {
+            *budget = budget.checked_sub(1)?;
+            if m.role == Role::Tool && m.tool_call_id.as_deref() == Some(id) {
+                answered += 1;
+            }
+        }
+        // An entry's calls come before its own result: newest first.
+        for _ in m.tool_calls.iter().rev().filter(|x| x.id == id) {
+            if answered == 0 {
+                return Some(Some(j));
+            }
+            answered -= 1;
+        }
+    }
+    Some(None)
+}
+
+/// The smallest split `>= k` of `seq` (entries of the context, by index; `None` for new
+/// messages) that leaves no tool call before the split with a result after it.
+///
+/// A pair whose call sits at position `c` of `seq` and its result at `r > c` rules out the
+/// splits `c + 1..=r`; the answer is the first split from `k` on that no pair rules out (at
+/// most `seq.len()`, which none does). Moving `k` to `r + 1` while a pair straddles it, until
+/// none does, reaches that same split: every split it passes over is ruled out.
+fn pair_safe_split(seq: &[Option<usize>], k: usize, pairs: &[(usize, usize)]) -> usize {
+    const NONE: usize = usize::MAX;
+    let len = seq.len();
+    if k >= len || pairs.is_empty() {
+        return k.min(len);
+    }
+    // Position of each entry in `seq` (the last one when an entry appears twice).
+    let size = seq.iter().flatten().max().map_or(0, |m| m + 1);
+    let mut pos = vec![NONE; size];
+    for (p, i) in seq.iter().enumerate() {
+        if let Some(i) = *i {
+            pos[i] = p;
+        }
+    }
+    // `delta` counts the pairs that start and stop ruling out each split.
+    let mut delta = vec![0i64; len + 1];
+    for &(c, r) in pairs {
+        let (Some(&pc), Some(&pr)) = (pos.get(c), pos.get(r)) else { continue };
+        if pc == NONE || pr == NONE || pc >= pr {
+            continue;
+        }
+        delta[pc + 1] += 1;
+        delta[pr + 1] -= 1;
+    }
+    let mut ruled_out = 0i64;
+    for (split, d) in delta.iter().enumerate() {
+        ruled_out += d;
+        if split >= k && ruled_out == 0 {
+            return split;
+        }
+    }
+    len
+}
+
+/// The positions of a list that [`PriorityChain::keep_last`] keeps, in order: every system
+/// position, then the last `keep` conversation positions, the cut moved forward past a split
+/// tool pair when `tool_pairs` is set. `entry` gives the context entry at a position (`None`
+/// for a new message).
+fn keep_last_positions(
+    len: usize,
+    is_system: impl Fn(usize) -> bool,
+    entry: impl Fn(usize) -> Option<usize>,
+    keep: usize,
+    tool_pairs: Option<&Scan>,
+) -> Vec<usize> {
+    let (mut out, conversation): (Vec<usize>, Vec<usize>) = (0..len).partition(|&p| is_system(p));
+    let mut k = conversation.len().saturating_sub(keep);
+    if let (Some(scan), true) = (tool_pairs, k > 0) {
+        let seq: Vec<Option<usize>> = conversation.iter().map(|&p| entry(p)).collect();
+        k = scan.safe_split(&seq, k);
+    }
+    out.extend_from_slice(&conversation[k..]);
+    out
+}
+
+/// An item of the working list the plan builds: a context entry, or [`DIGEST`].
+type Item = usize;
+/// The item standing for the stage digest P2 injects (a new system message).
+const DIGEST: Item = usize::MAX;
+
+/// `js_len(text) <= max`, without counting a long text through: a UTF-8 text of `n` bytes is
+/// between `n / 3` and `n` UTF-16 units long.
+fn js_len_at_most(text: &str, max: u64) -> bool {
+    let bytes = text.len() as u64;
+    if bytes <= max {
+        return true;
+    }
+    if bytes / 3 > max {
+        return false;
+    }
+    js_len(text) <= max
+}
+
+fn slot_role(scan: &Scan, slot: &Slot) -> Role {
     match slot {
-        Slot::Keep { index } | Slot::Mask { index, .. } => ctx.get(*index).map_or(Role::User, |e| e.role()),
+        Slot::Keep { index } | Slot::Mask { index, .. } => scan.role(*index),
         Slot::Summary { role, .. } => *role,
         Slot::Insert { message, .. } => message.role,
     }
@@ -315,10 +611,6 @@ fn verbatim_tail(ctx: &Context, layout: &[Slot]) -> usize {
         .enumerate()
         .take_while(|(j, s)| matches!(s, Slot::Keep { index } if ctx.len() > *j && *index == ctx.len() - 1 - j))
         .count()
-}
-
-fn is_identity(ctx: &Context, layout: &[Slot]) -> bool {
-    layout.len() == ctx.len() && verbatim_tail(ctx, layout) == ctx.len()
 }
 
 /// The stage digest text (`buildStageDigestMessage`).
@@ -373,11 +665,16 @@ impl PriorityChain {
 
     /// P1's test (`isChitchat`).
     pub fn is_chitchat(&self, m: &Message) -> bool {
-        if m.role != Role::User || js_len(&m.content) > self.params.chitchat_max_length {
+        if m.role != Role::User || !js_len_at_most(&m.content, self.params.chitchat_max_length) {
             return false;
         }
         // JavaScript's trim also removes the byte-order mark, which Rust's does not.
-        let text = m.content.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}').to_lowercase();
+        let trimmed = m.content.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}');
+        if trimmed.is_ascii() {
+            // Lowercasing ASCII changes no length and no `?` or `!`: no need to make the copy.
+            return (trimmed.len() as u64) < self.params.chitchat_short_length && !trimmed.contains(['?', '!']);
+        }
+        let text = trimmed.to_lowercase();
         js_len(&text) < self.params.chitchat_short_length && !text.contains('?') && !text.contains('!')
     }
 
@@ -395,21 +692,85 @@ impl PriorityChain {
         }
     }
 
-    fn slots_tokens(&self, ctx: &Context, slots: &[Slot]) -> u64 {
-        self.estimator.tokens_from_units(self.slots_units(ctx, slots))
+    /// [`PriorityChain::paper_mode`] from a scan.
+    fn paper_in(&self, scan: &Scan) -> bool {
+        match self.params.mode {
+            Mode::Paper => true,
+            Mode::General => false,
+            Mode::Auto => scan.staged,
+        }
     }
 
-    /// The estimator's units (characters) of `slots`; summaries count 0.
-    fn slots_units(&self, ctx: &Context, slots: &[Slot]) -> u64 {
-        slots
+    /// The estimator's units (characters) of the working list `items`.
+    fn items_units(&self, scan: &Scan, items: &[Item], digest: Option<&Message>) -> u64 {
+        items
             .iter()
-            .map(|s| match s {
-                Slot::Keep { index } => ctx.get(*index).map_or(0, |e| e.units(&self.estimator)),
-                Slot::Insert { message, .. } => self.estimator.message_units(message),
-                Slot::Mask { placeholder, .. } => js_len(placeholder),
-                Slot::Summary { .. } => 0,
+            .map(|&i| match (i, digest) {
+                (DIGEST, Some(m)) => self.estimator.message_units(m),
+                (DIGEST, None) => 0,
+                (i, _) => scan.units(i),
             })
             .sum()
+    }
+
+    fn items_tokens(&self, scan: &Scan, items: &[Item], digest: Option<&Message>) -> u64 {
+        self.estimator.tokens_from_units(self.items_units(scan, items, digest))
+    }
+
+    /// The estimate of the context `layout` builds (as [`build_layout`] builds it), without
+    /// building it.
+    fn layout_tokens(&self, scan: &Scan, layout: &[Slot], summaries: &[SummaryOutcome]) -> u64 {
+        let units: u64 = layout
+            .iter()
+            .map(|slot| match slot {
+                Slot::Keep { index } => scan.units(*index),
+                Slot::Mask { index, placeholder } => scan.ctx.get(*index).map_or(0, |e| {
+                    let mut m = e.message().clone();
+                    m.content.clone_from(placeholder);
+                    self.estimator.message_units(&m)
+                }),
+                Slot::Summary { request, role, prefix, suffix } => {
+                    let text = match summaries.get(*request) {
+                        Some(Ok(t)) => t.as_str(),
+                        _ => "",
+                    };
+                    self.estimator.message_units(&Message::new(*role, format!("{prefix}{text}{suffix}")))
+                }
+                Slot::Insert { message, .. } => self.estimator.message_units(message),
+            })
+            .sum();
+        self.estimator.tokens_from_units(units)
+    }
+
+    /// The role of working-list item `i`.
+    fn item_role(scan: &Scan, i: Item) -> Role {
+        match i {
+            DIGEST => Role::System,
+            i => scan.role(i),
+        }
+    }
+
+    /// The working list as layout slots.
+    fn to_slots(items: &[Item], digest: Option<&Message>) -> Vec<Slot> {
+        let mut slots = Vec::with_capacity(items.len());
+        Self::extend_slots(&mut slots, items, digest);
+        slots
+    }
+
+    /// Append the working list `items` to `slots`, as layout slots.
+    fn extend_slots(slots: &mut Vec<Slot>, items: &[Item], digest: Option<&Message>) {
+        slots.extend(items.iter().map(|&i| match i {
+            DIGEST => Slot::Insert {
+                message: digest.cloned().unwrap_or_else(|| Message::system("")),
+                what: Inserted::StageDigest,
+            },
+            index => Slot::Keep { index },
+        }));
+    }
+
+    /// Whether `items` reproduce `ctx` entry for entry.
+    fn is_identity_items(ctx: &Context, items: &[Item]) -> bool {
+        items.len() == ctx.len() && items.iter().enumerate().all(|(p, &i)| p == i)
     }
 
     /// Whether the paper-mode trim (Task 9) shortens `ctx`: paper mode, the trim on, and more
@@ -421,15 +782,41 @@ impl PriorityChain {
             && ctx.entries().iter().filter(|e| e.role() != Role::System).nth(keep).is_some()
     }
 
+    /// [`PriorityChain::trims`] from a scan, with paper mode already known.
+    fn trims_in(&self, scan: &Scan, paper: bool) -> bool {
+        let keep = self.params.paper_trim_last;
+        keep > 0 && paper && scan.roles.iter().filter(|r| **r != Role::System).nth(keep).is_some()
+    }
+
+    /// The scan whose pairs `keep_last` moves its cut for, if it does.
+    fn pairs_for<'p, 'a>(&self, scan: &'p Scan<'a>) -> Option<&'p Scan<'a>> {
+        self.params.keep_tool_pairs.then_some(scan)
+    }
+
     /// The list the chain starts from: the whole context, or in paper mode the route's legacy
     /// trim (`modelMessages.slice(-MAX_CHAT_HISTORY_PAIRS * 2)`): every system message, then the
     /// newest `paper_trim_last` conversation messages (moved forward past a cut tool pair).
-    fn base(&self, ctx: &Context) -> Vec<Slot> {
-        let all: Vec<Slot> = (0..ctx.len()).map(|index| Slot::Keep { index }).collect();
-        if self.trims(ctx) {
-            self.keep_last(ctx, &all, self.params.paper_trim_last)
+    fn base(&self, scan: &Scan, paper: bool) -> Vec<Item> {
+        if self.trims_in(scan, paper) {
+            keep_last_positions(
+                scan.roles.len(),
+                |p| scan.roles[p] == Role::System,
+                Some,
+                self.params.paper_trim_last,
+                self.pairs_for(scan),
+            )
         } else {
-            all
+            (0..scan.roles.len()).collect()
+        }
+    }
+
+    /// The estimator's units of the list the chain starts from.
+    fn base_units(&self, scan: &Scan) -> u64 {
+        let paper = self.paper_in(scan);
+        if self.trims_in(scan, paper) {
+            self.items_units(scan, &self.base(scan, paper), None)
+        } else {
+            scan.units.iter().sum()
         }
     }
 
@@ -471,22 +858,23 @@ impl PriorityChain {
     }
 
     /// Put the stage digest for `compacted` after the system messages, merging an earlier one.
-    fn inject_digest(&self, ctx: &Context, slots: &mut Vec<Slot>, compacted: &[String]) {
+    fn inject_digest(&self, scan: &Scan, chain: &mut Chain) {
+        let ctx = scan.ctx;
+        let compacted = &chain.compacted_stages;
         if compacted.is_empty() {
             return;
         }
+        let items = &mut chain.items;
         let mut count = compacted.len();
         let mut lines = Vec::new();
-        let previous = slots.iter().position(|s| {
-            matches!(s, Slot::Keep { index } if ctx.get(*index)
-                .is_some_and(|e| matches!(e.origin(), Origin::Inserted { what: Inserted::StageDigest })))
+        let previous = items.iter().position(|&i| {
+            i != DIGEST
+                && ctx.get(i).is_some_and(|e| matches!(e.origin(), Origin::Inserted { what: Inserted::StageDigest }))
         });
         let mut prev_text = None;
         if let Some(p) = previous {
-            let parsed =
-                slot_entry(&slots[p]).and_then(|i| ctx.get(i)).and_then(|e| parse_digest(&e.message().content));
-            if let Some((n, entries)) = parsed {
-                slots.remove(p);
+            if let Some((n, entries)) = ctx.get(items[p]).and_then(|e| parse_digest(&e.message().content)) {
+                items.remove(p);
                 count += n;
                 prev_text = Some(entries);
             }
@@ -496,33 +884,35 @@ impl PriorityChain {
         if lines.is_empty() {
             return;
         }
-        let message = Message::system(stage_digest_text(count, &lines.join("\n")));
-        let at = slots.iter().filter(|s| slot_role(ctx, s) == Role::System).count().min(slots.len());
-        slots.insert(at, Slot::Insert { message, what: Inserted::StageDigest });
+        let at = items.iter().filter(|&&i| Self::item_role(scan, i) == Role::System).count().min(items.len());
+        items.insert(at, DIGEST);
+        chain.digest = Some(Message::system(stage_digest_text(count, &lines.join("\n"))));
     }
 
     /// P1, P2 and the P3 split, as far as they go without the summary.
-    fn run_chain(&self, ctx: &Context, base: Vec<Slot>, thresholds: &ChainBudget, paper: bool) -> Chain {
+    fn run_chain(&self, scan: &Scan, base: Vec<Item>, thresholds: &ChainBudget, paper: bool) -> Chain {
+        let ctx = scan.ctx;
         let cthr = thresholds.compaction_threshold;
-        let pairs = if self.params.keep_tool_pairs { tool_pairs(ctx) } else { Vec::new() };
         let start = base.len();
-        let mut chain = Chain { slots: base, stripped: 0, compacted_stages: Vec::new(), resolved: None, p3: None };
+        let mut chain =
+            Chain { items: base, digest: None, stripped: 0, compacted_stages: Vec::new(), resolved: None, p3: None };
 
         // P1: strip chitchat.
-        chain.slots.retain(|s| !slot_entry(s).and_then(|i| ctx.get(i)).is_some_and(|e| self.is_chitchat(e.message())));
-        chain.stripped = start - chain.slots.len();
-        if self.slots_tokens(ctx, &chain.slots) < cthr {
+        chain.items.retain(|&i| i == DIGEST || !scan.chitchat.get(i).copied().unwrap_or(false));
+        chain.stripped = start - chain.items.len();
+        if self.items_tokens(scan, &chain.items, chain.digest.as_ref()) < cthr {
             chain.resolved = Some("P1");
             return chain;
         }
 
         // P2: drop the oldest completed stages.
         if paper {
+            let stage_pairs = if self.params.keep_tool_pairs { scan.pairs() } else { &[] };
             for (stage, first, last) in Self::completed_stages(ctx) {
                 let mut drop: Vec<bool> = (0..ctx.len()).map(|i| (first..=last).contains(&i)).collect();
                 loop {
                     let mut changed = false;
-                    for &(c, r) in &pairs {
+                    for &(c, r) in stage_pairs {
                         if drop[c] != drop[r] {
                             drop[c] = true;
                             drop[r] = true;
@@ -533,25 +923,20 @@ impl PriorityChain {
                         break;
                     }
                 }
-                chain.slots.retain(|s| match slot_entry(s) {
-                    Some(i) => ctx.get(i).is_some_and(|e| e.role() == Role::System) || !drop[i],
-                    None => true,
-                });
+                chain.items.retain(|&i| i == DIGEST || scan.role(i) == Role::System || !drop[i]);
                 chain.compacted_stages.push(stage);
-                if self.slots_tokens(ctx, &chain.slots) < cthr {
-                    let stages = chain.compacted_stages.clone();
-                    self.inject_digest(ctx, &mut chain.slots, &stages);
+                if self.items_tokens(scan, &chain.items, chain.digest.as_ref()) < cthr {
+                    self.inject_digest(scan, &mut chain);
                     chain.resolved = Some("P2");
                     return chain;
                 }
             }
-            let stages = chain.compacted_stages.clone();
-            self.inject_digest(ctx, &mut chain.slots, &stages);
+            self.inject_digest(scan, &mut chain);
         }
 
         // P3: summarize the oldest conversation messages.
-        let (system, conversation): (Vec<Slot>, Vec<Slot>) =
-            chain.slots.iter().cloned().partition(|s| slot_role(ctx, s) == Role::System);
+        let (system, conversation): (Vec<Item>, Vec<Item>) =
+            chain.items.iter().partition(|&&i| Self::item_role(scan, i) == Role::System);
         let n = conversation.len();
         let count = if paper {
             ((n as f64 * self.params.paper_summarize_ratio).floor() as usize).min(self.params.paper_summarize_max)
@@ -559,9 +944,14 @@ impl PriorityChain {
             self.params.general_summarize_max.min((n as f64 * self.params.general_summarize_ratio).floor() as usize)
         };
         if count > self.params.summarize_more_than {
-            let seq: Vec<Option<usize>> = conversation.iter().map(slot_entry).collect();
-            let k = if self.params.keep_tool_pairs { pair_safe_split(&seq, count, &pairs) } else { count };
-            let span: Vec<usize> = seq[..k].iter().flatten().copied().collect();
+            let k = match self.pairs_for(scan) {
+                Some(scan) => {
+                    let seq: Vec<Option<usize>> = conversation.iter().map(|&i| (i != DIGEST).then_some(i)).collect();
+                    scan.safe_split(&seq, count)
+                }
+                None => count,
+            };
+            let span: Vec<usize> = conversation[..k].iter().copied().filter(|&i| i != DIGEST).collect();
             let prompt = if paper {
                 PromptKind::PaperMidStage { stage: Self::current_stage(ctx).unwrap_or("unknown").to_string() }
             } else {
@@ -569,36 +959,47 @@ impl PriorityChain {
             };
             let mut request = SummaryRequest::new(span, prompt, self.params.summary_max_tokens, ctx.last_round() + 1);
             request.target_chars = Some(self.params.summary_max_chars);
-            let mut layout = system;
+            let mut layout = Vec::with_capacity(system.len() + 1 + n - k);
+            Self::extend_slots(&mut layout, &system, chain.digest.as_ref());
             layout.push(Slot::Summary {
                 request: 0,
                 role: Role::System,
                 prefix: SUMMARY_PREFIX.to_string(),
                 suffix: SUMMARY_SUFFIX.to_string(),
             });
-            layout.extend(conversation[k..].iter().cloned());
+            Self::extend_slots(&mut layout, &conversation[k..], chain.digest.as_ref());
             chain.p3 = Some((request, layout));
         }
         chain
     }
 
-    /// P5: every system message, then the last `prune_keep_last` conversation messages.
-    fn prune(&self, ctx: &Context, slots: &[Slot]) -> Vec<Slot> {
-        self.keep_last(ctx, slots, self.params.prune_keep_last)
+    /// P5 on a layout: every system message, then the last `prune_keep_last` conversation
+    /// messages.
+    fn prune(&self, scan: &Scan, slots: &[Slot]) -> Vec<Slot> {
+        keep_last_positions(
+            slots.len(),
+            |p| slot_role(scan, &slots[p]) == Role::System,
+            |p| slot_entry(&slots[p]),
+            self.params.prune_keep_last,
+            self.pairs_for(scan),
+        )
+        .into_iter()
+        .map(|p| slots[p].clone())
+        .collect()
     }
 
-    /// Every system slot, then the last `keep` conversation slots (moved forward past a cut
-    /// tool pair when `keep_tool_pairs`).
-    fn keep_last(&self, ctx: &Context, slots: &[Slot], keep: usize) -> Vec<Slot> {
-        let (mut out, conversation): (Vec<Slot>, Vec<Slot>) =
-            slots.iter().cloned().partition(|s| slot_role(ctx, s) == Role::System);
-        let mut k = conversation.len().saturating_sub(keep);
-        if self.params.keep_tool_pairs && k > 0 {
-            let seq: Vec<Option<usize>> = conversation.iter().map(slot_entry).collect();
-            k = pair_safe_split(&seq, k, &tool_pairs(ctx));
-        }
-        out.extend(conversation[k..].iter().cloned());
-        out
+    /// P5 on the working list.
+    fn prune_items(&self, scan: &Scan, items: &[Item]) -> Vec<Item> {
+        keep_last_positions(
+            items.len(),
+            |p| Self::item_role(scan, items[p]) == Role::System,
+            |p| (items[p] != DIGEST).then_some(items[p]),
+            self.params.prune_keep_last,
+            self.pairs_for(scan),
+        )
+        .into_iter()
+        .map(|p| items[p])
+        .collect()
     }
 
     /// The priorities that acted, joined (`trim+P1+P3+P5`).
@@ -666,10 +1067,11 @@ impl Strategy for PriorityChain {
         self.threshold(ctx, budget).is_some_and(|t| self.estimate(ctx) > t) || self.trims(ctx)
     }
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
-        let paper = self.paper_mode(ctx);
-        let base = self.base(ctx);
+        let scan = Scan::new(ctx, self);
+        let paper = self.paper_in(&scan);
+        let base = self.base(&scan, paper);
         let trimmed = ctx.len() - base.len();
-        let b = self.check_context_budget(self.slots_units(ctx, &base), budget.context_window);
+        let b = self.check_context_budget(self.items_units(&scan, &base, None), budget.context_window);
         if !b.should_compact && !b.should_prune && trimmed == 0 {
             return None;
         }
@@ -683,16 +1085,20 @@ impl Strategy for PriorityChain {
         if !b.should_compact {
             // Under the trigger: the trim, and between the prune threshold and the trigger the
             // prune, alone.
-            let fin = if b.should_prune { self.prune(ctx, &base) } else { base.clone() };
-            if is_identity(ctx, &fin) {
+            let identity = if b.should_prune {
+                Self::is_identity_items(ctx, &self.prune_items(&scan, &base))
+            } else {
+                Self::is_identity_items(ctx, &base)
+            };
+            if identity {
                 return None;
             }
             let step = if trimmed > 0 { "trim" } else { "P5" };
-            let mut plan = Plan::deterministic(trigger, step, base);
+            let mut plan = Plan::deterministic(trigger, step, Self::to_slots(&base, None));
             plan.notes = notes;
             return Some(plan);
         }
-        let chain = self.run_chain(ctx, base, &b, paper);
+        let chain = self.run_chain(&scan, base, &b, paper);
         notes.insert("stripped_chitchat".into(), json!(chain.stripped));
         notes.insert("compacted_stages".into(), json!(chain.compacted_stages));
         if let Some(r) = chain.resolved {
@@ -707,7 +1113,10 @@ impl Strategy for PriorityChain {
                     trigger,
                     layout,
                     requests: vec![request],
-                    fallback: Fallback::Layout { label: "P3 summary failed".into(), layout: chain.slots },
+                    fallback: Fallback::Layout {
+                        label: "P3 summary failed".into(),
+                        layout: Self::to_slots(&chain.items, chain.digest.as_ref()),
+                    },
                     step,
                     notes,
                 })
@@ -715,13 +1124,19 @@ impl Strategy for PriorityChain {
             None => {
                 let prune_gate = match self.params.prune_check {
                     PruneCheck::BeforeChain => b.should_prune,
-                    PruneCheck::AfterChain => self.slots_tokens(ctx, &chain.slots) > b.prune_threshold,
+                    PruneCheck::AfterChain => {
+                        self.items_tokens(&scan, &chain.items, chain.digest.as_ref()) > b.prune_threshold
+                    }
                 };
-                let fin = if prune_gate { self.prune(ctx, &chain.slots) } else { chain.slots.clone() };
-                if is_identity(ctx, &fin) {
+                let identity = if prune_gate {
+                    Self::is_identity_items(ctx, &self.prune_items(&scan, &chain.items))
+                } else {
+                    Self::is_identity_items(ctx, &chain.items)
+                };
+                if identity {
                     return None;
                 }
-                let mut plan = Plan::deterministic(trigger, steps, chain.slots);
+                let mut plan = Plan::deterministic(trigger, steps, Self::to_slots(&chain.items, chain.digest.as_ref()));
                 plan.notes = notes;
                 Some(plan)
             }
@@ -742,11 +1157,13 @@ impl Strategy for PriorityChain {
             (Some(_), Fallback::Unchanged) => return apply_layout(self, ctx, budget, plan, summaries),
         };
         let summarized = !plan.requests.is_empty() && failure.is_none();
-        let b = self.check_context_budget(self.slots_units(ctx, &self.base(ctx)), budget.context_window);
+        let scan = Scan::new(ctx, self);
+        let b = self.check_context_budget(self.base_units(&scan), budget.context_window);
         let paper = plan.notes.get("mode").and_then(Value::as_str) == Some("paper");
         let chain_ran = plan.notes.get("chain_ran").and_then(Value::as_bool).unwrap_or(b.should_compact);
-        let chained = build_layout(ctx, layout, &plan.requests, summaries);
-        let after_chain = self.estimate(&chained.context);
+        // The estimate of the context the chain leaves, before the prune: built only when the
+        // prune leaves it as it is.
+        let after_chain = self.layout_tokens(&scan, layout, summaries);
 
         let mut notes = plan.notes.clone();
         let resolved = match plan.notes.get("resolved_at").and_then(Value::as_str) {
@@ -766,11 +1183,11 @@ impl Strategy for PriorityChain {
             PruneCheck::AfterChain => after_chain > b.prune_threshold,
         };
         let (built, pruned): (Built, usize) = if prune_gate {
-            let fin = self.prune(ctx, layout);
+            let fin = self.prune(&scan, layout);
             let dropped = layout.len() - fin.len();
             (build_layout(ctx, &fin, &plan.requests, summaries), dropped)
         } else {
-            (chained, 0)
+            (build_layout(ctx, layout, &plan.requests, summaries), 0)
         };
         notes.insert("pruned".into(), json!(pruned));
 
@@ -818,9 +1235,10 @@ impl Strategy for PriorityChain {
         let recent_window = match self.plan(ctx, budget, Trigger::Proactive) {
             None => ctx.len(),
             Some(plan) => {
-                let mut w = verbatim_tail(ctx, &self.prune(ctx, &plan.layout));
+                let scan = Scan::new(ctx, self);
+                let mut w = verbatim_tail(ctx, &self.prune(&scan, &plan.layout));
                 if let Fallback::Layout { layout, .. } = &plan.fallback {
-                    w = w.min(verbatim_tail(ctx, &self.prune(ctx, layout)));
+                    w = w.min(verbatim_tail(ctx, &self.prune(&scan, layout)));
                 }
                 w
             }
@@ -830,7 +1248,7 @@ impl Strategy for PriorityChain {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::invariants::{check_compaction, check_context};
     use crate::message::ToolCall;
@@ -1431,5 +1849,671 @@ mod tests {
         assert_eq!(s.promises(&ctx, &budget).recent_window, 0);
         let out = run(&s, &ctx, &budget, "- s");
         assert!(undocumented(&s, &ctx, &budget, &out).is_empty());
+    }
+
+    // ---- the rewrite for speed against the implementation before it ----
+
+    use crate::context::Entry;
+    use proptest::prelude::{
+        prop, prop_assert, prop_assert_eq, prop_oneof, proptest, Just, ProptestConfig, Strategy as Gen,
+    };
+
+    /// One generated message, before it becomes an entry.
+    #[derive(Debug, Clone)]
+    pub(crate) enum Step {
+        /// A user message of `n` characters, or (`chat`) one of a few short confirmations.
+        User {
+            n: usize,
+            chat: Option<u8>,
+        },
+        Assistant {
+            n: usize,
+        },
+        /// An assistant message calling tools, by ids from a small pool (ids get reused).
+        Calls {
+            ids: Vec<u8>,
+        },
+        /// A tool result answering an id from the pool (maybe no call, maybe an old one).
+        Result {
+            id: u8,
+            n: usize,
+        },
+        System {
+            n: usize,
+        },
+        /// A summary entry (a system message), or a stage digest this strategy wrote.
+        Summary,
+        Digest,
+    }
+
+    pub(crate) fn arb_step() -> impl Gen<Value = Step> {
+        prop_oneof![
+            4 => (0usize..300, prop::option::weighted(0.3, 0u8..8)).prop_map(|(n, chat)| Step::User { n, chat }),
+            3 => (0usize..300).prop_map(|n| Step::Assistant { n }),
+            3 => prop::collection::vec(0u8..6, 1..4).prop_map(|ids| Step::Calls { ids }),
+            4 => (0u8..6, 0usize..600).prop_map(|(id, n)| Step::Result { id, n }),
+            1 => (0usize..100).prop_map(|n| Step::System { n }),
+            1 => Just(Step::Summary),
+            1 => Just(Step::Digest),
+        ]
+    }
+
+    /// A context of `steps`, with stage labels and stage decisions when `stages` says so.
+    pub(crate) fn context_of(steps: &[(Step, Option<u8>, bool)], system: bool) -> Context {
+        const CHAT: [&str; 8] = ["ok", " sure ", "ok?", "bagus!", "İİ", "\u{feff}ya", "ok thanks", "next"];
+        let mut entries = Vec::new();
+        if system {
+            entries.push(Entry::recorded(0, Message::system("You help.")));
+        }
+        for (k, (step, stage, decision)) in steps.iter().enumerate() {
+            let i = entries.len();
+            let body = |n: usize| format!("{k} {}", text(n, 'x'));
+            let (m, origin) = match step {
+                Step::User { n, chat } => {
+                    (Message::user(chat.map_or_else(|| body(*n), |c| CHAT[c as usize].to_string())), None)
+                }
+                Step::Assistant { n } => (Message::assistant(body(*n)), None),
+                Step::Calls { ids } => {
+                    let calls = ids
+                        .iter()
+                        .map(|id| ToolCall { id: format!("c{id}"), name: "read".into(), arguments: "{}".into() })
+                        .collect();
+                    (Message::assistant_calls("", calls), None)
+                }
+                Step::Result { id, n } => (Message::tool_result(format!("c{id}"), "read", body(*n)), None),
+                Step::System { n } => (Message::system(body(*n)), None),
+                Step::Summary => {
+                    (Message::system("earlier summary"), Some(Origin::Summary { round: 1, covers: vec![0] }))
+                }
+                Step::Digest => (
+                    Message::system(stage_digest_text(2, "- a: x\n- b: y")),
+                    Some(Origin::Inserted { what: Inserted::StageDigest }),
+                ),
+            };
+            let mut m = m;
+            if let Some(s) = stage {
+                m = m.with_stage(["a", "b", "c"][*s as usize % 3]);
+                if *decision {
+                    m = m.with_meta("stage_decision", json!(format!("decided {k}")));
+                }
+            }
+            entries.push(Entry::new(m, origin.unwrap_or(Origin::Recorded { index: i })));
+        }
+        Context::from_entries(entries)
+    }
+
+    pub(crate) fn arb_context() -> impl Gen<Value = Context> {
+        let step = (arb_step(), prop::option::weighted(0.3, 0u8..3), prop::bool::weighted(0.2));
+        (prop::collection::vec(step, 0..90), prop::bool::weighted(0.85))
+            .prop_map(|(steps, system)| context_of(&steps, system))
+    }
+
+    /// Entries as comparable values.
+    pub(crate) fn entries_of(ctx: &Context) -> Vec<(Message, Origin)> {
+        ctx.entries().iter().map(|e| (e.message().clone(), e.origin().clone())).collect()
+    }
+
+    fn arb_params() -> impl Gen<Value = Params> {
+        (
+            0u8..3,
+            any_bool(),
+            any_bool(),
+            prop::sample::select(vec![0usize, 3, 40]),
+            prop::sample::select(vec![2usize, 50]),
+        )
+            .prop_map(|(mode, pairs, after, trim, keep)| Params {
+                mode: [Mode::Auto, Mode::Paper, Mode::General][mode as usize],
+                keep_tool_pairs: pairs,
+                prune_check: if after { PruneCheck::AfterChain } else { PruneCheck::BeforeChain },
+                paper_trim_last: trim,
+                prune_keep_last: keep,
+                ..Params::default()
+            })
+    }
+
+    fn any_bool() -> impl Gen<Value = bool> {
+        prop::bool::ANY
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// The tool pairs, the pair-safe split (from the whole list of pairs and from the pairs
+        /// near the split) and every plan, applied with a summary, an empty one and a failed
+        /// one, are those of the implementation before the rewrite.
+        #[test]
+        fn fast_paths_make_the_plans_of_the_straightforward_ones(
+            ctx in arb_context(),
+            params in arb_params(),
+            ratio in prop::sample::select(vec![0.2f64, 0.6, 0.9, 1.0, 1.1, 1.3, 3.0]),
+            k in 0usize..100,
+        ) {
+            let pairs = tool_pairs(&ctx);
+            prop_assert_eq!(&pairs, &legacy::tool_pairs_of(&ctx));
+            let seq: Vec<Option<usize>> =
+                (0..ctx.len()).filter(|i| i % 7 != 3).map(|i| (i % 11 != 5).then_some(i)).collect();
+            let expected = legacy::pair_safe_split_of(&seq, k, &pairs);
+            prop_assert_eq!(pair_safe_split(&seq, k, &pairs), expected);
+            let s = PriorityChain::new(params.clone()).expect("valid params");
+            prop_assert_eq!(Scan::new(&ctx, &s).safe_split(&seq, k), expected);
+            // Either local search, whatever the budget, finds that split or gives up.
+            for budget in [0, 3, 1_000] {
+                let scan = Scan::new(&ctx, &s);
+                if k < seq.len() {
+                    for local in [scan.split_from_calls(&seq, k, budget), scan.split_from_results(&seq, k, budget)] {
+                        prop_assert!(local.is_none() || local == Some(expected), "{local:?} vs {expected}");
+                    }
+                }
+            }
+
+            let old = legacy::Legacy::new(params);
+            let window = ((ctx.units(&CharsOver4).div_ceil(4) as f64 * ratio) as u64).max(1);
+            let budget = Budget::new(window);
+            for trigger in [Trigger::Proactive, Trigger::Overflow] {
+                let plan = s.plan(&ctx, &budget, trigger);
+                prop_assert_eq!(&plan, &old.plan(&ctx, &budget, trigger));
+                let Some(plan) = plan else { continue };
+                let failed = crate::strategy::SummaryFailure { reason: "x".into() };
+                for summaries in [vec![Ok("- s".to_string())], vec![Ok(String::new())], vec![Err(failed)], vec![]] {
+                    let (new, was) = (s.apply(&ctx, &budget, &plan, &summaries), old.apply(&ctx, &budget, &plan, &summaries));
+                    prop_assert_eq!(entries_of(&new.context), entries_of(&was.context));
+                    prop_assert_eq!(new.event, was.event);
+                }
+            }
+            let (p, q) = (s.promises(&ctx, &budget), old.promises(&ctx, &budget));
+            prop_assert_eq!((p.recent_window, p.documented_deviations), (q.recent_window, q.documented_deviations));
+        }
+    }
+}
+
+/// The implementation before it was rewritten for speed (every step over `Vec<Slot>` lists,
+/// the tool pairs found with a map of vectors, the pair-safe split moved one pair at a time),
+/// kept as the oracle `fast_paths_make_the_plans_of_the_straightforward_ones` holds the rewrite
+/// to.
+#[cfg(test)]
+pub(crate) mod legacy {
+    #![allow(clippy::all)]
+    use super::*;
+
+    struct Chain {
+        /// The working list after P1 and P2 (and the digest).
+        slots: Vec<Slot>,
+        stripped: usize,
+        compacted_stages: Vec<String>,
+        /// `P1` or `P2` when the chain resolved before P3.
+        resolved: Option<&'static str>,
+        /// The P3 request and the layout that holds its summary.
+        p3: Option<(SummaryRequest, Vec<Slot>)>,
+    }
+
+    /// `(call entry, result entry)` pairs, paired as the invariant checker pairs them (a result
+    /// answers the most recent unanswered call of its id before it).
+    fn tool_pairs(ctx: &Context) -> Vec<(usize, usize)> {
+        let mut open: HashMap<&str, Vec<usize>> = HashMap::new();
+        let mut out = Vec::new();
+        for (i, e) in ctx.entries().iter().enumerate() {
+            let m = e.message();
+            for c in &m.tool_calls {
+                open.entry(c.id.as_str()).or_default().push(i);
+            }
+            if m.role == Role::Tool {
+                if let Some(c) = m.tool_call_id.as_deref().and_then(|id| open.get_mut(id)).and_then(|v| v.pop()) {
+                    out.push((c, i));
+                }
+            }
+        }
+        out
+    }
+
+    /// The smallest split `>= k` of `seq` (entries of the context, by index; `None` for new
+    /// messages) that leaves no tool call before the split with a result after it.
+    fn pair_safe_split(seq: &[Option<usize>], k: usize, pairs: &[(usize, usize)]) -> usize {
+        let pos: HashMap<usize, usize> = seq.iter().enumerate().filter_map(|(p, i)| i.map(|i| (i, p))).collect();
+        let spans: Vec<(usize, usize)> =
+            pairs.iter().filter_map(|(c, r)| Some((*pos.get(c)?, *pos.get(r)?))).filter(|(c, r)| c < r).collect();
+        let mut k = k;
+        loop {
+            let mut moved = false;
+            for &(c, r) in &spans {
+                if c < k && k <= r {
+                    k = r + 1;
+                    moved = true;
+                }
+            }
+            if !moved {
+                return k.min(seq.len());
+            }
+        }
+    }
+
+    fn slot_role(ctx: &Context, slot: &Slot) -> Role {
+        match slot {
+            Slot::Keep { index } | Slot::Mask { index, .. } => ctx.get(*index).map_or(Role::User, |e| e.role()),
+            Slot::Summary { role, .. } => *role,
+            Slot::Insert { message, .. } => message.role,
+        }
+    }
+
+    fn slot_entry(slot: &Slot) -> Option<usize> {
+        match slot {
+            Slot::Keep { index } | Slot::Mask { index, .. } => Some(*index),
+            _ => None,
+        }
+    }
+
+    /// How many trailing slots reproduce the context's trailing entries verbatim.
+    fn verbatim_tail(ctx: &Context, layout: &[Slot]) -> usize {
+        layout
+            .iter()
+            .rev()
+            .enumerate()
+            .take_while(|(j, s)| matches!(s, Slot::Keep { index } if ctx.len() > *j && *index == ctx.len() - 1 - j))
+            .count()
+    }
+
+    fn is_identity(ctx: &Context, layout: &[Slot]) -> bool {
+        layout.len() == ctx.len() && verbatim_tail(ctx, layout) == ctx.len()
+    }
+
+    pub(crate) struct Legacy {
+        params: Params,
+        estimator: CharsOver4,
+        inner: PriorityChain,
+    }
+
+    impl Legacy {
+        pub(crate) fn new(params: Params) -> Legacy {
+            let inner = PriorityChain::new(params.clone()).expect("valid params");
+            Legacy { params, estimator: CharsOver4, inner }
+        }
+        fn slots_tokens(&self, ctx: &Context, slots: &[Slot]) -> u64 {
+            self.estimator.tokens_from_units(self.slots_units(ctx, slots))
+        }
+
+        /// The estimator's units (characters) of `slots`; summaries count 0.
+        fn slots_units(&self, ctx: &Context, slots: &[Slot]) -> u64 {
+            slots
+                .iter()
+                .map(|s| match s {
+                    Slot::Keep { index } => ctx.get(*index).map_or(0, |e| e.units(&self.estimator)),
+                    Slot::Insert { message, .. } => self.estimator.message_units(message),
+                    Slot::Mask { placeholder, .. } => js_len(placeholder),
+                    Slot::Summary { .. } => 0,
+                })
+                .sum()
+        }
+
+        /// Whether the paper-mode trim (Task 9) shortens `ctx`: paper mode, the trim on, and more
+        /// conversation messages than it keeps.
+        pub fn trims(&self, ctx: &Context) -> bool {
+            let keep = self.params.paper_trim_last;
+            keep > 0
+                && self.inner.paper_mode(ctx)
+                && ctx.entries().iter().filter(|e| e.role() != Role::System).nth(keep).is_some()
+        }
+
+        /// The list the chain starts from: the whole context, or in paper mode the route's legacy
+        /// trim (`modelMessages.slice(-MAX_CHAT_HISTORY_PAIRS * 2)`): every system message, then the
+        /// newest `paper_trim_last` conversation messages (moved forward past a cut tool pair).
+        fn base(&self, ctx: &Context) -> Vec<Slot> {
+            let all: Vec<Slot> = (0..ctx.len()).map(|index| Slot::Keep { index }).collect();
+            if self.trims(ctx) {
+                self.keep_last(ctx, &all, self.params.paper_trim_last)
+            } else {
+                all
+            }
+        }
+
+        /// Completed stages, oldest first, with their boundaries (first and last entry).
+        fn completed_stages(ctx: &Context) -> Vec<(String, usize, usize)> {
+            let mut stages: Vec<(String, usize, usize)> = Vec::new();
+            for (i, m) in ctx.messages().enumerate() {
+                if let Some(s) = &m.stage {
+                    match stages.iter_mut().find(|(l, _, _)| l == s) {
+                        Some(st) => st.2 = i,
+                        None => stages.push((s.clone(), i, i)),
+                    }
+                }
+            }
+            let current = Self::current_stage(ctx).map(str::to_string);
+            stages.retain(|(l, _, _)| Some(l) != current.as_ref());
+            stages
+        }
+
+        /// The stage being worked on: the label of the last labelled message.
+        fn current_stage(ctx: &Context) -> Option<&str> {
+            ctx.entries().iter().rev().find_map(|e| e.message().stage.as_deref())
+        }
+
+        /// Digest entry lines for `stages`, from the last `stage_decision` of each.
+        fn digest_entries(ctx: &Context, stages: &[String]) -> Vec<String> {
+            let mut last: HashMap<&str, (usize, &str)> = HashMap::new();
+            for (i, m) in ctx.messages().enumerate() {
+                if let (Some(stage), Some(decision)) = (m.stage.as_deref(), m.meta_str("stage_decision")) {
+                    if stages.iter().any(|s| s == stage) {
+                        last.insert(stage, (i, decision));
+                    }
+                }
+            }
+            let mut entries: Vec<(usize, String)> =
+                last.into_iter().map(|(stage, (i, decision))| (i, format!("- {stage}: {decision}"))).collect();
+            entries.sort();
+            entries.into_iter().map(|(_, e)| e).collect()
+        }
+
+        /// Put the stage digest for `compacted` after the system messages, merging an earlier one.
+        fn inject_digest(&self, ctx: &Context, slots: &mut Vec<Slot>, compacted: &[String]) {
+            if compacted.is_empty() {
+                return;
+            }
+            let mut count = compacted.len();
+            let mut lines = Vec::new();
+            let previous = slots.iter().position(|s| {
+                matches!(s, Slot::Keep { index } if ctx.get(*index)
+                    .is_some_and(|e| matches!(e.origin(), Origin::Inserted { what: Inserted::StageDigest })))
+            });
+            let mut prev_text = None;
+            if let Some(p) = previous {
+                let parsed =
+                    slot_entry(&slots[p]).and_then(|i| ctx.get(i)).and_then(|e| parse_digest(&e.message().content));
+                if let Some((n, entries)) = parsed {
+                    slots.remove(p);
+                    count += n;
+                    prev_text = Some(entries);
+                }
+            }
+            lines.extend(prev_text);
+            lines.extend(Self::digest_entries(ctx, compacted));
+            if lines.is_empty() {
+                return;
+            }
+            let message = Message::system(stage_digest_text(count, &lines.join("\n")));
+            let at = slots.iter().filter(|s| slot_role(ctx, s) == Role::System).count().min(slots.len());
+            slots.insert(at, Slot::Insert { message, what: Inserted::StageDigest });
+        }
+
+        /// P1, P2 and the P3 split, as far as they go without the summary.
+        fn run_chain(&self, ctx: &Context, base: Vec<Slot>, thresholds: &ChainBudget, paper: bool) -> Chain {
+            let cthr = thresholds.compaction_threshold;
+            let pairs = if self.params.keep_tool_pairs { tool_pairs(ctx) } else { Vec::new() };
+            let start = base.len();
+            let mut chain = Chain { slots: base, stripped: 0, compacted_stages: Vec::new(), resolved: None, p3: None };
+
+            // P1: strip chitchat.
+            chain.slots.retain(|s| {
+                !slot_entry(s).and_then(|i| ctx.get(i)).is_some_and(|e| self.inner.is_chitchat(e.message()))
+            });
+            chain.stripped = start - chain.slots.len();
+            if self.slots_tokens(ctx, &chain.slots) < cthr {
+                chain.resolved = Some("P1");
+                return chain;
+            }
+
+            // P2: drop the oldest completed stages.
+            if paper {
+                for (stage, first, last) in Self::completed_stages(ctx) {
+                    let mut drop: Vec<bool> = (0..ctx.len()).map(|i| (first..=last).contains(&i)).collect();
+                    loop {
+                        let mut changed = false;
+                        for &(c, r) in &pairs {
+                            if drop[c] != drop[r] {
+                                drop[c] = true;
+                                drop[r] = true;
+                                changed = true;
+                            }
+                        }
+                        if !changed {
+                            break;
+                        }
+                    }
+                    chain.slots.retain(|s| match slot_entry(s) {
+                        Some(i) => ctx.get(i).is_some_and(|e| e.role() == Role::System) || !drop[i],
+                        None => true,
+                    });
+                    chain.compacted_stages.push(stage);
+                    if self.slots_tokens(ctx, &chain.slots) < cthr {
+                        let stages = chain.compacted_stages.clone();
+                        self.inject_digest(ctx, &mut chain.slots, &stages);
+                        chain.resolved = Some("P2");
+                        return chain;
+                    }
+                }
+                let stages = chain.compacted_stages.clone();
+                self.inject_digest(ctx, &mut chain.slots, &stages);
+            }
+
+            // P3: summarize the oldest conversation messages.
+            let (system, conversation): (Vec<Slot>, Vec<Slot>) =
+                chain.slots.iter().cloned().partition(|s| slot_role(ctx, s) == Role::System);
+            let n = conversation.len();
+            let count = if paper {
+                ((n as f64 * self.params.paper_summarize_ratio).floor() as usize).min(self.params.paper_summarize_max)
+            } else {
+                self.params.general_summarize_max.min((n as f64 * self.params.general_summarize_ratio).floor() as usize)
+            };
+            if count > self.params.summarize_more_than {
+                let seq: Vec<Option<usize>> = conversation.iter().map(slot_entry).collect();
+                let k = if self.params.keep_tool_pairs { pair_safe_split(&seq, count, &pairs) } else { count };
+                let span: Vec<usize> = seq[..k].iter().flatten().copied().collect();
+                let prompt = if paper {
+                    PromptKind::PaperMidStage { stage: Self::current_stage(ctx).unwrap_or("unknown").to_string() }
+                } else {
+                    PromptKind::GeneralChat
+                };
+                let mut request =
+                    SummaryRequest::new(span, prompt, self.params.summary_max_tokens, ctx.last_round() + 1);
+                request.target_chars = Some(self.params.summary_max_chars);
+                let mut layout = system;
+                layout.push(Slot::Summary {
+                    request: 0,
+                    role: Role::System,
+                    prefix: SUMMARY_PREFIX.to_string(),
+                    suffix: SUMMARY_SUFFIX.to_string(),
+                });
+                layout.extend(conversation[k..].iter().cloned());
+                chain.p3 = Some((request, layout));
+            }
+            chain
+        }
+
+        /// P5: every system message, then the last `prune_keep_last` conversation messages.
+        fn prune(&self, ctx: &Context, slots: &[Slot]) -> Vec<Slot> {
+            self.keep_last(ctx, slots, self.params.prune_keep_last)
+        }
+
+        /// Every system slot, then the last `keep` conversation slots (moved forward past a cut
+        /// tool pair when `keep_tool_pairs`).
+        fn keep_last(&self, ctx: &Context, slots: &[Slot], keep: usize) -> Vec<Slot> {
+            let (mut out, conversation): (Vec<Slot>, Vec<Slot>) =
+                slots.iter().cloned().partition(|s| slot_role(ctx, s) == Role::System);
+            let mut k = conversation.len().saturating_sub(keep);
+            if self.params.keep_tool_pairs && k > 0 {
+                let seq: Vec<Option<usize>> = conversation.iter().map(slot_entry).collect();
+                k = pair_safe_split(&seq, k, &tool_pairs(ctx));
+            }
+            out.extend(conversation[k..].iter().cloned());
+            out
+        }
+
+        pub(crate) fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
+            let paper = self.inner.paper_mode(ctx);
+            let base = self.base(ctx);
+            let trimmed = ctx.len() - base.len();
+            let b = self.inner.check_context_budget(self.slots_units(ctx, &base), budget.context_window);
+            if !b.should_compact && !b.should_prune && trimmed == 0 {
+                return None;
+            }
+            let mut notes = serde_json::Map::new();
+            notes.insert("mode".into(), json!(if paper { "paper" } else { "general" }));
+            notes.insert("trimmed".into(), json!(trimmed));
+            notes.insert("estimate_before".into(), json!(b.total_tokens));
+            notes.insert("compaction_threshold".into(), json!(b.compaction_threshold));
+            notes.insert("prune_threshold".into(), json!(b.prune_threshold));
+            notes.insert("chain_ran".into(), json!(b.should_compact));
+            if !b.should_compact {
+                // Under the trigger: the trim, and between the prune threshold and the trigger the
+                // prune, alone.
+                let fin = if b.should_prune { self.prune(ctx, &base) } else { base.clone() };
+                if is_identity(ctx, &fin) {
+                    return None;
+                }
+                let step = if trimmed > 0 { "trim" } else { "P5" };
+                let mut plan = Plan::deterministic(trigger, step, base);
+                plan.notes = notes;
+                return Some(plan);
+            }
+            let chain = self.run_chain(ctx, base, &b, paper);
+            notes.insert("stripped_chitchat".into(), json!(chain.stripped));
+            notes.insert("compacted_stages".into(), json!(chain.compacted_stages));
+            if let Some(r) = chain.resolved {
+                notes.insert("resolved_at".into(), json!(r));
+            }
+            let steps =
+                PriorityChain::steps(trimmed > 0, chain.stripped, chain.compacted_stages.len(), false, false, false);
+            match chain.p3 {
+                Some((request, layout)) => {
+                    notes.insert("summarized_messages".into(), json!(request.span.len()));
+                    let step = if steps == "none" { "P3".to_string() } else { format!("{steps}+P3") };
+                    Some(Plan {
+                        trigger,
+                        layout,
+                        requests: vec![request],
+                        fallback: Fallback::Layout { label: "P3 summary failed".into(), layout: chain.slots },
+                        step,
+                        notes,
+                    })
+                }
+                None => {
+                    let prune_gate = match self.params.prune_check {
+                        PruneCheck::BeforeChain => b.should_prune,
+                        PruneCheck::AfterChain => self.slots_tokens(ctx, &chain.slots) > b.prune_threshold,
+                    };
+                    let fin = if prune_gate { self.prune(ctx, &chain.slots) } else { chain.slots.clone() };
+                    if is_identity(ctx, &fin) {
+                        return None;
+                    }
+                    let mut plan = Plan::deterministic(trigger, steps, chain.slots);
+                    plan.notes = notes;
+                    Some(plan)
+                }
+            }
+        }
+        /// Finish the chain on the built context: P3's threshold check, the P4 signal, the P5 prune.
+        pub(crate) fn apply(
+            &self,
+            ctx: &Context,
+            budget: &Budget,
+            plan: &Plan,
+            summaries: &[SummaryOutcome],
+        ) -> Compacted {
+            let failure = match (plan.requests.is_empty(), summaries.first()) {
+                (true, _) => None,
+                (false, Some(Ok(t))) if !t.is_empty() => None,
+                (false, Some(Ok(_))) => Some("empty summary".to_string()),
+                (false, Some(Err(e))) => Some(e.reason.clone()),
+                (false, None) => Some("no summary given".to_string()),
+            };
+            let (layout, fallback) = match (&failure, &plan.fallback) {
+                (None, _) => (&plan.layout, None),
+                (Some(reason), Fallback::Layout { label, layout }) => (layout, Some(format!("{label}: {reason}"))),
+                (Some(_), Fallback::Unchanged) => return apply_layout(&self.inner, ctx, budget, plan, summaries),
+            };
+            let summarized = !plan.requests.is_empty() && failure.is_none();
+            let b = self.inner.check_context_budget(self.slots_units(ctx, &self.base(ctx)), budget.context_window);
+            let paper = plan.notes.get("mode").and_then(Value::as_str) == Some("paper");
+            let chain_ran = plan.notes.get("chain_ran").and_then(Value::as_bool).unwrap_or(b.should_compact);
+            let chained = build_layout(ctx, layout, &plan.requests, summaries);
+            let after_chain = self.inner.estimate(&chained.context);
+
+            let mut notes = plan.notes.clone();
+            let resolved = match plan.notes.get("resolved_at").and_then(Value::as_str) {
+                Some(r) => r.to_string(),
+                None if !chain_ran => "none".to_string(),
+                None if summarized && after_chain < b.compaction_threshold => "P3".to_string(),
+                None if paper => "P4".to_string(),
+                None => "none".to_string(),
+            };
+            let p4 = resolved == "P4";
+            notes.insert("resolved_at".into(), json!(resolved));
+            notes.insert("llm_summarized".into(), json!(summarized));
+            notes.insert("p4_signal".into(), json!(p4));
+
+            let prune_gate = match self.params.prune_check {
+                PruneCheck::BeforeChain => b.should_prune,
+                PruneCheck::AfterChain => after_chain > b.prune_threshold,
+            };
+            let (built, pruned): (Built, usize) = if prune_gate {
+                let fin = self.prune(ctx, layout);
+                let dropped = layout.len() - fin.len();
+                (build_layout(ctx, &fin, &plan.requests, summaries), dropped)
+            } else {
+                (chained, 0)
+            };
+            notes.insert("pruned".into(), json!(pruned));
+
+            let stripped = notes.get("stripped_chitchat").and_then(Value::as_u64).unwrap_or(0) as usize;
+            let trimmed = notes.get("trimmed").and_then(Value::as_u64).unwrap_or(0);
+            let stages = notes.get("compacted_stages").and_then(Value::as_array).map_or(0, |a| a.len());
+            let estimate_after = self.inner.estimate(&built.context);
+            let shortfall = self
+                .inner
+                .threshold(&built.context, budget)
+                .and_then(|t| estimate_after.checked_sub(t))
+                .filter(|d| *d > 0);
+            let event = CompactionEvent {
+                strategy: self.inner.name().to_string(),
+                trigger: plan.trigger,
+                step: PriorityChain::steps(trimmed > 0, stripped, stages, summarized, p4, pruned > 0),
+                estimate_before: self.inner.estimate(ctx),
+                estimate_after,
+                messages_before: ctx.len(),
+                messages_after: built.context.len(),
+                removed: built.removed,
+                masked: built.masked,
+                summaries: built.summaries,
+                round: built.round,
+                fallback,
+                shortfall,
+                notes,
+            };
+            Compacted { context: built.context, event }
+        }
+        pub(crate) fn promises(&self, ctx: &Context, budget: &Budget) -> Promises {
+            let mut deviations = vec![ViolationKind::RoleAlternation];
+            if ctx.summaries().next().is_some() {
+                deviations.push(ViolationKind::MultipleSummaries);
+            }
+            let first_body = ctx.entries().iter().position(|e| e.role() != Role::System).unwrap_or(ctx.len());
+            if ctx.entries()[first_body..].iter().any(|e| e.role() == Role::System) {
+                deviations.push(ViolationKind::OutOfOrder);
+            }
+            if !self.params.keep_tool_pairs {
+                deviations.extend([ViolationKind::OrphanToolResult, ViolationKind::UnansweredToolCall]);
+            }
+            if self.trims(ctx) {
+                // The paper-mode trim runs on every request, under the threshold too.
+                deviations.push(ViolationKind::CompactedBelowThreshold);
+            }
+            // The tail the plan keeps verbatim, assuming the prune runs (it only shortens it).
+            let recent_window = match self.plan(ctx, budget, Trigger::Proactive) {
+                None => ctx.len(),
+                Some(plan) => {
+                    let mut w = verbatim_tail(ctx, &self.prune(ctx, &plan.layout));
+                    if let Fallback::Layout { layout, .. } = &plan.fallback {
+                        w = w.min(verbatim_tail(ctx, &self.prune(ctx, layout)));
+                    }
+                    w
+                }
+            };
+            Promises { keeps_system_prompt: true, recent_window, documented_deviations: deviations }
+        }
+    }
+
+    pub(crate) fn tool_pairs_of(ctx: &Context) -> Vec<(usize, usize)> {
+        tool_pairs(ctx)
+    }
+
+    pub(crate) fn pair_safe_split_of(seq: &[Option<usize>], k: usize, pairs: &[(usize, usize)]) -> usize {
+        pair_safe_split(seq, k, pairs)
     }
 }
