@@ -161,10 +161,77 @@ impl Entry {
 pub struct Context {
     entries: Vec<Entry>,
     totals: Totals,
+    /// The same running totals over the tool results, as they are and masked
+    /// ([`ToolResults`]), with how many of each there are.
+    tool_results: [(Totals, usize); 2],
+}
+
+/// Which tool results [`Context::tool_result_units`] sums: those still holding their output,
+/// or those whose content a placeholder replaced ([`Origin::Masked`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolResults {
+    /// Tool results not masked.
+    Open,
+    /// Masked tool results.
+    Masked,
+}
+
+impl ToolResults {
+    /// The kind of tool result `e` is, if it is one.
+    fn of(e: &Entry) -> Option<ToolResults> {
+        match (e.role(), e.origin()) {
+            (Role::Tool, Origin::Masked { .. }) => Some(ToolResults::Masked),
+            (Role::Tool, _) => Some(ToolResults::Open),
+            _ => None,
+        }
+    }
+    fn index(self) -> usize {
+        self as usize
+    }
 }
 
 #[derive(Debug, Default)]
 struct Totals([AtomicU64Opt; CacheSlot::COUNT]);
+
+impl Totals {
+    /// Add `entry`'s units to each known total (a total whose unit `entry` lacks becomes
+    /// unknown).
+    fn add(&self, entry: &Entry) {
+        for (i, total) in self.0.iter().enumerate() {
+            let t = total.0.load(Ordering::Relaxed);
+            if t != UNKNOWN {
+                let v = entry.cache.0[i].load(Ordering::Relaxed);
+                total.0.store(if v == UNKNOWN { UNKNOWN } else { t + v }, Ordering::Relaxed);
+            }
+        }
+    }
+    /// Take `entry`'s units off each known total (as [`Totals::add`]).
+    fn remove(&self, entry: &Entry) {
+        for (i, total) in self.0.iter().enumerate() {
+            let t = total.0.load(Ordering::Relaxed);
+            if t != UNKNOWN {
+                let v = entry.cache.0[i].load(Ordering::Relaxed);
+                total.0.store(if v == UNKNOWN { UNKNOWN } else { t.saturating_sub(v) }, Ordering::Relaxed);
+            }
+        }
+    }
+    /// The total for `counter` over the entries `of` yields, summed once and then kept.
+    fn units<'e>(&self, counter: &dyn TokenCounter, of: impl Iterator<Item = &'e Entry>) -> u64 {
+        match counter.cache_slot() {
+            Some(slot) => {
+                let total = &self.0[slot.index()].0;
+                let t = total.load(Ordering::Relaxed);
+                if t != UNKNOWN {
+                    return t;
+                }
+                let sum: u64 = of.map(|e| e.units(counter)).sum();
+                total.store(sum, Ordering::Relaxed);
+                sum
+            }
+            None => of.map(|e| e.units(counter)).sum(),
+        }
+    }
+}
 
 #[derive(Debug)]
 struct AtomicU64Opt(AtomicU64);
@@ -196,21 +263,21 @@ impl Context {
     }
     /// A context made of `entries`.
     pub fn from_entries(entries: Vec<Entry>) -> Context {
-        Context { entries, totals: Totals::default() }
+        let mut tool_results: [(Totals, usize); 2] = Default::default();
+        for e in &entries {
+            if let Some(k) = ToolResults::of(e) {
+                tool_results[k.index()].1 += 1;
+            }
+        }
+        Context { entries, totals: Totals::default(), tool_results }
     }
     /// Append one entry, updating the running totals that are known.
     pub fn push(&mut self, entry: Entry) {
-        for (i, total) in self.totals.0.iter().enumerate() {
-            let t = total.0.load(Ordering::Relaxed);
-            if t != UNKNOWN {
-                let v = entry.cache.0[i].load(Ordering::Relaxed);
-                if v == UNKNOWN {
-                    // The counter for this slot is not at hand; forget the total.
-                    total.0.store(UNKNOWN, Ordering::Relaxed);
-                } else {
-                    total.0.store(t + v, Ordering::Relaxed);
-                }
-            }
+        self.totals.add(&entry);
+        if let Some(k) = ToolResults::of(&entry) {
+            let (totals, count) = &mut self.tool_results[k.index()];
+            totals.add(&entry);
+            *count += 1;
         }
         self.entries.push(entry);
     }
@@ -232,14 +299,17 @@ impl Context {
             entry.units(*c);
         }
         let old = &self.entries[index];
-        for (i, total) in self.totals.0.iter().enumerate() {
-            let t = total.0.load(Ordering::Relaxed);
-            if t == UNKNOWN {
-                continue;
-            }
-            let (was, now) = (old.cache.0[i].load(Ordering::Relaxed), entry.cache.0[i].load(Ordering::Relaxed));
-            let t = if was == UNKNOWN || now == UNKNOWN { UNKNOWN } else { t.saturating_sub(was) + now };
-            total.0.store(t, Ordering::Relaxed);
+        self.totals.remove(old);
+        self.totals.add(&entry);
+        if let Some(k) = ToolResults::of(old) {
+            let (totals, count) = &mut self.tool_results[k.index()];
+            totals.remove(old);
+            *count -= 1;
+        }
+        if let Some(k) = ToolResults::of(&entry) {
+            let (totals, count) = &mut self.tool_results[k.index()];
+            totals.add(&entry);
+            *count += 1;
         }
         std::mem::replace(&mut self.entries[index], entry)
     }
@@ -269,19 +339,17 @@ impl Context {
     }
     /// Sum of units under `counter`.
     pub fn units(&self, counter: &dyn TokenCounter) -> u64 {
-        match counter.cache_slot() {
-            Some(slot) => {
-                let total = &self.totals.0[slot.index()].0;
-                let t = total.load(Ordering::Relaxed);
-                if t != UNKNOWN {
-                    return t;
-                }
-                let sum: u64 = self.entries.iter().map(|e| e.units(counter)).sum();
-                total.store(sum, Ordering::Relaxed);
-                sum
-            }
-            None => self.entries.iter().map(|e| e.units(counter)).sum(),
-        }
+        self.totals.units(counter, self.entries.iter())
+    }
+    /// Sum of units under `counter` of the tool results of kind `which`: kept as the context
+    /// changes once first asked for, like [`Context::units`].
+    pub fn tool_result_units(&self, counter: &dyn TokenCounter, which: ToolResults) -> u64 {
+        let of = self.entries.iter().filter(move |e| ToolResults::of(e) == Some(which));
+        self.tool_results[which.index()].0.units(counter, of)
+    }
+    /// How many tool results of kind `which` the context holds.
+    pub fn tool_result_count(&self, which: ToolResults) -> usize {
+        self.tool_results[which.index()].1
     }
     /// Tokens of the whole context under `counter`.
     pub fn tokens(&self, counter: &dyn TokenCounter) -> u64 {

@@ -41,7 +41,7 @@ pub mod strategies;
 pub mod strategy;
 pub mod tokens;
 
-pub use context::{Context, Entry, Inserted, Origin};
+pub use context::{Context, Entry, Inserted, Origin, ToolResults};
 pub use driver::{compact, Step, Summaries};
 pub use invariants::{check_compaction, check_context, Violation, ViolationKind};
 pub use masking::{check_masks, mask_in_place, ContextShape, MaskAnswer, MaskPlan, Masked};

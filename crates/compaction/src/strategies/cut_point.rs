@@ -44,7 +44,9 @@
 //!
 //! The plan's notes hold the summary block's metadata: `covered_turn_ids`, `split_turn_id`
 //! (when split), `compaction_digest` (blocks, tokens, tool outputs by tool, and the hidden
-//! blocks with their replacement text), `path` (`su:<turn_id>.conv.range.summary`) and
+//! blocks with their replacement text, by tool: `{"read": [[recorded index, text], ...]}`, a
+//! pair per block rather than an object, which at 100,000 messages made half the cost of a
+//! compaction), `path` (`su:<turn_id>.conv.range.summary`) and
 //! `cut_index`. Turn ids are `turn-<recorded index of the turn's user message>`; a turn whose
 //! start was summarized earlier is named by its first visible block.
 //!
@@ -571,7 +573,8 @@ impl CutPoint {
         let ctx = tl.ctx;
         // Results per tool name, by the name's index in the timeline.
         let mut counts = vec![0usize; tl.names.len()];
-        let mut hidden = Vec::new();
+        // Hidden blocks per tool name, by the name's index, as `[recorded index, text]`.
+        let mut hidden: Vec<Vec<Value>> = vec![Vec::new(); tl.names.len()];
         let mut tokens = 0;
         for i in range.clone() {
             let Some(e) = ctx.get(i) else { continue };
@@ -579,7 +582,6 @@ impl CutPoint {
             if tl.roles[i] != Role::Tool {
                 continue;
             }
-            let name = tl.name(i);
             counts[tl.name_of[i] as usize] += 1;
             let replacement = match (e.origin(), masks.take_text(i)) {
                 (_, Some(text)) => Some(text),
@@ -588,11 +590,8 @@ impl CutPoint {
             };
             if let Some(text) = replacement {
                 // `json!` would copy `text` (it serializes a reference): the values move in.
-                let mut item = serde_json::Map::new();
-                item.insert("index".into(), Value::from(recorded(ctx, i)));
-                item.insert("tool".into(), Value::from(name));
-                item.insert("replacement_text".into(), Value::String(text));
-                hidden.push(Value::Object(item));
+                let item = vec![Value::from(recorded(ctx, i)), Value::String(text)];
+                hidden[tl.name_of[i] as usize].push(Value::Array(item));
             }
         }
         let mut digest = serde_json::Map::new();
@@ -601,7 +600,14 @@ impl CutPoint {
         let tool_outputs: BTreeMap<&str, usize> =
             tl.names.iter().zip(counts).filter(|(_, n)| *n > 0).map(|(name, n)| (*name, n)).collect();
         digest.insert("tool_outputs".into(), json!(tool_outputs));
-        digest.insert("hidden".into(), Value::Array(hidden));
+        let hidden: serde_json::Map<String, Value> = tl
+            .names
+            .iter()
+            .zip(hidden)
+            .filter(|(_, h)| !h.is_empty())
+            .map(|(name, h)| ((*name).to_string(), Value::Array(h)))
+            .collect();
+        digest.insert("hidden".into(), Value::Object(hidden));
         Value::Object(digest)
     }
 
@@ -1101,11 +1107,11 @@ mod tests {
         let digest = &plan.notes["compaction_digest"];
         assert_eq!(digest["blocks"], 12);
         assert_eq!(digest["tool_outputs"], json!({"read": 3}));
-        let hidden = digest["hidden"].as_array().expect("hidden list");
-        assert_eq!(hidden.iter().map(|h| h["index"].as_u64()).collect::<Vec<_>>(), vec![Some(3), Some(7), Some(11)]);
-        assert!(hidden
-            .iter()
-            .all(|h| h["replacement_text"].as_str().is_some_and(|t| t.starts_with("[read result hidden: "))));
+        let hidden = digest["hidden"].as_object().expect("hidden blocks by tool");
+        assert_eq!(hidden.keys().collect::<Vec<_>>(), vec!["read"]);
+        let read = hidden["read"].as_array().expect("hidden list");
+        assert_eq!(read.iter().map(|h| h[0].as_u64()).collect::<Vec<_>>(), vec![Some(3), Some(7), Some(11)]);
+        assert!(read.iter().all(|h| h[1].as_str().is_some_and(|t| t.starts_with("[read result hidden: "))));
         // A result hidden in an earlier round (already masked) is listed too.
         let mut entries: Vec<Entry> = ctx.entries().to_vec();
         let mut masked = entries[3].message().clone();
@@ -1113,10 +1119,7 @@ mod tests {
         entries[3] = Entry::new(masked, Origin::Masked { index: 3 });
         let ctx = Context::from_entries(entries);
         let plan = strategy(tokens(&ctx, 13..21), 0).plan(&ctx, &budget, Trigger::Overflow).expect("plan");
-        assert_eq!(
-            plan.notes["compaction_digest"]["hidden"],
-            json!([{"index": 3, "tool": "read", "replacement_text": "[gone]"}])
-        );
+        assert_eq!(plan.notes["compaction_digest"]["hidden"], json!({"read": [[3, "[gone]"]]}));
     }
 
     #[test]
@@ -1527,7 +1530,7 @@ pub(crate) mod legacy {
             masks: &BTreeMap<usize, String>,
         ) -> Value {
             let mut tool_outputs: BTreeMap<String, usize> = BTreeMap::new();
-            let mut hidden = Vec::new();
+            let mut hidden: BTreeMap<String, Vec<Value>> = BTreeMap::new();
             let mut tokens = 0;
             for i in range.clone() {
                 let Some(e) = ctx.get(i) else { continue };
@@ -1543,7 +1546,7 @@ pub(crate) mod legacy {
                     _ => None,
                 };
                 if let Some(text) = replacement {
-                    hidden.push(json!({"index": recorded(ctx, i), "tool": name, "replacement_text": text}));
+                    hidden.entry(name).or_default().push(json!([recorded(ctx, i), text]));
                 }
             }
             json!({"blocks": range.len(), "tokens": tokens, "tool_outputs": tool_outputs, "hidden": hidden})

@@ -88,7 +88,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::ParamError;
-use crate::context::{Context, Entry, Inserted, Origin};
+use crate::context::{Context, Entry, Inserted, Origin, ToolResults};
 use crate::invariants::ViolationKind;
 use crate::message::{Message, Role};
 use crate::strategy::{
@@ -316,25 +316,34 @@ impl PruneThenSummarize {
 
     /// `needsPruning` over entries `..end`: the uncleared outputs outside the last turns exceed
     /// `prune_protect + prune_minimum`. Unlike the pruner it does not stop at a summary.
+    ///
+    /// The document walks back over the whole history summing outputs; its answer only depends
+    /// on the sum, so this takes the context's running total of uncleared outputs and walks
+    /// back only over what the document skips (the entries from `end` on, and the last turns),
+    /// taking their outputs off: O(last turns), not O(context).
     fn needs_pruning(&self, ctx: &Context, end: usize) -> bool {
         let limit = self.params.prune_protect.saturating_add(self.params.prune_minimum);
-        let mut total: u64 = 0;
+        // Every message's units include the role overhead (`BpeRole4`), so the outputs' sum is
+        // the units' sum less one overhead per output.
+        let open = ToolResults::Open;
+        let mut total = ctx
+            .tool_result_units(&self.estimator, open)
+            .saturating_sub(ROLE_OVERHEAD * ctx.tool_result_count(open) as u64);
         let mut turns = 0;
-        for e in ctx.entries()[..end].iter().rev() {
-            if e.role() == Role::User {
-                turns += 1;
-            }
-            if turns < self.params.min_turns_to_keep {
-                continue;
-            }
-            if e.role() == Role::Tool && !is_cleared(e) {
-                total += self.output_tokens(e);
-                if total > limit {
-                    return true;
+        for (i, e) in ctx.entries().iter().enumerate().rev() {
+            if i < end {
+                if e.role() == Role::User {
+                    turns += 1;
+                }
+                if turns >= self.params.min_turns_to_keep {
+                    break;
                 }
             }
+            if e.role() == Role::Tool && !is_cleared(e) {
+                total = total.saturating_sub(self.output_tokens(e));
+            }
         }
-        false
+        total > limit
     }
 
     /// `pruneToolOutputs` over entries `..end`.
@@ -478,10 +487,11 @@ impl Strategy for PruneThenSummarize {
         if let Some(sys) = ctx.system_prompt() {
             t = t.saturating_sub(sys.tokens(&self.estimator));
         }
-        for e in ctx.entries().iter().filter(|e| is_cleared(e)) {
-            t = t.saturating_sub(e.tokens(&self.estimator)) + self.cleared_message_tokens();
-        }
-        t
+        // Each cleared output counts as `[Output cleared]` (the running totals of the masked
+        // tool results: no walk over the context; `BpeRole4`'s tokens are its units).
+        let masked = ToolResults::Masked;
+        t.saturating_sub(ctx.tool_result_units(&self.estimator, masked))
+            + self.cleared_message_tokens() * ctx.tool_result_count(masked) as u64
     }
     fn threshold(&self, _ctx: &Context, budget: &Budget) -> Option<u64> {
         Some(self.prune_budget(budget).line())
@@ -1191,5 +1201,104 @@ mod tests {
         let cfg: StrategyConfig =
             serde_json::from_str(r#"{"name":"prune-then-summarize","approaching_ratio":0.9}"#).unwrap();
         assert!(cfg.build().is_ok());
+    }
+
+    // ---- the running totals against the document's walks ----
+
+    use proptest::prelude::{prop, prop_assert_eq, prop_oneof, proptest, ProptestConfig, Strategy as Gen};
+
+    /// `needsPruning` as the document writes it: a walk over the whole history.
+    fn needs_pruning_walk(s: &PruneThenSummarize, ctx: &Context, end: usize) -> bool {
+        let limit = s.params.prune_protect.saturating_add(s.params.prune_minimum);
+        let (mut total, mut turns) = (0u64, 0);
+        for e in ctx.entries()[..end].iter().rev() {
+            if e.role() == Role::User {
+                turns += 1;
+            }
+            if turns < s.params.min_turns_to_keep {
+                continue;
+            }
+            if e.role() == Role::Tool && !is_cleared(e) {
+                total += s.output_tokens(e);
+                if total > limit {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// `countTotalTokens` as the document writes it: a cleared output at a time.
+    fn estimate_walk(s: &PruneThenSummarize, ctx: &Context) -> u64 {
+        let mut t = ctx.entries().iter().map(|e| e.tokens(&s.estimator)).sum::<u64>();
+        if let Some(sys) = ctx.system_prompt() {
+            t = t.saturating_sub(sys.tokens(&s.estimator));
+        }
+        for e in ctx.entries().iter().filter(|e| is_cleared(e)) {
+            t = t.saturating_sub(e.tokens(&s.estimator)) + s.cleared_message_tokens();
+        }
+        t
+    }
+
+    /// One step of a generated history: `(kind, size)`; kinds 0 user, 1 answer, 2 call, 3 and 4
+    /// a result (4 masked when it goes in), 5 a summary.
+    fn arb_steps() -> impl Gen<Value = Vec<(u8, usize)>> {
+        prop::collection::vec((0u8..6, 0usize..3_000), 0..120)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// The trigger's O(last turns) `needsPruning` and the estimate from running totals give
+        /// the document's walks' answers, whether the totals were known before the history grew
+        /// and outputs were masked in place, or summed afterwards.
+        #[test]
+        fn running_totals_give_the_walks_answers(
+            steps in arb_steps(),
+            masks in prop::collection::vec(0usize..120, 0..20),
+            protect in prop_oneof![0u64..200, 2_000u64..40_000],
+            minimum in 0u64..2_000,
+            turns in 1usize..4,
+            early in prop::bool::ANY,
+        ) {
+            let s = with(|p| {
+                p.prune_protect = protect;
+                p.prune_minimum = minimum;
+                p.min_turns_to_keep = turns;
+            });
+            let mut ctx = Context::new();
+            ctx.push_metered(Entry::recorded(0, Message::system("You edit pages.")), &[&s.estimator]);
+            if early {
+                // Ask now: every push and replace after this keeps the totals.
+                s.estimate(&ctx);
+                s.needs_pruning(&ctx, ctx.len());
+            }
+            for (k, &(kind, n)) in steps.iter().enumerate() {
+                let i = ctx.len();
+                let text = "w ".repeat(n / 2);
+                let entry = match kind {
+                    0 => Entry::recorded(i, Message::user(text)),
+                    1 => Entry::recorded(i, Message::assistant(text)),
+                    2 => Entry::recorded(i, Message::assistant_calls("", vec![ToolCall {
+                        id: format!("c{k}"), name: "get_page".into(), arguments: "{}".into(),
+                    }])),
+                    3 => Entry::recorded(i, Message::tool_result(format!("c{k}"), "get_page", text)),
+                    4 => Entry::new(Message::tool_result(format!("c{k}"), "get_page", "[Output cleared]"),
+                        Origin::Masked { index: i }),
+                    _ => Entry::new(Message::assistant(text), Origin::Summary { round: 1, covers: vec![0] }),
+                };
+                ctx.push_metered(entry, &[&s.estimator]);
+            }
+            for m in masks {
+                if ctx.get(m).is_some_and(|e| e.role() == Role::Tool && !is_cleared(e)) {
+                    let masked = crate::masking::masked_entry(&ctx.entries()[m], "[Output cleared]");
+                    ctx.replace(m, masked, &[&s.estimator]);
+                }
+            }
+            prop_assert_eq!(s.estimate(&ctx), estimate_walk(&s, &ctx));
+            for end in 0..=ctx.len() {
+                prop_assert_eq!(s.needs_pruning(&ctx, end), needs_pruning_walk(&s, &ctx, end), "end {}", end);
+            }
+        }
     }
 }
