@@ -164,6 +164,8 @@ pub struct Context {
     /// The same running totals over the tool results, as they are and masked
     /// ([`ToolResults`]), with how many of each there are.
     tool_results: [(Totals, usize); 2],
+    /// How many messages carry a stage label ([`Message::stage`]).
+    staged: usize,
 }
 
 /// Which tool results [`Context::tool_result_units`] sums: those still holding their output,
@@ -269,7 +271,8 @@ impl Context {
                 tool_results[k.index()].1 += 1;
             }
         }
-        Context { entries, totals: Totals::default(), tool_results }
+        let staged = entries.iter().filter(|e| e.message().stage.is_some()).count();
+        Context { entries, totals: Totals::default(), tool_results, staged }
     }
     /// Append one entry, updating the running totals that are known.
     pub fn push(&mut self, entry: Entry) {
@@ -279,6 +282,7 @@ impl Context {
             totals.add(&entry);
             *count += 1;
         }
+        self.staged += usize::from(entry.message().stage.is_some());
         self.entries.push(entry);
     }
     /// Append one entry and measure it with `counters` so their totals stay known.
@@ -311,6 +315,8 @@ impl Context {
             totals.add(&entry);
             *count += 1;
         }
+        self.staged -= usize::from(old.message().stage.is_some());
+        self.staged += usize::from(entry.message().stage.is_some());
         std::mem::replace(&mut self.entries[index], entry)
     }
     /// The entries, oldest first.
@@ -347,6 +353,10 @@ impl Context {
         let of = self.entries.iter().filter(move |e| ToolResults::of(e) == Some(which));
         self.tool_results[which.index()].0.units(counter, of)
     }
+    /// True when a message carries a stage label ([`Message::stage`]); O(1).
+    pub fn has_stages(&self) -> bool {
+        self.staged > 0
+    }
     /// How many tool results of kind `which` the context holds.
     pub fn tool_result_count(&self, which: ToolResults) -> usize {
         self.tool_results[which.index()].1
@@ -377,5 +387,48 @@ impl Context {
             })
             .max()
             .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokens::CharsOver4;
+
+    /// The counts kept as a context changes are those of its entries, counted again.
+    #[test]
+    fn kept_counts_follow_pushes_and_replacements() {
+        let recount = |ctx: &Context| {
+            let staged = ctx.messages().any(|m| m.stage.is_some());
+            let open = ctx.entries().iter().filter(|e| ToolResults::of(e) == Some(ToolResults::Open));
+            let masked = ctx.entries().iter().filter(|e| ToolResults::of(e) == Some(ToolResults::Masked));
+            let units = |it: &mut dyn Iterator<Item = &Entry>| it.map(|e| e.units(&CharsOver4)).sum::<u64>();
+            (staged, open.clone().count(), masked.clone().count(), units(&mut open.clone()), units(&mut masked.clone()))
+        };
+        let kept = |ctx: &Context| {
+            (
+                ctx.has_stages(),
+                ctx.tool_result_count(ToolResults::Open),
+                ctx.tool_result_count(ToolResults::Masked),
+                ctx.tool_result_units(&CharsOver4, ToolResults::Open),
+                ctx.tool_result_units(&CharsOver4, ToolResults::Masked),
+            )
+        };
+        let mut ctx = Context::new();
+        // Totals asked for first, so that every change below keeps them.
+        assert_eq!(kept(&ctx), (false, 0, 0, 0, 0));
+        let counters: [&dyn TokenCounter; 1] = [&CharsOver4];
+        ctx.push_metered(Entry::recorded(0, Message::user("plan the paper").with_stage("outline")), &counters);
+        ctx.push_metered(Entry::recorded(1, Message::tool_result("c1", "read", "a long output")), &counters);
+        ctx.push_metered(Entry::recorded(2, Message::tool_result("c2", "read", "another output")), &counters);
+        assert_eq!(kept(&ctx), recount(&ctx));
+        assert_eq!(kept(&ctx), (true, 2, 0, 27, 0));
+        let masked = Entry::new(Message::tool_result("c1", "read", "[cleared]"), Origin::Masked { index: 1 });
+        ctx.replace(1, masked, &counters);
+        ctx.replace(0, Entry::recorded(0, Message::user("plan the paper")), &counters);
+        assert_eq!(kept(&ctx), recount(&ctx));
+        assert_eq!(kept(&ctx), (false, 1, 1, 14, 9));
+        let rebuilt = Context::from_entries(ctx.entries().to_vec());
+        assert_eq!(kept(&rebuilt), kept(&ctx));
     }
 }

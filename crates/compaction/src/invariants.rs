@@ -4,6 +4,7 @@
 //! checks one compaction against the strategy's [`Promises`]. The conformance suite runs both
 //! on every strategy; the runner runs them on every request and counts what they find.
 
+use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
@@ -203,7 +204,6 @@ fn turn_role(r: Role) -> Role {
 /// same-turn-role messages that were not adjacent before, or a first non-system message that
 /// is not a user turn when it was one before).
 pub fn alternation_breaks(before: &Context, after: &Context) -> Vec<usize> {
-    let mut next_recorded: HashMap<usize, usize> = HashMap::new();
     // Masked entries hold recorded messages too: a pair that was adjacent before compaction
     // (say a masked tool result and the user message after it) is not a new break.
     let rec: Vec<usize> = before
@@ -214,9 +214,16 @@ pub fn alternation_breaks(before: &Context, after: &Context) -> Vec<usize> {
             _ => None,
         })
         .collect();
-    for w in rec.windows(2) {
-        next_recorded.insert(w[0], w[1]);
-    }
+    // The recorded message after `x` in `before` (after its last occurrence). A context in
+    // recorded order, the usual case, answers by binary search; any other builds the map.
+    let in_order = rec.windows(2).all(|w| w[0] < w[1]);
+    let map: OnceCell<HashMap<usize, usize>> = OnceCell::new();
+    let next_recorded = |x: usize| -> Option<usize> {
+        if in_order {
+            return rec.binary_search(&x).ok().and_then(|p| rec.get(p + 1)).copied();
+        }
+        map.get_or_init(|| rec.windows(2).map(|w| (w[0], w[1])).collect()).get(&x).copied()
+    };
     let body: Vec<(usize, &crate::context::Entry)> =
         after.entries().iter().enumerate().filter(|(_, e)| e.role() != Role::System).collect();
     let mut out = Vec::new();
@@ -236,7 +243,7 @@ pub fn alternation_breaks(before: &Context, after: &Context) -> Vec<usize> {
             (
                 Origin::Recorded { index: x } | Origin::Masked { index: x },
                 Origin::Recorded { index: y } | Origin::Masked { index: y },
-            ) => next_recorded.get(x) == Some(y),
+            ) => next_recorded(*x) == Some(*y),
             _ => false,
         };
         let both_tool = a.role() == Role::Tool && b.role() == Role::Tool;
@@ -282,9 +289,16 @@ pub fn check_compaction(
     let promises = strategy.promises(before, budget);
     // Structural problems count only when compaction introduced them: the same problem (kind,
     // call id, recorded message) was already there before.
-    let known: HashSet<StructuralKey> = check_context(before).iter().map(|v| structural_key(before, v)).collect();
-    let mut out: Vec<Violation> =
-        check_context(after).into_iter().filter(|v| !known.contains(&structural_key(after, v))).collect();
+    // `before` is checked only when `after` has a structural problem to compare: a walk over
+    // the whole of `before` (a full history, for a strategy that rebuilds from it) saved on
+    // every compaction that leaves none.
+    let found = check_context(after);
+    let mut out: Vec<Violation> = if found.is_empty() {
+        found
+    } else {
+        let known: HashSet<StructuralKey> = check_context(before).iter().map(|v| structural_key(before, v)).collect();
+        found.into_iter().filter(|v| !known.contains(&structural_key(after, v))).collect()
+    };
 
     if promises.keeps_system_prompt {
         // The system prompt is the recorded one: a system message the strategy inserted in an
@@ -341,4 +355,84 @@ pub fn check_compaction(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::Entry;
+    use crate::message::Message;
+    use proptest::prelude::{prop, prop_assert_eq, proptest, ProptestConfig};
+
+    /// [`alternation_breaks`] as it was written first: the map from every recorded message
+    /// of `before` to the next one, built whole.
+    fn alternation_breaks_with_map(before: &Context, after: &Context) -> Vec<usize> {
+        let rec: Vec<usize> = before.entries().iter().filter_map(|e| e.origin().recorded_index()).collect();
+        let mut next_recorded: HashMap<usize, usize> = HashMap::new();
+        for w in rec.windows(2) {
+            next_recorded.insert(w[0], w[1]);
+        }
+        let body: Vec<(usize, &Entry)> =
+            after.entries().iter().enumerate().filter(|(_, e)| e.role() != Role::System).collect();
+        let mut out = Vec::new();
+        let first_before = before.entries().iter().find(|e| e.role() != Role::System).map(|e| turn_role(e.role()));
+        if let Some((i, e)) = body.first() {
+            if turn_role(e.role()) != Role::User && first_before == Some(Role::User) {
+                out.push(*i);
+            }
+        }
+        for w in body.windows(2) {
+            let ((_, a), (j, b)) = (w[0], w[1]);
+            if turn_role(a.role()) != turn_role(b.role()) {
+                continue;
+            }
+            let was_adjacent = match (a.origin().recorded_index(), b.origin().recorded_index()) {
+                (Some(x), Some(y)) => next_recorded.get(&x) == Some(&y),
+                _ => false,
+            };
+            let both_tool = a.role() == Role::Tool && b.role() == Role::Tool;
+            if !was_adjacent && !both_tool {
+                out.push(j);
+            }
+        }
+        out
+    }
+
+    /// An entry: `(role, recorded index, kind)`; kind 0 recorded, 1 masked, 2 a summary.
+    fn entry((role, index, kind): (u8, usize, u8)) -> Entry {
+        let role = [Role::System, Role::User, Role::Assistant, Role::Tool][role as usize % 4];
+        let m = Message::new(role, "x");
+        match kind {
+            0 => Entry::new(m, Origin::Recorded { index }),
+            1 => Entry::new(m, Origin::Masked { index }),
+            _ => Entry::new(m, Origin::Summary { round: 1, covers: vec![index] }),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// The breaks found by binary search over a context in recorded order (or by the map
+        /// over one that is not) are those of the map built whole, whether `before` is in
+        /// order, out of order or holds a message twice, and `after` is any selection of it.
+        #[test]
+        fn breaks_are_those_of_the_whole_map(
+            in_order in prop::bool::ANY,
+            raw in prop::collection::vec((0u8..4, 0usize..40, 0u8..3), 0..40),
+            picks in prop::collection::vec(0usize..60, 0..30),
+        ) {
+            let mut raw = raw;
+            if in_order {
+                for (k, r) in raw.iter_mut().enumerate() {
+                    r.1 = 2 * k + usize::from(r.1 % 2 == 0);
+                }
+            }
+            let before = Context::from_entries(raw.iter().copied().map(entry).collect());
+            let after = Context::from_entries(
+                picks.iter().filter_map(|&p| before.get(p).cloned()).collect(),
+            );
+            prop_assert_eq!(alternation_breaks(&before, &after), alternation_breaks_with_map(&before, &after));
+            prop_assert_eq!(alternation_breaks(&before, &before), alternation_breaks_with_map(&before, &before));
+        }
+    }
 }

@@ -495,6 +495,9 @@ struct Replayer<'a, 's> {
     history: Option<Context>,
     /// The context differs from the history (a compaction ran since the last rebuild).
     diverged: bool,
+    /// This call's request starts from `history`, which is not copied into `ctx` unless the
+    /// request turns out to be the whole history: a compaction reads it where it is.
+    from_history: bool,
     /// Index of the recorded assistant message of the first rejected call (`fail` only).
     rejected_at: Option<usize>,
     /// Tool-call ids the recording itself leaves unpaired ([`recording_faults`]): a violation
@@ -505,6 +508,28 @@ struct Replayer<'a, 's> {
     /// `first_not_user` at message 1): a request breaking the same rule at the same recorded
     /// message is refused for the recording's sake, whatever the strategy did.
     recording_rejections: HashSet<(Provider, RequestRule, usize)>,
+}
+
+/// The exact tokens of what a recorded summary replaced in `ctx` (every entry `plan` does not
+/// keep) and of the summary itself.
+fn recorded_summary_tokens(
+    ctx: &Context,
+    exact: &Exact,
+    plan: &compaction::Plan,
+    out: &compaction::Compacted,
+) -> (u64, u64) {
+    let kept: BTreeSet<usize> = plan
+        .layout
+        .iter()
+        .filter_map(|slot| match slot {
+            compaction::Slot::Keep { index } => Some(*index),
+            _ => None,
+        })
+        .collect();
+    let replaced: u64 =
+        ctx.entries().iter().enumerate().filter(|(i, _)| !kept.contains(i)).map(|(_, e)| e.tokens(exact)).sum();
+    let written: u64 = out.event.summaries.iter().map(|s| exact.text_tokens(s)).sum();
+    (replaced, written)
 }
 
 /// The provider rules `conversation` breaks as recorded, each with the message that breaks it.
@@ -586,6 +611,7 @@ impl<'a, 's> Replayer<'a, 's> {
             length_stop: false,
             history: None,
             diverged: false,
+            from_history: false,
             rejected_at: None,
             recording_faults: recording_faults(conversation),
             recording_rejections: recording_rejections(conversation),
@@ -607,18 +633,38 @@ impl<'a, 's> Replayer<'a, 's> {
 
     /// Start the request from the full history when the strategy rebuilds it on every call.
     /// The context the previous request left (plus what was appended since) becomes the
-    /// pre-compaction context, so the prefix cache compares with what was really sent.
+    /// pre-compaction context, so the prefix cache compares with what was really sent. The
+    /// history is read where it is ([`Replayer::source`]); it is copied into the context only
+    /// when no compaction replaces it ([`Replayer::materialize`]).
     fn rebuild(&mut self) {
-        let Some(history) = &self.history else { return };
-        if !self.diverged {
+        if self.history.is_none() || !self.diverged {
             return;
         }
+        self.from_history = true;
+        self.diverged = false;
+    }
+
+    /// The context this call's compaction starts from: the full history after a rebuild, else
+    /// the current context.
+    fn source(&self) -> &Context {
+        match (&self.history, self.from_history) {
+            (Some(history), true) => history,
+            _ => &self.ctx,
+        }
+    }
+
+    /// The request is the full history after all: copy it into the context.
+    fn materialize(&mut self) {
+        if !self.from_history {
+            return;
+        }
+        self.from_history = false;
+        let Some(history) = &self.history else { return };
         let carried = std::mem::replace(&mut self.ctx, history.clone());
         if self.pre_compaction.is_none() {
             self.pre_compaction = Some(carried);
         }
         self.forget_context();
-        self.diverged = false;
     }
 
     /// The strategy's breakpoints in the current request as (entries through it, exact
@@ -678,6 +724,7 @@ impl<'a, 's> Replayer<'a, 's> {
         if !after_length_stop {
             self.compact(Trigger::Proactive, call);
         }
+        self.materialize();
         let window = self.settings.window;
         let mut attempts = 0;
         while attempts < MAX_REACTIVE_ATTEMPTS
@@ -874,25 +921,9 @@ impl<'a, 's> Replayer<'a, 's> {
     }
 
     /// A summary the strategy did not ask the summarizer for (`recorded`: the recorded agent's
-    /// own) was still a model call: the context it replaced as input, the summary as output.
-    fn bill_recorded_summary(&mut self, plan: &compaction::Plan, out: &compaction::Compacted) {
-        let kept: BTreeSet<usize> = plan
-            .layout
-            .iter()
-            .filter_map(|slot| match slot {
-                compaction::Slot::Keep { index } => Some(*index),
-                _ => None,
-            })
-            .collect();
-        let replaced: u64 = self
-            .ctx
-            .entries()
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !kept.contains(i))
-            .map(|(_, e)| e.tokens(&self.exact))
-            .sum();
-        let written: u64 = out.event.summaries.iter().map(|s| self.exact.text_tokens(s)).sum();
+    /// own) was still a model call: the context it replaced (`replaced` tokens) as input, the
+    /// summary (`written`) as output ([`recorded_summary_tokens`]).
+    fn bill_recorded_summary(&mut self, replaced: u64, written: u64) {
         self.metrics.summarizer_calls += 1;
         // After a rejected call the conversation has ended: counted, not billed.
         if self.ended() {
@@ -906,18 +937,25 @@ impl<'a, 's> Replayer<'a, 's> {
     /// true when the context changed. A strategy's masking-only compaction is done in place
     /// ([`compaction::masking`]): the same compaction, at the cost of what it masks.
     fn compact(&mut self, trigger: Trigger, call: u32) -> bool {
-        match self.strategy.plan_masks(&self.ctx, &self.budget, trigger, self.mask_settled) {
+        // After a rebuild nothing is settled: the history was never masked.
+        let settled = if self.from_history { 0 } else { self.mask_settled };
+        match self.strategy.plan_masks(self.source(), &self.budget, trigger, settled) {
             MaskAnswer::Unsupported => {
-                if trigger == Trigger::Proactive && !self.strategy.should_compact(&self.ctx, &self.budget) {
+                if trigger == Trigger::Proactive && !self.strategy.should_compact(self.source(), &self.budget) {
+                    self.materialize();
                     return false;
                 }
                 self.compact_full(trigger, call)
             }
             MaskAnswer::Nothing { settled } => {
+                self.materialize();
                 self.mask_settled = settled;
                 false
             }
-            MaskAnswer::Masks(plan) => self.compact_in_place(&plan, call),
+            MaskAnswer::Masks(plan) => {
+                self.materialize();
+                self.compact_in_place(&plan, call)
+            }
         }
     }
 
@@ -980,21 +1018,32 @@ impl<'a, 's> Replayer<'a, 's> {
     /// Plan, summarize and apply one compaction for `trigger`; true when the context changed.
     fn compact_full(&mut self, trigger: Trigger, call: u32) -> bool {
         let ended = self.ended();
+        let source = match (&self.history, self.from_history) {
+            (Some(history), true) => history,
+            _ => &self.ctx,
+        };
         let (summarizer, metrics) = (self.summarizer, &mut self.metrics);
-        let step = compaction::compact(self.strategy, &self.ctx, &self.budget, trigger, |ctx, requests| {
+        let step = compaction::compact(self.strategy, source, &self.budget, trigger, |ctx, requests| {
             summarize_plan(summarizer, ctx, requests, ended, metrics)
         });
-        let Some(compaction::Step { plan, trigger, replanned, compacted: out }) = step else { return false };
-        if replanned {
-            self.metrics.summarizer_context_retries += 1;
-        }
+        let Some(compaction::Step { plan, trigger, replanned, compacted: out }) = step else {
+            self.materialize();
+            return false;
+        };
         // The recorded agent's own summary was a model call the replay never made: billed
         // here. (An external program's summaries were made, and billed, through the
         // summarizer.)
-        if plan.requests.is_empty() && !out.event.summaries.is_empty() && self.strategy.sees_recorded_summaries() {
-            self.bill_recorded_summary(&plan, &out);
+        let recorded_summary =
+            (plan.requests.is_empty() && !out.event.summaries.is_empty() && self.strategy.sees_recorded_summaries())
+                .then(|| recorded_summary_tokens(source, &self.exact, &plan, &out));
+        let violations = check_compaction(self.strategy, source, &self.budget, trigger, &out);
+        let tokens_before = source.tokens(&self.exact);
+        if replanned {
+            self.metrics.summarizer_context_retries += 1;
         }
-        let violations = check_compaction(self.strategy, &self.ctx, &self.budget, trigger, &out);
+        if let Some((replaced, written)) = recorded_summary {
+            self.bill_recorded_summary(replaced, written);
+        }
         for v in &violations {
             if !is_structural(v.kind()) {
                 self.count(v.kind());
@@ -1005,7 +1054,7 @@ impl<'a, 's> Replayer<'a, 's> {
             call,
             trigger,
             step: e.step.clone(),
-            tokens_before: self.ctx.tokens(&self.exact),
+            tokens_before,
             tokens_after: out.context.tokens(&self.exact),
             estimate_before: e.estimate_before,
             estimate_after: e.estimate_after,
@@ -1024,6 +1073,8 @@ impl<'a, 's> Replayer<'a, 's> {
         self.metrics.compactions += 1;
         self.metrics.compaction_events.push(record);
         let before = std::mem::replace(&mut self.ctx, out.context);
+        // From the history, the context replaced is the one the previous request left.
+        self.from_history = false;
         self.forget_context();
         if self.pre_compaction.is_none() {
             self.pre_compaction = Some(before);

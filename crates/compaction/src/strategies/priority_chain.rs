@@ -688,7 +688,7 @@ impl PriorityChain {
         match self.params.mode {
             Mode::Paper => true,
             Mode::General => false,
-            Mode::Auto => ctx.messages().any(|m| m.stage.is_some()),
+            Mode::Auto => ctx.has_stages(),
         }
     }
 
@@ -1067,11 +1067,53 @@ impl Strategy for PriorityChain {
         self.threshold(ctx, budget).is_some_and(|t| self.estimate(ctx) > t) || self.trims(ctx)
     }
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
+        self.plan_in(&Scan::new(ctx, self), budget, trigger)
+    }
+    /// Finish the chain on the built context: P3's threshold check, the P4 signal, the P5 prune.
+    fn apply(&self, ctx: &Context, budget: &Budget, plan: &Plan, summaries: &[SummaryOutcome]) -> Compacted {
+        self.apply_in(ctx, budget, plan, summaries)
+    }
+    fn promises(&self, ctx: &Context, budget: &Budget) -> Promises {
+        // One scan for the plan, the prune and the facts below.
         let scan = Scan::new(ctx, self);
-        let paper = self.paper_in(&scan);
-        let base = self.base(&scan, paper);
+        let mut deviations = vec![ViolationKind::RoleAlternation];
+        if ctx.summaries().next().is_some() {
+            deviations.push(ViolationKind::MultipleSummaries);
+        }
+        let first_body = scan.roles.iter().position(|r| *r != Role::System).unwrap_or(ctx.len());
+        if scan.roles[first_body..].contains(&Role::System) {
+            deviations.push(ViolationKind::OutOfOrder);
+        }
+        if !self.params.keep_tool_pairs {
+            deviations.extend([ViolationKind::OrphanToolResult, ViolationKind::UnansweredToolCall]);
+        }
+        if self.trims_in(&scan, self.paper_in(&scan)) {
+            // The paper-mode trim runs on every request, under the threshold too.
+            deviations.push(ViolationKind::CompactedBelowThreshold);
+        }
+        // The tail the plan keeps verbatim, assuming the prune runs (it only shortens it).
+        let recent_window = match self.plan_in(&scan, budget, Trigger::Proactive) {
+            None => ctx.len(),
+            Some(plan) => {
+                let mut w = verbatim_tail(ctx, &self.prune(&scan, &plan.layout));
+                if let Fallback::Layout { layout, .. } = &plan.fallback {
+                    w = w.min(verbatim_tail(ctx, &self.prune(&scan, layout)));
+                }
+                w
+            }
+        };
+        Promises { keeps_system_prompt: true, recent_window, documented_deviations: deviations }
+    }
+}
+
+impl PriorityChain {
+    /// [`Strategy::plan`] over a scan of the context.
+    fn plan_in(&self, scan: &Scan, budget: &Budget, trigger: Trigger) -> Option<Plan> {
+        let ctx = scan.ctx;
+        let paper = self.paper_in(scan);
+        let base = self.base(scan, paper);
         let trimmed = ctx.len() - base.len();
-        let b = self.check_context_budget(self.items_units(&scan, &base, None), budget.context_window);
+        let b = self.check_context_budget(self.items_units(scan, &base, None), budget.context_window);
         if !b.should_compact && !b.should_prune && trimmed == 0 {
             return None;
         }
@@ -1086,7 +1128,7 @@ impl Strategy for PriorityChain {
             // Under the trigger: the trim, and between the prune threshold and the trigger the
             // prune, alone.
             let identity = if b.should_prune {
-                Self::is_identity_items(ctx, &self.prune_items(&scan, &base))
+                Self::is_identity_items(ctx, &self.prune_items(scan, &base))
             } else {
                 Self::is_identity_items(ctx, &base)
             };
@@ -1098,7 +1140,7 @@ impl Strategy for PriorityChain {
             plan.notes = notes;
             return Some(plan);
         }
-        let chain = self.run_chain(&scan, base, &b, paper);
+        let chain = self.run_chain(scan, base, &b, paper);
         notes.insert("stripped_chitchat".into(), json!(chain.stripped));
         notes.insert("compacted_stages".into(), json!(chain.compacted_stages));
         if let Some(r) = chain.resolved {
@@ -1125,11 +1167,11 @@ impl Strategy for PriorityChain {
                 let prune_gate = match self.params.prune_check {
                     PruneCheck::BeforeChain => b.should_prune,
                     PruneCheck::AfterChain => {
-                        self.items_tokens(&scan, &chain.items, chain.digest.as_ref()) > b.prune_threshold
+                        self.items_tokens(scan, &chain.items, chain.digest.as_ref()) > b.prune_threshold
                     }
                 };
                 let identity = if prune_gate {
-                    Self::is_identity_items(ctx, &self.prune_items(&scan, &chain.items))
+                    Self::is_identity_items(ctx, &self.prune_items(scan, &chain.items))
                 } else {
                     Self::is_identity_items(ctx, &chain.items)
                 };
@@ -1142,8 +1184,8 @@ impl Strategy for PriorityChain {
             }
         }
     }
-    /// Finish the chain on the built context: P3's threshold check, the P4 signal, the P5 prune.
-    fn apply(&self, ctx: &Context, budget: &Budget, plan: &Plan, summaries: &[SummaryOutcome]) -> Compacted {
+    /// [`Strategy::apply`].
+    fn apply_in(&self, ctx: &Context, budget: &Budget, plan: &Plan, summaries: &[SummaryOutcome]) -> Compacted {
         let failure = match (plan.requests.is_empty(), summaries.first()) {
             (true, _) => None,
             (false, Some(Ok(t))) if !t.is_empty() => None,
@@ -1214,36 +1256,6 @@ impl Strategy for PriorityChain {
             notes,
         };
         Compacted { context: built.context, event }
-    }
-    fn promises(&self, ctx: &Context, budget: &Budget) -> Promises {
-        let mut deviations = vec![ViolationKind::RoleAlternation];
-        if ctx.summaries().next().is_some() {
-            deviations.push(ViolationKind::MultipleSummaries);
-        }
-        let first_body = ctx.entries().iter().position(|e| e.role() != Role::System).unwrap_or(ctx.len());
-        if ctx.entries()[first_body..].iter().any(|e| e.role() == Role::System) {
-            deviations.push(ViolationKind::OutOfOrder);
-        }
-        if !self.params.keep_tool_pairs {
-            deviations.extend([ViolationKind::OrphanToolResult, ViolationKind::UnansweredToolCall]);
-        }
-        if self.trims(ctx) {
-            // The paper-mode trim runs on every request, under the threshold too.
-            deviations.push(ViolationKind::CompactedBelowThreshold);
-        }
-        // The tail the plan keeps verbatim, assuming the prune runs (it only shortens it).
-        let recent_window = match self.plan(ctx, budget, Trigger::Proactive) {
-            None => ctx.len(),
-            Some(plan) => {
-                let scan = Scan::new(ctx, self);
-                let mut w = verbatim_tail(ctx, &self.prune(&scan, &plan.layout));
-                if let Fallback::Layout { layout, .. } = &plan.fallback {
-                    w = w.min(verbatim_tail(ctx, &self.prune(&scan, layout)));
-                }
-                w
-            }
-        };
-        Promises { keeps_system_prompt: true, recent_window, documented_deviations: deviations }
     }
 }
 
