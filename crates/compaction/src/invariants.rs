@@ -206,24 +206,26 @@ fn turn_role(r: Role) -> Role {
 pub fn alternation_breaks(before: &Context, after: &Context) -> Vec<usize> {
     // Masked entries hold recorded messages too: a pair that was adjacent before compaction
     // (say a masked tool result and the user message after it) is not a new break.
-    let rec: Vec<usize> = before
-        .entries()
-        .iter()
-        .filter_map(|e| match e.origin() {
-            Origin::Recorded { index } | Origin::Masked { index } => Some(*index),
-            _ => None,
-        })
-        .collect();
-    // The recorded message after `x` in `before` (after its last occurrence). A context in
-    // recorded order, the usual case, answers by binary search; any other builds the map.
+    let rec: Vec<usize> = before.entries().iter().filter_map(|e| e.origin().recorded_index()).collect();
+    // A context in recorded order, the usual case, answers by binary search; any other builds
+    // the map, once and only if asked.
     let in_order = rec.windows(2).all(|w| w[0] < w[1]);
     let map: OnceCell<HashMap<usize, usize>> = OnceCell::new();
-    let next_recorded = |x: usize| -> Option<usize> {
+    breaks_with(before, after, |x| {
         if in_order {
             return rec.binary_search(&x).ok().and_then(|p| rec.get(p + 1)).copied();
         }
-        map.get_or_init(|| rec.windows(2).map(|w| (w[0], w[1])).collect()).get(&x).copied()
-    };
+        map.get_or_init(|| next_recorded_map(&rec)).get(&x).copied()
+    })
+}
+
+/// The recorded message after each one in `rec` (after its last occurrence).
+fn next_recorded_map(rec: &[usize]) -> HashMap<usize, usize> {
+    rec.windows(2).map(|w| (w[0], w[1])).collect()
+}
+
+/// [`alternation_breaks`] with `next_recorded(x)`: the recorded message after `x` in `before`.
+fn breaks_with(before: &Context, after: &Context, next_recorded: impl Fn(usize) -> Option<usize>) -> Vec<usize> {
     let body: Vec<(usize, &crate::context::Entry)> =
         after.entries().iter().enumerate().filter(|(_, e)| e.role() != Role::System).collect();
     let mut out = Vec::new();
@@ -239,11 +241,8 @@ pub fn alternation_breaks(before: &Context, after: &Context) -> Vec<usize> {
             continue;
         }
         // Two results of one parallel call batch are fine, as is any pair that was adjacent before.
-        let was_adjacent = match (a.origin(), b.origin()) {
-            (
-                Origin::Recorded { index: x } | Origin::Masked { index: x },
-                Origin::Recorded { index: y } | Origin::Masked { index: y },
-            ) => next_recorded(*x) == Some(*y),
+        let was_adjacent = match (a.origin().recorded_index(), b.origin().recorded_index()) {
+            (Some(x), Some(y)) => next_recorded(x) == Some(y),
             _ => false,
         };
         let both_tool = a.role() == Role::Tool && b.role() == Role::Tool;
@@ -368,34 +367,8 @@ mod tests {
     /// of `before` to the next one, built whole.
     fn alternation_breaks_with_map(before: &Context, after: &Context) -> Vec<usize> {
         let rec: Vec<usize> = before.entries().iter().filter_map(|e| e.origin().recorded_index()).collect();
-        let mut next_recorded: HashMap<usize, usize> = HashMap::new();
-        for w in rec.windows(2) {
-            next_recorded.insert(w[0], w[1]);
-        }
-        let body: Vec<(usize, &Entry)> =
-            after.entries().iter().enumerate().filter(|(_, e)| e.role() != Role::System).collect();
-        let mut out = Vec::new();
-        let first_before = before.entries().iter().find(|e| e.role() != Role::System).map(|e| turn_role(e.role()));
-        if let Some((i, e)) = body.first() {
-            if turn_role(e.role()) != Role::User && first_before == Some(Role::User) {
-                out.push(*i);
-            }
-        }
-        for w in body.windows(2) {
-            let ((_, a), (j, b)) = (w[0], w[1]);
-            if turn_role(a.role()) != turn_role(b.role()) {
-                continue;
-            }
-            let was_adjacent = match (a.origin().recorded_index(), b.origin().recorded_index()) {
-                (Some(x), Some(y)) => next_recorded.get(&x) == Some(&y),
-                _ => false,
-            };
-            let both_tool = a.role() == Role::Tool && b.role() == Role::Tool;
-            if !was_adjacent && !both_tool {
-                out.push(j);
-            }
-        }
-        out
+        let map = next_recorded_map(&rec);
+        breaks_with(before, after, |x| map.get(&x).copied())
     }
 
     /// An entry: `(role, recorded index, kind)`; kind 0 recorded, 1 masked, 2 a summary.

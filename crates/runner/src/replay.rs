@@ -1018,6 +1018,8 @@ impl<'a, 's> Replayer<'a, 's> {
     /// Plan, summarize and apply one compaction for `trigger`; true when the context changed.
     fn compact_full(&mut self, trigger: Trigger, call: u32) -> bool {
         let ended = self.ended();
+        // `Replayer::source`, borrowing only the two fields, so the summarizer's closure can
+        // hold the metrics.
         let source = match (&self.history, self.from_history) {
             (Some(history), true) => history,
             _ => &self.ctx,
