@@ -1,8 +1,9 @@
 //! The live context: the messages an agent would send, with their provenance and cached
 //! token counts.
 
+use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -166,6 +167,25 @@ pub struct Context {
     tool_results: [(Totals, usize); 2],
     /// How many messages carry a stage label ([`Message::stage`]).
     staged: usize,
+    /// A strategy's index over the entries ([`Context::memo`]).
+    memo: Memo,
+}
+
+/// The value [`Context::memo`] keeps: not copied with the context, dropped when an entry is
+/// replaced.
+#[derive(Default)]
+struct Memo(Mutex<Option<Arc<dyn Any + Send + Sync>>>);
+
+impl Clone for Memo {
+    fn clone(&self) -> Memo {
+        Memo::default()
+    }
+}
+
+impl std::fmt::Debug for Memo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Memo")
+    }
 }
 
 /// Which tool results [`Context::tool_result_units`] sums: those still holding their output,
@@ -272,7 +292,7 @@ impl Context {
             }
         }
         let staged = entries.iter().filter(|e| e.message().stage.is_some()).count();
-        Context { entries, totals: Totals::default(), tool_results, staged }
+        Context { entries, totals: Totals::default(), tool_results, staged, memo: Memo::default() }
     }
     /// Append one entry, updating the running totals that are known.
     pub fn push(&mut self, entry: Entry) {
@@ -317,7 +337,26 @@ impl Context {
         }
         self.staged -= usize::from(old.message().stage.is_some());
         self.staged += usize::from(entry.message().stage.is_some());
+        // An index over the entries no longer holds.
+        *self.memo.0.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
         std::mem::replace(&mut self.entries[index], entry)
+    }
+    /// A value derived from the entries that its owner extends as the context grows, kept with
+    /// the context: `update` gets the value the previous call returned and returns the one to
+    /// keep (and to return), extended by the entries appended since. It gets `None` the first
+    /// time, after [`Context::replace`] changed an entry (entries only change there or by
+    /// [`Context::push`]), in a clone of the context (clones start without one), and when the
+    /// value kept is of another type. A strategy that rebuilds its request from a growing
+    /// history keeps its scan of the history here, so that each request costs what was
+    /// appended since the previous one.
+    ///
+    /// `update` runs under a lock: it must not call `memo` on the same context.
+    pub fn memo<T: Any + Send + Sync>(&self, update: impl FnOnce(Option<Arc<T>>) -> Arc<T>) -> Arc<T> {
+        let mut kept = self.memo.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let previous = kept.take().and_then(|v| v.downcast::<T>().ok());
+        let value = update(previous);
+        *kept = Some(value.clone());
+        value
     }
     /// The entries, oldest first.
     pub fn entries(&self) -> &[Entry] {
@@ -430,5 +469,27 @@ mod tests {
         assert_eq!(kept(&ctx), (false, 1, 1, 14, 9));
         let rebuilt = Context::from_entries(ctx.entries().to_vec());
         assert_eq!(kept(&rebuilt), kept(&ctx));
+    }
+
+    /// A memo is handed back as the context grows, and starts again in a clone, for another
+    /// type, and once an entry is replaced.
+    #[test]
+    fn a_memo_follows_pushes_and_is_dropped_when_an_entry_changes() {
+        // How many times the memo was asked for since it was last dropped.
+        let asked = |ctx: &Context| *ctx.memo(|kept: Option<Arc<usize>>| Arc::new(kept.map_or(1, |n| *n + 1)));
+        let mut ctx = Context::from_messages([Message::user("a")]);
+        assert_eq!(asked(&ctx), 1);
+        ctx.push(Entry::recorded(1, Message::assistant("b")));
+        assert_eq!(asked(&ctx), 2);
+        assert_eq!(asked(&ctx.clone()), 1);
+        assert_eq!(asked(&ctx), 3);
+        ctx.memo(|kept: Option<Arc<String>>| {
+            assert!(kept.is_none());
+            Arc::new(String::new())
+        });
+        assert_eq!(asked(&ctx), 1);
+        assert_eq!(asked(&ctx), 2);
+        ctx.replace(0, Entry::recorded(0, Message::user("c")), &[]);
+        assert_eq!(asked(&ctx), 1);
     }
 }

@@ -574,7 +574,8 @@ pub(crate) fn build_layout(
     requests: &[SummaryRequest],
     summaries: &[SummaryOutcome],
 ) -> Built {
-    let mut used = vec![false; ctx.len()];
+    // The entries kept, to count those removed: in a layout's order, which is mostly theirs.
+    let mut used: Vec<usize> = Vec::with_capacity(layout.len());
     let mut out = Context::new();
     let mut masked = 0;
     let mut texts = Vec::new();
@@ -583,13 +584,13 @@ pub(crate) fn build_layout(
         match slot {
             Slot::Keep { index } => {
                 if let Some(e) = ctx.get(*index) {
-                    used[*index] = true;
+                    used.push(*index);
                     out.push(e.clone());
                 }
             }
             Slot::Mask { index, placeholder } => {
                 if let Some(e) = ctx.get(*index) {
-                    used[*index] = true;
+                    used.push(*index);
                     masked += 1;
                     let m = e.message().with_content(placeholder.as_str());
                     let origin = match e.origin() {
@@ -619,7 +620,11 @@ pub(crate) fn build_layout(
             }
         }
     }
-    let removed = used.iter().filter(|u| !**u).count();
+    if !used.windows(2).all(|w| w[0] < w[1]) {
+        used.sort_unstable();
+        used.dedup();
+    }
+    let removed = ctx.len() - used.len();
     Built { context: out, removed, masked, summaries: texts, round }
 }
 

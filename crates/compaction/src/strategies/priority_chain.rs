@@ -97,6 +97,7 @@
 use std::cell::OnceCell;
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use seeded::Fnv;
@@ -104,7 +105,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::ParamError;
-use crate::context::{Context, Inserted, Origin};
+use crate::context::{Context, Entry, Inserted, Origin};
 use crate::invariants::ViolationKind;
 use crate::message::{Message, Role};
 use crate::strategy::{
@@ -371,11 +372,9 @@ impl<'a> Scan<'a> {
         if let Some(pairs) = self.pairs.get() {
             return pair_safe_split(seq, k, pairs);
         }
-        // The local search looks at no more entries than the whole pairing would.
-        let budget = self.ctx.len() + 64;
-        let local =
-            if k <= len - k { self.split_from_calls(seq, k, budget) } else { self.split_from_results(seq, k, budget) };
-        local.unwrap_or_else(|| pair_safe_split(seq, k, self.pairs()))
+        let pos = Self::positions(seq);
+        let position = |i: usize| pos.get(i).copied().filter(|p| *p != NO_POSITION);
+        local_split(self.ctx, len, k, |p| seq[p], position).unwrap_or_else(|| pair_safe_split(seq, k, self.pairs()))
     }
 
     /// The position of each entry in `seq` (the last one when an entry appears twice), `NONE`
@@ -391,62 +390,90 @@ impl<'a> Scan<'a> {
         pos
     }
 
-    /// [`Scan::safe_split`] from the calls before the split: the split `s` is ruled out when a
-    /// call before it has its result at `s` or after, so it moves past the furthest such result
-    /// until none is left. `None` when the search runs out of budget.
+    /// [`split_from_calls`] over `seq`.
+    #[cfg(test)]
     fn split_from_calls(&self, seq: &[Option<usize>], k: usize, budget: usize) -> Option<usize> {
         let pos = Self::positions(seq);
         let position = |i: usize| pos.get(i).copied().filter(|p| *p != NO_POSITION);
-        let mut budget = budget;
-        let mut reach: Option<usize> = None;
-        let (mut p, mut split) = (0, k);
-        loop {
-            while p < split {
-                if let Some(c) = seq[p].filter(|c| position(*c) == Some(p)) {
-                    let calls = self.ctx.get(c).map_or(0, |e| e.message().tool_calls.len());
-                    for t in 0..calls {
-                        if let Some(r) = result_of_call(self.ctx, c, t, &mut budget)? {
-                            if let Some(pr) = position(r).filter(|pr| *pr > p) {
-                                reach = Some(reach.map_or(pr, |f| f.max(pr)));
-                            }
-                        }
-                    }
-                }
-                p += 1;
-            }
-            match reach {
-                Some(f) if f >= split => split = f + 1,
-                _ => return Some(split),
-            }
-        }
+        split_from_calls(self.ctx, seq.len(), k, budget, |p| seq[p], position)
     }
 
-    /// [`Scan::safe_split`] from the results at `k` and after: each rules out the splits after
-    /// its call up to itself. `None` when the search runs out of budget.
+    /// [`split_from_results`] over `seq`.
+    #[cfg(test)]
     fn split_from_results(&self, seq: &[Option<usize>], k: usize, budget: usize) -> Option<usize> {
         let pos = Self::positions(seq);
         let position = |i: usize| pos.get(i).copied().filter(|p| *p != NO_POSITION);
-        let mut budget = budget;
-        let len = seq.len();
-        // `delta[s - k]` counts the pairs that start and stop ruling out split `s`.
-        let mut delta = vec![0i64; len - k + 2];
-        for (p, r) in seq.iter().enumerate().skip(k) {
-            let Some(r) = r.filter(|r| position(*r) == Some(p)) else { continue };
-            let Some(c) = call_of_result(self.ctx, r, &mut budget)? else { continue };
-            if let Some(pc) = position(c).filter(|pc| *pc < p) {
-                delta[(pc + 1).max(k) - k] += 1;
-                delta[p + 1 - k] -= 1;
-            }
-        }
-        let mut ruled_out = 0i64;
-        for (d, split) in delta.iter().zip(k..=len) {
-            ruled_out += d;
-            if ruled_out == 0 {
-                return Some(split);
-            }
-        }
-        Some(len)
+        split_from_results(self.ctx, seq.len(), k, budget, |p| seq[p], position)
     }
+}
+
+/// [`Scan::safe_split`] from the calls before the split, over a list of `len` positions whose
+/// entries `entry` gives and whose position of an entry `position` gives (the last one when
+/// it appears twice): the split `s` is ruled out when a call before it has its result at `s`
+/// or after, so it moves past the furthest such result until none is left. `None` when the
+/// search runs out of budget.
+fn split_from_calls(
+    ctx: &Context,
+    len: usize,
+    k: usize,
+    budget: usize,
+    entry: impl Fn(usize) -> Option<usize>,
+    position: impl Fn(usize) -> Option<usize>,
+) -> Option<usize> {
+    let mut budget = budget;
+    let mut reach: Option<usize> = None;
+    let (mut p, mut split) = (0, k);
+    loop {
+        while p < split.min(len) {
+            if let Some(c) = entry(p).filter(|c| position(*c) == Some(p)) {
+                let calls = ctx.get(c).map_or(0, |e| e.message().tool_calls.len());
+                for t in 0..calls {
+                    if let Some(r) = result_of_call(ctx, c, t, &mut budget)? {
+                        if let Some(pr) = position(r).filter(|pr| *pr > p) {
+                            reach = Some(reach.map_or(pr, |f| f.max(pr)));
+                        }
+                    }
+                }
+            }
+            p += 1;
+        }
+        match reach {
+            Some(f) if f >= split => split = f + 1,
+            _ => return Some(split),
+        }
+    }
+}
+
+/// [`Scan::safe_split`] from the results at `k` and after (the list as in
+/// [`split_from_calls`]): each rules out the splits after its call up to itself. `None` when
+/// the search runs out of budget.
+fn split_from_results(
+    ctx: &Context,
+    len: usize,
+    k: usize,
+    budget: usize,
+    entry: impl Fn(usize) -> Option<usize>,
+    position: impl Fn(usize) -> Option<usize>,
+) -> Option<usize> {
+    let mut budget = budget;
+    // `delta[s - k]` counts the pairs that start and stop ruling out split `s`.
+    let mut delta = vec![0i64; len - k + 2];
+    for p in k..len {
+        let Some(r) = entry(p).filter(|r| position(*r) == Some(p)) else { continue };
+        let Some(c) = call_of_result(ctx, r, &mut budget)? else { continue };
+        if let Some(pc) = position(c).filter(|pc| *pc < p) {
+            delta[(pc + 1).max(k) - k] += 1;
+            delta[p + 1 - k] -= 1;
+        }
+    }
+    let mut ruled_out = 0i64;
+    for (d, split) in delta.iter().zip(k..=len) {
+        ruled_out += d;
+        if ruled_out == 0 {
+            return Some(split);
+        }
+    }
+    Some(len)
 }
 
 /// Marks an entry absent from a list in [`Scan::positions`].
@@ -549,25 +576,74 @@ fn pair_safe_split(seq: &[Option<usize>], k: usize, pairs: &[(usize, usize)]) ->
     len
 }
 
-/// The positions of a list that [`PriorityChain::keep_last`] keeps, in order: every system
+/// The positions of a list that P5 (and the paper-mode trim) keeps, in order: every system
 /// position, then the last `keep` conversation positions, the cut moved forward past a split
-/// tool pair when `tool_pairs` is set. `entry` gives the context entry at a position (`None`
-/// for a new message).
+/// tool pair by `split` when it is given ([`Scan::safe_split`] or [`split_in`]). `entry`
+/// gives the context entry at a position (`None` for a new message).
 fn keep_last_positions(
     len: usize,
     is_system: impl Fn(usize) -> bool,
     entry: impl Fn(usize) -> Option<usize>,
     keep: usize,
-    tool_pairs: Option<&Scan>,
+    split: Option<&SplitFn<'_>>,
 ) -> Vec<usize> {
     let (mut out, conversation): (Vec<usize>, Vec<usize>) = (0..len).partition(|&p| is_system(p));
     let mut k = conversation.len().saturating_sub(keep);
-    if let (Some(scan), true) = (tool_pairs, k > 0) {
+    if let (Some(split), true) = (split, k > 0) {
         let seq: Vec<Option<usize>> = conversation.iter().map(|&p| entry(p)).collect();
-        k = scan.safe_split(&seq, k);
+        k = split(&seq, k);
     }
     out.extend_from_slice(&conversation[k..]);
     out
+}
+
+/// A pair-safe split of a list of entries at `k` ([`Scan::safe_split`], [`split_in`]).
+type SplitFn<'a> = dyn Fn(&[Option<usize>], usize) -> usize + 'a;
+
+/// [`Scan::safe_split`] without a scan. A list of entries in order (the lists P5 prunes in
+/// general chat) has each entry's position found by binary search, so the split costs what the
+/// entries around it cost.
+fn split_in(ctx: &Context, seq: &[Option<usize>], k: usize) -> usize {
+    let sorted = seq.windows(2).all(|w| w[0] < w[1]);
+    match seq.iter().copied().collect::<Option<Vec<usize>>>() {
+        Some(entries) if sorted => sorted_split(ctx, &entries, k),
+        _ => {
+            let pos = Scan::positions(seq);
+            let position = |i: usize| pos.get(i).copied().filter(|p| *p != NO_POSITION);
+            local_split(ctx, seq.len(), k, |p| seq[p], position)
+                .unwrap_or_else(|| pair_safe_split(seq, k, &tool_pairs(ctx)))
+        }
+    }
+}
+
+/// [`Scan::safe_split`] of `entries`, a list of context entries in order.
+fn sorted_split(ctx: &Context, entries: &[usize], k: usize) -> usize {
+    let position = |i: usize| entries.binary_search(&i).ok();
+    local_split(ctx, entries.len(), k, |p| Some(entries[p]), position).unwrap_or_else(|| {
+        let seq: Vec<Option<usize>> = entries.iter().map(|&i| Some(i)).collect();
+        pair_safe_split(&seq, k, &tool_pairs(ctx))
+    })
+}
+
+/// The local search of [`Scan::safe_split`] over a list of `len` positions: from the calls
+/// before `k` when the split is in the first half, from the results after it otherwise.
+/// `None` when it gives up: it looks at no more entries than the whole pairing would.
+fn local_split(
+    ctx: &Context,
+    len: usize,
+    k: usize,
+    entry: impl Fn(usize) -> Option<usize>,
+    position: impl Fn(usize) -> Option<usize>,
+) -> Option<usize> {
+    if k >= len {
+        return Some(k.min(len));
+    }
+    let budget = ctx.len() + 64;
+    if k <= len - k {
+        split_from_calls(ctx, len, k, budget, entry, position)
+    } else {
+        split_from_results(ctx, len, k, budget, entry, position)
+    }
 }
 
 /// An item of the working list the plan builds: a context entry, or [`DIGEST`].
@@ -588,9 +664,9 @@ fn js_len_at_most(text: &str, max: u64) -> bool {
     js_len(text) <= max
 }
 
-fn slot_role(scan: &Scan, slot: &Slot) -> Role {
+fn slot_role(ctx: &Context, slot: &Slot) -> Role {
     match slot {
-        Slot::Keep { index } | Slot::Mask { index, .. } => scan.role(*index),
+        Slot::Keep { index } | Slot::Mask { index, .. } => ctx.get(*index).map_or(Role::User, Entry::role),
         Slot::Summary { role, .. } => *role,
         Slot::Insert { message, .. } => message.role,
     }
@@ -719,27 +795,28 @@ impl PriorityChain {
 
     /// The estimate of the context `layout` builds (as [`build_layout`] builds it), without
     /// building it.
-    fn layout_tokens(&self, scan: &Scan, layout: &[Slot], summaries: &[SummaryOutcome]) -> u64 {
-        let units: u64 = layout
-            .iter()
-            .map(|slot| match slot {
-                Slot::Keep { index } => scan.units(*index),
-                Slot::Mask { index, placeholder } => scan.ctx.get(*index).map_or(0, |e| {
-                    let mut m = e.message().clone();
-                    m.content.clone_from(placeholder);
-                    self.estimator.message_units(&m)
-                }),
-                Slot::Summary { request, role, prefix, suffix } => {
-                    let text = match summaries.get(*request) {
-                        Some(Ok(t)) => t.as_str(),
-                        _ => "",
-                    };
-                    self.estimator.message_units(&Message::new(*role, format!("{prefix}{text}{suffix}")))
-                }
-                Slot::Insert { message, .. } => self.estimator.message_units(message),
-            })
-            .sum();
-        self.estimator.tokens_from_units(units)
+    fn layout_tokens(&self, ctx: &Context, layout: &[Slot], summaries: &[SummaryOutcome]) -> u64 {
+        self.estimator.tokens_from_units(layout.iter().map(|slot| self.slot_units(ctx, slot, summaries)).sum())
+    }
+
+    /// The estimator's units of the message `slot` builds.
+    fn slot_units(&self, ctx: &Context, slot: &Slot, summaries: &[SummaryOutcome]) -> u64 {
+        match slot {
+            Slot::Keep { index } => ctx.get(*index).map_or(0, |e| e.units(&self.estimator)),
+            Slot::Mask { index, placeholder } => ctx.get(*index).map_or(0, |e| {
+                let mut m = e.message().clone();
+                m.content.clone_from(placeholder);
+                self.estimator.message_units(&m)
+            }),
+            Slot::Summary { request, role, prefix, suffix } => {
+                let text = match summaries.get(*request) {
+                    Some(Ok(t)) => t.as_str(),
+                    _ => "",
+                };
+                self.estimator.message_units(&Message::new(*role, format!("{prefix}{text}{suffix}")))
+            }
+            Slot::Insert { message, .. } => self.estimator.message_units(message),
+        }
     }
 
     /// The role of working-list item `i`.
@@ -777,9 +854,7 @@ impl PriorityChain {
     /// conversation messages than it keeps.
     pub fn trims(&self, ctx: &Context) -> bool {
         let keep = self.params.paper_trim_last;
-        keep > 0
-            && self.paper_mode(ctx)
-            && ctx.entries().iter().filter(|e| e.role() != Role::System).nth(keep).is_some()
+        keep > 0 && self.paper_mode(ctx) && self.index(ctx).body.len() > keep
     }
 
     /// [`PriorityChain::trims`] from a scan, with paper mode already known.
@@ -788,7 +863,7 @@ impl PriorityChain {
         keep > 0 && paper && scan.roles.iter().filter(|r| **r != Role::System).nth(keep).is_some()
     }
 
-    /// The scan whose pairs `keep_last` moves its cut for, if it does.
+    /// The scan whose pairs the P3 split moves for, if it does.
     fn pairs_for<'p, 'a>(&self, scan: &'p Scan<'a>) -> Option<&'p Scan<'a>> {
         self.params.keep_tool_pairs.then_some(scan)
     }
@@ -798,12 +873,13 @@ impl PriorityChain {
     /// newest `paper_trim_last` conversation messages (moved forward past a cut tool pair).
     fn base(&self, scan: &Scan, paper: bool) -> Vec<Item> {
         if self.trims_in(scan, paper) {
+            let split = |seq: &[Option<usize>], k| scan.safe_split(seq, k);
             keep_last_positions(
                 scan.roles.len(),
                 |p| scan.roles[p] == Role::System,
                 Some,
                 self.params.paper_trim_last,
-                self.pairs_for(scan),
+                self.params.keep_tool_pairs.then_some(&split),
             )
         } else {
             (0..scan.roles.len()).collect()
@@ -938,11 +1014,7 @@ impl PriorityChain {
         let (system, conversation): (Vec<Item>, Vec<Item>) =
             chain.items.iter().partition(|&&i| Self::item_role(scan, i) == Role::System);
         let n = conversation.len();
-        let count = if paper {
-            ((n as f64 * self.params.paper_summarize_ratio).floor() as usize).min(self.params.paper_summarize_max)
-        } else {
-            self.params.general_summarize_max.min((n as f64 * self.params.general_summarize_ratio).floor() as usize)
-        };
+        let count = self.p3_count(paper, n);
         if count > self.params.summarize_more_than {
             let k = match self.pairs_for(scan) {
                 Some(scan) => {
@@ -952,36 +1024,58 @@ impl PriorityChain {
                 None => count,
             };
             let span: Vec<usize> = conversation[..k].iter().copied().filter(|&i| i != DIGEST).collect();
-            let prompt = if paper {
-                PromptKind::PaperMidStage { stage: Self::current_stage(ctx).unwrap_or("unknown").to_string() }
-            } else {
-                PromptKind::GeneralChat
-            };
-            let mut request = SummaryRequest::new(span, prompt, self.params.summary_max_tokens, ctx.last_round() + 1);
-            request.target_chars = Some(self.params.summary_max_chars);
+            let request = self.p3_request(ctx, paper, span, ctx.last_round() + 1);
             let mut layout = Vec::with_capacity(system.len() + 1 + n - k);
             Self::extend_slots(&mut layout, &system, chain.digest.as_ref());
-            layout.push(Slot::Summary {
-                request: 0,
-                role: Role::System,
-                prefix: SUMMARY_PREFIX.to_string(),
-                suffix: SUMMARY_SUFFIX.to_string(),
-            });
+            layout.push(Self::summary_slot());
             Self::extend_slots(&mut layout, &conversation[k..], chain.digest.as_ref());
             chain.p3 = Some((request, layout));
         }
         chain
     }
 
+    /// P3's count of the oldest conversation messages to summarize, out of `n`.
+    fn p3_count(&self, paper: bool, n: usize) -> usize {
+        if paper {
+            ((n as f64 * self.params.paper_summarize_ratio).floor() as usize).min(self.params.paper_summarize_max)
+        } else {
+            self.params.general_summarize_max.min((n as f64 * self.params.general_summarize_ratio).floor() as usize)
+        }
+    }
+
+    /// P3's request to summarize entries `span` in summary round `round`.
+    fn p3_request(&self, ctx: &Context, paper: bool, span: Vec<usize>, round: u32) -> SummaryRequest {
+        let prompt = if paper {
+            PromptKind::PaperMidStage { stage: Self::current_stage(ctx).unwrap_or("unknown").to_string() }
+        } else {
+            PromptKind::GeneralChat
+        };
+        let mut request = SummaryRequest::new(span, prompt, self.params.summary_max_tokens, round);
+        request.target_chars = Some(self.params.summary_max_chars);
+        request
+    }
+
+    /// The slot of P3's summary: a system message.
+    fn summary_slot() -> Slot {
+        Slot::Summary {
+            request: 0,
+            role: Role::System,
+            prefix: SUMMARY_PREFIX.to_string(),
+            suffix: SUMMARY_SUFFIX.to_string(),
+        }
+    }
+
     /// P5 on a layout: every system message, then the last `prune_keep_last` conversation
-    /// messages.
-    fn prune(&self, scan: &Scan, slots: &[Slot]) -> Vec<Slot> {
+    /// messages. It reads only the layout's entries: a layout P5 has already pruned costs what
+    /// it holds.
+    fn prune(&self, ctx: &Context, slots: &[Slot]) -> Vec<Slot> {
+        let split = |seq: &[Option<usize>], k| split_in(ctx, seq, k);
         keep_last_positions(
             slots.len(),
-            |p| slot_role(scan, &slots[p]) == Role::System,
+            |p| slot_role(ctx, &slots[p]) == Role::System,
             |p| slot_entry(&slots[p]),
             self.params.prune_keep_last,
-            self.pairs_for(scan),
+            self.params.keep_tool_pairs.then_some(&split),
         )
         .into_iter()
         .map(|p| slots[p].clone())
@@ -990,12 +1084,13 @@ impl PriorityChain {
 
     /// P5 on the working list.
     fn prune_items(&self, scan: &Scan, items: &[Item]) -> Vec<Item> {
+        let split = |seq: &[Option<usize>], k| scan.safe_split(seq, k);
         keep_last_positions(
             items.len(),
             |p| Self::item_role(scan, items[p]) == Role::System,
             |p| (items[p] != DIGEST).then_some(items[p]),
             self.params.prune_keep_last,
-            self.pairs_for(scan),
+            self.params.keep_tool_pairs.then_some(&split),
         )
         .into_iter()
         .map(|p| items[p])
@@ -1066,7 +1161,20 @@ impl Strategy for PriorityChain {
     fn should_compact(&self, ctx: &Context, budget: &Budget) -> bool {
         self.threshold(ctx, budget).is_some_and(|t| self.estimate(ctx) > t) || self.trims(ctx)
     }
+    /// In general chat over the prune's threshold the plan holds what P5 leaves
+    /// ([`PriorityChain::plan_pruned`]); otherwise it holds the chain's context, which `apply`
+    /// prunes.
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
+        if !self.paper_mode(ctx) {
+            let b = self.check_context_budget(ctx.units(&self.estimator), budget.context_window);
+            if self.prunes_in_plan(false, &b) {
+                return self.plan_pruned(ctx, &self.index(ctx), b, trigger);
+            }
+            if !b.should_compact && !b.should_prune {
+                // Under both thresholds, and general chat has no trim.
+                return None;
+            }
+        }
         self.plan_in(&Scan::new(ctx, self), budget, trigger)
     }
     /// Finish the chain on the built context: P3's threshold check, the P4 signal, the P5 prune.
@@ -1074,30 +1182,29 @@ impl Strategy for PriorityChain {
         self.apply_in(ctx, budget, plan, summaries)
     }
     fn promises(&self, ctx: &Context, budget: &Budget) -> Promises {
-        // One scan for the plan, the prune and the facts below.
-        let scan = Scan::new(ctx, self);
+        let index = self.index(ctx);
         let mut deviations = vec![ViolationKind::RoleAlternation];
-        if ctx.summaries().next().is_some() {
+        if index.summaries > 0 {
             deviations.push(ViolationKind::MultipleSummaries);
         }
-        let first_body = scan.roles.iter().position(|r| *r != Role::System).unwrap_or(ctx.len());
-        if scan.roles[first_body..].contains(&Role::System) {
+        // A system message after the first conversation message.
+        if index.body.first().is_some_and(|first| index.systems.last().is_some_and(|last| last > first)) {
             deviations.push(ViolationKind::OutOfOrder);
         }
         if !self.params.keep_tool_pairs {
             deviations.extend([ViolationKind::OrphanToolResult, ViolationKind::UnansweredToolCall]);
         }
-        if self.trims_in(&scan, self.paper_in(&scan)) {
+        if self.trims(ctx) {
             // The paper-mode trim runs on every request, under the threshold too.
             deviations.push(ViolationKind::CompactedBelowThreshold);
         }
         // The tail the plan keeps verbatim, assuming the prune runs (it only shortens it).
-        let recent_window = match self.plan_in(&scan, budget, Trigger::Proactive) {
+        let recent_window = match self.plan(ctx, budget, Trigger::Proactive) {
             None => ctx.len(),
             Some(plan) => {
-                let mut w = verbatim_tail(ctx, &self.prune(&scan, &plan.layout));
+                let mut w = verbatim_tail(ctx, &self.prune(ctx, &plan.layout));
                 if let Fallback::Layout { layout, .. } = &plan.fallback {
-                    w = w.min(verbatim_tail(ctx, &self.prune(&scan, layout)));
+                    w = w.min(verbatim_tail(ctx, &self.prune(ctx, layout)));
                 }
                 w
             }
@@ -1117,13 +1224,7 @@ impl PriorityChain {
         if !b.should_compact && !b.should_prune && trimmed == 0 {
             return None;
         }
-        let mut notes = serde_json::Map::new();
-        notes.insert("mode".into(), json!(if paper { "paper" } else { "general" }));
-        notes.insert("trimmed".into(), json!(trimmed));
-        notes.insert("estimate_before".into(), json!(b.total_tokens));
-        notes.insert("compaction_threshold".into(), json!(b.compaction_threshold));
-        notes.insert("prune_threshold".into(), json!(b.prune_threshold));
-        notes.insert("chain_ran".into(), json!(b.should_compact));
+        let mut notes = Self::plan_notes(paper, trimmed, &b);
         if !b.should_compact {
             // Under the trigger: the trim, and between the prune threshold and the trigger the
             // prune, alone.
@@ -1184,6 +1285,18 @@ impl PriorityChain {
             }
         }
     }
+    /// The notes every plan starts with.
+    fn plan_notes(paper: bool, trimmed: usize, b: &ChainBudget) -> serde_json::Map<String, Value> {
+        let mut notes = serde_json::Map::new();
+        notes.insert("mode".into(), json!(if paper { "paper" } else { "general" }));
+        notes.insert("trimmed".into(), json!(trimmed));
+        notes.insert("estimate_before".into(), json!(b.total_tokens));
+        notes.insert("compaction_threshold".into(), json!(b.compaction_threshold));
+        notes.insert("prune_threshold".into(), json!(b.prune_threshold));
+        notes.insert("chain_ran".into(), json!(b.should_compact));
+        notes
+    }
+
     /// [`Strategy::apply`].
     fn apply_in(&self, ctx: &Context, budget: &Budget, plan: &Plan, summaries: &[SummaryOutcome]) -> Compacted {
         let failure = match (plan.requests.is_empty(), summaries.first()) {
@@ -1199,13 +1312,22 @@ impl PriorityChain {
             (Some(_), Fallback::Unchanged) => return apply_layout(self, ctx, budget, plan, summaries),
         };
         let summarized = !plan.requests.is_empty() && failure.is_none();
-        let scan = Scan::new(ctx, self);
-        let b = self.check_context_budget(self.base_units(&scan), budget.context_window);
         let paper = plan.notes.get("mode").and_then(Value::as_str) == Some("paper");
+        let b = if paper {
+            self.check_context_budget(self.base_units(&Scan::new(ctx, self)), budget.context_window)
+        } else {
+            self.check_context_budget(ctx.units(&self.estimator), budget.context_window)
+        };
         let chain_ran = plan.notes.get("chain_ran").and_then(Value::as_bool).unwrap_or(b.should_compact);
-        // The estimate of the context the chain leaves, before the prune: built only when the
-        // prune leaves it as it is.
-        let after_chain = self.layout_tokens(&scan, layout, summaries);
+        // The context the chain leaves, before the prune: its estimate, and how many messages
+        // it holds. A plan that holds what P5 keeps gives it from the index.
+        let (after_chain, chain_len) = if self.prunes_in_plan(paper, &b) {
+            let index = self.index(ctx);
+            let (units, len) = self.chain_extent(ctx, &index, plan, layout, chain_ran, summarized, summaries);
+            (self.estimator.tokens_from_units(units), len)
+        } else {
+            (self.layout_tokens(ctx, layout, summaries), layout.len())
+        };
 
         let mut notes = plan.notes.clone();
         let resolved = match plan.notes.get("resolved_at").and_then(Value::as_str) {
@@ -1225,8 +1347,8 @@ impl PriorityChain {
             PruneCheck::AfterChain => after_chain > b.prune_threshold,
         };
         let (built, pruned): (Built, usize) = if prune_gate {
-            let fin = self.prune(&scan, layout);
-            let dropped = layout.len() - fin.len();
+            let fin = self.prune(ctx, layout);
+            let dropped = chain_len - fin.len();
             (build_layout(ctx, &fin, &plan.requests, summaries), dropped)
         } else {
             (build_layout(ctx, layout, &plan.requests, summaries), 0)
@@ -1256,6 +1378,187 @@ impl PriorityChain {
             notes,
         };
         Compacted { context: built.context, event }
+    }
+}
+
+/// What the chain reads of a context in general chat, kept with the context
+/// ([`Context::memo`]) and extended by the entries appended since it was last read: the
+/// entries by role and by P1's test, and what [`Strategy::promises`] states of them. A request
+/// rebuilt from a growing history reads only what was appended since the previous one.
+#[derive(Debug, Clone)]
+struct Index {
+    /// Entries read so far.
+    len: usize,
+    /// P1's parameters (`chitchat_max_length`, `chitchat_short_length`) it was read with.
+    chitchat: (u64, u64),
+    /// The system messages, in order.
+    systems: Vec<usize>,
+    /// The other messages, in order.
+    body: Vec<usize>,
+    /// The messages of `body` P1 keeps (not chitchat).
+    talk: Vec<usize>,
+    /// The estimator's units of the chitchat P1 strips.
+    chitchat_units: u64,
+    /// How many entries are summaries, and the highest round among them.
+    summaries: usize,
+    last_round: u32,
+}
+
+impl Index {
+    fn new(chitchat: (u64, u64)) -> Index {
+        Index {
+            len: 0,
+            chitchat,
+            systems: Vec::new(),
+            body: Vec::new(),
+            talk: Vec::new(),
+            chitchat_units: 0,
+            summaries: 0,
+            last_round: 0,
+        }
+    }
+
+    /// Read the entries of `ctx` from `self.len` on.
+    fn extend(&mut self, ctx: &Context, chain: &PriorityChain) {
+        for (i, e) in ctx.entries().iter().enumerate().skip(self.len) {
+            let m = e.message();
+            if m.role == Role::System {
+                self.systems.push(i);
+            } else {
+                self.body.push(i);
+                if chain.is_chitchat(m) {
+                    self.chitchat_units += e.units(&chain.estimator);
+                } else {
+                    self.talk.push(i);
+                }
+            }
+            if let Origin::Summary { round, .. } = e.origin() {
+                self.summaries += 1;
+                self.last_round = self.last_round.max(*round);
+            }
+        }
+        self.len = ctx.len();
+    }
+}
+
+impl PriorityChain {
+    /// This context's [`Index`], read as far as the context goes.
+    fn index(&self, ctx: &Context) -> Arc<Index> {
+        let key = (self.params.chitchat_max_length, self.params.chitchat_short_length);
+        ctx.memo(|kept: Option<Arc<Index>>| {
+            let mut index =
+                kept.filter(|i| i.chitchat == key && i.len <= ctx.len()).unwrap_or_else(|| Arc::new(Index::new(key)));
+            Arc::make_mut(&mut index).extend(ctx, self);
+            index
+        })
+    }
+
+    /// Whether P5 prunes whatever the chain leaves, so that the plan can hold the pruned
+    /// layouts: general chat (the chain starts from every entry: no trim, no P2), the prune
+    /// decided on the estimate from before the chain ([`PruneCheck::BeforeChain`]), and that
+    /// estimate over the prune's threshold.
+    fn prunes_in_plan(&self, paper: bool, b: &ChainBudget) -> bool {
+        !paper && self.params.prune_check == PruneCheck::BeforeChain && b.should_prune
+    }
+
+    /// Where the part of `conv` (conversation entries, in order) that P5 keeps starts: the
+    /// newest `prune_keep_last`, the cut moved forward past a tool pair it would split.
+    fn prune_start(&self, ctx: &Context, conv: &[usize]) -> usize {
+        let k = conv.len().saturating_sub(self.params.prune_keep_last);
+        if self.params.keep_tool_pairs && k > 0 {
+            sorted_split(ctx, conv, k)
+        } else {
+            k
+        }
+    }
+
+    /// [`Strategy::plan`] when it can hold what P5 leaves ([`PriorityChain::prunes_in_plan`]).
+    /// The chain starts from every entry, P1 keeps `index.talk`, P3 summarizes its oldest
+    /// messages and P5 keeps the system messages and the newest of the rest: the plan is the
+    /// one [`PriorityChain::plan_in`] makes with its layouts pruned, and costs what it keeps
+    /// rather than the whole context.
+    fn plan_pruned(&self, ctx: &Context, index: &Index, b: ChainBudget, trigger: Trigger) -> Option<Plan> {
+        let mut notes = Self::plan_notes(false, 0, &b);
+        // Every system message, then the newest messages of `conv` P5 keeps.
+        let kept = |conv: &[usize]| -> Vec<Item> {
+            let tail = &conv[self.prune_start(ctx, conv)..];
+            index.systems.iter().chain(tail).copied().collect()
+        };
+        let deterministic = |step: String, items: Vec<Item>, notes| {
+            if Self::is_identity_items(ctx, &items) {
+                return None;
+            }
+            let mut plan = Plan::deterministic(trigger, step, Self::to_slots(&items, None));
+            plan.notes = notes;
+            Some(plan)
+        };
+        if !b.should_compact {
+            // Between the prune's threshold and the chain's trigger: the prune alone.
+            return deterministic("P5".to_string(), kept(&index.body), notes);
+        }
+        let talk = &index.talk;
+        let stripped = index.body.len() - talk.len();
+        notes.insert("stripped_chitchat".into(), json!(stripped));
+        notes.insert("compacted_stages".into(), json!([]));
+        let units = ctx.units(&self.estimator) - index.chitchat_units;
+        let p1 = self.estimator.tokens_from_units(units) < b.compaction_threshold;
+        if p1 {
+            notes.insert("resolved_at".into(), json!("P1"));
+        }
+        let steps = Self::steps(false, stripped, 0, false, false, false);
+        let count = self.p3_count(false, talk.len());
+        if p1 || count <= self.params.summarize_more_than {
+            return deterministic(steps, kept(talk), notes);
+        }
+        let k = if self.params.keep_tool_pairs { sorted_split(ctx, talk, count) } else { count };
+        let request = self.p3_request(ctx, false, talk[..k].to_vec(), index.last_round + 1);
+        notes.insert("summarized_messages".into(), json!(request.span.len()));
+        let rest = &talk[k..];
+        let mut layout = Self::to_slots(&index.systems, None);
+        layout.push(Self::summary_slot());
+        Self::extend_slots(&mut layout, &rest[self.prune_start(ctx, rest)..], None);
+        Some(Plan {
+            trigger,
+            layout,
+            requests: vec![request],
+            fallback: Fallback::Layout { label: "P3 summary failed".into(), layout: Self::to_slots(&kept(talk), None) },
+            step: if steps == "none" { "P3".to_string() } else { format!("{steps}+P3") },
+            notes,
+        })
+    }
+
+    /// The estimator's units and the length of the context the chain leaves before the prune,
+    /// for a plan of [`PriorityChain::plan_pruned`] whose `layout` is used: every entry when
+    /// the chain did not run; else the entries P1 keeps, with P3's summary in place of its
+    /// span when it was made.
+    #[allow(clippy::too_many_arguments)]
+    fn chain_extent(
+        &self,
+        ctx: &Context,
+        index: &Index,
+        plan: &Plan,
+        layout: &[Slot],
+        chain_ran: bool,
+        summarized: bool,
+        summaries: &[SummaryOutcome],
+    ) -> (u64, usize) {
+        let all = ctx.units(&self.estimator);
+        if !chain_ran {
+            return (all, ctx.len());
+        }
+        let (units, len) = (all - index.chitchat_units, index.systems.len() + index.talk.len());
+        match plan.requests.first().filter(|_| summarized) {
+            None => (units, len),
+            Some(request) => {
+                let span: u64 = request.span.iter().filter_map(|&i| ctx.get(i)).map(|e| e.units(&self.estimator)).sum();
+                let summary: u64 = layout
+                    .iter()
+                    .filter(|s| matches!(s, Slot::Summary { .. }))
+                    .map(|s| self.slot_units(ctx, s, summaries))
+                    .sum();
+                (units - span + summary, len + 1 - request.span.len())
+            }
+        }
     }
 }
 
@@ -1746,7 +2049,13 @@ pub(crate) mod tests {
         let raw = with(|p| p.keep_tool_pairs = false);
         let plan = raw.plan(&ctx, &budget, Trigger::Proactive).expect("plan");
         assert_eq!(plan.requests[0].span.len(), 20);
-        // Without the prune, the document's count leaves result 6 without its call.
+        // Without the prune, the document's count leaves result 6 without its call. (A plan
+        // that prunes after the chain holds the chain's layout, not yet pruned.)
+        let unpruned = with(|p| {
+            p.keep_tool_pairs = false;
+            p.prune_check = PruneCheck::AfterChain;
+        });
+        let plan = unpruned.plan(&ctx, &budget, Trigger::Proactive).expect("plan");
         let summarized = build_layout(&ctx, &plan.layout, &plan.requests, &[Ok("- s".into())]);
         assert!(!check_context(&summarized.context).is_empty());
         assert!(raw.promises(&ctx, &budget).documented_deviations.contains(&ViolationKind::OrphanToolResult));
@@ -2021,19 +2330,75 @@ pub(crate) mod tests {
             let old = legacy::Legacy::new(params);
             let window = ((ctx.units(&CharsOver4).div_ceil(4) as f64 * ratio) as u64).max(1);
             let budget = Budget::new(window);
+            // In general chat over the prune's threshold the plan holds what the prune leaves
+            // of the legacy plan's layouts.
+            let b = s.check_context_budget(ctx.units(&CharsOver4), window);
+            let pruned_in_plan = s.prunes_in_plan(s.paper_mode(&ctx), &b);
             for trigger in [Trigger::Proactive, Trigger::Overflow] {
                 let plan = s.plan(&ctx, &budget, trigger);
-                prop_assert_eq!(&plan, &old.plan(&ctx, &budget, trigger));
+                let mut was_plan = old.plan(&ctx, &budget, trigger);
+                if let Some(p) = was_plan.as_mut().filter(|_| pruned_in_plan) {
+                    p.layout = old.prune(&ctx, &p.layout);
+                    if let Fallback::Layout { layout, .. } = &mut p.fallback {
+                        *layout = old.prune(&ctx, layout);
+                    }
+                }
+                prop_assert_eq!(&plan, &was_plan);
                 let Some(plan) = plan else { continue };
+                let was_plan = old.plan(&ctx, &budget, trigger).expect("the legacy plan");
                 let failed = crate::strategy::SummaryFailure { reason: "x".into() };
                 for summaries in [vec![Ok("- s".to_string())], vec![Ok(String::new())], vec![Err(failed)], vec![]] {
-                    let (new, was) = (s.apply(&ctx, &budget, &plan, &summaries), old.apply(&ctx, &budget, &plan, &summaries));
-                    prop_assert_eq!(entries_of(&new.context), entries_of(&was.context));
-                    prop_assert_eq!(new.event, was.event);
+                    let was = old.apply(&ctx, &budget, &was_plan, &summaries);
+                    // Each plan applied, and the legacy plan applied by the new code.
+                    for new in [s.apply(&ctx, &budget, &plan, &summaries), s.apply(&ctx, &budget, &was_plan, &summaries)] {
+                        prop_assert_eq!(entries_of(&new.context), entries_of(&was.context));
+                        prop_assert_eq!(&new.event, &was.event);
+                    }
                 }
             }
             let (p, q) = (s.promises(&ctx, &budget), old.promises(&ctx, &budget));
             prop_assert_eq!((p.recent_window, p.documented_deviations), (q.recent_window, q.documented_deviations));
+        }
+
+        /// The index kept with a context ([`Context::memo`]) follows it as it grows one entry at
+        /// a time, and is read again once an entry is replaced: plans, applies and promises on
+        /// the context are those on a fresh copy, which reads its entries from scratch.
+        #[test]
+        fn the_kept_index_follows_a_growing_context(
+            ctx in arb_context(),
+            params in arb_params(),
+            ratio in prop::sample::select(vec![0.3f64, 0.9, 1.1]),
+            replaced in 0usize..90,
+        ) {
+            let s = PriorityChain::new(params).expect("valid params");
+            let same = |grown: &Context| -> Result<(), proptest::test_runner::TestCaseError> {
+                let fresh = Context::from_entries(grown.entries().to_vec());
+                let window = ((grown.units(&CharsOver4).div_ceil(4) as f64 * ratio) as u64).max(1);
+                let budget = Budget::new(window);
+                let plan = s.plan(grown, &budget, Trigger::Proactive);
+                prop_assert_eq!(&plan, &s.plan(&fresh, &budget, Trigger::Proactive));
+                if let Some(plan) = plan {
+                    let summaries = [Ok("- s".to_string())];
+                    let (a, b) = (s.apply(grown, &budget, &plan, &summaries), s.apply(&fresh, &budget, &plan, &summaries));
+                    prop_assert_eq!(entries_of(&a.context), entries_of(&b.context));
+                    prop_assert_eq!(a.event, b.event);
+                }
+                let (p, q) = (s.promises(grown, &budget), s.promises(&fresh, &budget));
+                prop_assert_eq!((p.recent_window, p.documented_deviations), (q.recent_window, q.documented_deviations));
+                Ok(())
+            };
+            let mut grown = Context::new();
+            for e in ctx.entries() {
+                grown.push(e.clone());
+                same(&grown)?;
+            }
+            if replaced < grown.len() {
+                // A short confirmation in place of entry `replaced`: P1 strips it.
+                grown.replace(replaced, Entry::recorded(replaced, Message::user("ok")), &[&CharsOver4]);
+                same(&grown)?;
+                grown.push(Entry::recorded(grown.len(), Message::assistant("after the change")));
+                same(&grown)?;
+            }
         }
     }
 }
@@ -2329,7 +2694,7 @@ pub(crate) mod legacy {
         }
 
         /// P5: every system message, then the last `prune_keep_last` conversation messages.
-        fn prune(&self, ctx: &Context, slots: &[Slot]) -> Vec<Slot> {
+        pub(crate) fn prune(&self, ctx: &Context, slots: &[Slot]) -> Vec<Slot> {
             self.keep_last(ctx, slots, self.params.prune_keep_last)
         }
 
