@@ -92,12 +92,6 @@ impl UnitCache {
     }
 }
 
-impl Clone for UnitCache {
-    fn clone(&self) -> UnitCache {
-        UnitCache(std::array::from_fn(|i| AtomicU64::new(self.0[i].load(Ordering::Relaxed))))
-    }
-}
-
 impl std::fmt::Debug for UnitCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("UnitCache")
@@ -108,15 +102,21 @@ impl std::fmt::Debug for UnitCache {
 /// so their token units are measured once per counter and shared by clones.
 #[derive(Debug, Clone)]
 pub struct Entry {
-    message: Arc<Message>,
+    /// The message and its cached units, in one allocation.
+    stored: Arc<Stored>,
     origin: Origin,
-    cache: Arc<UnitCache>,
+}
+
+#[derive(Debug)]
+struct Stored {
+    message: Message,
+    cache: UnitCache,
 }
 
 impl Entry {
     /// An entry holding `message`, from `origin`.
     pub fn new(message: Message, origin: Origin) -> Entry {
-        Entry { message: Arc::new(message), origin, cache: Arc::new(UnitCache::new()) }
+        Entry { stored: Arc::new(Stored { message, cache: UnitCache::new() }), origin }
     }
     /// A recorded message, verbatim.
     pub fn recorded(index: usize, message: Message) -> Entry {
@@ -124,7 +124,7 @@ impl Entry {
     }
     /// The message as sent.
     pub fn message(&self) -> &Message {
-        &self.message
+        &self.stored.message
     }
     /// Where the entry comes from.
     pub fn origin(&self) -> &Origin {
@@ -132,20 +132,20 @@ impl Entry {
     }
     /// The message's role.
     pub fn role(&self) -> Role {
-        self.message.role
+        self.stored.message.role
     }
     /// This entry's units under `counter`, measured once and cached.
     pub fn units(&self, counter: &dyn TokenCounter) -> u64 {
         match counter.cache_slot() {
-            Some(slot) => match self.cache.get(slot) {
+            Some(slot) => match self.stored.cache.get(slot) {
                 Some(v) => v,
                 None => {
-                    let v = counter.message_units(&self.message);
-                    self.cache.set(slot, v);
+                    let v = counter.message_units(&self.stored.message);
+                    self.stored.cache.set(slot, v);
                     v
                 }
             },
-            None => counter.message_units(&self.message),
+            None => counter.message_units(&self.stored.message),
         }
     }
     /// This entry's tokens under `counter`, on its own.
@@ -222,7 +222,7 @@ impl Totals {
         for (i, total) in self.0.iter().enumerate() {
             let t = total.0.load(Ordering::Relaxed);
             if t != UNKNOWN {
-                let v = entry.cache.0[i].load(Ordering::Relaxed);
+                let v = entry.stored.cache.0[i].load(Ordering::Relaxed);
                 total.0.store(if v == UNKNOWN { UNKNOWN } else { t + v }, Ordering::Relaxed);
             }
         }
@@ -232,7 +232,7 @@ impl Totals {
         for (i, total) in self.0.iter().enumerate() {
             let t = total.0.load(Ordering::Relaxed);
             if t != UNKNOWN {
-                let v = entry.cache.0[i].load(Ordering::Relaxed);
+                let v = entry.stored.cache.0[i].load(Ordering::Relaxed);
                 total.0.store(if v == UNKNOWN { UNKNOWN } else { t.saturating_sub(v) }, Ordering::Relaxed);
             }
         }

@@ -67,6 +67,37 @@ impl Default for Params {
 pub struct ObservationMask {
     meter: Meter,
     params: Params,
+    /// The placeholder, split once at its fields.
+    template: Vec<Piece>,
+}
+
+/// A piece of the placeholder template.
+#[derive(Debug, Clone, PartialEq)]
+enum Piece {
+    Text(String),
+    /// `{tool}`.
+    Tool,
+    /// `{tokens}`.
+    Tokens,
+}
+
+/// `template` split at its `{tool}` fields, then each part at its `{tokens}` fields.
+fn pieces(template: &str) -> Vec<Piece> {
+    let mut out = Vec::new();
+    for (k, part) in template.split("{tool}").enumerate() {
+        if k > 0 {
+            out.push(Piece::Tool);
+        }
+        for (j, text) in part.split("{tokens}").enumerate() {
+            if j > 0 {
+                out.push(Piece::Tokens);
+            }
+            if !text.is_empty() {
+                out.push(Piece::Text(text.to_string()));
+            }
+        }
+    }
+    out
 }
 
 impl ObservationMask {
@@ -78,7 +109,7 @@ impl ObservationMask {
         if params.placeholder.is_empty() {
             return Err(ParamError::new("observation-mask", "placeholder", "must not be empty"));
         }
-        Ok(ObservationMask { meter: Meter::new(params.counter), params })
+        Ok(ObservationMask { meter: Meter::new(params.counter), template: pieces(&params.placeholder), params })
     }
 
     /// The parameters it was built with.
@@ -117,22 +148,21 @@ impl ObservationMask {
     fn placeholder_for(&self, e: &Entry) -> String {
         let tool = e.message().name.as_deref().unwrap_or("tool");
         let tokens = e.tokens(self.meter.counter());
-        // The two replacements below, written once. A `{tokens}` the tool's name brings (in it,
-        // or across its edges) is one the second replacement would have replaced: then do both.
+        // The two replacements, from the template split once.
         let mut out = String::with_capacity(self.params.placeholder.len() + tool.len() + 8);
-        for (k, part) in self.params.placeholder.split("{tool}").enumerate() {
-            if k > 0 {
-                out.push_str(tool);
-            }
-            for (j, piece) in part.split("{tokens}").enumerate() {
-                if j > 0 {
+        for piece in &self.template {
+            match piece {
+                Piece::Text(text) => out.push_str(text),
+                Piece::Tool => out.push_str(tool),
+                Piece::Tokens => {
                     use std::fmt::Write as _;
                     let _ = write!(out, "{tokens}");
                 }
-                out.push_str(piece);
             }
         }
-        if out.contains("{tokens}") {
+        // A `{tokens}` the tool's name brings (in it, or across its edges) is one the second
+        // replacement would have replaced: then do both.
+        if out.contains('{') && out.contains("{tokens}") {
             return self.params.placeholder.replace("{tool}", tool).replace("{tokens}", &tokens.to_string());
         }
         out
