@@ -77,6 +77,14 @@
 //!   compacted context from call to call instead: an earlier digest is merged into the new one
 //!   (its stage count and entries are kept, as re-running P2 over all boundaries would), and an
 //!   earlier P3 summary stays as a system message, so a second P3 leaves two live summaries.
+//!
+//!   What that costs is ours to keep down, not the document's: the chain keeps an index of the
+//!   history with it ([`Context::memo`]: roles, P1's test, the chitchat's size), read only as
+//!   far as the history grew since the previous request. In general chat with the prune decided
+//!   before the chain (the default), P5's outcome is known when the plan is made, so the plan
+//!   holds the pruned layouts (every system message, P3's summary, the newest conversation
+//!   messages) and costs what it keeps. Paper mode (and `prune_check = "after_chain"`) still
+//!   reads the whole history on each request.
 //! - **No reactive path**: the route sends whatever the chain and the prune leave;
 //!   [`Strategy::reacts_to`] is false (`react_to_overflow = false`).
 //! - **The trim compacts under the threshold**: it runs on every paper-mode request over 40
@@ -1161,9 +1169,9 @@ impl Strategy for PriorityChain {
     fn should_compact(&self, ctx: &Context, budget: &Budget) -> bool {
         self.threshold(ctx, budget).is_some_and(|t| self.estimate(ctx) > t) || self.trims(ctx)
     }
-    /// In general chat over the prune's threshold the plan holds what P5 leaves
-    /// ([`PriorityChain::plan_pruned`]); otherwise it holds the chain's context, which `apply`
-    /// prunes.
+    /// In general chat over the prune's threshold the plan holds what P5 leaves (its layouts
+    /// pruned, from the index kept with the context); otherwise it holds the chain's context,
+    /// which `apply` prunes.
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
         if !self.paper_mode(ctx) {
             let b = self.check_context_budget(ctx.units(&self.estimator), budget.context_window);
@@ -1182,8 +1190,8 @@ impl Strategy for PriorityChain {
         self.apply_in(ctx, budget, plan, summaries)
     }
     fn promises(&self, ctx: &Context, budget: &Budget) -> Promises {
-        let index = self.index(ctx);
         let mut deviations = vec![ViolationKind::RoleAlternation];
+        let index = self.index(ctx);
         if index.summaries > 0 {
             deviations.push(ViolationKind::MultipleSummaries);
         }
@@ -1191,6 +1199,8 @@ impl Strategy for PriorityChain {
         if index.body.first().is_some_and(|first| index.systems.last().is_some_and(|last| last > first)) {
             deviations.push(ViolationKind::OutOfOrder);
         }
+        // Let the index go before `plan` extends it.
+        drop(index);
         if !self.params.keep_tool_pairs {
             deviations.extend([ViolationKind::OrphanToolResult, ViolationKind::UnansweredToolCall]);
         }
@@ -1448,7 +1458,10 @@ impl PriorityChain {
         ctx.memo(|kept: Option<Arc<Index>>| {
             let mut index =
                 kept.filter(|i| i.chitchat == key && i.len <= ctx.len()).unwrap_or_else(|| Arc::new(Index::new(key)));
-            Arc::make_mut(&mut index).extend(ctx, self);
+            if index.len < ctx.len() {
+                // A copy only when a caller still holds the index: none does while planning.
+                Arc::make_mut(&mut index).extend(ctx, self);
+            }
             index
         })
     }
