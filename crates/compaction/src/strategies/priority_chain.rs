@@ -102,6 +102,7 @@
 //! result, which both providers refuse (an orphaned result, an unanswered call). Declared in
 //! `documented_rejections`.
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
@@ -377,12 +378,10 @@ impl<'a> Scan<'a> {
         if k >= len {
             return k.min(len);
         }
-        if let Some(pairs) = self.pairs.get() {
-            return pair_safe_split(seq, k, pairs);
+        match self.pairs.get() {
+            Some(pairs) => pair_safe_split(seq, k, pairs),
+            None => split_with(self.ctx, seq, k, || Cow::Borrowed(self.pairs())),
         }
-        let pos = Self::positions(seq);
-        let position = |i: usize| pos.get(i).copied().filter(|p| *p != NO_POSITION);
-        local_split(self.ctx, len, k, |p| seq[p], position).unwrap_or_else(|| pair_safe_split(seq, k, self.pairs()))
     }
 
     /// The position of each entry in `seq` (the last one when an entry appears twice), `NONE`
@@ -608,28 +607,43 @@ fn keep_last_positions(
 /// A pair-safe split of a list of entries at `k` ([`Scan::safe_split`], [`split_in`]).
 type SplitFn<'a> = dyn Fn(&[Option<usize>], usize) -> usize + 'a;
 
-/// [`Scan::safe_split`] without a scan. A list of entries in order (the lists P5 prunes in
-/// general chat) has each entry's position found by binary search, so the split costs what the
-/// entries around it cost.
+/// [`Scan::safe_split`] without a scan.
 fn split_in(ctx: &Context, seq: &[Option<usize>], k: usize) -> usize {
+    split_with(ctx, seq, k, || Cow::Owned(tool_pairs(ctx)))
+}
+
+/// [`Scan::safe_split`], from every pair of the context (`pairs`) only when the search near
+/// the split gives up. A list of entries in order (the lists P5 prunes in general chat) has
+/// each entry's position found by binary search, so the split costs what the entries around it
+/// cost.
+fn split_with<'p>(
+    ctx: &Context,
+    seq: &[Option<usize>],
+    k: usize,
+    pairs: impl FnOnce() -> Cow<'p, [(usize, usize)]>,
+) -> usize {
     let sorted = seq.windows(2).all(|w| w[0] < w[1]);
     match seq.iter().copied().collect::<Option<Vec<usize>>>() {
-        Some(entries) if sorted => sorted_split(ctx, &entries, k),
+        Some(entries) if sorted => sorted_split(ctx, &entries, k, pairs),
         _ => {
             let pos = Scan::positions(seq);
             let position = |i: usize| pos.get(i).copied().filter(|p| *p != NO_POSITION);
-            local_split(ctx, seq.len(), k, |p| seq[p], position)
-                .unwrap_or_else(|| pair_safe_split(seq, k, &tool_pairs(ctx)))
+            local_split(ctx, seq.len(), k, |p| seq[p], position).unwrap_or_else(|| pair_safe_split(seq, k, &pairs()))
         }
     }
 }
 
-/// [`Scan::safe_split`] of `entries`, a list of context entries in order.
-fn sorted_split(ctx: &Context, entries: &[usize], k: usize) -> usize {
+/// [`split_with`] over `entries`, a list of context entries in order.
+fn sorted_split<'p>(
+    ctx: &Context,
+    entries: &[usize],
+    k: usize,
+    pairs: impl FnOnce() -> Cow<'p, [(usize, usize)]>,
+) -> usize {
     let position = |i: usize| entries.binary_search(&i).ok();
     local_split(ctx, entries.len(), k, |p| Some(entries[p]), position).unwrap_or_else(|| {
         let seq: Vec<Option<usize>> = entries.iter().map(|&i| Some(i)).collect();
-        pair_safe_split(&seq, k, &tool_pairs(ctx))
+        pair_safe_split(&seq, k, &pairs())
     })
 }
 
@@ -1479,7 +1493,7 @@ impl PriorityChain {
     fn prune_start(&self, ctx: &Context, conv: &[usize]) -> usize {
         let k = conv.len().saturating_sub(self.params.prune_keep_last);
         if self.params.keep_tool_pairs && k > 0 {
-            sorted_split(ctx, conv, k)
+            sorted_split(ctx, conv, k, || Cow::Owned(tool_pairs(ctx)))
         } else {
             k
         }
@@ -1523,7 +1537,11 @@ impl PriorityChain {
         if p1 || count <= self.params.summarize_more_than {
             return deterministic(steps, kept(talk), notes);
         }
-        let k = if self.params.keep_tool_pairs { sorted_split(ctx, talk, count) } else { count };
+        let k = if self.params.keep_tool_pairs {
+            sorted_split(ctx, talk, count, || Cow::Owned(tool_pairs(ctx)))
+        } else {
+            count
+        };
         let request = self.p3_request(ctx, false, talk[..k].to_vec(), index.last_round + 1);
         notes.insert("summarized_messages".into(), json!(request.span.len()));
         let rest = &talk[k..];
