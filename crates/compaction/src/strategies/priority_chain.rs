@@ -397,90 +397,112 @@ impl<'a> Scan<'a> {
         pos
     }
 
-    /// [`split_from_calls`] over `seq`.
+    /// [`Searched::split_from_calls`] over `seq`.
     #[cfg(test)]
     fn split_from_calls(&self, seq: &[Option<usize>], k: usize, budget: usize) -> Option<usize> {
-        let pos = Self::positions(seq);
-        let position = |i: usize| pos.get(i).copied().filter(|p| *p != NO_POSITION);
-        split_from_calls(self.ctx, seq.len(), k, budget, |p| seq[p], position)
+        over_seq(self.ctx, seq, &Self::positions(seq)).split_from_calls(k, budget)
     }
 
-    /// [`split_from_results`] over `seq`.
+    /// [`Searched::split_from_results`] over `seq`.
     #[cfg(test)]
     fn split_from_results(&self, seq: &[Option<usize>], k: usize, budget: usize) -> Option<usize> {
-        let pos = Self::positions(seq);
-        let position = |i: usize| pos.get(i).copied().filter(|p| *p != NO_POSITION);
-        split_from_results(self.ctx, seq.len(), k, budget, |p| seq[p], position)
+        over_seq(self.ctx, seq, &Self::positions(seq)).split_from_results(k, budget)
     }
 }
 
-/// [`Scan::safe_split`] from the calls before the split, over a list of `len` positions whose
-/// entries `entry` gives and whose position of an entry `position` gives (the last one when
-/// it appears twice): the split `s` is ruled out when a call before it has its result at `s`
-/// or after, so it moves past the furthest such result until none is left. `None` when the
-/// search runs out of budget.
-fn split_from_calls(
-    ctx: &Context,
+/// A list of context entries searched for a pair-safe split near `k`: `len` positions, the
+/// entry at each (`entry`, `None` for a new message) and the position of an entry
+/// (`position`: the last one when it appears twice).
+struct Searched<'c, E, P> {
+    ctx: &'c Context,
     len: usize,
-    k: usize,
-    budget: usize,
-    entry: impl Fn(usize) -> Option<usize>,
-    position: impl Fn(usize) -> Option<usize>,
-) -> Option<usize> {
-    let mut budget = budget;
-    let mut reach: Option<usize> = None;
-    let (mut p, mut split) = (0, k);
-    loop {
-        while p < split.min(len) {
-            if let Some(c) = entry(p).filter(|c| position(*c) == Some(p)) {
-                let calls = ctx.get(c).map_or(0, |e| e.message().tool_calls.len());
-                for t in 0..calls {
-                    if let Some(r) = result_of_call(ctx, c, t, &mut budget)? {
-                        if let Some(pr) = position(r).filter(|pr| *pr > p) {
-                            reach = Some(reach.map_or(pr, |f| f.max(pr)));
+    entry: E,
+    position: P,
+}
+
+/// `seq` as a [`Searched`] list, with its positions `pos` ([`Scan::positions`]).
+fn over_seq<'a>(
+    ctx: &'a Context,
+    seq: &'a [Option<usize>],
+    pos: &'a [usize],
+) -> Searched<'a, impl Fn(usize) -> Option<usize> + 'a, impl Fn(usize) -> Option<usize> + 'a> {
+    Searched {
+        ctx,
+        len: seq.len(),
+        entry: |p: usize| seq[p],
+        position: |i: usize| pos.get(i).copied().filter(|p| *p != NO_POSITION),
+    }
+}
+
+impl<E: Fn(usize) -> Option<usize>, P: Fn(usize) -> Option<usize>> Searched<'_, E, P> {
+    /// The local search of [`Scan::safe_split`]: from the calls before `k` when the split is in
+    /// the first half, from the results after it otherwise. `None` when it gives up: it looks
+    /// at no more entries than the whole pairing would.
+    fn near(&self, k: usize) -> Option<usize> {
+        if k >= self.len {
+            return Some(k.min(self.len));
+        }
+        let budget = self.ctx.len() + 64;
+        if k <= self.len - k {
+            self.split_from_calls(k, budget)
+        } else {
+            self.split_from_results(k, budget)
+        }
+    }
+
+    /// The split from the calls before it: the split `s` is ruled out when a call before it
+    /// has its result at `s` or after, so it moves past the furthest such result until none is
+    /// left. `None` when the search runs out of `budget` (entries looked at).
+    fn split_from_calls(&self, k: usize, budget: usize) -> Option<usize> {
+        let (ctx, len, position) = (self.ctx, self.len, &self.position);
+        let mut budget = budget;
+        let mut reach: Option<usize> = None;
+        let (mut p, mut split) = (0, k);
+        loop {
+            while p < split.min(len) {
+                if let Some(c) = (self.entry)(p).filter(|c| position(*c) == Some(p)) {
+                    let calls = ctx.get(c).map_or(0, |e| e.message().tool_calls.len());
+                    for t in 0..calls {
+                        if let Some(r) = result_of_call(ctx, c, t, &mut budget)? {
+                            if let Some(pr) = position(r).filter(|pr| *pr > p) {
+                                reach = Some(reach.map_or(pr, |f| f.max(pr)));
+                            }
                         }
                     }
                 }
+                p += 1;
             }
-            p += 1;
-        }
-        match reach {
-            Some(f) if f >= split => split = f + 1,
-            _ => return Some(split),
+            match reach {
+                Some(f) if f >= split => split = f + 1,
+                _ => return Some(split),
+            }
         }
     }
-}
 
-/// [`Scan::safe_split`] from the results at `k` and after (the list as in
-/// [`split_from_calls`]): each rules out the splits after its call up to itself. `None` when
-/// the search runs out of budget.
-fn split_from_results(
-    ctx: &Context,
-    len: usize,
-    k: usize,
-    budget: usize,
-    entry: impl Fn(usize) -> Option<usize>,
-    position: impl Fn(usize) -> Option<usize>,
-) -> Option<usize> {
-    let mut budget = budget;
-    // `delta[s - k]` counts the pairs that start and stop ruling out split `s`.
-    let mut delta = vec![0i64; len - k + 2];
-    for p in k..len {
-        let Some(r) = entry(p).filter(|r| position(*r) == Some(p)) else { continue };
-        let Some(c) = call_of_result(ctx, r, &mut budget)? else { continue };
-        if let Some(pc) = position(c).filter(|pc| *pc < p) {
-            delta[(pc + 1).max(k) - k] += 1;
-            delta[p + 1 - k] -= 1;
+    /// The split from the results at `k` and after: each rules out the splits after its call
+    /// up to itself. `None` when the search runs out of `budget`.
+    fn split_from_results(&self, k: usize, budget: usize) -> Option<usize> {
+        let (len, position) = (self.len, &self.position);
+        let mut budget = budget;
+        // `delta[s - k]` counts the pairs that start and stop ruling out split `s`.
+        let mut delta = vec![0i64; len - k + 2];
+        for p in k..len {
+            let Some(r) = (self.entry)(p).filter(|r| position(*r) == Some(p)) else { continue };
+            let Some(c) = call_of_result(self.ctx, r, &mut budget)? else { continue };
+            if let Some(pc) = position(c).filter(|pc| *pc < p) {
+                delta[(pc + 1).max(k) - k] += 1;
+                delta[p + 1 - k] -= 1;
+            }
         }
-    }
-    let mut ruled_out = 0i64;
-    for (d, split) in delta.iter().zip(k..=len) {
-        ruled_out += d;
-        if ruled_out == 0 {
-            return Some(split);
+        let mut ruled_out = 0i64;
+        for (d, split) in delta.iter().zip(k..=len) {
+            ruled_out += d;
+            if ruled_out == 0 {
+                return Some(split);
+            }
         }
+        Some(len)
     }
-    Some(len)
 }
 
 /// Marks an entry absent from a list in [`Scan::positions`].
@@ -627,8 +649,8 @@ fn split_with<'p>(
         Some(entries) if sorted => sorted_split(ctx, &entries, k, pairs),
         _ => {
             let pos = Scan::positions(seq);
-            let position = |i: usize| pos.get(i).copied().filter(|p| *p != NO_POSITION);
-            local_split(ctx, seq.len(), k, |p| seq[p], position).unwrap_or_else(|| pair_safe_split(seq, k, &pairs()))
+            let near = over_seq(ctx, seq, &pos).near(k);
+            near.unwrap_or_else(|| pair_safe_split(seq, k, &pairs()))
         }
     }
 }
@@ -640,32 +662,16 @@ fn sorted_split<'p>(
     k: usize,
     pairs: impl FnOnce() -> Cow<'p, [(usize, usize)]>,
 ) -> usize {
-    let position = |i: usize| entries.binary_search(&i).ok();
-    local_split(ctx, entries.len(), k, |p| Some(entries[p]), position).unwrap_or_else(|| {
+    let list = Searched {
+        ctx,
+        len: entries.len(),
+        entry: |p: usize| Some(entries[p]),
+        position: |i: usize| entries.binary_search(&i).ok(),
+    };
+    list.near(k).unwrap_or_else(|| {
         let seq: Vec<Option<usize>> = entries.iter().map(|&i| Some(i)).collect();
         pair_safe_split(&seq, k, &pairs())
     })
-}
-
-/// The local search of [`Scan::safe_split`] over a list of `len` positions: from the calls
-/// before `k` when the split is in the first half, from the results after it otherwise.
-/// `None` when it gives up: it looks at no more entries than the whole pairing would.
-fn local_split(
-    ctx: &Context,
-    len: usize,
-    k: usize,
-    entry: impl Fn(usize) -> Option<usize>,
-    position: impl Fn(usize) -> Option<usize>,
-) -> Option<usize> {
-    if k >= len {
-        return Some(k.min(len));
-    }
-    let budget = ctx.len() + 64;
-    if k <= len - k {
-        split_from_calls(ctx, len, k, budget, entry, position)
-    } else {
-        split_from_results(ctx, len, k, budget, entry, position)
-    }
 }
 
 /// An item of the working list the plan builds: a context entry, or [`DIGEST`].
