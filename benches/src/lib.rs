@@ -17,6 +17,15 @@
 //! assert!(convo.messages.len() >= 200);
 //! ```
 
+//! Every bench and binary here runs with the global allocator of the `compactbench` binary
+//! (mimalloc), so that the figures are those of the program users run; the feature
+//! `system-allocator` measures with the system allocator instead (what a program that embeds
+//! the `compaction` crate without choosing an allocator gets).
+
+#[cfg(not(feature = "system-allocator"))]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub mod conversations;
 pub mod corpus;
 pub mod peer;

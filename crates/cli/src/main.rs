@@ -9,6 +9,14 @@ use clap::{Parser, Subcommand};
 mod cmd;
 mod output;
 
+/// A compaction of a long context allocates and frees small objects by the tens of thousands
+/// (an entry, its message and its strings for each masked output): mimalloc does that work in
+/// about half the time of the system allocator (benches/RESULTS.md, "The allocator"). The
+/// feature `system-allocator` builds with the system's instead (for heap profilers).
+#[cfg(not(feature = "system-allocator"))]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Evaluate and benchmark how LLM agents compact their context.
 #[derive(Debug, Parser)]
 #[command(name = "compactbench", version, about)]

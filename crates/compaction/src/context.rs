@@ -237,6 +237,13 @@ impl Totals {
             }
         }
     }
+    /// Totals for an empty list: zero where these are known, unknown elsewhere.
+    fn zero_where_known(&self) -> Totals {
+        Totals(std::array::from_fn(|i| {
+            let known = self.0[i].0.load(Ordering::Relaxed) != UNKNOWN;
+            AtomicU64Opt(AtomicU64::new(if known { 0 } else { UNKNOWN }))
+        }))
+    }
     /// The total for `counter` over the entries `of` yields, summed once and then kept.
     fn units<'e>(&self, counter: &dyn TokenCounter, of: impl Iterator<Item = &'e Entry>) -> u64 {
         match counter.cache_slot() {
@@ -293,6 +300,19 @@ impl Context {
         }
         let staged = entries.iter().filter(|e| e.message().stage.is_some()).count();
         Context { entries, totals: Totals::default(), tool_results, staged, memo: Memo::default() }
+    }
+    /// An empty context, with room for `capacity` entries, that keeps the running totals
+    /// `other` keeps: built from `other`'s entries (each metered where `other`'s total is
+    /// known) and from new entries metered with the same counters, its totals stay known
+    /// without a second pass over it.
+    pub(crate) fn with_totals_of(other: &Context, capacity: usize) -> Context {
+        Context {
+            entries: Vec::with_capacity(capacity),
+            totals: other.totals.zero_where_known(),
+            tool_results: std::array::from_fn(|k| (other.tool_results[k].0.zero_where_known(), 0)),
+            staged: 0,
+            memo: Memo::default(),
+        }
     }
     /// Append one entry, updating the running totals that are known.
     pub fn push(&mut self, entry: Entry) {
@@ -469,6 +489,50 @@ mod tests {
         assert_eq!(kept(&ctx), (false, 1, 1, 14, 9));
         let rebuilt = Context::from_entries(ctx.entries().to_vec());
         assert_eq!(kept(&rebuilt), kept(&ctx));
+    }
+
+    /// A context built from another's entries keeps the totals the other keeps, through
+    /// entries kept and new ones metered; a total the other does not keep is not kept.
+    #[test]
+    fn a_context_built_from_another_keeps_its_totals() {
+        let known = |ctx: &Context, slot: CacheSlot| {
+            let t = ctx.totals.0[slot.index()].0.load(Ordering::Relaxed);
+            (t != UNKNOWN).then_some(t)
+        };
+        let ctx = Context::from_messages([
+            Message::user("fix the bug"),
+            Message::tool_result("c1", "read", "a long output"),
+            Message::assistant("done"),
+        ]);
+        ctx.units(&CharsOver4);
+        ctx.tool_result_units(&CharsOver4, ToolResults::Open);
+        let mut out = Context::with_totals_of(&ctx, 4);
+        out.push(ctx.entries()[0].clone());
+        out.push_metered(
+            Entry::new(Message::tool_result("c1", "read", "[x]"), Origin::Masked { index: 1 }),
+            &[&CharsOver4],
+        );
+        out.push(ctx.entries()[2].clone());
+        out.push_metered(
+            Entry::new(Message::user("summary"), Origin::Summary { round: 1, covers: vec![] }),
+            &[&CharsOver4],
+        );
+        let recounted: u64 = out.entries().iter().map(|e| CharsOver4.message_units(e.message())).sum();
+        assert_eq!(known(&out, CacheSlot::Chars), Some(recounted));
+        assert_eq!(known(&out, CacheSlot::Chars), Some(11 + 3 + 4 + 7));
+        assert_eq!(known(&out, CacheSlot::Chars4Plus2), None);
+        // Tool results: the open total was known (and none is left open), the masked one not.
+        let tool = |k: ToolResults| {
+            let (totals, count) = &out.tool_results[k.index()];
+            (totals.0[CacheSlot::Chars.index()].0.load(Ordering::Relaxed), *count)
+        };
+        assert_eq!(tool(ToolResults::Open), (0, 0));
+        assert_eq!(tool(ToolResults::Masked), (UNKNOWN, 1));
+        // An entry pushed unmetered makes the total unknown, and it is summed again when asked.
+        let mut more = out.clone();
+        more.push(Entry::new(Message::user("new"), Origin::Inserted { what: Inserted::Other }));
+        assert_eq!(known(&more, CacheSlot::Chars), None);
+        assert_eq!(more.units(&CharsOver4), recounted + 3);
     }
 
     /// A memo is handed back as the context grows, and starts again in a clone, for another

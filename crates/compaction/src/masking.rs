@@ -89,7 +89,7 @@ pub struct Masked {
 }
 
 /// The entry that masks `e` with `placeholder`, as [`Slot::Mask`] builds it.
-pub fn masked_entry(e: &Entry, placeholder: &str) -> Entry {
+pub fn masked_entry(e: &Entry, placeholder: impl Into<String>) -> Entry {
     let m = e.message().with_content(placeholder);
     let origin = match e.origin() {
         Origin::Recorded { index } | Origin::Masked { index } => Origin::Masked { index: *index },

@@ -266,11 +266,18 @@ pub enum Slot {
     },
     /// A new literal message.
     Insert {
-        /// The message.
-        message: Message,
+        /// The message (boxed: a layout holds a slot per entry, and most are a bare index).
+        message: Box<Message>,
         /// What it is.
         what: Inserted,
     },
+}
+
+impl Slot {
+    /// A [`Slot::Insert`] of `message`.
+    pub fn insert(message: Message, what: Inserted) -> Slot {
+        Slot::Insert { message: Box::new(message), what }
+    }
 }
 
 /// What to do when a summary the plan needs fails.
@@ -533,7 +540,7 @@ pub fn apply_layout<S: Strategy + ?Sized>(
         }
         (Some(reason), Fallback::Layout { label, layout }) => (layout, Some(format!("{label}: {reason}"))),
     };
-    let built = build_layout(ctx, layout, &plan.requests, summaries);
+    let built = build_layout(ctx, layout, &plan.requests, summaries, &[strategy.estimator()]);
     let estimate_after = strategy.estimate(&built.context);
     let shortfall =
         strategy.threshold(&built.context, budget).and_then(|t| estimate_after.checked_sub(t)).filter(|d| *d > 0);
@@ -567,16 +574,19 @@ pub(crate) struct Built {
 }
 
 /// Build a context from `layout`. Summary slots take their text from `summaries` (a failed or
-/// missing summary becomes an empty string: use a fallback layout to avoid that).
+/// missing summary becomes an empty string: use a fallback layout to avoid that). New entries
+/// are metered with `meters` (the strategy's estimator), so the running totals `ctx` keeps for
+/// them stay known in the new context without a second pass over it.
 pub(crate) fn build_layout(
     ctx: &Context,
     layout: &[Slot],
     requests: &[SummaryRequest],
     summaries: &[SummaryOutcome],
+    meters: &[&dyn TokenCounter],
 ) -> Built {
     // The entries kept, to count those removed: in a layout's order, which is mostly theirs.
     let mut used: Vec<usize> = Vec::with_capacity(layout.len());
-    let mut out = Context::new();
+    let mut out = Context::with_totals_of(ctx, layout.len());
     let mut masked = 0;
     let mut texts = Vec::new();
     let mut round = None;
@@ -597,7 +607,7 @@ pub(crate) fn build_layout(
                         Origin::Recorded { index } | Origin::Masked { index } => Origin::Masked { index: *index },
                         other => other.clone(),
                     };
-                    out.push(Entry::new(m, origin));
+                    out.push_metered(Entry::new(m, origin), meters);
                 }
             }
             Slot::Summary { request, role, prefix, suffix } => {
@@ -610,13 +620,16 @@ pub(crate) fn build_layout(
                 round = Some(round.map_or(r, |x: u32| x.max(r)));
                 let covers = req.map(|r| covered(ctx, &r.span)).unwrap_or_default();
                 texts.push(text.clone());
-                out.push(Entry::new(
-                    Message::new(*role, format!("{prefix}{text}{suffix}")),
-                    Origin::Summary { round: r, covers },
-                ));
+                out.push_metered(
+                    Entry::new(
+                        Message::new(*role, format!("{prefix}{text}{suffix}")),
+                        Origin::Summary { round: r, covers },
+                    ),
+                    meters,
+                );
             }
             Slot::Insert { message, what } => {
-                out.push(Entry::new(message.clone(), Origin::Inserted { what: *what }));
+                out.push_metered(Entry::new(Message::clone(message), Origin::Inserted { what: *what }), meters);
             }
         }
     }

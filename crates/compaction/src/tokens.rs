@@ -128,16 +128,30 @@ pub fn js_stringify_result_len(text: &str) -> u64 {
             return js_len(&v.to_string());
         }
     }
-    let escaped: u64 = text
-        .chars()
-        .map(|c| match c {
-            '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
-            c if (c as u32) < 0x20 => 6,
-            c => c.len_utf16() as u64,
-        })
-        .sum();
-    2 + escaped
+    2 + text.bytes().map(|b| u64::from(ESCAPED_UNITS[usize::from(b)])).sum::<u64>()
 }
+
+/// What each byte of a UTF-8 string adds to the UTF-16 length of its JSON string literal
+/// (without the quotes): `"`, `\\` and the control characters with a short escape (`\n`, `\r`,
+/// `\t`, `\b`, `\f`) 2, the other control characters 6 (`\u00XX`), any other ASCII byte 1; a
+/// continuation byte 0, the lead byte of a four-byte sequence 2 (a surrogate pair), of a
+/// shorter one 1. Read byte by byte, the sum is the character-by-character one.
+static ESCAPED_UNITS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = match b as u8 {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0x00..=0x1f => 6,
+            0x20..=0x7f => 1,
+            0x80..=0xbf => 0,
+            0xc0..=0xef => 1,
+            0xf0..=0xff => 2,
+        };
+        b += 1;
+    }
+    t
+};
 
 /// 001 `keep-last-n`: per message `2 + ceil(content/4)`, plus `ceil(name/4) + ceil(args/4)` for
 /// every tool call; a tool result counts `ceil(JSON.stringify(result).length / 4)` (see
@@ -444,6 +458,24 @@ impl TokenCounter for Exact {
 mod tests {
     use super::*;
     use testkit::text::{huge, render, TextKind};
+
+    proptest::proptest! {
+        /// The byte table gives the length `JSON.stringify` gives, counted character by
+        /// character, on any text (not JSON, so it is taken as a string value).
+        #[test]
+        fn the_escaped_length_read_by_bytes_is_the_one_read_by_characters(text in "\\PC*|[\\x00-\\x1f\"\\\\a-z\u{80}-\u{10ffff}]{0,40}") {
+            let by_chars: u64 = text
+                .chars()
+                .map(|c| match c {
+                    '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+                    c if (c as u32) < 0x20 => 6,
+                    c => c.len_utf16() as u64,
+                })
+                .sum();
+            let text = format!("x{text}");
+            proptest::prop_assert_eq!(js_stringify_result_len(&text), 2 + 1 + by_chars);
+        }
+    }
 
     /// The one-token fast path counts what the BPE encoder alone counts.
     #[test]

@@ -529,7 +529,7 @@ fn layout_of(v: &Value, len: usize) -> Result<(Vec<Slot>, Vec<bool>), String> {
             }
             let message: Message = serde_json::from_value(m)
                 .map_err(|e| format!("sent context item {k} whose `message` is not a message: {e}"))?;
-            layout.push(Slot::Insert { message, what: Inserted::Other });
+            layout.push(Slot::insert(message, Inserted::Other));
             summary.push(is_summary);
         } else {
             return Err(format!("sent context item {k} with neither `keep` nor `message`"));

@@ -164,7 +164,7 @@ impl Strategy for AnthropicClearToolUses {
                     for c in m.tool_calls.iter_mut().filter(|c| cleared_ids.contains(&c.id.as_str())) {
                         c.arguments = "{}".to_string();
                     }
-                    return Slot::Insert { message: m, what: Inserted::Other };
+                    return Slot::insert(m, Inserted::Other);
                 }
                 Slot::Keep { index }
             })

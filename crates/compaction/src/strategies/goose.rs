@@ -168,7 +168,7 @@ impl Strategy for Goose {
             Some((_, false)) => TOOL_LOOP_CONTINUATION,
             None => PLAIN_CONTINUATION,
         };
-        layout.push(Slot::Insert { message: Message::assistant(notice), what: Inserted::Acknowledgement });
+        layout.push(Slot::insert(Message::assistant(notice), Inserted::Acknowledgement));
         if let Some((index, _)) = preserved {
             layout.push(Slot::Keep { index });
         }

@@ -202,10 +202,7 @@ impl Strategy for LangchainSummarization {
         let span = self.trimmed(ctx, base, cut);
         let mut layout: Vec<Slot> = prod::keep(0..base).collect();
         let requests = if span.is_empty() {
-            layout.push(Slot::Insert {
-                message: Message::user(format!("{SUMMARY_PREFIX}{TOO_LONG}")),
-                what: Inserted::Other,
-            });
+            layout.push(Slot::insert(Message::user(format!("{SUMMARY_PREFIX}{TOO_LONG}")), Inserted::Other));
             Vec::new()
         } else {
             layout.push(Slot::Summary {

@@ -223,7 +223,7 @@ impl Strategy for ObservationMask {
                     return None;
                 }
                 // Metered here, so the context's totals stay known without counting it again.
-                let masked = masked_entry(e, &self.placeholder_for(e));
+                let masked = masked_entry(e, self.placeholder_for(e));
                 let counter = self.meter.counter();
                 (masked.units(counter) < e.units(counter)).then_some((index, masked))
             })

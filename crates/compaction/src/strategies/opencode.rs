@@ -342,11 +342,11 @@ impl Strategy for Opencode {
             return None;
         }
         let mut layout: Vec<Slot> = prod::keep(0..base).collect();
-        layout.push(Slot::Insert { message: Message::user(COMPACTION_REQUEST), what: Inserted::Other });
+        layout.push(Slot::insert(Message::user(COMPACTION_REQUEST), Inserted::Other));
         layout.push(Slot::Summary { request: 0, role: Role::Assistant, prefix: String::new(), suffix: String::new() });
         layout.extend(prod::keep(tail..ctx.len()));
         if tail == ctx.len() {
-            layout.push(Slot::Insert { message: Message::user(CONTINUE), what: Inserted::Other });
+            layout.push(Slot::insert(Message::user(CONTINUE), Inserted::Other));
         }
         let request = SummaryRequest {
             previous: prod::live_summary(ctx),

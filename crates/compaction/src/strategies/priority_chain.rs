@@ -865,10 +865,7 @@ impl PriorityChain {
     /// Append the working list `items` to `slots`, as layout slots.
     fn extend_slots(slots: &mut Vec<Slot>, items: &[Item], digest: Option<&Message>) {
         slots.extend(items.iter().map(|&i| match i {
-            DIGEST => Slot::Insert {
-                message: digest.cloned().unwrap_or_else(|| Message::system("")),
-                what: Inserted::StageDigest,
-            },
+            DIGEST => Slot::insert(digest.cloned().unwrap_or_else(|| Message::system("")), Inserted::StageDigest),
             index => Slot::Keep { index },
         }));
     }
@@ -1379,9 +1376,9 @@ impl PriorityChain {
         let (built, pruned): (Built, usize) = if prune_gate {
             let fin = self.prune(ctx, layout);
             let dropped = chain_len - fin.len();
-            (build_layout(ctx, &fin, &plan.requests, summaries), dropped)
+            (build_layout(ctx, &fin, &plan.requests, summaries, &[&self.estimator]), dropped)
         } else {
-            (build_layout(ctx, layout, &plan.requests, summaries), 0)
+            (build_layout(ctx, layout, &plan.requests, summaries, &[&self.estimator]), 0)
         };
         notes.insert("pruned".into(), json!(pruned));
 
@@ -2093,7 +2090,7 @@ pub(crate) mod tests {
             p.prune_check = PruneCheck::AfterChain;
         });
         let plan = unpruned.plan(&ctx, &budget, Trigger::Proactive).expect("plan");
-        let summarized = build_layout(&ctx, &plan.layout, &plan.requests, &[Ok("- s".into())]);
+        let summarized = build_layout(&ctx, &plan.layout, &plan.requests, &[Ok("- s".into())], &[]);
         assert!(!check_context(&summarized.context).is_empty());
         assert!(raw.promises(&ctx, &budget).documented_deviations.contains(&ViolationKind::OrphanToolResult));
     }
@@ -2643,7 +2640,7 @@ pub(crate) mod legacy {
             }
             let message = Message::system(stage_digest_text(count, &lines.join("\n")));
             let at = slots.iter().filter(|s| slot_role(ctx, s) == Role::System).count().min(slots.len());
-            slots.insert(at, Slot::Insert { message, what: Inserted::StageDigest });
+            slots.insert(at, Slot::insert(message, Inserted::StageDigest));
         }
 
         /// P1, P2 and the P3 split, as far as they go without the summary.
@@ -2836,7 +2833,7 @@ pub(crate) mod legacy {
             let b = self.inner.check_context_budget(self.slots_units(ctx, &self.base(ctx)), budget.context_window);
             let paper = plan.notes.get("mode").and_then(Value::as_str) == Some("paper");
             let chain_ran = plan.notes.get("chain_ran").and_then(Value::as_bool).unwrap_or(b.should_compact);
-            let chained = build_layout(ctx, layout, &plan.requests, summaries);
+            let chained = build_layout(ctx, layout, &plan.requests, summaries, &[self.inner.estimator()]);
             let after_chain = self.inner.estimate(&chained.context);
 
             let mut notes = plan.notes.clone();
@@ -2859,7 +2856,7 @@ pub(crate) mod legacy {
             let (built, pruned): (Built, usize) = if prune_gate {
                 let fin = self.prune(ctx, layout);
                 let dropped = layout.len() - fin.len();
-                (build_layout(ctx, &fin, &plan.requests, summaries), dropped)
+                (build_layout(ctx, &fin, &plan.requests, summaries, &[self.inner.estimator()]), dropped)
             } else {
                 (chained, 0)
             };

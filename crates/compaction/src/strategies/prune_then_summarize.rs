@@ -545,7 +545,7 @@ impl Strategy for PruneThenSummarize {
         }
         let ask =
             Message::user(self.params.summary_request.clone()).with_meta("injected", serde_json::Value::Bool(true));
-        layout.push(Slot::Insert { message: ask, what: Inserted::Other });
+        layout.push(Slot::insert(ask, Inserted::Other));
         layout.push(Slot::Summary { request: 0, role: Role::Assistant, prefix: String::new(), suffix: String::new() });
         // The pruner never clears inside the last turns, so they are kept as they are.
         layout.extend((recent..n).map(|index| Slot::Keep { index }));

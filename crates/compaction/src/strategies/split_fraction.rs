@@ -271,7 +271,7 @@ impl Strategy for SplitFraction {
         }
         let Split { body_start, split } = self.split(ctx)?;
         let head: Vec<Slot> = (0..body_start).map(|index| Slot::Keep { index }).collect();
-        let ack = Slot::Insert { message: Message::assistant(ACKNOWLEDGEMENT), what: Inserted::Acknowledgement };
+        let ack = Slot::insert(Message::assistant(ACKNOWLEDGEMENT), Inserted::Acknowledgement);
         let preserved = (split..ctx.len()).map(|index| Slot::Keep { index });
 
         let mut layout = head.clone();
@@ -286,7 +286,7 @@ impl Strategy for SplitFraction {
 
         let notice = format!("{SUMMARY_PREFIX}{}", truncation_notice(ctx, body_start..split));
         let mut truncated = head;
-        truncated.push(Slot::Insert { message: Message::user(notice), what: Inserted::TruncationNotice });
+        truncated.push(Slot::insert(Message::user(notice), Inserted::TruncationNotice));
         truncated.push(ack);
         truncated.extend(preserved);
 

@@ -9,7 +9,8 @@ use compaction::tokens::{
 };
 use compaction::{
     check_compaction, check_context, Budget, Compacted, CompactionEvent, Context, Encoding, Entry, Exact, Inserted,
-    Message, Origin, Plan, Promises, Strategy, TokenCounter, ToolCall, Trigger, Violation, ViolationKind,
+    Message, Origin, Plan, Promises, PromptKind, Role, Slot, Strategy, SummaryRequest, TokenCounter, ToolCall, Trigger,
+    Violation, ViolationKind,
 };
 use proptest::prelude::*;
 use testkit::builder::{Call, ContextBuilder};
@@ -508,6 +509,53 @@ fn appending_k_messages_measures_only_those_k() {
     assert_eq!(ctx.tokens(&c), fresh(&ctx));
     assert_eq!(ctx.units(&c), ctx.to_messages().iter().map(|m| js_len(&m.content)).sum::<u64>());
     assert_eq!(c.calls(), 32, "and the running total stays known");
+}
+
+/// A strategy with a counting estimator whose plan keeps, masks, summarizes and inserts.
+struct Layout(Counting);
+
+impl Strategy for Layout {
+    fn name(&self) -> &'static str {
+        "layout"
+    }
+    fn estimator(&self) -> &dyn TokenCounter {
+        &self.0
+    }
+    fn threshold(&self, _ctx: &Context, _budget: &Budget) -> Option<u64> {
+        Some(1)
+    }
+    fn plan(&self, ctx: &Context, _budget: &Budget, trigger: Trigger) -> Option<Plan> {
+        let mut layout = vec![
+            Slot::Summary { request: 0, role: Role::System, prefix: "so far: ".into(), suffix: String::new() },
+            Slot::insert(Message::assistant("Understood."), Inserted::Acknowledgement),
+            Slot::Mask { index: 2, placeholder: "[hidden]".into() },
+        ];
+        layout.extend((3..ctx.len()).map(|index| Slot::Keep { index }));
+        let mut plan = Plan::deterministic(trigger, "layout", layout);
+        plan.requests = vec![SummaryRequest::new(vec![0, 1], PromptKind::Progressive, 100, 1)];
+        Some(plan)
+    }
+    fn promises(&self, _ctx: &Context, _budget: &Budget) -> Promises {
+        Promises { keeps_system_prompt: false, recent_window: 0, documented_deviations: Vec::new() }
+    }
+}
+
+/// `apply` measures the entries it makes, and only those, and its estimate is the new
+/// context's.
+#[test]
+fn applying_a_layout_measures_only_the_new_entries() {
+    let s = Layout(Counting::cached());
+    let ctx = Context::from_messages(messages(12, 0));
+    let budget = Budget::new(10);
+    s.estimate(&ctx);
+    assert_eq!(s.0.calls(), 12);
+    let plan = s.plan(&ctx, &budget, Trigger::Proactive).unwrap();
+    let out = s.apply(&ctx, &budget, &plan, &[Ok("twelve messages".into())]);
+    assert_eq!(s.0.calls(), 15, "a summary, an insert and a mask measured, nothing else");
+    assert_eq!(out.event.estimate_after, fresh(&out.context));
+    assert_eq!(out.context.tokens(&s.0), fresh(&out.context));
+    assert_eq!(s.0.calls(), 15);
+    assert_eq!((out.event.removed, out.event.masked, out.context.len()), (2, 1, 12));
 }
 
 #[test]
