@@ -6,6 +6,21 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// Every line the binary prints goes through one of these three macros, which escape control
+/// characters with [`output::terminal`]: a hostile name (an experiment's, a path, a strategy's,
+/// an id) can neither drive the terminal nor reverse the line.
+macro_rules! say {
+    ($($arg:tt)*) => { println!("{}", $crate::output::terminal(&format!($($arg)*))) };
+}
+/// [`say!`] without the newline.
+macro_rules! say_part {
+    ($($arg:tt)*) => { print!("{}", $crate::output::terminal(&format!($($arg)*))) };
+}
+/// [`say!`] on stderr.
+macro_rules! tell {
+    ($($arg:tt)*) => { eprintln!("{}", $crate::output::terminal(&format!($($arg)*))) };
+}
+
 mod cmd;
 mod output;
 
@@ -78,7 +93,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            eprintln!("error: {err:#}");
+            tell!("error: {err:#}");
             ExitCode::from(exit::USAGE)
         }
     }

@@ -223,6 +223,14 @@ impl Client {
         }
     }
     /// `text` without the API key in it.
+    /// `response` with the key scrubbed from its text and its reported model and finish reason.
+    fn scrub_response(&self, mut response: ChatResponse) -> ChatResponse {
+        response.text = self.scrub(&response.text);
+        response.model = response.model.map(|m| self.scrub(&m));
+        response.finish_reason = response.finish_reason.map(|f| self.scrub(&f));
+        response
+    }
+
     pub fn scrub(&self, text: &str) -> String {
         match &self.key {
             Some(k) => k.scrub(text),
@@ -252,10 +260,7 @@ impl Client {
         // An endpoint may echo the key (an error body quoting the Authorization header, or even
         // an answer): it is scrubbed here, before anything is cached, logged or stored.
         let result = match self.complete_inner(&request).await {
-            Ok(mut r) => {
-                r.text = self.scrub(&r.text);
-                Ok(r)
-            }
+            Ok(r) => Ok(self.scrub_response(r)),
             Err(e) => Err(e.scrubbed(|m| self.scrub(m))),
         };
         match &result {
@@ -292,8 +297,8 @@ impl Client {
         if let (Some(format), Some(fields)) = (&request.response_format, body.as_object_mut()) {
             fields.insert("response_format".into(), format.clone());
         }
-        let mut response = self.send_with_retries(&body, request.priority).await?;
-        response.text = self.scrub(&response.text);
+        // Scrubbed before it is cached: the cache never holds the key.
+        let response = self.scrub_response(self.send_with_retries(&body, request.priority).await?);
         if let Some(cache) = &self.cache {
             cache.put(&key, &response)?;
         }

@@ -209,14 +209,58 @@ impl Secret {
     pub fn expose(&self) -> &str {
         &self.0
     }
-    /// `text` with every occurrence of the key replaced by `***` (a key shorter than four
-    /// characters is not searched for: it would match ordinary text).
+    /// `text` with every occurrence of the key replaced by `***`: in any case, with blanks
+    /// (whitespace or zero-width characters) between its characters, and reversed, since an
+    /// endpoint may echo it any of those ways. A key shorter than four characters is not
+    /// searched for: it would match ordinary text.
     pub fn scrub(&self, text: &str) -> String {
-        if self.0.chars().count() < 4 || !text.contains(self.0.as_str()) {
+        let key: Vec<char> = self.0.chars().filter(|c| !is_blank(*c)).collect();
+        if key.len() < 4 {
             return text.to_string();
         }
-        text.replace(self.0.as_str(), "***")
+        let reversed: Vec<char> = key.iter().rev().copied().collect();
+        let chars: Vec<(usize, char)> = text.char_indices().collect();
+        let mut out = String::with_capacity(text.len());
+        let (mut i, mut copied) = (0, 0);
+        while i < chars.len() {
+            let end = match_at(&chars, i, &key).or_else(|| match_at(&chars, i, &reversed));
+            match end {
+                Some(end) => {
+                    out.push_str(&text[copied..chars[i].0]);
+                    out.push_str("***");
+                    copied = chars.get(end).map_or(text.len(), |(b, _)| *b);
+                    i = end;
+                }
+                None => i += 1,
+            }
+        }
+        out.push_str(&text[copied..]);
+        out
     }
+}
+
+/// Characters an echo may put between a key's characters.
+fn is_blank(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '\u{200b}'..='\u{200d}' | '\u{2060}' | '\u{feff}')
+}
+
+/// The index after `key` when it starts at `chars[start]` (case-insensitive, blanks allowed
+/// between its characters).
+fn match_at(chars: &[(usize, char)], start: usize, key: &[char]) -> Option<usize> {
+    let same = |a: char, b: char| a == b || a.to_lowercase().eq(b.to_lowercase());
+    let mut i = start;
+    for (n, k) in key.iter().enumerate() {
+        if n > 0 {
+            while chars.get(i).is_some_and(|(_, c)| is_blank(*c)) {
+                i += 1;
+            }
+        }
+        if !chars.get(i).is_some_and(|(_, c)| same(*c, *k)) {
+            return None;
+        }
+        i += 1;
+    }
+    Some(i)
 }
 
 impl fmt::Debug for Secret {
@@ -234,6 +278,26 @@ impl fmt::Display for Secret {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_key_is_scrubbed_in_every_case_spacing_and_reversed() {
+        let key = Secret("sk-AbCd-1234".to_string());
+        for echo in [
+            "sk-AbCd-1234",
+            "SK-ABCD-1234",
+            "sk-abcd-1234",
+            "s k - A b C d - 1 2 3 4",
+            "sk-\tAb\nCd-12\u{200b}34",
+            "4321-dCbA-ks",
+            "4321-DCBA-KS",
+        ] {
+            let scrubbed = key.scrub(&format!("before {echo} after"));
+            assert_eq!(scrubbed, "before *** after", "{echo:?}");
+        }
+        assert_eq!(key.scrub("sk-AbCd-123 and sk-abcd-1234sk-ABCD-1234"), "sk-AbCd-123 and ******");
+        assert_eq!(key.scrub("ünïcode stays"), "ünïcode stays");
+        assert_eq!(Secret("abc".into()).scrub("abc"), "abc", "a short key is not searched");
+    }
 
     #[test]
     fn defaults_fill_everything_but_the_model() {

@@ -134,6 +134,18 @@ pub struct ChatResponse {
     pub from_cache: bool,
 }
 
+/// The finish reasons that mean the model refused: Anthropic's `refusal`, OpenAI's
+/// `content_filter`, and `refusal`, which the OpenAI reader sets when the message carries a
+/// `refusal` field.
+pub const REFUSAL_FINISH_REASONS: [&str; 2] = ["refusal", "content_filter"];
+
+impl ChatResponse {
+    /// The model refused to answer (see [`REFUSAL_FINISH_REASONS`]).
+    pub fn is_refusal(&self) -> bool {
+        self.finish_reason.as_deref().is_some_and(|f| REFUSAL_FINISH_REASONS.contains(&f))
+    }
+}
+
 /// Counters of one client, all monotonic.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ClientStats {

@@ -150,10 +150,18 @@ fn parse_openai(v: &Value) -> Result<ChatResponse, String> {
         cached_tokens: count(v, "/usage/prompt_tokens_details/cached_tokens"),
         completion_tokens: count(v, "/usage/completion_tokens"),
     };
+    // A refusal comes as `message.refusal` (the content null) with finish reason `stop`: it is
+    // reported as the finish reason `refusal`.
+    let refused = message.get("refusal").and_then(Value::as_str).is_some_and(|r| !r.trim().is_empty());
+    let finish_reason = if refused {
+        Some("refusal".to_string())
+    } else {
+        choice.get("finish_reason").and_then(Value::as_str).map(str::to_string)
+    };
     Ok(ChatResponse {
         text,
         usage,
-        finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(str::to_string),
+        finish_reason,
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
         from_cache: false,
     })

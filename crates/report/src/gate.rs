@@ -77,10 +77,125 @@ pub enum GateError {
     Tolerance { given: String, problem: String },
     #[error("{file}:{line}: column `{column}`: {value:?} is not a finite number")]
     NotFinite { file: String, line: u64, column: String, value: String },
-    #[error("{file}:1: no configuration rows (an empty or header-only summary cannot be compared)")]
+    #[error("{file}:1: no configuration rows (an empty or header-only file cannot be compared)")]
     Empty { file: String },
     #[error("{file}:1: no column `{column}`{}; the gate cannot compare it", other.as_ref().map(|o| format!(" (which {o} has)")).unwrap_or_default())]
     MissingColumn { file: String, column: String, other: Option<String> },
+    #[error("{file}:{line}: column `{column}`: {value:?} {problem}")]
+    OutOfRange { file: String, line: u64, column: String, value: String, problem: String },
+    #[error("{file}:1: column `{column}` appears twice")]
+    DuplicateColumn { file: String, column: String },
+    #[error("{file}:{line}: column `{column}` is empty; every row needs one")]
+    EmptyId { file: String, line: u64, column: String },
+    #[error(
+        "{file}: no `{column}` for configuration {config_id}, which {summary} has: the paired test cannot run on it"
+    )]
+    NoPairs { file: String, column: String, config_id: String, summary: String },
+}
+
+/// Columns holding a share (0 to 1): every retention figure and every rate.
+fn is_share(column: &str) -> bool {
+    column.starts_with("retention")
+        || column.starts_with("at_risk_retention")
+        || column.starts_with("paired_at_risk_retention")
+        || column.ends_with("_rate")
+}
+
+/// Columns holding a count (a non-negative integer), in `summary.csv` and `results.csv`.
+fn is_count(column: &str) -> bool {
+    const COUNTS: [&str; 27] = [
+        "window",
+        "conversations",
+        "failed",
+        "at_risk_conversations",
+        "calls",
+        "violations",
+        "peak_tokens_max",
+        "rejected_requests_openai",
+        "rejected_requests_anthropic",
+        "findings",
+        "compacted_conversations",
+        "paired_at_risk_probes",
+        "compactions",
+        "overflows",
+        "peak_tokens",
+        "input_tokens",
+        "cached_tokens",
+        "output_tokens",
+        "uncompacted_input_tokens",
+        "final_tokens",
+        "summarizer_calls",
+        "summarizer_failures",
+        "probes",
+        "at_risk_probes",
+        "first_rejected_call",
+        "recording_violations",
+        "completed",
+    ];
+    COUNTS.contains(&column) || column.starts_with("probes_")
+}
+
+/// Columns that may not be negative besides shares and counts: costs and means of counts.
+fn is_non_negative(column: &str) -> bool {
+    column.starts_with("cost_usd") || column.starts_with("summary_cost_usd") || column == "compactions_mean"
+}
+
+/// Refuse a value its column cannot hold: a share outside [0, 1], a count that is negative or
+/// not whole, a negative cost. `None` when the value is possible.
+fn impossible(column: &str, v: f64) -> Option<&'static str> {
+    if is_share(column) && !(0.0..=1.0).contains(&v) {
+        Some("is not a share (between 0 and 1)")
+    } else if is_count(column) && (v < 0.0 || v.fract() != 0.0) {
+        Some("is not a count (a whole number, zero or more)")
+    } else if is_non_negative(column) && v < 0.0 {
+        Some("is negative")
+    } else {
+        None
+    }
+}
+
+/// The header's columns, trimmed; a column named twice is refused (which of the two values
+/// would be compared?).
+fn unique_header(reader: &mut ::csv::Reader<&[u8]>, file: &str) -> Result<Vec<String>, GateError> {
+    let header: Vec<String> = reader
+        .headers()
+        .map_err(|e| GateError::Csv { file: file.into(), line: 1, problem: e.to_string() })?
+        .iter()
+        .map(|h| h.trim().to_string())
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    for h in &header {
+        if !seen.insert(h.as_str()) {
+            return Err(GateError::DuplicateColumn { file: file.into(), column: h.clone() });
+        }
+    }
+    Ok(header)
+}
+
+/// A cell's number, refused when it is not one, not finite, or impossible for its column.
+fn cell_value(cell: &str, column: &str, file: &str, line: u64) -> Result<f64, GateError> {
+    // `completed` is a boolean in results.csv: 1 when the conversation completed, 0 when not.
+    let v: f64 = match cell {
+        "true" => Ok(1.0),
+        "false" => Ok(0.0),
+        _ => cell.parse(),
+    }
+    .map_err(|_| GateError::Number { file: file.into(), line, column: column.into(), value: cell.into() })?;
+    // `inf`, `NaN` and `1e400` (which parses as infinity) would compare as a huge improvement
+    // or never compare at all.
+    if !v.is_finite() {
+        return Err(GateError::NotFinite { file: file.into(), line, column: column.into(), value: cell.into() });
+    }
+    if let Some(problem) = impossible(column, v) {
+        return Err(GateError::OutOfRange {
+            file: file.into(),
+            line,
+            column: column.into(),
+            value: cell.into(),
+            problem: problem.into(),
+        });
+    }
+    Ok(v)
 }
 
 /// A metric the gate can fail on.
@@ -353,7 +468,7 @@ impl SummaryTable {
             line: e.position().map(|p| p.line()).unwrap_or(1),
             problem: e.to_string(),
         };
-        let header: Vec<String> = reader.headers().map_err(csv_err)?.iter().map(|h| h.trim().to_string()).collect();
+        let header = unique_header(&mut reader, file)?;
         let id_col =
             header.iter().position(|h| h == "config_id").ok_or_else(|| GateError::NoConfigId { file: file.into() })?;
         let strategy_col = header.iter().position(|h| h == "strategy");
@@ -368,7 +483,8 @@ impl SummaryTable {
             let line = record.position().map(|p| p.line()).unwrap_or(0);
             let config_id = record.get(id_col).unwrap_or("").trim().to_string();
             if config_id.is_empty() {
-                continue;
+                // Dropped, the configuration would count as new and its regression pass.
+                return Err(GateError::EmptyId { file: file.into(), line, column: "config_id".into() });
             }
             let dataset = dataset_col.and_then(|c| record.get(c)).unwrap_or("").trim().to_string();
             let config_id = row_key(&config_id, &dataset);
@@ -386,24 +502,9 @@ impl SummaryTable {
                 if TEXT_COLUMNS.contains(&column.as_str()) || cell.is_empty() {
                     continue;
                 }
-                let v: f64 = cell.parse().map_err(|_| GateError::Number {
-                    file: file.into(),
-                    line,
-                    column: column.clone(),
-                    value: cell.to_string(),
-                })?;
-                // `inf`, `NaN` and `1e400` (which parses as infinity) would compare as a huge
-                // improvement or never compare at all.
-                if !v.is_finite() {
-                    return Err(GateError::NotFinite {
-                        file: file.into(),
-                        line,
-                        column: column.clone(),
-                        value: cell.to_string(),
-                    });
-                }
-                entry.values.insert(column.clone(), v);
+                entry.values.insert(column.clone(), cell_value(cell, column, file, line)?);
             }
+            check_interval(&entry, file, line)?;
             table.entries.push(entry);
         }
         Ok(table)
@@ -527,6 +628,72 @@ pub fn check_comparable(baseline: &SummaryTable, current: &SummaryTable) -> Resu
         let column = Metric::Retention.column();
         if !table.columns.iter().any(|c| c == column) {
             return Err(GateError::MissingColumn { file: table.file.clone(), column: column.into(), other: None });
+        }
+    }
+    Ok(())
+}
+
+/// A mean outside its own interval is a damaged row (two columns swapped, a value edited).
+fn check_interval(entry: &SummaryEntry, file: &str, line: u64) -> Result<(), GateError> {
+    for metric in Metric::ALL {
+        let Some((lo, hi)) = metric.ci_columns() else { continue };
+        let get = |c: &str| entry.values.get(c).copied();
+        if let (Some(m), Some(l), Some(h)) = (get(metric.column()), get(lo), get(hi)) {
+            if m < l - EPSILON || m > h + EPSILON {
+                return Err(GateError::OutOfRange {
+                    file: file.into(),
+                    line,
+                    column: metric.column().into(),
+                    value: m.to_string(),
+                    problem: format!("is outside its own interval [{l}, {h}] (`{lo}`, `{hi}`)"),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuse results files the paired test cannot use, instead of skipping the test: a file
+/// without rows or without a paired column, and a configuration whose retention both
+/// summaries hold but that has no pair of conversations in the results files.
+pub fn check_paired(
+    baseline: &SummaryTable,
+    current: &SummaryTable,
+    baseline_results: &ResultsTable,
+    current_results: &ResultsTable,
+) -> Result<(), GateError> {
+    for table in [baseline_results, current_results] {
+        if table.rows.is_empty() {
+            return Err(GateError::Empty { file: table.file.clone() });
+        }
+        for metric in Metric::ALL {
+            let Some(column) = metric.paired_column() else { continue };
+            let in_summaries = [baseline, current].iter().all(|s| s.columns.iter().any(|c| c == metric.column()));
+            if in_summaries && !table.columns.iter().any(|c| c == column) {
+                return Err(GateError::MissingColumn { file: table.file.clone(), column: column.into(), other: None });
+            }
+        }
+    }
+    let input = PairedInput { baseline_results, current_results, seed: 0 };
+    for base in &baseline.entries {
+        let Some(cur) = current.get(&base.config_id) else { continue };
+        for metric in Metric::ALL {
+            let Some(column) = metric.paired_column() else { continue };
+            let both = base.values.contains_key(metric.column()) && cur.values.contains_key(metric.column());
+            if both && input.pairs(base, column).is_empty() {
+                let missing = if baseline_results.rows_of(base.configuration()).any(|r| r.values.contains_key(column)) {
+                    current_results
+                } else {
+                    baseline_results
+                };
+                return Err(GateError::NoPairs {
+                    file: missing.file.clone(),
+                    column: column.into(),
+                    config_id: base.config_id.clone(),
+                    summary: if std::ptr::eq(missing, baseline_results) { &baseline.file } else { &current.file }
+                        .clone(),
+                });
+            }
         }
     }
     Ok(())
@@ -853,6 +1020,8 @@ pub struct ResultEntry {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ResultsTable {
     pub file: String,
+    /// The header's columns, in file order.
+    pub columns: Vec<String>,
     pub rows: Vec<ResultEntry>,
 }
 
@@ -876,13 +1045,13 @@ impl ResultsTable {
             line: e.position().map(|p| p.line()).unwrap_or(1),
             problem: e.to_string(),
         };
-        let header: Vec<String> = reader.headers().map_err(csv_err)?.iter().map(|h| h.trim().to_string()).collect();
+        let header = unique_header(&mut reader, file)?;
         let col = |name: &str| header.iter().position(|h| h == name);
         let (Some(id), Some(conv)) = (col("config_id"), col("conversation_id")) else {
             return Err(GateError::NoConfigId { file: file.into() });
         };
         let dataset = col("dataset");
-        let mut table = ResultsTable { file: file.to_string(), rows: Vec::new() };
+        let mut table = ResultsTable { file: file.to_string(), columns: header.clone(), rows: Vec::new() };
         let mut seen = std::collections::BTreeSet::new();
         for record in reader.records() {
             let record = record.map_err(csv_err)?;
@@ -894,7 +1063,7 @@ impl ResultsTable {
                 values: BTreeMap::new(),
             };
             if row.config_id.is_empty() {
-                continue;
+                return Err(GateError::EmptyId { file: file.into(), line, column: "config_id".into() });
             }
             if !seen.insert((row.config_id.clone(), row.dataset.clone(), row.conversation_id.clone())) {
                 return Err(GateError::Duplicate {
@@ -908,19 +1077,7 @@ impl ResultsTable {
                 if RESULT_TEXT_COLUMNS.contains(&column.as_str()) || cell.is_empty() {
                     continue;
                 }
-                // `completed` is a boolean: 1 when the conversation completed, 0 when not.
-                let v: f64 = match cell {
-                    "true" => Ok(1.0),
-                    "false" => Ok(0.0),
-                    _ => cell.parse(),
-                }
-                .map_err(|_| GateError::Number {
-                    file: file.into(),
-                    line,
-                    column: column.clone(),
-                    value: cell.to_string(),
-                })?;
-                row.values.insert(column.clone(), v);
+                row.values.insert(column.clone(), cell_value(cell, column, file, line)?);
             }
             table.rows.push(row);
         }
@@ -1343,7 +1500,8 @@ mod tests {
         let change = report.changes.iter().find(|c| c.metric == "at_risk_retention_task").expect("listed");
         assert_eq!((change.baseline, change.current, change.verdict), (Some(0.5), Some(0.25), Verdict::Changed));
         // And an older current run against a newer baseline still compares the gated metrics.
-        let worse = SummaryTable::parse(old.replace("0.9,0.85", "0.5,0.85").as_str(), "cur.csv").expect("parses");
+        let worse =
+            SummaryTable::parse(old.replace("0.9,0.85,0.95", "0.5,0.45,0.55").as_str(), "cur.csv").expect("parses");
         let report = compare(&base, &worse, &Tolerances::default());
         assert!(!report.passed());
         assert!(report.changes.iter().all(|c| c.metric != "at_risk_retention_task"));
@@ -1374,7 +1532,7 @@ mod tests {
         let e = compare_checked(&empty, &worse, &Tolerances::default()).expect_err("refused");
         assert_eq!(
             e.to_string(),
-            "base.csv:1: no configuration rows (an empty or header-only summary cannot be compared)"
+            "base.csv:1: no configuration rows (an empty or header-only file cannot be compared)"
         );
         let e = SummaryTable::parse("", "cur.csv").expect_err("an empty file is refused");
         assert!(e.to_string().starts_with("cur.csv:1: no configuration rows"), "{e}");
@@ -1404,5 +1562,48 @@ mod tests {
                 "{value}"
             );
         }
+    }
+
+    #[test]
+    fn impossible_values_duplicate_headers_and_empty_ids_are_refused() {
+        let bad = |row: &str| SummaryTable::parse(&format!("{HEADER}\n{row}\n"), "s.csv").expect_err(row).to_string();
+        assert!(bad(&BASE.replace(",0.8,0.7,0.9,", ",-5,0.7,0.9,")).contains("`retention_mean`: \"-5\" is not a share"));
+        assert!(bad(&BASE.replace(",0.8,0.7,0.9,", ",1e300,0.7,0.9,")).contains("is not a share"));
+        assert!(bad(&BASE.replace(",10,0,0.8,", ",10,1.5,0.8,")).contains("`failed`: \"1.5\" is not a count"));
+        assert!(bad(&BASE.replace(",10,0,0.8,", ",10,-3,0.8,")).contains("`failed`: \"-3\" is not a count"));
+        assert!(bad(&BASE.replace(",0.8,0.7,0.9,", ",0.95,0.7,0.9,")).contains("outside its own interval"));
+        assert_eq!(bad(&BASE.replacen("a,", ",", 1)), "s.csv:2: column `config_id` is empty; every row needs one");
+        let e =
+            SummaryTable::parse("config_id,retention_mean,retention_mean\na,0.5,0.9\n", "s.csv").expect_err("twice");
+        assert_eq!(e.to_string(), "s.csv:1: column `retention_mean` appears twice");
+        let e = ResultsTable::parse("config_id,conversation_id,retention\na,c,NaN\n", "r.csv").expect_err("NaN");
+        assert_eq!(e.to_string(), "r.csv:2: column `retention`: \"NaN\" is not a finite number");
+        let e = ResultsTable::parse("config_id,conversation_id,probes\na,c,-1\n", "r.csv").expect_err("negative");
+        assert!(e.to_string().contains("is not a count"), "{e}");
+    }
+
+    #[test]
+    fn a_damaged_results_file_stops_the_paired_gate_instead_of_turning_it_off() {
+        let summary = table(&[BASE]);
+        let rows = |v: f64| -> String {
+            (0..12).map(|i| format!("a,c{i},{},0.5\n", v + f64::from(i) / 100.0)).collect::<String>()
+        };
+        let good = ResultsTable::parse(
+            &format!("config_id,conversation_id,retention,at_risk_retention\n{}", rows(0.7)),
+            "b.csv",
+        )
+        .expect("parses");
+        let header_only = ResultsTable::parse("config_id,conversation_id,retention\n", "h.csv").expect("parses");
+        let e = check_paired(&summary, &summary, &header_only, &good).expect_err("no rows");
+        assert!(e.to_string().starts_with("h.csv:1: no configuration rows"), "{e}");
+        let no_retention = ResultsTable::parse("config_id,conversation_id,x\na,c0,1\n", "n.csv").expect("parses");
+        let e = check_paired(&summary, &summary, &no_retention, &good).expect_err("no column");
+        assert!(e.to_string().starts_with("n.csv:1: no column `retention`"), "{e}");
+        let other =
+            ResultsTable::parse("config_id,conversation_id,retention,at_risk_retention\nb,c0,0.5,0.5\n", "o.csv")
+                .expect("parses");
+        let e = check_paired(&summary, &summary, &other, &good).expect_err("no pairs");
+        assert!(e.to_string().contains("o.csv: no `retention` for configuration a"), "{e}");
+        assert!(check_paired(&summary, &summary, &good, &good).is_ok());
     }
 }

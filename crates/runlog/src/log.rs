@@ -86,6 +86,12 @@ pub struct Counts {
     /// (their content hash differs): run again.
     #[serde(default)]
     pub stale: usize,
+    /// Summaries asked of the summarizer over every pair.
+    #[serde(default)]
+    pub summaries: u64,
+    /// Summaries that failed: an error, an empty or whitespace-only answer, or a refusal.
+    #[serde(default)]
+    pub summaries_failed: u64,
 }
 
 /// Wall times.
@@ -280,6 +286,14 @@ pub fn count(records: &[PairRecord]) -> (usize, usize) {
     (records.len() - failed, failed)
 }
 
+/// Summaries asked and failed over the pairs that ran.
+pub fn count_summaries(records: &[PairRecord]) -> (u64, u64) {
+    records.iter().fold((0, 0), |(calls, failed), r| match &r.outcome {
+        PairOutcome::Ok(m) => (calls + m.summarizer_calls, failed + m.summarizer_failures),
+        PairOutcome::Failed { .. } => (calls, failed),
+    })
+}
+
 pub fn replay_ms(records: &[PairRecord]) -> u64 {
     records
         .iter()
@@ -333,6 +347,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<RunData, RunError> {
     }
     write_results(&out_results, &records)?;
     let (ok, failed) = count(&records);
+    let (summaries, summaries_failed) = count_summaries(&records);
     let manifest = Manifest {
         shard: None,
         merged_from: dirs.iter().map(|d| d.display().to_string()).collect(),
@@ -344,6 +359,8 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<RunData, RunError> {
             missing: first.counts.pairs_total.saturating_sub(records.len()),
             resumed: 0,
             stale: 0,
+            summaries,
+            summaries_failed,
         },
         timings: Timings { wall_ms, replay_ms: replay_ms(&records) },
         dataset_problems: problems,

@@ -1186,6 +1186,11 @@ fn summarize_plan(
         metrics.summarizer_calls += 1;
         match summarizer.summarize_with_kind(ctx, request) {
             Ok(s) => {
+                // An empty or whitespace-only answer is no summary, even where the strategy's
+                // document takes whatever the model wrote (it gets the empty text then).
+                if s.text.trim().is_empty() {
+                    metrics.summarizer_failures += 1;
+                }
                 // After a rejected call the conversation has ended: the summary is made
                 // only for the figures as if every request had been sent, and not billed.
                 if !ended {

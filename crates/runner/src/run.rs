@@ -549,6 +549,7 @@ pub fn run(
     let (ok, failed) = count(&records);
     manifest.counts.ok = ok;
     manifest.counts.failed = failed;
+    (manifest.counts.summaries, manifest.counts.summaries_failed) = runlog::log::count_summaries(&records);
     manifest.counts.missing = planned.len().saturating_sub(records.len());
     manifest.timings =
         Timings { wall_ms: earlier_wall_ms + started.elapsed().as_millis() as u64, replay_ms: replay_ms(&records) };

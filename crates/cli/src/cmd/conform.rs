@@ -50,7 +50,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let experiment = match Experiment::load(&args.config) {
         Ok(e) => e,
         Err(e) => {
-            eprintln!("error: {e}");
+            tell!("error: {e}");
             return Ok(exit::USAGE);
         }
     };
@@ -66,7 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         let strategy = match &b.strategy {
             Ok(s) => s.clone(),
             Err(e) => {
-                println!("FAIL {}: does not build: {e}", config.strategy);
+                say!("FAIL {}: does not build: {e}", config.strategy);
                 failed += 1;
                 continue;
             }
@@ -97,12 +97,13 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         });
         match result {
             Ok(()) if compactions.get() == 0 => {
-                println!(
+                say!(
                     "ok   {}: {} conversations, but it never compacted: nothing was checked",
-                    config.strategy, args.cases
+                    config.strategy,
+                    args.cases
                 );
             }
-            Ok(()) => println!(
+            Ok(()) => say!(
                 "ok   {}: {} conversations, {} compactions checked",
                 config.strategy,
                 args.cases,
@@ -116,22 +117,20 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                 fs::create_dir_all(&args.out)?;
                 let path = args.out.join(format!("{}.jsonl", config.strategy));
                 fs::write(&path, format!("{}\n", serde_json::to_string(&conversation)?))?;
-                println!("FAIL {}: {reason}", config.strategy);
-                println!(
+                say!("FAIL {}: {reason}", config.strategy);
+                say!(
                     "     smallest failing conversation: {} messages at a {window}-token window, written to {}",
                     conversation.messages.len(),
                     path.display()
                 );
                 if !dataset::check_conversation(&conversation).is_empty() {
                     // The generator's texts may be empty, which `validate` rejects.
-                    println!(
-                        "     (it breaks a dataset rule the generator allows: replay it with `run --allow-invalid`)"
-                    );
+                    say!("     (it breaks a dataset rule the generator allows: replay it with `run --allow-invalid`)");
                 }
             }
             Err(TestError::Abort(why)) => {
                 failed += 1;
-                println!("FAIL {}: the generator gave up: {why}", config.strategy);
+                say!("FAIL {}: the generator gave up: {why}", config.strategy);
             }
         }
     }

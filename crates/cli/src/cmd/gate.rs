@@ -53,7 +53,22 @@ fn results_files(args: &Args) -> Option<(PathBuf, PathBuf)> {
         (Some(b), Some(c)) => Some((b.clone(), c.clone())),
         _ => {
             let (b, c) = (args.baseline.join(report::RESULTS_CSV), args.current.join(report::RESULTS_CSV));
-            (args.baseline.is_dir() && args.current.is_dir() && b.is_file() && c.is_file()).then_some((b, c))
+            if !(args.baseline.is_dir() && args.current.is_dir()) {
+                return None;
+            }
+            // A results file on one side only: the paired test cannot run, and says so.
+            match (b.exists(), c.exists()) {
+                (true, true) => return Some((b, c)),
+                (true, false) | (false, true) => {
+                    let missing = if b.exists() { &c } else { &b };
+                    tell!(
+                        "note: no paired test: {} does not exist; retention is gated on the baseline's interval",
+                        missing.display()
+                    );
+                }
+                (false, false) => {}
+            }
+            None
         }
     }
 }
@@ -62,7 +77,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let mut tolerances = Tolerances::default();
     for t in &args.tolerances {
         if let Err(e) = tolerances.apply(t) {
-            eprintln!("error: {e}");
+            tell!("error: {e}");
             return Ok(exit::USAGE);
         }
     }
@@ -74,6 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                 None => gate::compare(&baseline, &current, &tolerances),
                 Some((b, c)) => {
                     let (b, c) = (ResultsTable::read(&b)?, ResultsTable::read(&c)?);
+                    gate::check_paired(&baseline, &current, &b, &c)?;
                     gate::compare_paired(&baseline, &current, &b, &c, &tolerances, args.seed)
                 }
             })
@@ -81,12 +97,12 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let verdict = match verdict {
         Ok(v) => v,
         Err(e) => {
-            eprintln!("error: {e}");
+            tell!("error: {e}");
             return Ok(exit::USAGE);
         }
     };
     let table = verdict.markdown();
-    print!("{table}");
+    say_part!("{table}");
     if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
         let appended = std::fs::OpenOptions::new()
             .create(true)
@@ -94,7 +110,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             .open(&path)
             .and_then(|mut f| f.write_all(format!("{table}\n").as_bytes()));
         if let Err(e) = appended {
-            eprintln!("warning: cannot append to $GITHUB_STEP_SUMMARY ({}): {e}", PathBuf::from(path).display());
+            tell!("warning: cannot append to $GITHUB_STEP_SUMMARY ({}): {e}", PathBuf::from(path).display());
         }
     }
     if verdict.passed() {
@@ -102,9 +118,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     } else {
         for c in verdict.failures() {
             if c.metric.is_empty() {
-                eprintln!("regression: configuration {} is missing from the current run", c.config_id);
+                tell!("regression: configuration {} is missing from the current run", c.config_id);
             } else {
-                eprintln!("regression: {} {}", c.config_id, c.metric);
+                tell!("regression: {} {}", c.config_id, c.metric);
             }
         }
         Ok(exit::FAILED)

@@ -53,13 +53,13 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     };
     let files = import::import(&args.inputs, &options);
     if files.is_empty() {
-        eprintln!("no *.json, *.jsonl or *.traj files in {}", list(&args.inputs));
+        tell!("no *.json, *.jsonl or *.traj files in {}", list(&args.inputs));
         return Ok(crate::exit::USAGE);
     }
     let read: Vec<&std::path::Path> =
         args.inputs.iter().map(PathBuf::as_path).chain(files.iter().map(|f| f.path.as_path())).collect();
     if let Some(input) = crate::output::clobbers(&args.out, read) {
-        eprintln!(
+        tell!(
             "error: --out {} is also an input ({}); write the dataset elsewhere",
             args.out.display(),
             input.display()
@@ -73,14 +73,14 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let params = DeriveParams::default();
     for f in files {
         for e in &f.errors {
-            eprintln!("{}", crate::output::terminal(&e.to_string()));
+            tell!("{e}");
         }
         let format = match (f.format, f.sniffed) {
             (Some(format), Some(why)) => format!("format {format} (auto: {why})"),
             (Some(format), None) => format!("format {format}"),
             (None, _) => "format unknown".to_string(),
         };
-        println!("{}: {format}: {} conversations; {}", f.path.display(), f.conversations.len(), f.report);
+        say!("{}: {format}: {} conversations; {}", f.path.display(), f.conversations.len(), f.report);
         for mut conv in f.conversations {
             if args.probes {
                 let (n, d) = probes::replace_derived_counted(&mut conv, &params);
@@ -96,7 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         total.merge(&f.report);
     }
     if conversations == 0 {
-        eprintln!(
+        tell!(
             "error: no conversation could be imported; {} {}",
             args.out.display(),
             if args.out.exists() { "is left unchanged" } else { "is not written" }
@@ -110,7 +110,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     } else {
         String::new()
     };
-    println!(
+    say!(
         "{}: {conversations} conversations{side_calls}{probes}; {total}; {errors} error{}",
         args.out.display(),
         if errors == 1 { "" } else { "s" }

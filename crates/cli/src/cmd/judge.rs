@@ -52,38 +52,38 @@ fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<u8> {
     let items = match load_labels(&args.labels) {
         Ok(items) => items,
         Err(e) => {
-            eprintln!("error: {e}");
+            tell!("error: {e}");
             return Ok(exit::USAGE);
         }
     };
     let facts: usize = items.iter().map(|i| i.facts.len()).sum();
-    println!("{}: {} items, {facts} facts", args.labels.display(), items.len());
+    say!("{}: {} items, {facts} facts", args.labels.display(), items.len());
     let mut reports = vec![calibrate(&items, &OfflineJudge)];
     if let Some(config) = &args.config {
         let experiment = match Experiment::load(config) {
             Ok(e) => e,
             Err(e) => {
-                eprintln!("error: {e}");
+                tell!("error: {e}");
                 return Ok(exit::USAGE);
             }
         };
         let roles = match LlmRoles::build(&experiment, &|name| std::env::var(name).ok(), None) {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("error: {e}");
+                tell!("error: {e}");
                 return Ok(exit::USAGE);
             }
         };
         // A dead or rejecting endpoint stops here, as it stops a run: otherwise every fact
         // would be unscored and the report would still print.
         if let Err(e) = roles.preflight() {
-            eprintln!("error: {e}");
-            eprintln!("error: the LLM judge was not calibrated; fix the endpoint or its key");
+            tell!("error: {e}");
+            tell!("error: the LLM judge was not calibrated; fix the endpoint or its key");
             return Ok(exit::USAGE);
         }
         match &roles.judge {
             Some(judge) => reports.push(calibrate(&items, judge.as_ref())),
-            None => eprintln!("note: {} names no LLM judge; offline judge only", config.display()),
+            None => tell!("note: {} names no LLM judge; offline judge only", config.display()),
         }
     }
     let mut below = false;
@@ -91,7 +91,7 @@ fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<u8> {
         print_report(r);
         if let (Some(min), Some(acc)) = (args.min_accuracy, r.accuracy()) {
             if acc < min {
-                eprintln!("judge {}: accuracy {:.3} is below {min}", r.judge, acc);
+                tell!("judge {}: accuracy {:.3} is below {min}", r.judge, acc);
                 below = true;
             }
         }
@@ -104,7 +104,7 @@ fn fmt(v: Option<f64>) -> String {
 }
 
 fn print_report(r: &CalibrationReport) {
-    println!(
+    say!(
         "judge {}: {} facts scored ({} unscored): accuracy {}, precision {}, recall {} \
          (credited correctly {}, false credit {}, missed {}, rejected correctly {})",
         r.judge,
@@ -119,7 +119,7 @@ fn print_report(r: &CalibrationReport) {
         r.true_negatives
     );
     for d in &r.disagreements {
-        println!(
+        say!(
             "  {} fact {} [{}]: labelled {}, judged {}",
             d.item,
             d.fact + 1,

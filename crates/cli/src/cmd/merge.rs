@@ -24,7 +24,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let data = match runner::run::merge(&args.dirs, &args.out) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("error: {e}");
+            tell!("error: {e}");
             return Ok(exit::USAGE);
         }
     };

@@ -72,7 +72,7 @@ fn derive(args: DeriveArgs) -> anyhow::Result<u8> {
         max_facts: args.max_facts.unwrap_or(d.max_facts),
     };
     if crate::output::same_file(&args.out, &args.input) {
-        eprintln!(
+        tell!(
             "error: --out {} is the input; write the dataset elsewhere (a line that does not load would be lost)",
             args.out.display()
         );
@@ -80,7 +80,7 @@ fn derive(args: DeriveArgs) -> anyhow::Result<u8> {
     }
     let ds = dataset::load_file(&args.input, &LoadOptions::default());
     for e in &ds.problems {
-        eprintln!("{}", crate::output::terminal(&e.to_string()));
+        tell!("{e}");
     }
     let mut conversations = ds.conversations;
     let mut added = 0usize;
@@ -93,7 +93,7 @@ fn derive(args: DeriveArgs) -> anyhow::Result<u8> {
         }
     }
     if conversations.is_empty() {
-        eprintln!(
+        tell!(
             "error: no conversation loaded from {}; {} {}",
             args.input.display(),
             args.out.display(),
@@ -111,14 +111,14 @@ fn derive(args: DeriveArgs) -> anyhow::Result<u8> {
         conversations.iter().flat_map(|c| &c.probes).filter(|p| p.id.starts_with(probes::DERIVED_PREFIX)),
     );
     let by_kind: Vec<String> = kinds.iter().map(|(k, n)| format!("{} {n}", k.as_str())).collect();
-    println!(
+    say!(
         "{}: {} conversations, {added} derived probes ({})",
         args.out.display(),
         conversations.len(),
         by_kind.join(", ")
     );
     if !without.is_empty() {
-        eprintln!("no probe could be derived for {} tool-using conversations: {}", without.len(), without.join(", "));
+        tell!("no probe could be derived for {} tool-using conversations: {}", without.len(), without.join(", "));
     }
     Ok(if ds.problems.is_empty() { crate::exit::OK } else { crate::exit::USAGE })
 }

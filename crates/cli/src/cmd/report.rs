@@ -16,11 +16,11 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<u8> {
     match report::html::write_report(&args.dir) {
         Ok(path) => {
-            println!("{}", path.display());
+            say!("{}", path.display());
             Ok(exit::OK)
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            tell!("error: {e}");
             Ok(exit::USAGE)
         }
     }

@@ -5,8 +5,8 @@
 //! `results.jsonl` as it finishes, then writes `results.csv`, `summary.csv`, `probes.csv`,
 //! `compactions.csv`, `report.html` and `run.json`. A progress bar shows on a terminal
 //! unless `CI` is set.
-//! Exit 0 when every pair ran, 1 when any pair failed or a dataset line was skipped (all
-//! outputs are still written), 2 for a bad experiment, dataset or folder.
+//! Exit 0 when every pair ran, 1 when any pair failed, a dataset line was skipped or every
+//! summary failed (all outputs are still written), 2 for a bad experiment, dataset or folder.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -57,7 +57,7 @@ fn default_experiment() -> anyhow::Result<PathBuf> {
         let text = dataset::synth::to_jsonl(&conversations).context("serializing the synthetic datasets")?;
         write_if_changed(&datasets.join(format!("{}.jsonl", family.name())), text.as_bytes())?;
     }
-    eprintln!("note: no {DEFAULT_CONFIG} here; running the built-in default experiment from {}", config.display());
+    tell!("note: no {DEFAULT_CONFIG} here; running the built-in default experiment from {}", config.display());
     Ok(config)
 }
 
@@ -120,7 +120,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let experiment = match Experiment::load(&config) {
         Ok(e) => e,
         Err(e) => {
-            eprintln!("error: {e}");
+            tell!("error: {e}");
             return Ok(exit::USAGE);
         }
     };
@@ -130,16 +130,16 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     ) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("error: {}", crate::output::terminal(&e.to_string()));
+            tell!("error: {e}");
             return Ok(exit::USAGE);
         }
     };
     for problem in &plan.problems {
         let what = if problem.ends_with("(invalid, replayed anyway)") { "warning" } else { "warning: skipped" };
-        eprintln!("{what}: {}", crate::output::terminal(problem));
+        tell!("{what}: {problem}");
     }
     if plan.experiment.price.is_none() {
-        eprintln!(
+        tell!(
             "note: {} sets no price: cost is not measured (the cost columns are empty); add `price = \"MODEL\"`",
             config.display()
         );
@@ -152,7 +152,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let roles = match LlmRoles::build(&plan.experiment, &|name| std::env::var(name).ok(), args.cache_mode) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: {e}");
+            tell!("error: {e}");
             return Ok(exit::USAGE);
         }
     };
@@ -160,8 +160,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     // instead of every summary taking its strategy's failure path and every probe going
     // unscored.
     if let Err(e) = roles.preflight() {
-        eprintln!("error: {e}");
-        eprintln!("error: no pair was run; fix the endpoint or its key (cache mode only makes no request)");
+        tell!("error: {e}");
+        tell!("error: no pair was run; fix the endpoint or its key (cache mode only makes no request)");
         return Ok(exit::USAGE);
     }
     let offline_summarizer = runner::llm_setup::build_summarizer(&plan.experiment.summarizer);
@@ -178,13 +178,13 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let shard = match resolve_shard(args.shard.as_deref(), args.shards, |k| std::env::var(k).ok()) {
         Ok(Some((shard, from))) => {
             if let Some(from) = from {
-                eprintln!("shard {shard} ({from})");
+                tell!("shard {shard} ({from})");
             }
             Some(shard)
         }
         Ok(None) => None,
         Err(e) => {
-            eprintln!("error: --shard: {e}");
+            tell!("error: --shard: {e}");
             return Ok(exit::USAGE);
         }
     };
@@ -211,7 +211,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let mut data = match result {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("error: {e}");
+            tell!("error: {e}");
             return Ok(exit::USAGE);
         }
     };
@@ -225,20 +225,20 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let mut code = finish(&data, &out, started, !plan.problems.is_empty());
     if let Some(stats) = &data.manifest.llm {
         for line in llm_summary(stats) {
-            eprintln!("{line}");
+            tell!("{line}");
         }
     }
     if let Some(why) = &data.manifest.stopped {
-        eprintln!("error: the run stopped: {why}; `run --resume --out {}` runs the rest", out.display());
+        tell!("error: the run stopped: {why}; `run --resume --out {}` runs the rest", out.display());
         code = exit::FAILED;
     }
     // cache_mode = "only": every request the cache could not answer failed at once; list them.
     let missing = roles.missing_keys();
     if !missing.is_empty() {
         let dir = roles.cache_dir.as_deref().map(|d| d.display().to_string()).unwrap_or_default();
-        eprintln!("error: cache_mode = \"only\": {} responses are not in the cache {dir}:", missing.len());
+        tell!("error: cache_mode = \"only\": {} responses are not in the cache {dir}:", missing.len());
         for key in &missing {
-            eprintln!("  missing {key}");
+            tell!("  missing {key}");
         }
         return Ok(exit::FAILED);
     }
@@ -259,23 +259,23 @@ pub fn finish(data: &RunData, out: &Path, started: Instant, skipped_lines: bool)
     const SHOWN: usize = 5;
     for (r, error) in failures.iter().take(SHOWN) {
         let line = format!("failed: {} {} under {}: {error}", r.dataset, r.conversation_id, r.config_id);
-        eprintln!("{}", crate::output::terminal(&line));
+        tell!("{line}");
     }
     if failures.len() > SHOWN {
-        eprintln!("failed: {} more (status and error columns of results.csv)", failures.len() - SHOWN);
+        tell!("failed: {} more (status and error columns of results.csv)", failures.len() - SHOWN);
     }
     if c.missing > 0 {
-        eprintln!("warning: {} pairs of the plan have no result", c.missing);
+        tell!("warning: {} pairs of the plan have no result", c.missing);
     }
     if c.stale > 0 {
-        eprintln!(
+        tell!(
             "note: {} pairs rerun: their conversation's content or their configuration changed since they were recorded",
             c.stale
         );
     }
     let resumed = if c.resumed > 0 { format!(", {} resumed", c.resumed) } else { String::new() };
     let shard = data.manifest.shard.as_deref().map(|s| format!(" (shard {s})")).unwrap_or_default();
-    println!(
+    say!(
         "{}{shard}: {} pairs: {} ok, {} failed{resumed} in {:.1}s",
         data.manifest.experiment.name,
         c.pairs_planned,
@@ -283,8 +283,19 @@ pub fn finish(data: &RunData, out: &Path, started: Instant, skipped_lines: bool)
         c.failed,
         started.elapsed().as_secs_f64()
     );
-    println!("{}", out.display());
-    if c.failed > 0 || c.missing > 0 || skipped_lines {
+    say!("{}", out.display());
+    // An empty, whitespace-only or refused summary is a failed one: the run says how many,
+    // and a run whose every summary failed is not green.
+    let all_summaries_failed = c.summaries > 0 && c.summaries_failed == c.summaries;
+    if c.summaries_failed > 0 {
+        tell!(
+            "{}: {} of {} summaries failed (an error, an empty answer or a refusal; summarizer_failures in results.csv): their strategies fell back",
+            if all_summaries_failed { "error" } else { "warning" },
+            c.summaries_failed,
+            c.summaries
+        );
+    }
+    if c.failed > 0 || c.missing > 0 || skipped_lines || all_summaries_failed {
         exit::FAILED
     } else {
         exit::OK

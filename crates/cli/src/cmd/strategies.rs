@@ -23,20 +23,20 @@ fn listing() -> Vec<compaction::StrategyInfo> {
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let catalog = listing();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&catalog)?);
+        say!("{}", serde_json::to_string_pretty(&catalog)?);
         return Ok(crate::exit::OK);
     }
     if args.markdown {
-        print!("{}", markdown(&catalog));
+        say_part!("{}", markdown(&catalog));
         return Ok(crate::exit::OK);
     }
     for s in &catalog {
-        println!("{}  [{}]  ({})", s.name, s.family, s.source);
-        println!("    {}", s.summary);
+        say!("{}  [{}]  ({})", s.name, s.family, s.source);
+        say!("    {}", s.summary);
         for p in &s.params {
-            println!("    --{} <{}> = {}    {}", p.name, p.ty, p.default, p.meaning);
+            say!("    --{} <{}> = {}    {}", p.name, p.ty, p.default, p.meaning);
         }
-        println!();
+        say!("");
     }
     Ok(crate::exit::OK)
 }

@@ -38,7 +38,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         let messages: usize = conversations.iter().map(|c| c.messages.len()).sum();
         let probes: usize = conversations.iter().map(|c| c.probes.len()).sum();
         let tokens: Vec<u64> = conversations.iter().map(|c| meter.messages_tokens(&c.messages)).collect();
-        println!(
+        say!(
             "{}: {}, {}, {}, {} tokens (o200k_base; per conversation: {})",
             path.display(),
             count(conversations.len(), "conversation"),

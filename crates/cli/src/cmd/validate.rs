@@ -26,13 +26,13 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         if path.is_dir() {
             let found = dataset::find_jsonl(path);
             if found.is_empty() {
-                eprintln!("{}: no *.jsonl files in this folder", path.display());
+                tell!("{}: no *.jsonl files in this folder", path.display());
                 total_problems += 1;
             }
             for f in found {
                 match f.unreadable {
                     Some(err) => {
-                        eprintln!("{}", crate::output::terminal(&err.to_string()));
+                        tell!("{err}");
                         total_problems += 1;
                     }
                     None => total_problems += report(&dataset::load_file(&f.path, &options)),
@@ -49,10 +49,10 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
 fn report(ds: &Dataset) -> usize {
     let invalid = ds.validate();
     for err in ds.problems.iter().chain(&invalid) {
-        eprintln!("{}", crate::output::terminal(&err.to_string()));
+        tell!("{err}");
     }
     let problems = ds.problems.len() + invalid.len();
-    println!(
+    say!(
         "{}: {}, {}, {}, {}",
         ds.path.display(),
         count(ds.conversations.len(), "conversation"),

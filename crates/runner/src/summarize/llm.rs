@@ -216,8 +216,25 @@ impl Summarizer for LlmSummarizer {
         self.calls.fetch_add(1, Ordering::Relaxed);
         let (chat, empty_fails) = self.chat_request(ctx, request);
         match self.runtime.block_on(self.client.complete(chat)) {
+            // A refusal (the provider's refusal field, or a finish reason that says so) is
+            // never a summary, whatever the strategy's document does with the model's text.
+            Ok(r) if r.is_refusal() => Err(SummaryError::from(self.failed(
+                "refusal",
+                format!("the model refused to summarize (finish reason {})", r.finish_reason.as_deref().unwrap_or("")),
+            ))),
             Ok(r) if empty_fails && r.text.trim().is_empty() => {
                 Err(SummaryError::from(self.failed("empty", "the model returned an empty summary".to_string())))
+            }
+            Ok(r) if r.text.trim().is_empty() => {
+                // The document's code takes the empty text as the summary: the strategy gets
+                // it, and it still counts as a failed summary.
+                self.failed("empty", "the model returned an empty summary".to_string());
+                Ok(Summary {
+                    text: r.text,
+                    input_tokens: r.usage.prompt_tokens,
+                    output_tokens: r.usage.completion_tokens,
+                    cached_tokens: r.usage.cached_tokens,
+                })
             }
             Ok(r) => Ok(Summary {
                 text: r.text,
