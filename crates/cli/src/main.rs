@@ -38,6 +38,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Read no input file (experiment, price table, prompt, summary or results table,
+    /// results.jsonl, run.json, recording, labels) larger than this; the defaults are per
+    /// kind of file (16 MiB for settings, 512 MiB for a CSV table, 2 GiB for results.jsonl).
+    #[arg(long, global = true, value_name = "BYTES")]
+    max_input_bytes: Option<u64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -77,6 +82,9 @@ pub mod exit {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(bytes) = cli.max_input_bytes {
+        inputs::set_max_bytes(bytes.max(1));
+    }
     let result = match cli.command {
         Command::Run(args) => cmd::run::run(args),
         Command::Merge(args) => cmd::merge::run(args),

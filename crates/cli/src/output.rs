@@ -19,18 +19,13 @@ pub fn clobbers<'a>(out: &Path, inputs: impl IntoIterator<Item = &'a Path>) -> O
     inputs.into_iter().find(|i| same_file(out, i)).map(Path::to_path_buf)
 }
 
-/// Write `bytes` to `path` through `<path>.<pid>.tmp` in the same folder, then rename it over
-/// `path`. Missing parent folders are created.
+/// Write `bytes` to `path` through an exclusively created temporary file in the same folder
+/// ([`runner::folder::write_atomic`]), then rename it over `path`. Missing parent folders are
+/// created.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written.with_context(|| format!("writing {}", path.display()))
+    runner::folder::write_atomic(path, bytes).with_context(|| format!("writing {}", path.display()))
 }
 
 /// `text` safe to print on a terminal: control characters other than newline and tab (an ANSI

@@ -293,8 +293,11 @@ fn collect_jsonl(dir: &Path, rel: &mut Vec<String>, out: &mut Vec<(String, PathB
             rel.push(file_name);
             collect_jsonl(&path, rel, out);
             rel.pop();
-        } else if path.extension().is_some_and(|e| e == "jsonl") && path.is_file() {
-            out.push((name_of(rel, Some(&file_name)), path, None));
+        } else if path.extension().is_some_and(|e| e == "jsonl") {
+            // A FIFO, device or socket named like a dataset is reported, not skipped silently
+            // (and not opened: a FIFO would block the run).
+            let problem = inputs::check_regular(&path).err().map(|e| Problem::Io { detail: e.into_io().to_string() });
+            out.push((name_of(rel, Some(&file_name)), path, problem));
         }
     }
 }

@@ -605,10 +605,7 @@ pub fn write_file<T: Serialize>(path: &Path, header: &[&str], rows: &[T]) -> Res
     let mut bytes = Vec::new();
     write_rows(&mut bytes, header, rows)
         .map_err(|e| ReportError::Csv { path: path.to_path_buf(), detail: e.to_string() })?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(|source| ReportError::Io { path: tmp.clone(), source })?;
-    std::fs::rename(&tmp, path).map_err(|source| ReportError::Io { path: path.to_path_buf(), source })
+    runlog::folder::write_atomic(path, &bytes).map_err(|source| ReportError::Io { path: path.to_path_buf(), source })
 }
 
 #[cfg(test)]

@@ -140,13 +140,16 @@ fn is_non_negative(column: &str) -> bool {
     column.starts_with("cost_usd") || column.starts_with("summary_cost_usd") || column == "compactions_mean"
 }
 
+/// The largest count a file can hold exactly (2^53): past it a "count" is no count at all.
+const MAX_COUNT: f64 = 9_007_199_254_740_992.0;
+
 /// Refuse a value its column cannot hold: a share outside [0, 1], a count that is negative or
 /// not whole, a negative cost. `None` when the value is possible.
 fn impossible(column: &str, v: f64) -> Option<&'static str> {
     if is_share(column) && !(0.0..=1.0).contains(&v) {
         Some("is not a share (between 0 and 1)")
-    } else if is_count(column) && (v < 0.0 || v.fract() != 0.0) {
-        Some("is not a count (a whole number, zero or more)")
+    } else if is_count(column) && (v < 0.0 || v.fract() != 0.0 || v > MAX_COUNT) {
+        Some("is not a count (a whole number, zero or more, at most 2^53)")
     } else if is_non_negative(column) && v < 0.0 {
         Some("is negative")
     } else {
@@ -453,7 +456,8 @@ impl SummaryTable {
     /// Read a `summary.csv` (or the `summary.csv` of a run folder).
     pub fn read(path: &Path) -> Result<SummaryTable, GateError> {
         let path = if path.is_dir() { path.join(crate::SUMMARY_CSV) } else { path.to_path_buf() };
-        let text = std::fs::read_to_string(&path).map_err(|source| GateError::Io { path: path.clone(), source })?;
+        let text = inputs::read_to_string(&path, inputs::Kind::Table)
+            .map_err(|e| GateError::Io { path: path.clone(), source: e.into_io() })?;
         SummaryTable::parse(&text, &path.display().to_string())
     }
 
@@ -1033,7 +1037,8 @@ impl ResultsTable {
     /// Read a `results.csv` (or the `results.csv` of a run folder).
     pub fn read(path: &Path) -> Result<ResultsTable, GateError> {
         let path = if path.is_dir() { path.join(crate::RESULTS_CSV) } else { path.to_path_buf() };
-        let text = std::fs::read_to_string(&path).map_err(|source| GateError::Io { path: path.clone(), source })?;
+        let text = inputs::read_to_string(&path, inputs::Kind::Table)
+            .map_err(|e| GateError::Io { path: path.clone(), source: e.into_io() })?;
         ResultsTable::parse(&text, &path.display().to_string())
     }
 

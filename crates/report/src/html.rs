@@ -215,9 +215,8 @@ pub fn write_report_for(run_dir: &Path, data: &RunData) -> Result<PathBuf, Repor
     let texts = ProbeTexts::for_run(data);
     let html = render(data, &texts);
     let path = run_dir.join(REPORT_HTML);
-    let tmp = run_dir.join(format!("{REPORT_HTML}.tmp"));
-    std::fs::write(&tmp, html).map_err(|source| ReportError::Io { path: tmp.clone(), source })?;
-    std::fs::rename(&tmp, &path).map_err(|source| ReportError::Io { path: path.clone(), source })?;
+    runlog::folder::write_atomic(&path, html.as_bytes())
+        .map_err(|source| ReportError::Io { path: path.clone(), source })?;
     Ok(path)
 }
 

@@ -191,8 +191,8 @@ fn default_tokenizer() -> Encoding {
 impl Experiment {
     /// Read and parse an experiment file.
     pub fn load(path: &Path) -> Result<Experiment, ExperimentError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ExperimentError::Read { path: path.to_path_buf(), source })?;
+        let text = inputs::read_to_string(path, inputs::Kind::Settings)
+            .map_err(|e| ExperimentError::Read { path: path.to_path_buf(), source: e.into_io() })?;
         Experiment::parse(&text, path)
     }
 
@@ -462,9 +462,8 @@ fn expand_table(
     // Axes in sorted key order; a scalar is an axis of one value.
     let mut keys: Vec<&String> = table.keys().filter(|k| k.as_str() != "name").collect();
     keys.sort();
-    let mut axes: Vec<(&str, Vec<serde_json::Value>)> = Vec::new();
-    for key in keys {
-        if !known.iter().any(|k| k == key) {
+    for key in &keys {
+        if !known.iter().any(|k| k == *key) {
             let allowed = if known.is_empty() {
                 format!("{name} takes no parameters")
             } else {
@@ -472,38 +471,22 @@ fn expand_table(
             };
             return Err(err(&name, Some(key), format!("unknown parameter ({allowed})")));
         }
-        let value = &table[key.as_str()];
-        let values: Vec<&toml::Value> = match value {
-            toml::Value::Array(items) if items.is_empty() => {
-                return Err(err(&name, Some(key), "an empty list gives no configuration".into()))
-            }
-            toml::Value::Array(items) => items.iter().collect(),
-            scalar => vec![scalar],
-        };
-        let mut json_values = Vec::with_capacity(values.len());
-        for v in values {
-            // JSON has no NaN or infinity: serde_json would turn them into `null`.
-            if let toml::Value::Float(f) = v {
-                if !f.is_finite() {
-                    return Err(err(&name, Some(key), format!("{f} is not a finite number")));
-                }
-            }
-            let j = serde_json::to_value(v)
-                .map_err(|e| err(&name, Some(key), format!("cannot represent {v} as a parameter: {e}")))?;
-            if !json_values.contains(&j) {
-                json_values.push(j);
-            } else {
-                return Err(err(&name, Some(key), format!("value {v} is listed twice")));
-            }
+        if matches!(&table[key.as_str()], toml::Value::Array(items) if items.is_empty()) {
+            return Err(err(&name, Some(key), "an empty list gives no configuration".into()));
         }
-        axes.push((key.as_str(), json_values));
     }
-
-    // Refuse a grid too large before expanding it, naming its axes.
-    let combinations = axes.iter().try_fold(1usize, |n, (_, v)| n.checked_mul(v.len()));
+    // Refuse a grid too large from the axes' sizes, before any value is read or expanded.
+    let sizes: Vec<(&str, usize)> = keys
+        .iter()
+        .map(|k| match &table[k.as_str()] {
+            toml::Value::Array(items) => (k.as_str(), items.len()),
+            _ => (k.as_str(), 1),
+        })
+        .collect();
+    let combinations = sizes.iter().try_fold(1usize, |n, (_, len)| n.checked_mul(*len));
     let total = combinations.and_then(|c| c.checked_mul(windows.max(1))).and_then(|t| t.checked_add(earlier));
     if total.is_none_or(|t| t > MAX_CONFIGURATIONS) {
-        let factors: Vec<String> = axes.iter().map(|(k, v)| format!("{} {k}", v.len())).collect();
+        let factors: Vec<String> = sizes.iter().map(|(k, len)| format!("{len} {k}")).collect();
         let product = combinations.map_or("more than 2^64".to_string(), |c| c.to_string());
         return Err(err(
             &name,
@@ -516,6 +499,31 @@ fn expand_table(
                 if earlier > 0 { format!(" (+ {earlier} from the tables before)") } else { String::new() },
             ),
         ));
+    }
+    let mut axes: Vec<(&str, Vec<serde_json::Value>)> = Vec::new();
+    for key in keys {
+        let values: Vec<&toml::Value> = match &table[key.as_str()] {
+            toml::Value::Array(items) => items.iter().collect(),
+            scalar => vec![scalar],
+        };
+        let mut json_values = Vec::with_capacity(values.len());
+        let mut seen = std::collections::HashSet::with_capacity(values.len());
+        for v in values {
+            // JSON has no NaN or infinity: serde_json would turn them into `null`.
+            if let toml::Value::Float(f) = v {
+                if !f.is_finite() {
+                    return Err(err(&name, Some(key), format!("{f} is not a finite number")));
+                }
+            }
+            let j = serde_json::to_value(v)
+                .map_err(|e| err(&name, Some(key), format!("cannot represent {v} as a parameter: {e}")))?;
+            // A set of the values' JSON text: linear, where a list search was quadratic.
+            if !seen.insert(j.to_string()) {
+                return Err(err(&name, Some(key), format!("value {v} is listed twice")));
+            }
+            json_values.push(j);
+        }
+        axes.push((key.as_str(), json_values));
     }
     let mut out = Vec::new();
     let mut cursor = vec![0usize; axes.len()];

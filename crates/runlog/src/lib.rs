@@ -8,6 +8,7 @@
 
 pub mod experiment;
 pub mod external;
+pub mod folder;
 pub mod llm_settings;
 pub mod log;
 pub mod record;

@@ -305,8 +305,8 @@ pub(crate) fn resolve(
         }
         // Read here for its hash; its template is checked where the summarizer is built.
         let path = base.join(p);
-        let text =
-            std::fs::read(&path).map_err(|e| problem("summarizer.prompt_file", format!("{}: {e}", path.display())))?;
+        let text = inputs::read(&path, inputs::Kind::Settings)
+            .map_err(|e| problem("summarizer.prompt_file", e.to_string()))?;
         prompt_hash = Some(format!("{:016x}", seeded::fnv1a(&text)));
     }
     let repeats = raw.judge_repeats.unwrap_or(1);

@@ -19,8 +19,8 @@ use crate::settings::CacheProfile;
 pub const RESULTS_FILE: &str = "results.jsonl";
 /// The manifest in a run folder.
 pub const MANIFEST_FILE: &str = "run.json";
-/// The lock file a running process keeps in its run folder (its process id); a second
-/// process refuses the folder while that process is alive.
+/// The lock file of a run folder: an exclusive OS lock held by the running process (see
+/// [`crate::folder::RunLock`]); it holds the owner's host and process id for the message.
 pub const LOCK_FILE: &str = ".compactbench.lock";
 /// Version of the manifest's shape.
 pub const MANIFEST_FORMAT: u32 = 1;
@@ -47,8 +47,8 @@ pub enum RunError {
     #[error("{}: not empty and not a run folder (it holds {entry}); choose a new or empty folder", dir.display())]
     NotARun { dir: PathBuf, entry: String },
     /// Another process is running into the folder.
-    #[error("{}: another run (process {pid}) is writing into this folder; its lock is {LOCK_FILE}", dir.display())]
-    Locked { dir: PathBuf, pid: String },
+    #[error("{}: another run ({owner}) is writing into this folder; it holds the lock {LOCK_FILE}", dir.display())]
+    Locked { dir: PathBuf, owner: String },
     #[error("--shard {given}: {problem}")]
     Shard { given: String, problem: String },
     #[error("nothing to merge: name at least one run folder")]
@@ -211,7 +211,7 @@ pub fn dedupe(records: &mut Vec<PairRecord>) {
 /// dropped; the second value tells whether that happened. A bad line before the last is an
 /// error. A missing file reads as empty.
 pub fn read_results(path: &Path) -> Result<(Vec<PairRecord>, bool), RunError> {
-    let text = match fs::read(path) {
+    let text = match inputs::read(path, inputs::Kind::ResultsLog).map_err(inputs::InputError::into_io) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), false)),
         Err(e) => return Err(io_err(path)(e)),
@@ -243,13 +243,11 @@ pub fn read_results(path: &Path) -> Result<(Vec<PairRecord>, bool), RunError> {
 
 /// Write records as JSON lines to `path` (replacing it), through a temporary file.
 pub fn write_results(path: &Path, records: &[PairRecord]) -> Result<(), RunError> {
-    let tmp = path.with_extension("jsonl.tmp");
     let mut out = String::new();
     for r in records {
         out.push_str(&record_line(r));
     }
-    fs::write(&tmp, out).map_err(io_err(&tmp))?;
-    fs::rename(&tmp, path).map_err(io_err(path))
+    crate::folder::write_atomic(path, out.as_bytes()).map_err(io_err(path))
 }
 
 pub fn record_line(record: &PairRecord) -> String {
@@ -263,7 +261,9 @@ pub fn record_line(record: &PairRecord) -> String {
 
 pub fn read_manifest(dir: &Path) -> Result<Manifest, RunError> {
     let path = dir.join(MANIFEST_FILE);
-    let text = fs::read_to_string(&path).map_err(io_err(&path))?;
+    let text = inputs::read_to_string(&path, inputs::Kind::Manifest)
+        .map_err(inputs::InputError::into_io)
+        .map_err(io_err(&path))?;
     serde_json::from_str(&text).map_err(|e| RunError::Mismatch {
         dir: dir.to_path_buf(),
         problem: format!("{MANIFEST_FILE} cannot be read: {e}"),
@@ -272,12 +272,10 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, RunError> {
 
 pub fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), RunError> {
     let path = dir.join(MANIFEST_FILE);
-    let tmp = dir.join(format!("{MANIFEST_FILE}.tmp"));
     let mut text = serde_json::to_string_pretty(manifest)
         .map_err(|e| RunError::Io { path: path.clone(), source: io::Error::other(e) })?;
     text.push('\n');
-    fs::write(&tmp, text).map_err(io_err(&tmp))?;
-    fs::rename(&tmp, &path).map_err(io_err(&path))
+    crate::folder::write_atomic(&path, text.as_bytes()).map_err(io_err(&path))
 }
 
 /// Count ok and failed records.
@@ -340,11 +338,14 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<RunData, RunError> {
     dedupe(&mut records);
     sort_records(&first.experiment, &mut records);
 
-    fs::create_dir_all(out).map_err(io_err(out))?;
+    // The one rule: `out` is missing, empty, or a run folder of the same experiment; and it
+    // must not already hold results, unless it is one of the folders merged.
+    crate::folder::refuse_foreign_folder(out, &first.experiment_id)?;
     let out_results = out.join(RESULTS_FILE);
     if out_results.exists() && !dirs.iter().any(|d| same_dir(d, out)) {
         return Err(RunError::Exists { dir: out.to_path_buf() });
     }
+    fs::create_dir_all(out).map_err(io_err(out))?;
     write_results(&out_results, &records)?;
     let (ok, failed) = count(&records);
     let (summaries, summaries_failed) = count_summaries(&records);

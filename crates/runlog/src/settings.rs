@@ -154,7 +154,8 @@ pub(crate) struct PriceFile {
 /// Read and parse a price table: the one parser of `prices.toml`, for the replayed model's
 /// price and the LLM summarizer's own.
 pub(crate) fn read_price_file(table_path: &Path) -> Result<PriceFile, (Option<std::io::Error>, String)> {
-    let text = std::fs::read_to_string(table_path).map_err(|e| {
+    let text = inputs::read_to_string(table_path, inputs::Kind::Settings).map_err(|e| {
+        let e = e.into_io();
         let message = e.to_string();
         (Some(e), message)
     })?;

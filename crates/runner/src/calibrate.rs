@@ -60,7 +60,8 @@ pub enum LabelsError {
 
 /// Read a labels file.
 pub fn load_labels(path: &Path) -> Result<Vec<LabelledItem>, LabelsError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LabelsError::Io { file: path.into(), source })?;
+    let text = inputs::read_to_string(path, inputs::Kind::Recording)
+        .map_err(|e| LabelsError::Io { file: path.into(), source: e.into_io() })?;
     parse_labels(&text, path)
 }
 

@@ -100,7 +100,31 @@ impl Process {
         self.child.try_wait().ok().flatten()
     }
 
+    /// A line the program wrote when it had nothing to answer (a `compact` before any `call`,
+    /// a `summarize` after its answer, a second answer): named, for the fault.
+    fn stray(&mut self) -> Option<String> {
+        match self.lines.try_recv() {
+            Ok(Ok(line)) => Some(match serde_json::from_str::<Value>(&line) {
+                Ok(v) => kind_of(&v),
+                Err(_) => "a line that is not JSON".to_string(),
+            }),
+            Ok(Err(e)) => Some(format!("unreadable output ({e})")),
+            Err(_) => None,
+        }
+    }
+
+    /// Kill the program and everything it started (it leads its own process group).
     fn kill(mut self) {
+        #[cfg(unix)]
+        {
+            let group = format!("-{}", self.child.id());
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &group])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -156,22 +180,33 @@ impl ExternalStrategy {
     fn start(&self) -> Result<Process, String> {
         let program = &self.spec.command[0];
         let program: PathBuf = if program.contains('/') { self.base.join(program) } else { PathBuf::from(program) };
-        let mut child = Command::new(&program)
+        let mut command = Command::new(&program);
+        command
             .args(&self.spec.command[1..])
             .current_dir(&self.base)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", self.spec.command.join(" ")))?;
+            .stderr(Stdio::piped());
+        // Its own process group, so a kill reaches the programs it started too.
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let mut child = command.spawn().map_err(|e| format!("cannot start {}: {e}", self.spec.command.join(" ")))?;
         let (stdin, stdout, stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
             (Some(i), Some(o), Some(e)) => (i, o, e),
             _ => return Err("the program's pipes could not be opened".into()),
         };
         let (tx, lines) = mpsc::channel();
+        let cap = inputs::Kind::StrategyLine.cap();
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let stop = line.is_err();
+            let mut reader = BufReader::new(stdout);
+            loop {
+                let line = read_line_bounded(&mut reader, cap);
+                let stop = !matches!(line, Ok(Some(_)));
+                let line = match line {
+                    Ok(Some(line)) => Ok(line),
+                    Ok(None) => break,
+                    Err(e) => Err(e),
+                };
                 if tx.send(line).is_err() || stop {
                     break;
                 }
@@ -247,7 +282,11 @@ impl Strategy for ExternalStrategy {
             "window": budget.context_window,
             "tokenizer": self.encoding,
         });
-        if let Err(e) = process.send(&begin) {
+        let sent = match process.stray() {
+            Some(stray) => Err(format!("wrote {stray} out of turn (before the conversation began)")),
+            None => process.send(&begin),
+        };
+        if let Err(e) = sent {
             let message = format!(
                 "external strategy {}, conversation {conversation}: {e}; {}",
                 self.label,
@@ -319,6 +358,9 @@ impl ExternalSession<'_> {
         });
         state.call += 1;
         state.mirror = ctx.len();
+        if let Some(stray) = process.stray() {
+            return Err(format!("wrote {stray} out of turn (before this call was sent, or after its previous answer)"));
+        }
         process.send(&call)?;
         loop {
             let answer = process.receive(timeout)?;
@@ -451,7 +493,8 @@ impl Drop for ExternalSession<'_> {
     fn drop(&mut self) {
         let Ok(mut state) = self.state.lock() else { return };
         let Some(mut process) = state.process.take() else { return };
-        if state.fault.is_none() && process.send(&json!({"type": "end"})).is_ok() {
+        // A program that wrote something after its last answer is not reused.
+        if state.fault.is_none() && process.stray().is_none() && process.send(&json!({"type": "end"})).is_ok() {
             if let Ok(mut idle) = self.owner.idle.lock() {
                 idle.push(process);
                 return;
@@ -473,6 +516,49 @@ impl Drop for ExternalStrategy {
                 }
                 p.kill();
             }
+        }
+    }
+}
+
+/// The next line of `reader` (without its newline), `None` at the end; an error for a line
+/// over `cap` bytes, found while reading (at most `cap` bytes are held), or not UTF-8.
+fn read_line_bounded(reader: &mut impl BufRead, cap: u64) -> std::io::Result<Option<String>> {
+    let mut line: Vec<u8> = Vec::new();
+    loop {
+        let (done, used) = {
+            let buf = reader.fill_buf()?;
+            if buf.is_empty() {
+                if line.is_empty() {
+                    return Ok(None);
+                }
+                (true, 0)
+            } else {
+                match buf.iter().position(|&b| b == b'\n') {
+                    Some(i) => {
+                        line.extend_from_slice(&buf[..i]);
+                        (true, i + 1)
+                    }
+                    None => {
+                        line.extend_from_slice(buf);
+                        (false, buf.len())
+                    }
+                }
+            }
+        };
+        reader.consume(used);
+        if line.len() as u64 > cap {
+            return Err(std::io::Error::other(format!(
+                "wrote a line over {cap} bytes (the cap of an external strategy's line; raise it with {})",
+                inputs::FLAG
+            )));
+        }
+        if done {
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            return String::from_utf8(line)
+                .map(Some)
+                .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "wrote a line that is not UTF-8"));
         }
     }
 }

@@ -10,4 +10,4 @@ pub mod run;
 pub mod summarize;
 
 // The run log's types, where the runner's own modules and its callers name them.
-pub use runlog::{experiment, record};
+pub use runlog::{experiment, folder, record};

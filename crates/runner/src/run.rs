@@ -117,6 +117,8 @@ impl Plan {
     pub fn load(experiment: Experiment, options: &LoadOptions) -> Result<Plan, RunError> {
         let mut conversations = Vec::new();
         let mut problems = Vec::new();
+        // (name, the path as the experiment lists it, the file on disk, the dataset).
+        let mut loaded: Vec<(String, String, PathBuf, dataset::Dataset)> = Vec::new();
         for (entry, path) in experiment.datasets.iter().zip(experiment.dataset_paths()) {
             let datasets = if path.is_dir() {
                 let prefix = path
@@ -127,10 +129,14 @@ impl Plan {
                 if found.is_empty() {
                     return Err(RunError::Dataset { path, problem: "no *.jsonl files in this folder".into() });
                 }
-                found.into_iter().map(|ds| (format!("{prefix}/{}", ds.name), ds)).collect::<Vec<_>>()
+                let listed = entry.trim_end_matches('/').to_string();
+                found
+                    .into_iter()
+                    .map(|ds| (format!("{prefix}/{}", ds.name), format!("{listed}/{}", ds.name), ds))
+                    .collect::<Vec<_>>()
             } else if path.is_file() {
                 let ds = dataset::load_file(&path, options);
-                vec![(ds.name.clone(), ds)]
+                vec![(ds.name.clone(), entry.clone(), ds)]
             } else if path.exists() {
                 return Err(RunError::Dataset {
                     path,
@@ -142,30 +148,44 @@ impl Plan {
                     problem: format!("not found (the experiment lists {entry:?}, relative to its own folder)"),
                 });
             };
-            for (label, mut ds) in datasets {
-                problems.extend(ds.problems.iter().map(|p| p.to_string()));
-                // A conversation `validate` rejects is not replayed (its own violations would
-                // be charged to every strategy), unless the caller allows it; either way it
-                // is reported.
-                let invalid = ds.validate();
-                if !invalid.is_empty() {
-                    let bad_lines: HashSet<usize> = invalid.iter().filter_map(|e| e.line).collect();
-                    for e in &invalid {
-                        let what =
-                            if options.allow_invalid { "invalid, replayed anyway" } else { "invalid, not replayed" };
-                        problems.push(format!("{e} ({what})"));
-                    }
-                    if !options.allow_invalid {
-                        let keep: Vec<bool> = ds.lines.iter().map(|l| !bad_lines.contains(l)).collect();
-                        let mut k = keep.iter();
-                        ds.conversations.retain(|_| *k.next().unwrap_or(&true));
-                        let mut k = keep.iter();
-                        ds.lines.retain(|_| *k.next().unwrap_or(&true));
-                    }
+            for (name, listed, ds) in datasets {
+                let file = std::fs::canonicalize(&ds.path).unwrap_or_else(|_| ds.path.clone());
+                loaded.push((name, listed, file, ds));
+            }
+        }
+        // A dataset is named by its file name (or, in a folder, the folder's name and its path
+        // in it), as before; two different files that would share a name are both named by
+        // their path as the experiment lists it instead, so each is its own dataset. The same
+        // file listed twice keeps its one name (its conversations are run once).
+        let mut files_by_name: HashMap<&str, HashSet<&Path>> = HashMap::new();
+        for (name, _, file, _) in &loaded {
+            files_by_name.entry(name.as_str()).or_default().insert(file.as_path());
+        }
+        let ambiguous: HashSet<String> =
+            files_by_name.into_iter().filter(|(_, files)| files.len() > 1).map(|(n, _)| n.to_string()).collect();
+        for (name, listed, _, mut ds) in loaded {
+            let label = if ambiguous.contains(&name) { listed } else { name };
+            problems.extend(ds.problems.iter().map(|p| p.to_string()));
+            // A conversation `validate` rejects is not replayed (its own violations would
+            // be charged to every strategy), unless the caller allows it; either way it
+            // is reported.
+            let invalid = ds.validate();
+            if !invalid.is_empty() {
+                let bad_lines: HashSet<usize> = invalid.iter().filter_map(|e| e.line).collect();
+                for e in &invalid {
+                    let what = if options.allow_invalid { "invalid, replayed anyway" } else { "invalid, not replayed" };
+                    problems.push(format!("{e} ({what})"));
                 }
-                for conv in ds.conversations {
-                    conversations.push(PlannedConversation { dataset: label.clone(), conversation: Arc::new(conv) });
+                if !options.allow_invalid {
+                    let keep: Vec<bool> = ds.lines.iter().map(|l| !bad_lines.contains(l)).collect();
+                    let mut k = keep.iter();
+                    ds.conversations.retain(|_| *k.next().unwrap_or(&true));
+                    let mut k = keep.iter();
+                    ds.lines.retain(|_| *k.next().unwrap_or(&true));
                 }
+            }
+            for conv in ds.conversations {
+                conversations.push(PlannedConversation { dataset: label.clone(), conversation: Arc::new(conv) });
             }
         }
         let plan = Plan::from_conversations(experiment, conversations, problems);
@@ -363,9 +383,9 @@ pub fn run(
     let started = Instant::now();
     let dir = &options.out;
     let experiment_id = plan.experiment_id();
-    refuse_foreign_folder(dir, &experiment_id)?;
+    runlog::folder::refuse_foreign_folder(dir, &experiment_id)?;
     fs::create_dir_all(dir).map_err(io_err(dir))?;
-    let _lock = RunLock::take(dir)?;
+    let _lock = runlog::folder::RunLock::take(dir)?;
     let results_path = dir.join(RESULTS_FILE);
     let shard_text = options.shard.map(|s| s.to_string());
 
@@ -574,92 +594,6 @@ pub fn run(
         .collect();
     write_manifest(dir, &manifest)?;
     Ok(RunData { manifest, records })
-}
-
-/// Refuse an existing, non-empty `dir` that is not a run folder (no `run.json`), or that is
-/// the run of another experiment: a run never writes its files over someone else's.
-fn refuse_foreign_folder(dir: &Path, experiment_id: &str) -> Result<(), RunError> {
-    let Ok(entries) = fs::read_dir(dir) else { return Ok(()) };
-    let names: Vec<String> = entries
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.starts_with(LOCK_FILE))
-        .collect();
-    if names.is_empty() {
-        return Ok(());
-    }
-    if !names.iter().any(|n| n == MANIFEST_FILE) {
-        let mut names = names;
-        names.sort();
-        return Err(RunError::NotARun { dir: dir.to_path_buf(), entry: names[0].clone() });
-    }
-    let old = read_manifest(dir)?;
-    if old.experiment_id != experiment_id {
-        return Err(RunError::Mismatch {
-            dir: dir.to_path_buf(),
-            problem: format!(
-                "holds experiment {}, not {experiment_id} (the experiment file or its datasets changed)",
-                old.experiment_id
-            ),
-        });
-    }
-    Ok(())
-}
-
-/// The run folder's lock, held while a run writes into it and removed when dropped. A lock
-/// whose process is gone (a killed run) is taken over, so a resume after `kill -9` works.
-struct RunLock(PathBuf);
-
-impl RunLock {
-    fn take(dir: &Path) -> Result<RunLock, RunError> {
-        let path = dir.join(LOCK_FILE);
-        let me = std::process::id().to_string();
-        // The lock appears with its process id already in it: written to a file of our own,
-        // then linked into place (a link fails if the lock exists). A lock created empty and
-        // filled after would let a second process read it empty, call it stale and take it.
-        let mine = dir.join(format!("{LOCK_FILE}.{me}"));
-        fs::write(&mine, &me).map_err(io_err(&mine))?;
-        let taken = (|| {
-            for _ in 0..2 {
-                match fs::hard_link(&mine, &path) {
-                    Ok(()) => return Ok(RunLock(path.clone())),
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                        let pid = fs::read_to_string(&path).unwrap_or_default().trim().to_string();
-                        if process_alive(&pid) {
-                            return Err(RunError::Locked { dir: dir.to_path_buf(), pid });
-                        }
-                        // Stale: its process is gone. Remove it only if it is still that lock.
-                        if fs::read_to_string(&path).unwrap_or_default().trim() == pid {
-                            let _ = fs::remove_file(&path);
-                        }
-                    }
-                    Err(e) => return Err(RunError::Io { path: path.clone(), source: e }),
-                }
-            }
-            Err(RunError::Locked { dir: dir.to_path_buf(), pid: "unknown".into() })
-        })();
-        let _ = fs::remove_file(&mine);
-        taken
-    }
-}
-
-impl Drop for RunLock {
-    fn drop(&mut self) {
-        let _ = fs::remove_file(&self.0);
-    }
-}
-
-/// Whether a process with this id is running. Where `/proc` is not available, a lock is
-/// assumed held (remove the lock file by hand after a crash there).
-fn process_alive(pid: &str) -> bool {
-    if pid.is_empty() || pid.parse::<u32>().is_err() {
-        return false;
-    }
-    let proc = Path::new("/proc");
-    if !proc.join("self").exists() {
-        return true;
-    }
-    proc.join(pid).exists()
 }
 
 /// Lock a mutex, recovering the data if a worker panicked while holding it (the data is a

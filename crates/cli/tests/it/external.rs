@@ -27,7 +27,13 @@ def read():
 
 init = read()
 mode = init["params"].get("mode", "ok")
-send({"type": "ready", "name": "test-tail", "version": "0.3.1"})
+if mode == "early_compact":
+    # A `compact` before any call, written with `ready`.
+    sys.stdout.write(json.dumps({"type": "ready", "name": "t", "version": "0"}) + "\n"
+                     + json.dumps({"type": "compact", "context": [{"keep": [0, 1]}]}) + "\n")
+    sys.stdout.flush()
+else:
+    send({"type": "ready", "name": "test-tail", "version": "0.3.1"})
 ctx, window, calls = [], 0, 0
 while True:
     msg = read()
@@ -52,6 +58,20 @@ while True:
         if mode == "out_of_turn":
             send({"type": "ready", "name": "again", "version": "0"})
             continue
+        if mode in ("two_answers", "summarize_after"):
+            second = {"type": "keep"} if mode == "two_answers" else {"type": "summarize", "id": "late", "messages": ctx[1:2], "instructions": "x", "max_tokens": 10}
+            sys.stdout.write(json.dumps({"type": "keep"}) + "\n" + json.dumps(second) + "\n")
+            sys.stdout.flush()
+            time.sleep(0.5)
+            continue
+        if mode == "huge_line":
+            sys.stdout.write("x" * (20 * 1024 * 1024)); sys.stdout.flush()
+            time.sleep(30)
+        if mode == "grandchild":
+            import subprocess
+            child = subprocess.Popen(["sleep", "300"])
+            open("grandchild.pid", "w").write(str(child.pid))
+            time.sleep(30)
         if mode == "bad_range":
             send({"type": "compact", "context": [{"keep": [0, len(ctx) + 5]}]})
             continue
@@ -171,6 +191,34 @@ fn each_way_a_program_fails_fails_its_pair_and_the_run_finishes() {
     );
     let hang = recs.iter().find(|r| r["strategy"] == "tail-hang").expect("hang");
     assert!(hang["outcome"]["error"].as_str().is_some_and(|e| e.contains("thinking...")), "stderr tail: {hang}");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn out_of_turn_messages_a_huge_line_and_a_grandchild_are_strategy_faults() {
+    let modes = ["early_compact", "two_answers", "summarize_after", "huge_line", "grandchild"];
+    let dir = setup("turns", &modes);
+    let (code, stderr) = run(&dir);
+    assert_eq!(code, 1, "failed pairs make exit code 1: {stderr}");
+    let recs = records(&dir);
+    let expected = [
+        ("tail-early-compact", "wrote a `compact` message out of turn"),
+        ("tail-two-answers", "wrote a `keep` message out of turn"),
+        ("tail-summarize-after", "wrote a `summarize` message out of turn"),
+        ("tail-huge-line", "wrote a line over 16777216 bytes"),
+        ("tail-grandchild", "no answer within 2 s"),
+    ];
+    for (label, what) in expected {
+        let r = recs.iter().find(|r| r["strategy"] == label).unwrap_or_else(|| panic!("{label}'s record"));
+        assert_eq!(r["outcome"]["status"], "failed", "{label}: {r}");
+        assert_eq!(r["failure"], "strategy", "{r}");
+        let error = r["outcome"]["error"].as_str().expect("an error");
+        assert!(error.contains(what), "{label}: {error}");
+    }
+    // The timed-out program's own child was killed with it (gone, or a zombie awaiting its reaper).
+    let pid = fs::read_to_string(dir.join("grandchild.pid")).expect("the grandchild's pid");
+    let state = fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+    assert!(state.is_empty() || state.contains(") Z"), "the grandchild still runs: {state}");
     let _ = fs::remove_dir_all(&dir);
 }
 

@@ -332,18 +332,19 @@ fn run_out_refuses_foreign_folders_and_a_locked_run() {
     assert_eq!(other.code, 2, "{}", other.stderr);
     assert!(other.stderr.contains("holds experiment cli-run-"), "{}", other.stderr);
 
-    // A lock held by a live process (this test's own) keeps a run out.
+    // An OS lock held by a live process (this test's own) keeps a run out; the owner it wrote
+    // is in the message.
     let lock = dir.join("empty/.compactbench.lock");
-    fs::write(&lock, std::process::id().to_string()).expect("lock");
+    fs::write(&lock, "process 77 on test-host").expect("lock");
+    let held = fs::OpenOptions::new().write(true).open(&lock).expect("opens");
+    held.lock().expect("locks");
     let locked = compactbench(&["run", "--config", "exp.toml", "--out", "empty", "--resume"], &dir);
     assert_eq!(locked.code, 2, "{}", locked.stderr);
-    assert!(
-        locked.stderr.contains(&format!("another run (process {}) is writing", std::process::id())),
-        "{}",
-        locked.stderr
-    );
-    // A lock left by a process that is gone is taken over, and released at the end.
-    fs::write(&lock, "4000000000").expect("stale lock");
+    assert!(locked.stderr.contains("another run (process 77 on test-host) is writing"), "{}", locked.stderr);
+    drop(held);
+    // A lock file without an OS lock (a killed run, or PID 1 of another container on a shared
+    // volume) is taken over, and released at the end.
+    fs::write(&lock, "process 1 on another-container").expect("stale lock");
     let resumed = compactbench(&["run", "--config", "exp.toml", "--out", "empty", "--resume"], &dir);
     assert_eq!(resumed.code, 0, "{}", resumed.stderr);
     assert!(!lock.exists(), "the lock is released");

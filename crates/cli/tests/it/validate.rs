@@ -305,6 +305,30 @@ fn bad_input_setup(dir: &Path, step: &str) {
             let ok = Command::new("mkfifo").arg(&path).status().is_ok_and(|s| s.success());
             assert!(ok, "mkfifo {}", path.display());
         }
+        "huge-grid" => {
+            // Three axes of VALUES values each: VALUES^3 configurations.
+            let n: u64 = words[2].parse().expect("values");
+            let axis = (0..n).map(|v| (v + 1).to_string()).collect::<Vec<_>>().join(", ");
+            let exp = format!(
+                "name = \"grid\"\ndatasets = [\"data\"]\nwindows = [8000]\n[[strategy]]\nname = \"keep-last-n\"\n\
+                 output_reserve = [{axis}]\nsafety_buffer = [{axis}]\nsummary_max_tokens = [{axis}]\n"
+            );
+            std::fs::write(path, exp).expect("write");
+        }
+        "symlink" => {
+            let _ = std::fs::remove_file(&path);
+            #[cfg(unix)]
+            std::os::unix::fs::symlink(dir.join(words[2]), &path).expect("symlink");
+        }
+        "run" => {
+            let args: Vec<&str> = words[1..].to_vec();
+            let out = Command::new(BIN).args(&args).current_dir(dir).output().expect("the binary runs");
+            assert!(
+                out.status.code().is_some_and(|c| c <= 1),
+                "setup run {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
         "symlink-loop" => {
             #[cfg(unix)]
             std::os::unix::fs::symlink(&path, &path).expect("symlink");
@@ -375,7 +399,42 @@ fn bad_inputs_suite() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
         format!("http://127.0.0.1:{}", l.local_addr().expect("addr").port())
     };
-    let urls = [("{closed_url}", closed), ("{unauthorized_url}", unauthorized.url())];
+    // Servers answering every request with one body: an empty answer, a refusal (OpenAI's
+    // refusal field), and an echo of the key in four disguises.
+    let answering = |message: serde_json::Value, finish: &'static str| {
+        let server = testkit::server::MockServer::start();
+        let body =
+            serde_json::json!({"model": "m", "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 2}})
+            .to_string();
+        server.respond_with(move |_| testkit::server::Reply::Raw { status: 200, headers: vec![], body: body.clone() });
+        server
+    };
+    let empty = answering(serde_json::json!({"role": "assistant", "content": "  \n "}), "stop");
+    let refusal = answering(
+        serde_json::json!({"role": "assistant", "content": null, "refusal": "I can't help with that."}),
+        "stop",
+    );
+    let echo = testkit::server::MockServer::start();
+    echo.respond_with(|r| {
+        let key = r.header("authorization").unwrap_or_default().trim_start_matches("Bearer ").to_string();
+        let spaced: Vec<String> = key.chars().map(String::from).collect();
+        let text = format!(
+            "Summary: TICKET-1. {} {} {} {}",
+            key.to_lowercase(),
+            key.to_uppercase(),
+            key.chars().rev().collect::<String>(),
+            spaced.join(" ")
+        );
+        testkit::server::Reply::text(text, 10, 5)
+    });
+    let urls = [
+        ("{closed_url}", closed),
+        ("{unauthorized_url}", unauthorized.url()),
+        ("{empty_url}", empty.url()),
+        ("{refusal_url}", refusal.url()),
+        ("{echo_url}", echo.url()),
+    ];
     let mut failures = Vec::new();
     for (i, case) in cases.iter().enumerate() {
         let dir = temp_dir(&format!("bad-{i}"));

@@ -460,7 +460,7 @@ pub fn import(inputs: &[PathBuf], options: &ImportOptions) -> Vec<FileImport> {
 
 /// Import one file; `key` starts its conversation ids.
 pub fn import_file(path: &Path, key: &str, options: &ImportOptions) -> FileImport {
-    match fs::read_to_string(path) {
+    match inputs::read_to_string(path, inputs::Kind::Recording).map_err(inputs::InputError::into_io) {
         Ok(text) => import_str(&text, path, key, options),
         Err(e) => FileImport::failed(path, ImportProblem::Io { detail: e.to_string() }),
     }

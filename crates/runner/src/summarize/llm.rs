@@ -84,8 +84,8 @@ impl Prompts {
     }
     /// A custom prompt file (see [`crate::summarize::prompts`] for its format).
     pub fn custom(path: &Path) -> Result<Prompts, LlmSetupError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| LlmSetupError::PromptFile { path: path.to_path_buf(), source })?;
+        let text = inputs::read_to_string(path, inputs::Kind::Settings)
+            .map_err(|e| LlmSetupError::PromptFile { path: path.to_path_buf(), source: e.into_io() })?;
         Ok(Prompts::Custom(PromptTemplate::parse(&path.display().to_string(), &text, SUMMARY_VARS)?))
     }
 }

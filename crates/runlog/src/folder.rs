@@ -1,0 +1,224 @@
+//! The one rule for writing into a folder, and the run lock.
+//!
+//! - [`refuse_foreign_folder`]: a command writes into a folder only if it is missing, empty,
+//!   or a run folder of the same experiment (`run`, `run --resume` and `merge` alike).
+//! - [`write_atomic`]: every file a command writes goes through a temporary file created
+//!   exclusively (`create_new`, so a link or file planted at its name is never followed or
+//!   overwritten) under a random name in the same folder, then renamed over the target.
+//! - [`RunLock`]: an exclusive OS file lock (`flock` on Unix) on `.compactbench.lock`, held for
+//!   the run's life and released by the OS when the process ends, however it ends. Process ids
+//!   are not trusted (two containers sharing a volume have separate PID namespaces): the owner's
+//!   host and process id are written into the file for the message only.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use crate::log::{io_err, read_manifest, RunError, LOCK_FILE, MANIFEST_FILE};
+
+/// Refuse an existing, non-empty `dir` that is not a run folder (no `run.json`), or that is
+/// the run of another experiment: a command never writes its files over someone else's.
+pub fn refuse_foreign_folder(dir: &Path, experiment_id: &str) -> Result<(), RunError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(RunError::Io { path: dir.to_path_buf(), source: e }),
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with(LOCK_FILE))
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    if !names.iter().any(|n| n == MANIFEST_FILE) {
+        names.sort();
+        return Err(RunError::NotARun { dir: dir.to_path_buf(), entry: names[0].clone() });
+    }
+    let old = read_manifest(dir)?;
+    if old.experiment_id != experiment_id {
+        return Err(RunError::Mismatch {
+            dir: dir.to_path_buf(),
+            problem: format!(
+                "holds experiment {}, not {experiment_id} (the experiment file or its datasets changed)",
+                old.experiment_id
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// A name no one can guess ahead of the write: hashed by the standard library's randomly
+/// keyed hasher, with the time, the process and a counter.
+fn random_suffix() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    h.write_u32(std::process::id());
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    format!("{:016x}", h.finish())
+}
+
+/// Write `bytes` to `path` atomically: into `.<name>.<random>.tmp` in the same folder, created
+/// exclusively (an existing file or link at that name is an error, never followed), then
+/// renamed over `path` (a rename replaces a link at `path`, it does not write through it).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
+    let mut last = None;
+    for _ in 0..4 {
+        let tmp = dir.join(format!(".{name}.{}.tmp", random_suffix()));
+        let mut file = match fs::OpenOptions::new().write(true).create_new(true).open(&tmp) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                last = Some(e);
+                continue;
+            }
+            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", tmp.display()))),
+        };
+        let written = file.write_all(bytes).and_then(|()| file.sync_all()).and_then(|()| fs::rename(&tmp, path));
+        if written.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        return written;
+    }
+    Err(last.unwrap_or_else(|| io::Error::other("no free temporary name")))
+}
+
+/// A run folder's lock: an exclusive OS lock on `.compactbench.lock`, held while the value
+/// lives (the OS releases it when the process ends, a `kill -9` included).
+pub struct RunLock {
+    path: PathBuf,
+    _file: fs::File,
+}
+
+/// This machine's name, for the lock's message.
+fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .or_else(|| fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "an unknown host".into())
+}
+
+impl RunLock {
+    /// Take the lock of `dir`, or say who holds it.
+    pub fn take(dir: &Path) -> Result<RunLock, RunError> {
+        let path = dir.join(LOCK_FILE);
+        for _ in 0..4 {
+            if fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
+                return Err(RunError::Io { path, source: io::Error::other("the lock is not a regular file") });
+            }
+            let mut file = fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .map_err(io_err(&path))?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(fs::TryLockError::WouldBlock) => {
+                    let owner = fs::read_to_string(&path).unwrap_or_default().trim().to_string();
+                    let owner =
+                        if owner.is_empty() { "a process that has not written its name yet".into() } else { owner };
+                    return Err(RunError::Locked { dir: dir.to_path_buf(), owner });
+                }
+                Err(fs::TryLockError::Error(e)) => return Err(RunError::Io { path, source: e }),
+            }
+            // The file may have been removed (by the holder releasing it) between our open and
+            // our lock: then the lock is on a file no one else will see; take it again.
+            if !same_file(&file, &path) {
+                continue;
+            }
+            let owner = format!("process {} on {}", std::process::id(), host_name());
+            file.set_len(0).and_then(|()| file.write_all(owner.as_bytes())).map_err(io_err(&path))?;
+            return Ok(RunLock { path, _file: file });
+        }
+        Err(RunError::Locked { dir: dir.to_path_buf(), owner: "another process, taking and releasing it".into() })
+    }
+}
+
+#[cfg(unix)]
+fn same_file(file: &fs::File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+#[cfg(not(unix))]
+fn same_file(_file: &fs::File, path: &Path) -> bool {
+    path.exists()
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        // Removed while still held: a process that opened it before sees it locked, one that
+        // opens it after creates a new one.
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("runlog-folder-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("temp");
+        dir
+    }
+
+    #[test]
+    fn the_lock_is_exclusive_names_its_owner_and_is_released() {
+        let dir = temp("lock");
+        let held = RunLock::take(&dir).expect("free");
+        let e = RunLock::take(&dir).err().expect("held");
+        let text = e.to_string();
+        assert!(text.contains(&format!("process {} on ", std::process::id())), "{text}");
+        drop(held);
+        assert!(!dir.join(LOCK_FILE).exists());
+        // A lock file left by a process that is gone (a killed run, or PID 1 of another
+        // container) holds no OS lock: it is taken.
+        fs::write(dir.join(LOCK_FILE), "process 1 on elsewhere").expect("write");
+        assert!(RunLock::take(&dir).is_ok());
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_planted_at_a_temporary_name_is_never_written_through() {
+        let dir = temp("link");
+        let victim = dir.join("victim.txt");
+        fs::write(&victim, "precious").expect("write");
+        for planted in ["report.html.tmp", "run.json.tmp", ".report.html.tmp"] {
+            std::os::unix::fs::symlink(&victim, dir.join(planted)).expect("link");
+        }
+        write_atomic(&dir.join("report.html"), b"new").expect("writes");
+        assert_eq!(fs::read_to_string(&victim).expect("read"), "precious");
+        assert_eq!(fs::read_to_string(dir.join("report.html")).expect("read"), "new");
+        // A link at the target itself is replaced, not written through.
+        std::os::unix::fs::symlink(&victim, dir.join("run.json")).expect("link");
+        write_atomic(&dir.join("run.json"), b"{}").expect("writes");
+        assert_eq!(fs::read_to_string(&victim).expect("read"), "precious");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_folder_is_written_only_when_empty_or_a_run_of_the_same_experiment() {
+        let dir = temp("rule");
+        assert!(refuse_foreign_folder(&dir.join("missing"), "e").is_ok());
+        assert!(refuse_foreign_folder(&dir, "e").is_ok());
+        fs::write(dir.join("summary.csv"), "x").expect("write");
+        let e = refuse_foreign_folder(&dir, "e").expect_err("foreign");
+        assert!(e.to_string().contains("not empty and not a run folder (it holds summary.csv)"), "{e}");
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
