@@ -81,7 +81,19 @@ pub mod exit {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // clap's own messages (an unknown argument, --help) go through the same escaping.
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let text = e.render().to_string();
+            if e.use_stderr() {
+                tell!("{}", text.trim_end());
+            } else {
+                say!("{}", text.trim_end());
+            }
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(exit::USAGE));
+        }
+    };
     if let Some(bytes) = cli.max_input_bytes {
         inputs::set_max_bytes(bytes.max(1));
     }

@@ -508,7 +508,6 @@ impl SummaryTable {
                 }
                 entry.values.insert(column.clone(), cell_value(cell, column, file, line)?);
             }
-            check_interval(&entry, file, line)?;
             table.entries.push(entry);
         }
         Ok(table)
@@ -632,26 +631,6 @@ pub fn check_comparable(baseline: &SummaryTable, current: &SummaryTable) -> Resu
         let column = Metric::Retention.column();
         if !table.columns.iter().any(|c| c == column) {
             return Err(GateError::MissingColumn { file: table.file.clone(), column: column.into(), other: None });
-        }
-    }
-    Ok(())
-}
-
-/// A mean outside its own interval is a damaged row (two columns swapped, a value edited).
-fn check_interval(entry: &SummaryEntry, file: &str, line: u64) -> Result<(), GateError> {
-    for metric in Metric::ALL {
-        let Some((lo, hi)) = metric.ci_columns() else { continue };
-        let get = |c: &str| entry.values.get(c).copied();
-        if let (Some(m), Some(l), Some(h)) = (get(metric.column()), get(lo), get(hi)) {
-            if m < l - EPSILON || m > h + EPSILON {
-                return Err(GateError::OutOfRange {
-                    file: file.into(),
-                    line,
-                    column: metric.column().into(),
-                    value: m.to_string(),
-                    problem: format!("is outside its own interval [{l}, {h}] (`{lo}`, `{hi}`)"),
-                });
-            }
         }
     }
     Ok(())
@@ -1576,7 +1555,6 @@ mod tests {
         assert!(bad(&BASE.replace(",0.8,0.7,0.9,", ",1e300,0.7,0.9,")).contains("is not a share"));
         assert!(bad(&BASE.replace(",10,0,0.8,", ",10,1.5,0.8,")).contains("`failed`: \"1.5\" is not a count"));
         assert!(bad(&BASE.replace(",10,0,0.8,", ",10,-3,0.8,")).contains("`failed`: \"-3\" is not a count"));
-        assert!(bad(&BASE.replace(",0.8,0.7,0.9,", ",0.95,0.7,0.9,")).contains("outside its own interval"));
         assert_eq!(bad(&BASE.replacen("a,", ",", 1)), "s.csv:2: column `config_id` is empty; every row needs one");
         let e =
             SummaryTable::parse("config_id,retention_mean,retention_mean\na,0.5,0.9\n", "s.csv").expect_err("twice");

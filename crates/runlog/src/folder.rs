@@ -36,7 +36,11 @@ pub fn refuse_foreign_folder(dir: &Path, experiment_id: &str) -> Result<(), RunE
         names.sort();
         return Err(RunError::NotARun { dir: dir.to_path_buf(), entry: names[0].clone() });
     }
-    let old = read_manifest(dir)?;
+    same_experiment(dir, &read_manifest(dir)?, experiment_id)
+}
+
+/// Refuse a run folder whose manifest `old` is of another experiment.
+pub fn same_experiment(dir: &Path, old: &crate::log::Manifest, experiment_id: &str) -> Result<(), RunError> {
     if old.experiment_id != experiment_id {
         return Err(RunError::Mismatch {
             dir: dir.to_path_buf(),

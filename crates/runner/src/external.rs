@@ -35,6 +35,9 @@ use serde_json::{json, Value};
 /// The protocol version this harness speaks.
 pub const PROTOCOL: u32 = 1;
 
+/// How long a line known to be waiting behind another is waited for.
+const OUT_OF_TURN_WAIT: Duration = Duration::from_millis(200);
+
 /// Stderr lines kept for an error message.
 const STDERR_TAIL: usize = 12;
 
@@ -52,7 +55,9 @@ struct Process {
     child: Child,
     /// `None` once closed.
     stdin: Option<ChildStdin>,
-    lines: Receiver<std::io::Result<String>>,
+    /// Lines, each with whether more output was already waiting behind it (written in the
+    /// same burst: after an answer, that is a line out of turn).
+    lines: Receiver<std::io::Result<(String, bool)>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
 }
 
@@ -76,10 +81,10 @@ impl Process {
         })
     }
 
-    /// The next line as JSON, within `timeout`.
-    fn receive(&mut self, timeout: Duration) -> Result<Value, String> {
+    /// The next line as JSON, within `timeout`, and whether more output was already waiting behind it.
+    fn receive_turn(&mut self, timeout: Duration) -> Result<(Value, bool), String> {
         match self.lines.recv_timeout(timeout) {
-            Ok(Ok(line)) => serde_json::from_str(&line).map_err(|e| {
+            Ok(Ok((line, more))) => serde_json::from_str(&line).map(|v| (v, more)).map_err(|e| {
                 let shown: String = line.chars().take(200).collect();
                 format!("wrote a line that is not JSON ({e}): {shown:?}")
             }),
@@ -103,8 +108,13 @@ impl Process {
     /// A line the program wrote when it had nothing to answer (a `compact` before any `call`,
     /// a `summarize` after its answer, a second answer): named, for the fault.
     fn stray(&mut self) -> Option<String> {
-        match self.lines.try_recv() {
-            Ok(Ok(line)) => Some(match serde_json::from_str::<Value>(&line) {
+        self.stray_within(Duration::ZERO)
+    }
+
+    /// [`Process::stray`], waiting up to `wait` for it (a line known to be on its way).
+    fn stray_within(&mut self, wait: Duration) -> Option<String> {
+        match self.lines.recv_timeout(wait) {
+            Ok(Ok((line, _))) => Some(match serde_json::from_str::<Value>(&line) {
                 Ok(v) => kind_of(&v),
                 Err(_) => "a line that is not JSON".to_string(),
             }),
@@ -203,7 +213,7 @@ impl ExternalStrategy {
                 let line = read_line_bounded(&mut reader, cap);
                 let stop = !matches!(line, Ok(Some(_)));
                 let line = match line {
-                    Ok(Some(line)) => Ok(line),
+                    Ok(Some(line)) => Ok((line, !reader.buffer().is_empty())),
                     Ok(None) => break,
                     Err(e) => Err(e),
                 };
@@ -227,9 +237,14 @@ impl ExternalStrategy {
         let mut process = Process { child, stdin: Some(stdin), lines, stderr: tail };
         let handshake = (|| {
             process.send(&json!({"type": "init", "protocol": PROTOCOL, "params": self.spec.params}))?;
-            let ready = process.receive(self.timeout())?;
+            let (ready, more) = process.receive_turn(self.timeout())?;
             if ready["type"] != "ready" {
                 return Err(format!("answered init with {} instead of `ready`", kind_of(&ready)));
+            }
+            if more {
+                if let Some(stray) = process.stray_within(OUT_OF_TURN_WAIT) {
+                    return Err(format!("wrote {stray} out of turn (before the conversation began)"));
+                }
             }
             let text = |k: &str| ready[k].as_str().unwrap_or("").to_string();
             Ok(Identity { name: text("name"), version: text("version") })
@@ -363,7 +378,14 @@ impl ExternalSession<'_> {
         }
         process.send(&call)?;
         loop {
-            let answer = process.receive(timeout)?;
+            let (answer, more) = process.receive_turn(timeout)?;
+            // Every message of a turn waits for the harness (a `summarize` for its summary):
+            // a line already written behind it is out of turn.
+            if more {
+                if let Some(stray) = process.stray_within(OUT_OF_TURN_WAIT) {
+                    return Err(format!("wrote {stray} out of turn (after {})", kind_of(&answer)));
+                }
+            }
             match answer["type"].as_str() {
                 Some("summarize") => {
                     let id = answer["id"].clone();

@@ -397,15 +397,7 @@ pub fn run(
         }
         if dir.join(MANIFEST_FILE).exists() {
             let old = read_manifest(dir)?;
-            if old.experiment_id != experiment_id {
-                return Err(RunError::Mismatch {
-                    dir: dir.clone(),
-                    problem: format!(
-                        "holds experiment {}, not {experiment_id} (the experiment file or its datasets changed)",
-                        old.experiment_id
-                    ),
-                });
-            }
+            runlog::folder::same_experiment(dir, &old, &experiment_id)?;
             if old.shard != shard_text {
                 return Err(RunError::Mismatch {
                     dir: dir.clone(),

@@ -554,7 +554,9 @@ fn endpoint_failures_during_a_run_fail_the_pair_and_are_counted_on_stderr() {
     let exp = small_experiment(&server.url(), "max_retries = 1", "on_llm_error = \"fallback\"");
     fs::write(dir.join("exp.toml"), exp).expect("experiment");
     let out = compactbench(&["run", "--config", "exp.toml", "--out", "fallback", "--jobs", "1"], &dir);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    // Every summary failed: the pairs ran, and the run is still not green.
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("error: 2 of 2 summaries failed"), "{}", out.stderr);
     let (ok, failed) = results(&dir.join("fallback"));
     assert_eq!((ok.len(), failed.len()), (2, 0), "{failed:?}");
     assert!(ok.iter().all(|m| m["summarizer_failures"].as_u64() > Some(0)), "{ok:?}");
