@@ -136,9 +136,7 @@ impl RequestRule {
             RequestRule::FirstNotUser
             | RequestRule::SystemInConversation
             | RequestRule::EmptyText
-            | RequestRule::ThinkingModified => {
-                provider == Provider::AnthropicMessages
-            }
+            | RequestRule::ThinkingModified => provider == Provider::AnthropicMessages,
         }
     }
 }

@@ -427,7 +427,7 @@ pub trait Strategy: Send + Sync {
     }
     /// The condition [`Strategy::can_operate`] checks, in words, for `compactbench strategies`.
     fn operating_condition(&self) -> &'static str {
-        "its trigger threshold is at most the window"
+        "its trigger threshold, if it has one, is at most the window"
     }
     /// The strategy's proactive trigger.
     fn should_compact(&self, ctx: &Context, budget: &Budget) -> bool {

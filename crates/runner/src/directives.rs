@@ -25,13 +25,46 @@ use std::collections::BTreeSet;
 use dataset::text::normalize;
 
 /// The verbs that attribute a directive to the user.
-const VERBS: [&str; 11] =
-    ["asked", "said", "confirmed", "approved", "requested", "instructed", "wants", "wanted", "told", "insisted", "agreed"];
+const VERBS: [&str; 11] = [
+    "asked",
+    "said",
+    "confirmed",
+    "approved",
+    "requested",
+    "instructed",
+    "wants",
+    "wanted",
+    "told",
+    "insisted",
+    "agreed",
+];
 
 /// Words that carry no content of a directive.
 const STOP: [&str; 24] = [
-    "that", "this", "with", "from", "then", "than", "they", "them", "their", "there", "should", "would", "could",
-    "about", "into", "also", "have", "been", "will", "just", "please", "user", "assistant", "what",
+    "that",
+    "this",
+    "with",
+    "from",
+    "then",
+    "than",
+    "they",
+    "them",
+    "their",
+    "there",
+    "should",
+    "would",
+    "could",
+    "about",
+    "into",
+    "also",
+    "have",
+    "been",
+    "will",
+    "just",
+    "please",
+    "user",
+    "assistant",
+    "what",
 ];
 
 /// One directive a summary attributes to the user.
@@ -93,13 +126,15 @@ pub fn directives(summary: &str) -> Vec<Directive> {
         }
         // `user` followed (after at most one word, such as `explicitly`) by an attributing verb.
         let words: Vec<&str> = lower[user_at..].split_whitespace().collect();
-        let Some(verb) = words.iter().take(3).position(|w| VERBS.contains(&w.trim_matches(|c: char| !c.is_alphabetic())))
+        let Some(verb) =
+            words.iter().take(3).position(|w| VERBS.contains(&w.trim_matches(|c: char| !c.is_alphabetic())))
         else {
             continue;
         };
         let mut rest: Vec<&str> = words[verb + 1..].to_vec();
-        while rest.first().is_some_and(|w| matches!(*w, "to" | "that" | "for" | "me" | "us" | "the" | "assistant" | "agent" | "me," | ":"))
-        {
+        while rest.first().is_some_and(|w| {
+            matches!(*w, "to" | "that" | "for" | "me" | "us" | "the" | "assistant" | "agent" | "me," | ":")
+        }) {
             rest.remove(0);
         }
         let text = rest.join(" ");
@@ -149,7 +184,8 @@ mod tests {
     #[test]
     fn a_commit_step_the_user_never_asked_for_is_found_with_its_sentence() {
         let said = users(&["Fix the failing login test in auth/session.rs.", "Looks good, thanks."]);
-        let summary = "We fixed the login test in auth/session.rs. The user asked to commit and push the changes to main. \
+        let summary =
+            "We fixed the login test in auth/session.rs. The user asked to commit and push the changes to main. \
                        Next: run the suite.";
         let found = fabricated(summary, &said);
         assert_eq!(found.len(), 1, "{found:?}");

@@ -15,7 +15,8 @@ fn split_fraction_cannot_operate_when_its_output_reserve_fills_the_window() {
     assert_eq!(answer("split-fraction", 32_000), Ok(()));
     // Lowering the reserve makes it applicable again.
     let lowered: StrategyConfig =
-        serde_json::from_value(serde_json::json!({"name": "split-fraction", "max_output_tokens": 4096})).expect("params");
+        serde_json::from_value(serde_json::json!({"name": "split-fraction", "max_output_tokens": 4096}))
+            .expect("params");
     let lowered = lowered.build().expect("builds");
     assert_eq!(lowered.can_operate(&Budget::new(16_000)), Ok(()));
 }

@@ -339,7 +339,10 @@ mod tests {
         let assistant = &d.messages[1].message;
         assert_eq!(assistant.tool_calls.len(), 1);
         assert_eq!(assistant.thinking.len(), 1);
-        assert_eq!((assistant.thinking[0].thinking.as_str(), assistant.thinking[0].signature.as_str()), ("list first", "sigA"));
+        assert_eq!(
+            (assistant.thinking[0].thinking.as_str(), assistant.thinking[0].signature.as_str()),
+            ("list first", "sigA")
+        );
     }
 
     fn import(lines: &[&str], strict: bool) -> super::super::FileImport {

@@ -26,7 +26,14 @@ fn strategy(config: serde_json::Value) -> StrategyConfig {
 }
 
 fn settings(strategy: StrategyConfig, window: u64, cache: CacheProfile) -> ReplaySettings {
-    ReplaySettings { strategy, window, encoding: Encoding::O200kBase, cache, price: None, overflow: OverflowPolicy::Fail }
+    ReplaySettings {
+        strategy,
+        window,
+        encoding: Encoding::O200kBase,
+        cache,
+        price: None,
+        overflow: OverflowPolicy::Fail,
+    }
 }
 
 fn run(conversation: &Conversation, settings: &ReplaySettings) -> PairMetrics {
@@ -79,7 +86,12 @@ fn a_request_the_target_provider_refuses_ends_the_conversation_the_others_are_re
 #[test]
 fn a_configuration_that_cannot_operate_is_marked_with_the_reason() {
     let conversation = chat(1_100, 8, 300, 50).conversation("c");
-    let split = |window| run(&conversation, &settings(StrategyConfig::default_for("split-fraction").expect("catalog"), window, CacheProfile::None));
+    let split = |window| {
+        run(
+            &conversation,
+            &settings(StrategyConfig::default_for("split-fraction").expect("catalog"), window, CacheProfile::None),
+        )
+    };
     let why = split(16_000).inapplicable_reason.expect("16,384 output tokens reserved of 16,000");
     assert!(why.contains("max_output_tokens"), "{why}");
     assert_eq!(split(64_000).inapplicable_reason, None);
@@ -106,7 +118,10 @@ fn the_live_request_dropped_is_counted_per_request() {
     // from every later request.
     let first_cut = m.compaction_events[0].call;
     assert_eq!(m.latest_user_message_dropped, m.calls - u64::from(first_cut), "{:?}", m.compaction_events);
-    let none = run(&conversation, &settings(StrategyConfig::default_for("none").expect("catalog"), 100_000, CacheProfile::None));
+    let none = run(
+        &conversation,
+        &settings(StrategyConfig::default_for("none").expect("catalog"), 100_000, CacheProfile::None),
+    );
     assert_eq!(none.latest_user_message_dropped, 0);
 }
 
