@@ -47,8 +47,10 @@ pub use invariants::{check_compaction, check_context, Violation, ViolationKind};
 pub use masking::{check_masks, mask_in_place, ContextShape, MaskAnswer, MaskPlan, Masked};
 #[cfg(feature = "dataset")]
 pub use message::{Conversation, Probe, ProbeKind};
-pub use message::{Message, Role, ToolCall};
-pub use request::{check_messages, check_request, IncrementalCheck, Provider, Rejection, RequestRule};
+pub use message::{Message, Role, ThinkingBlock, ThinkingKind, ToolCall};
+pub use request::{
+    check_messages, check_request, thinking_rejection, IncrementalCheck, Provider, Rejection, RequestRule,
+};
 pub use strategies::{catalog, ParamError, StrategyConfig, StrategyInfo};
 pub use strategy::{
     apply_layout, Budget, Compacted, CompactionEvent, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy,

@@ -52,6 +52,46 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
+/// The kind of a hidden-reasoning block an Anthropic model returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ThinkingKind {
+    /// `thinking`: the reasoning text, with its signature.
+    Thinking,
+    /// `redacted_thinking`: encrypted reasoning (`data`).
+    RedactedThinking,
+}
+
+/// A `thinking` or `redacted_thinking` block of an assistant message, kept opaque as the
+/// recording has it. Anthropic strips the blocks of earlier turns from what it counts and
+/// refuses a request whose latest assistant message, in a tool loop still running, lost or
+/// changed them ([`crate::RequestRule::ThinkingModified`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct ThinkingBlock {
+    /// `thinking` or `redacted_thinking`.
+    #[serde(rename = "type")]
+    pub kind: ThinkingKind,
+    /// The reasoning text (`thinking` blocks).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub thinking: String,
+    /// The encrypted reasoning (`redacted_thinking` blocks).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub data: String,
+    /// The signature Anthropic checks the block against (opaque).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub signature: String,
+}
+
+impl ThinkingBlock {
+    /// The text Anthropic counts for the block: the reasoning, or the redacted data.
+    pub fn text(&self) -> &str {
+        match self.kind {
+            ThinkingKind::Thinking => &self.thinking,
+            ThinkingKind::RedactedThinking => &self.data,
+        }
+    }
+}
+
 /// One message of a conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Message {
@@ -72,6 +112,10 @@ pub struct Message {
     /// On a tool result: the tool reported an error.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_error: bool,
+    /// On an assistant message: its `thinking` / `redacted_thinking` blocks, in order, as an
+    /// Anthropic model returned them (they come before the text and tool calls).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thinking: Vec<ThinkingBlock>,
     /// Stage label for staged workflows (the paper-writing chat of `priority-chain`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<String>,
@@ -97,6 +141,7 @@ impl Message {
             tool_call_id: None,
             name: None,
             is_error: false,
+            thinking: Vec::new(),
             stage: None,
             finish_reason: None,
             meta: BTreeMap::new(),
@@ -137,6 +182,7 @@ impl Message {
             tool_call_id: self.tool_call_id.clone(),
             name: self.name.clone(),
             is_error: self.is_error,
+            thinking: self.thinking.clone(),
             stage: self.stage.clone(),
             finish_reason: self.finish_reason.clone(),
             meta: self.meta.clone(),

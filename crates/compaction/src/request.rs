@@ -15,6 +15,7 @@
 //! | [`RequestRule::FirstNotUser`]: the first message after the system prompt is not a user message | no | yes |
 //! | [`RequestRule::SystemInConversation`]: a system message after the first non-system message | no | yes (no such role in `messages`) |
 //! | [`RequestRule::EmptyText`]: a user or assistant message with no text and no tool call | no | yes |
+//! | [`RequestRule::ThinkingModified`]: in a tool loop still running, the latest assistant message lost or changed its `thinking` / `redacted_thinking` blocks | no | yes |
 //!
 //! The leading system messages are the system prompt (Anthropic's top-level `system`). For
 //! Anthropic, consecutive messages of one turn role (tool results are user turns) form one
@@ -43,7 +44,7 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 
 use crate::context::Context;
-use crate::message::{Message, Role};
+use crate::message::{Message, Role, ThinkingBlock};
 
 /// A provider whose request rules [`check_request`] knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -92,11 +93,15 @@ pub enum RequestRule {
     SystemInConversation,
     /// A user or assistant message with no text and no tool call (Anthropic).
     EmptyText,
+    /// In a tool loop still running (the request ends with the results of the latest assistant
+    /// message's calls), that message lost or changed its thinking blocks (Anthropic: "`thinking`
+    /// or `redacted_thinking` blocks in the latest assistant message cannot be modified").
+    ThinkingModified,
 }
 
 impl RequestRule {
     /// Every rule, in report order.
-    pub const ALL: [RequestRule; 7] = [
+    pub const ALL: [RequestRule; 8] = [
         RequestRule::MisplacedToolResult,
         RequestRule::OrphanToolResult,
         RequestRule::UnansweredToolCall,
@@ -104,6 +109,7 @@ impl RequestRule {
         RequestRule::FirstNotUser,
         RequestRule::SystemInConversation,
         RequestRule::EmptyText,
+        RequestRule::ThinkingModified,
     ];
 
     /// The name used in files and reports (`orphan_tool_result`, ...).
@@ -116,6 +122,7 @@ impl RequestRule {
             RequestRule::FirstNotUser => "first_not_user",
             RequestRule::SystemInConversation => "system_in_conversation",
             RequestRule::EmptyText => "empty_text",
+            RequestRule::ThinkingModified => "thinking_modified",
         }
     }
 
@@ -126,9 +133,10 @@ impl RequestRule {
             | RequestRule::OrphanToolResult
             | RequestRule::UnansweredToolCall
             | RequestRule::DuplicateCallId => true,
-            RequestRule::FirstNotUser | RequestRule::SystemInConversation | RequestRule::EmptyText => {
-                provider == Provider::AnthropicMessages
-            }
+            RequestRule::FirstNotUser
+            | RequestRule::SystemInConversation
+            | RequestRule::EmptyText
+            | RequestRule::ThinkingModified => provider == Provider::AnthropicMessages,
         }
     }
 }
@@ -161,6 +169,9 @@ impl std::fmt::Display for Rejection {
             RequestRule::FirstNotUser => "the first message after the system prompt is not a user message",
             RequestRule::SystemInConversation => "system message inside the conversation",
             RequestRule::EmptyText => "message with empty text",
+            RequestRule::ThinkingModified => {
+                "the latest assistant message of a running tool loop lost or changed its thinking blocks"
+            }
         };
         match &self.call_id {
             Some(id) => write!(f, "message {}: {what} ({id:?})", self.index),
@@ -179,11 +190,36 @@ pub fn check_request(ctx: &Context, provider: Provider) -> Vec<Rejection> {
 pub fn check_messages(messages: &[&Message], provider: Provider) -> Vec<Rejection> {
     let mut out = match provider {
         Provider::OpenaiChat => openai(messages),
-        Provider::AnthropicMessages => anthropic(messages),
+        Provider::AnthropicMessages => {
+            let mut out = anthropic(messages);
+            out.extend(thinking_rejection(messages, None));
+            out
+        }
     };
     out.sort();
     out.dedup();
     out
+}
+
+/// Anthropic's rule on thinking blocks, for a request that ends in a tool loop still running
+/// (its latest assistant message calls tools and only their results follow): that message must
+/// carry its thinking blocks as the model returned them. `expected` is what the model returned
+/// (the recording's message, when the caller has it); `None` infers it from the request:
+/// extended thinking is on when any message of the request carries a block, and the latest
+/// assistant message must then carry one.
+pub fn thinking_rejection(messages: &[&Message], expected: Option<&[ThinkingBlock]>) -> Option<Rejection> {
+    let last = messages.iter().rposition(|m| m.role == Role::Assistant)?;
+    let after = &messages[last + 1..];
+    let running = messages[last].has_tool_calls() && !after.is_empty() && after.iter().all(|m| m.role == Role::Tool);
+    if !running {
+        return None;
+    }
+    let kept = &messages[last].thinking;
+    let broken = match expected {
+        Some(blocks) => !blocks.is_empty() && kept.as_slice() != blocks,
+        None => kept.is_empty() && messages.iter().any(|m| !m.thinking.is_empty()),
+    };
+    broken.then(|| rejection(RequestRule::ThinkingModified, last, None))
 }
 
 fn rejection(rule: RequestRule, index: usize, call_id: Option<&str>) -> Rejection {

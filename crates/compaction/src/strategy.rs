@@ -409,6 +409,26 @@ pub trait Strategy: Send + Sync {
     fn thresholds(&self, ctx: &Context, budget: &Budget) -> Vec<(&'static str, u64)> {
         self.threshold(ctx, budget).map(|t| ("trigger", t)).into_iter().collect()
     }
+    /// Whether the strategy can operate at `budget`'s window, and why not: `Err` names the
+    /// parameter that makes it impossible (an output reserve or a protected tail at least the
+    /// window, a trigger threshold it can never reach before the request overflows). A
+    /// configuration that cannot operate is reported as inapplicable and never ranked: it was
+    /// never able to run. The default: a proactive threshold (on an empty context) above the
+    /// window can never fire on a request that fits (one at the window fires on the request
+    /// that overflows it, as `letta` and `openhands` do by design).
+    fn can_operate(&self, budget: &Budget) -> Result<(), String> {
+        match self.threshold(&Context::new(), budget) {
+            Some(t) if t > budget.context_window => Err(format!(
+                "its trigger threshold ({t} tokens) is above the window ({}): it can never fire on a request that fits",
+                budget.context_window
+            )),
+            _ => Ok(()),
+        }
+    }
+    /// The condition [`Strategy::can_operate`] checks, in words, for `compactbench strategies`.
+    fn operating_condition(&self) -> &'static str {
+        "its trigger threshold, if it has one, is at most the window"
+    }
     /// The strategy's proactive trigger.
     fn should_compact(&self, ctx: &Context, budget: &Budget) -> bool {
         self.threshold(ctx, budget).is_some_and(|t| self.estimate(ctx) > t)

@@ -17,7 +17,7 @@ use crate::summary::ConfigSummary;
 use crate::ReportError;
 
 /// Columns of `results.csv`.
-pub const RESULTS_HEADER: [&str; 34] = [
+pub const RESULTS_HEADER: [&str; 38] = [
     "conversation_id",
     "dataset",
     "strategy",
@@ -52,10 +52,14 @@ pub const RESULTS_HEADER: [&str; 34] = [
     "completed",
     "first_rejected_call",
     "recording_violations",
+    "rejected_because",
+    "applicable",
+    "latest_user_message_dropped",
+    "fabricated_directives",
 ];
 
 /// Columns of `summary.csv`.
-pub const SUMMARY_HEADER: [&str; 44] = [
+pub const SUMMARY_HEADER: [&str; 50] = [
     "config_id",
     "strategy",
     "params",
@@ -100,6 +104,12 @@ pub const SUMMARY_HEADER: [&str; 44] = [
     "paired_at_risk_probes",
     "estimate_error_p50",
     "estimate_error_p95",
+    "applicable",
+    "inapplicable_reason",
+    "latest_user_message_dropped",
+    "fabricated_directives",
+    "post_compaction_growth",
+    "median_calls_between_compactions",
 ];
 
 /// Columns of `probes.csv`.
@@ -221,6 +231,15 @@ pub struct ResultRow {
     /// Violations on tool calls the recording itself leaves unpaired (replayed with
     /// `--allow-invalid`): charged to no strategy, so in none of the columns above.
     pub recording_violations: Option<u64>,
+    /// What ended the conversation at `first_rejected_call`: `window`, or the target
+    /// provider's refused rules.
+    pub rejected_because: String,
+    /// The strategy can operate at this window (empty for a failed pair).
+    pub applicable: Option<bool>,
+    /// Requests sent without the most recent user message.
+    pub latest_user_message_dropped: Option<u64>,
+    /// User directives the pair's summaries stated that no user message holds.
+    pub fabricated_directives: Option<u64>,
 }
 
 impl ResultRow {
@@ -267,6 +286,10 @@ impl ResultRow {
                 row.completed = Some(m.first_rejected_call.is_none());
                 row.first_rejected_call = m.first_rejected_call;
                 row.recording_violations = Some(m.recording_violations);
+                row.rejected_because = m.rejected_because.clone().unwrap_or_default();
+                row.applicable = Some(m.inapplicable_reason.is_none());
+                row.latest_user_message_dropped = Some(m.latest_user_message_dropped);
+                row.fabricated_directives = Some(m.fabricated_directives.len() as u64);
             }
         }
         row
@@ -350,6 +373,18 @@ pub struct SummaryRow {
     pub estimate_error_p50: Option<f64>,
     #[serde(serialize_with = "ratio6")]
     pub estimate_error_p95: Option<f64>,
+    /// The strategy can operate at this window; an inapplicable configuration is never ranked.
+    pub applicable: bool,
+    /// Why not (empty when applicable).
+    pub inapplicable_reason: String,
+    pub latest_user_message_dropped: u64,
+    pub fabricated_directives: u64,
+    /// Size after the last compaction round over size after the first, minus 1 (mean over
+    /// conversations with two rounds or more).
+    #[serde(serialize_with = "ratio6")]
+    pub post_compaction_growth: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub median_calls_between_compactions: Option<f64>,
 }
 
 impl SummaryRow {
@@ -402,6 +437,12 @@ impl SummaryRow {
             paired_at_risk_probes: s.paired_at_risk_probes,
             estimate_error_p50: s.estimate_error_p50,
             estimate_error_p95: s.estimate_error_p95,
+            applicable: s.applicable,
+            inapplicable_reason: s.inapplicable_reason.clone(),
+            latest_user_message_dropped: s.latest_user_message_dropped,
+            fabricated_directives: s.fabricated_directives,
+            post_compaction_growth: s.drift.post_compaction_growth,
+            median_calls_between_compactions: s.drift.median_calls_between_compactions,
         }
     }
 }

@@ -39,6 +39,7 @@ use sha2::{Digest, Sha256};
 use crate::summary::{self, ConfigSummary};
 use crate::ReportError;
 
+mod failures;
 mod svg;
 
 /// The report's file name in a run folder.
@@ -283,6 +284,7 @@ pub fn render(data: &RunData, texts: &ProbeTexts) -> String {
     page.header(&mut out);
     page.manifest(&mut out);
     page.leaderboard(&mut out);
+    failures::section(&mut out, &page.summaries, page.data);
     page.families(&mut out);
     page.pareto(&mut out);
     page.by_kind(&mut out);

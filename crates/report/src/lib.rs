@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use runlog::log::RunData;
 
 pub mod csv;
+pub mod drift;
 pub mod gate;
 pub mod html;
 pub mod summary;

@@ -103,6 +103,17 @@ pub struct ConfigSummary {
     pub summary_cost_usd_mean: Option<f64>,
     /// Cached request tokens / request tokens.
     pub cache_hit_rate: Option<f64>,
+    /// The strategy can operate at the configuration's window
+    /// ([`compaction::Strategy::can_operate`]); an inapplicable configuration is never ranked.
+    pub applicable: bool,
+    /// Why not, when it cannot (empty when applicable).
+    pub inapplicable_reason: String,
+    /// Requests that lacked the most recent user message, summed over conversations.
+    pub latest_user_message_dropped: u64,
+    /// User directives summaries stated that no user message holds, summed over conversations.
+    pub fabricated_directives: u64,
+    /// Drift across repeated compactions ([`crate::drift`]).
+    pub drift: crate::drift::Drift,
 }
 
 /// A mean with its bootstrap interval.
@@ -193,10 +204,12 @@ pub fn summarize(configurations: &[Configuration], records: &[PairRecord], seed:
     out
 }
 
-/// Rows ranked for a leaderboard: completion rate first (a configuration that loses
+/// Rows ranked for a leaderboard, without the inapplicable ones (never ranked: they could not
+/// run): completion rate first (a configuration that loses
 /// conversations to rejected calls ranks below every one that completes more), then
 /// retention, both descending; ties keep their order.
 pub fn rank(mut rows: Vec<&ConfigSummary>) -> Vec<&ConfigSummary> {
+    rows.retain(|s| s.applicable);
     let key = |v: Option<f64>| v.filter(|v| v.is_finite()).unwrap_or(f64::NEG_INFINITY);
     rows.sort_by(|a, b| {
         key(b.completion_rate)
@@ -210,8 +223,10 @@ pub fn rank(mut rows: Vec<&ConfigSummary>) -> Vec<&ConfigSummary> {
 /// compacted (not exercised) never may; one with a rejected call may not when some exercised
 /// configuration among the rows completed every conversation.
 pub fn frontier_eligible(rows: &[&ConfigSummary]) -> Vec<bool> {
-    let someone_completes = rows.iter().any(|s| s.exercised() && s.completion_rate == Some(1.0));
-    rows.iter().map(|s| s.exercised() && (!someone_completes || s.completion_rate == Some(1.0))).collect()
+    let someone_completes = rows.iter().any(|s| s.applicable && s.exercised() && s.completion_rate == Some(1.0));
+    rows.iter()
+        .map(|s| s.applicable && s.exercised() && (!someone_completes || s.completion_rate == Some(1.0)))
+        .collect()
 }
 
 /// The datasets of a summary's rows, in row order, without the pooled label.
@@ -364,7 +379,16 @@ fn summarize_one<'a>(
     let costs: Vec<f64> = ok.iter().filter_map(|m| m.cost_usd).filter(|v| v.is_finite()).collect();
     let summary_costs: Vec<f64> = ok.iter().filter_map(|m| m.summary_cost_usd).filter(|v| v.is_finite()).collect();
     let compactions: Vec<f64> = ok.iter().map(|m| m.compactions as f64).collect();
+    // Inapplicable when every replayed pair says so (with one window per configuration they
+    // all answer alike); the first pair's reason.
+    let reasons: Vec<&str> = ok.iter().filter_map(|m| m.inapplicable_reason.as_deref()).collect();
+    let inapplicable = !ok.is_empty() && reasons.len() == ok.len();
     ConfigSummary {
+        applicable: !inapplicable,
+        inapplicable_reason: if inapplicable { reasons[0].to_string() } else { String::new() },
+        latest_user_message_dropped: sum(|m| m.latest_user_message_dropped),
+        fabricated_directives: ok.iter().map(|m| m.fabricated_directives.len() as u64).sum(),
+        drift: crate::drift::drift(&ok),
         dataset: dataset.to_string(),
         conversations: ok.len(),
         completion_rate: ratio(ok.iter().filter(|m| m.first_rejected_call.is_none()).count() as u64, ok.len() as u64),

@@ -130,6 +130,15 @@ pub struct Manifest {
     pub seed: u64,
     pub tokenizer: Encoding,
     pub cache: CacheProfile,
+    /// The provider whose refusals ([`compaction::check_request`]) end a conversation as an
+    /// over-window request does: the one the experiment names with `cache` (alias
+    /// `provider`). `None`: no provider named, so no refusal ends a conversation; both
+    /// providers' refusals are reported columns only ([`Manifest::refusals`] says so).
+    #[serde(default)]
+    pub target_provider: Option<compaction::Provider>,
+    /// In words, what a provider's refusal does in this run.
+    #[serde(default)]
+    pub refusals: String,
     /// The summarizer's and the judge's names as they report them.
     pub summarizer: String,
     pub judge: String,

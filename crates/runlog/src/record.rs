@@ -157,6 +157,23 @@ pub struct PairMetrics {
     /// there: probes asked after it score 0, and it and later calls are not billed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_rejected_call: Option<u32>,
+    /// What ended the conversation at `first_rejected_call`: `window` (over the window after
+    /// every compaction attempt) or the target provider's refused rules
+    /// (`anthropic-messages/unanswered_tool_call`, `;`-joined). `None` when nothing did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_because: Option<String>,
+    /// Why the strategy cannot operate at this window ([`compaction::Strategy::can_operate`]);
+    /// `None` when it can. The configuration is reported as inapplicable and never ranked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inapplicable_reason: Option<String>,
+    /// Requests that lacked the most recent user message (the live request): neither it nor a
+    /// copy of its text was in the context sent.
+    #[serde(default)]
+    pub latest_user_message_dropped: u64,
+    /// User directives a summary states that no user message holds (see
+    /// `runner::directives`), each with the summary's sentence.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fabricated_directives: Vec<FabricatedDirective>,
     /// Mean probe score (0..1) under the run's overflow policy; `None` when the conversation
     /// has no probes.
     pub retention: Option<f64>,
@@ -167,11 +184,27 @@ pub struct PairMetrics {
     /// Mean score of at-risk probes; `None` when no probe was at risk.
     pub at_risk_retention: Option<f64>,
     pub probes: Vec<ProbeScore>,
+    /// Per probe, in the order of `probes`: the compaction rounds (calls that compacted) its
+    /// source message went through before it was asked. Empty in records written before it
+    /// was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probe_compactions: Vec<u32>,
     pub compaction_events: Vec<CompactionRecord>,
     /// One point per call: the sawtooth.
     pub timeline: Vec<CallPoint>,
     /// Wall time of the replay, in milliseconds (not part of any comparison).
     pub elapsed_ms: u64,
+}
+
+/// A user directive a summary states that no user message of the conversation so far holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FabricatedDirective {
+    /// The call whose compaction wrote the summary.
+    pub call: u32,
+    /// What the summary attributes to the user.
+    pub directive: String,
+    /// The summary's sentence that states it.
+    pub sentence: String,
 }
 
 /// One model call of the replay.

@@ -43,6 +43,25 @@ pub struct PrefixShare {
 }
 
 impl CacheProfile {
+    /// The provider the profile names, whose refusals end a conversation (`None` names none).
+    pub fn provider(self) -> Option<compaction::Provider> {
+        match self {
+            CacheProfile::None => None,
+            CacheProfile::Openai => Some(compaction::Provider::OpenaiChat),
+            CacheProfile::Anthropic => Some(compaction::Provider::AnthropicMessages),
+        }
+    }
+
+    /// What a provider's refusal does under this profile, in words (the manifest's `refusals`).
+    pub fn refusals(self) -> String {
+        match self.provider() {
+            Some(p) => format!(
+                "{p}: a request it would refuse ends the conversation as an over-window request does; the other provider's refusals are reported only"
+            ),
+            None => "no provider named (cache = \"none\"): no refusal ends a conversation; both providers' refusals are reported only".to_string(),
+        }
+    }
+
     /// Tokens of a request served from the cache, given what it shares with the previous one.
     pub fn cached_tokens(self, share: &PrefixShare) -> u64 {
         match self {

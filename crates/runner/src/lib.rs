@@ -2,6 +2,7 @@
 //! summarize and judge offline, run experiment matrices and keep a resumable result log.
 
 pub mod calibrate;
+pub mod directives;
 pub mod external;
 pub mod judge;
 pub mod llm_setup;

@@ -110,6 +110,28 @@
 //! `rejected_requests_anthropic`, and once per rule it breaks in `rejections_by_rule`. Violations
 //! of other kinds (both providers accept them) count in `findings`.
 //!
+//! The experiment's provider (the one [`CacheProfile::provider`] names: `cache` / `provider` =
+//! `openai` or `anthropic`) is the target: a request it refuses, for a rule charged to the
+//! strategy, is a rejected call exactly as an over-window request is (step 4 above: under
+//! `overflow = "fail"` the conversation ends there, [`PairMetrics::rejected_because`] names the
+//! rules). The other provider's refusals are counted only; with no provider named
+//! (`cache = "none"`) no refusal ends a conversation.
+//!
+//! For Anthropic, a request whose tool loop is still running must carry the thinking blocks
+//! the recording's latest assistant message has, unchanged
+//! ([`compaction::RequestRule::ThinkingModified`]); the thinking blocks of the current tool
+//! loop count in the request's tokens (Anthropic strips earlier turns'), and a recorded
+//! assistant message's blocks in its output tokens.
+//!
+//! # Findings on the request
+//!
+//! - `latest_user_message_dropped`: requests without the most recent user message a person
+//!   typed (not a tool result, not harness text), neither verbatim nor as a copy of its text.
+//! - `fabricated_directives`: user directives a summary a model wrote states that no user
+//!   message so far holds ([`crate::directives`]); the offline stand-in's summaries are not
+//!   checked (they copy sentences: it cannot invent).
+//! - `inapplicable_reason`: [`Strategy::can_operate`] at the window, asked once.
+//!
 //! # Cost per call
 //!
 //! A call costs what changed since the previous one, not the length of the request, so a
@@ -281,6 +303,7 @@ pub fn replay_built(
     let strategy: &dyn Strategy = session.as_deref().unwrap_or(strategy);
     std::thread::scope(|scope| {
         let mut r = Replayer::new(conversation, settings, strategy, summarizer, judge, scope);
+        r.metrics.inapplicable_reason = strategy.can_operate(&budget).err();
         if r.strategy.rebuilds_from_history() {
             r.history = Some(Context::new());
         }
@@ -290,7 +313,8 @@ pub fn replay_built(
         for (i, m) in conversation.messages.iter().enumerate() {
             let entry = Entry::recorded(i, m.clone());
             if m.role == Role::Assistant {
-                r.call(i, entry.tokens(&r.exact));
+                let thinking: u64 = m.thinking.iter().map(|b| r.exact.text_tokens(b.text())).sum();
+                r.call(i, entry.tokens(&r.exact) + thinking);
                 if let Some(fault) = strategy.fault() {
                     return Err(ReplayError::Strategy(fault));
                 }
@@ -449,6 +473,8 @@ struct Checkpoint<'a, 's> {
     ended: bool,
     /// Per probe: its source message is not in the context verbatim.
     at_risk: Vec<bool>,
+    /// Per probe: the compaction rounds its source message went through before it was asked.
+    rounds: Vec<u32>,
 }
 
 struct Replayer<'a, 's> {
@@ -508,6 +534,28 @@ struct Replayer<'a, 's> {
     /// `first_not_user` at message 1): a request breaking the same rule at the same recorded
     /// message is refused for the recording's sake, whatever the strategy did.
     recording_rejections: HashSet<(Provider, RequestRule, usize)>,
+    /// Index of the most recent recorded user message typed by a person (the live request).
+    live_request: Option<usize>,
+    /// The current context lacks the live request (settled after each compaction).
+    live_dropped: bool,
+    /// The recorded user messages appended so far (what a summary's directives are checked
+    /// against).
+    user_messages: Vec<usize>,
+    /// The recording holds thinking blocks: they are counted and their rule checked.
+    thinking_in_use: bool,
+    /// The latest recorded assistant message appended.
+    last_assistant: Option<usize>,
+    /// The recorded assistant message of every call that compacted, in order.
+    compacted_at: Vec<usize>,
+    /// The summarizer is a model (not the offline stand-in, which cannot invent an
+    /// instruction): its summaries are checked for fabricated directives.
+    summarizer_is_model: bool,
+}
+
+/// A user message a person typed: not a tool result, not text the agent harness injected,
+/// not a summary the recorded agent wrote.
+fn is_live_request(m: &Message) -> bool {
+    m.role == Role::User && !m.meta_flag("injected") && !m.meta_flag("compact_summary") && !m.meta_flag("synthetic")
 }
 
 /// The exact tokens of what a recorded summary replaced in `ctx` (every entry `plan` does not
@@ -615,6 +663,71 @@ impl<'a, 's> Replayer<'a, 's> {
             rejected_at: None,
             recording_faults: recording_faults(conversation),
             recording_rejections: recording_rejections(conversation),
+            live_request: None,
+            live_dropped: false,
+            user_messages: Vec::new(),
+            compacted_at: Vec::new(),
+            thinking_in_use: conversation.messages.iter().any(|m| !m.thinking.is_empty()),
+            last_assistant: None,
+            summarizer_is_model: summarizer.name() != "offline",
+        }
+    }
+
+    /// The recorded user message the agent is answering (the live request), when there is one.
+    fn live_request(&self) -> Option<&'a Message> {
+        self.live_request.map(|i| &self.conversation.messages[i])
+    }
+
+    /// Whether the context holds the live request, verbatim or as a copy of its text.
+    fn holds_live_request(&self) -> bool {
+        let (Some(at), Some(live)) = (self.live_request, self.live_request()) else { return true };
+        self.ctx.entries().iter().rev().any(|e| {
+            e.origin().verbatim_index() == Some(at) || (e.role() == Role::User && e.message().content == live.content)
+        })
+    }
+
+    /// Exact tokens of the thinking blocks Anthropic counts in the request: those of the
+    /// assistant messages of the current tool loop (after the last user message that is not a
+    /// tool result); earlier turns' blocks are stripped. 0 for a recording without thinking.
+    fn loop_thinking_tokens(&self) -> u64 {
+        if !self.thinking_in_use {
+            return 0;
+        }
+        let entries = self.ctx.entries();
+        let start = entries.iter().rposition(|e| e.role() == Role::User).map_or(0, |i| i + 1);
+        entries[start..]
+            .iter()
+            .filter(|e| e.role() == Role::Assistant)
+            .flat_map(|e| e.message().thinking.iter())
+            .map(|b| self.exact.text_tokens(b.text()))
+            .sum()
+    }
+
+    /// Anthropic's thinking rule on the current request: in a tool loop still running, the
+    /// latest assistant message must carry the thinking blocks the recording's has.
+    fn thinking_refused(&self) -> bool {
+        let Some(recorded) = self.last_assistant.map(|i| &self.conversation.messages[i]) else { return false };
+        if recorded.thinking.is_empty() {
+            return false;
+        }
+        let entries = self.ctx.entries();
+        let Some(last) = entries.iter().rposition(|e| e.role() == Role::Assistant) else { return false };
+        let tail: Vec<&Message> = entries[last..].iter().map(|e| e.message()).collect();
+        compaction::thinking_rejection(&tail, Some(&recorded.thinking)).is_some()
+    }
+
+    /// Record the user directives `summaries` state that no user message so far holds.
+    fn check_directives(&mut self, call: u32, summaries: &[String]) {
+        let said: Vec<String> =
+            self.user_messages.iter().map(|i| self.conversation.messages[*i].content.clone()).collect();
+        for summary in summaries {
+            for d in crate::directives::fabricated(summary, &said) {
+                self.metrics.fabricated_directives.push(runlog::record::FabricatedDirective {
+                    call,
+                    directive: d.text,
+                    sentence: d.sentence,
+                });
+            }
         }
     }
 
@@ -624,6 +737,14 @@ impl<'a, 's> Replayer<'a, 's> {
     }
 
     fn append(&mut self, entry: Entry) {
+        if entry.role() == Role::Assistant {
+            self.last_assistant = entry.origin().recorded_index();
+        }
+        if is_live_request(entry.message()) {
+            self.user_messages.extend(entry.origin().recorded_index());
+            self.live_request = entry.origin().recorded_index();
+            self.live_dropped = false;
+        }
         self.uncompacted += entry.tokens(&self.exact);
         if let Some(h) = &mut self.history {
             h.push_metered(entry.clone(), &[&self.exact, self.strategy.estimator()]);
@@ -737,10 +858,14 @@ impl<'a, 's> Replayer<'a, 's> {
             }
         }
 
-        let tokens = self.ctx.tokens(&self.exact);
+        let tokens = self.ctx.tokens(&self.exact) + self.loop_thinking_tokens();
         let overflow = tokens > window;
         self.check_request();
-        self.check_providers();
+        let refused = self.check_providers();
+        if self.metrics.compaction_events.len() > events_before || self.live_dropped {
+            self.live_dropped = !self.holds_live_request();
+        }
+        self.metrics.latest_user_message_dropped += u64::from(self.live_dropped);
         let share = self.prefix_share();
         let cached = self.settings.cache.cached_tokens(&share).min(tokens);
         let written = cache_writes(self.settings.cache, tokens, cached);
@@ -753,11 +878,20 @@ impl<'a, 's> Replayer<'a, 's> {
         self.pre_compaction = None;
         self.edits.clear();
 
+        // The target provider (the one the experiment names) refuses the request: it fails as
+        // an over-window request does.
+        let target = self.settings.cache.provider();
+        let refused_by_target = refused.into_iter().find(|(p, _)| Some(*p) == target).map(|(_, rules)| rules);
         let billed = if self.ended() {
             false
-        } else if overflow && self.settings.overflow == OverflowPolicy::Fail {
+        } else if (overflow || refused_by_target.is_some()) && self.settings.overflow == OverflowPolicy::Fail {
             self.rejected_at = Some(index);
             self.metrics.first_rejected_call = Some(call);
+            self.metrics.rejected_because = Some(match refused_by_target {
+                Some(rules) if !overflow => rules.join(";"),
+                Some(rules) => format!("window;{}", rules.join(";")),
+                None => "window".to_string(),
+            });
             false
         } else {
             true
@@ -772,6 +906,9 @@ impl<'a, 's> Replayer<'a, 's> {
             m.cache_write_tokens += written;
             m.output_tokens += output_tokens;
             m.uncompacted_input_tokens += self.uncompacted;
+        }
+        if m.compaction_events.len() > events_before {
+            self.compacted_at.push(index);
         }
         m.timeline.push(CallPoint {
             call,
@@ -818,7 +955,10 @@ impl<'a, 's> Replayer<'a, 's> {
     /// A rule broken only where the recording itself breaks it (on a tool call the recording
     /// gets wrong, or at the recorded message where the whole recording breaks that rule) is
     /// the recording's and not counted.
-    fn check_providers(&mut self) {
+    /// Returns the providers that refused it, each with its rules (`provider/rule`).
+    fn check_providers(&mut self) -> Vec<(Provider, Vec<String>)> {
+        let mut refused = Vec::new();
+        let thinking_refused = self.thinking_in_use && self.thinking_refused();
         let entries = self.ctx.entries();
         for check in &mut self.providers {
             for e in &entries[check.len()..] {
@@ -846,6 +986,9 @@ impl<'a, 's> Replayer<'a, 's> {
             *seen = check.settled().len();
             let mut rules = charged.clone();
             rules.extend(check.unanswered().iter().filter(|r| charged_with(r)).map(|r| r.rule));
+            if provider == Provider::AnthropicMessages && thinking_refused {
+                rules.insert(RequestRule::ThinkingModified);
+            }
             if rules.is_empty() {
                 continue;
             }
@@ -854,8 +997,10 @@ impl<'a, 's> Replayer<'a, 's> {
                 Provider::AnthropicMessages => self.metrics.rejected_requests_anthropic += 1,
             }
             let call = u32::try_from(self.metrics.calls).unwrap_or(u32::MAX);
+            let mut keys = Vec::with_capacity(rules.len());
             for rule in rules {
                 let key = format!("{provider}/{rule}");
+                keys.push(key.clone());
                 match &mut self.metrics.first_rule_rejection {
                     None => self.metrics.first_rule_rejection = Some((call, vec![key.clone()])),
                     Some((c, keys)) if *c == call && !keys.contains(&key) => keys.push(key.clone()),
@@ -863,7 +1008,9 @@ impl<'a, 's> Replayer<'a, 's> {
                 }
                 *self.metrics.rejections_by_rule.entry(key).or_default() += 1;
             }
+            refused.push((provider, keys));
         }
+        refused
     }
 
     /// What the current request shares with the previous one.
@@ -1043,8 +1190,12 @@ impl<'a, 's> Replayer<'a, 's> {
         if replanned {
             self.metrics.summarizer_context_retries += 1;
         }
+        let model_written = recorded_summary.is_some() || self.summarizer_is_model;
         if let Some((replaced, written)) = recorded_summary {
             self.bill_recorded_summary(replaced, written);
+        }
+        if model_written {
+            self.check_directives(call, &out.event.summaries);
         }
         for v in &violations {
             if !is_structural(v.kind()) {
@@ -1094,7 +1245,16 @@ impl<'a, 's> Replayer<'a, 's> {
         let ended = self.rejected_at.is_some_and(|at| count > at);
         let verbatim: HashSet<usize> = self.ctx.entries().iter().filter_map(|e| e.origin().verbatim_index()).collect();
         let at_risk: Vec<bool> = asked.iter().map(|(p, _)| !verbatim.contains(&p.source_message)).collect();
-        let checkpoint = Checkpoint { pending: None, asked: asked.to_vec(), count, ended, at_risk };
+        // Calls that compacted after the source message was in: its rounds.
+        let marks = &self.compacted_at;
+        let rounds: Vec<u32> = asked
+            .iter()
+            .map(|(p, _)| {
+                let after = marks.len() - marks.partition_point(|m| *m <= p.source_message);
+                u32::try_from(after).unwrap_or(u32::MAX)
+            })
+            .collect();
+        let checkpoint = Checkpoint { pending: None, asked: asked.to_vec(), count, ended, at_risk, rounds };
         let probes: Vec<&'a Probe> = asked.iter().map(|(p, _)| *p).collect();
         if self.judge.defers() {
             // Scored on its own thread while the replay goes on (see `Judge::defers`).
@@ -1120,7 +1280,8 @@ impl<'a, 's> Replayer<'a, 's> {
     }
 
     fn record_scores(&mut self, checkpoint: &Checkpoint<'a, 's>, mut scores: Vec<ProbeScore>) {
-        let Checkpoint { asked, count, ended, at_risk, .. } = checkpoint;
+        let Checkpoint { asked, count, ended, at_risk, rounds, .. } = checkpoint;
+        self.metrics.probe_compactions.extend(rounds.iter().take(scores.len()));
         let (count, ended) = (*count, *ended);
         for ((s, (_, percent)), risk) in scores.iter_mut().zip(asked).zip(at_risk) {
             s.asked_at = count;

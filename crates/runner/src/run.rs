@@ -464,6 +464,8 @@ pub fn run(
         seed: plan.experiment.seed,
         tokenizer: plan.experiment.tokenizer,
         cache: plan.experiment.cache,
+        target_provider: plan.experiment.cache.provider(),
+        refusals: plan.experiment.cache.refusals(),
         summarizer: engine.summarizer.name(),
         judge: engine.judge.name(),
         shard: shard_text,

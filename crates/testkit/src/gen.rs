@@ -22,7 +22,7 @@
 //! assert!(compaction::check_context(&spec.build()).is_empty());
 //! ```
 
-use compaction::{Context, Inserted, Message, Role};
+use compaction::{Context, Entry, Inserted, Message, Role, ThinkingBlock, ThinkingKind};
 use proptest::prelude::*;
 
 use crate::builder::{next_recorded_index, Call, ContextBuilder};
@@ -203,7 +203,40 @@ impl ConversationSpec {
         if let Some(round) = &self.in_flight {
             b = b.calls_in_flight(round.text.render(), round.calls.iter().map(CallSpec::to_call).collect());
         }
-        b.build()
+        let ctx = b.build();
+        if !self.thinking() {
+            return ctx;
+        }
+        // Extended thinking: every recorded assistant message opens with a signed thinking block.
+        let entries = ctx
+            .entries()
+            .iter()
+            .map(|e| match e.origin().recorded_index() {
+                Some(i) if e.role() == Role::Assistant && !e.message().meta_flag("compact_summary") => {
+                    let mut m = e.message().clone();
+                    m.thinking.push(thinking_block(i));
+                    Entry::new(m, e.origin().clone())
+                }
+                _ => e.clone(),
+            })
+            .collect();
+        Context::from_entries(entries)
+    }
+
+    /// Whether the conversation was recorded with extended thinking (every third length of
+    /// conversation, so that no random draw is added to the generators' streams).
+    pub fn thinking(&self) -> bool {
+        self.turns.len() % 3 == 1
+    }
+}
+
+/// The thinking block of recorded assistant message `index`, with an opaque signature.
+pub fn thinking_block(index: usize) -> ThinkingBlock {
+    ThinkingBlock {
+        kind: if index % 5 == 4 { ThinkingKind::RedactedThinking } else { ThinkingKind::Thinking },
+        thinking: if index % 5 == 4 { String::new() } else { format!("Let me think about step {index}.") },
+        data: if index % 5 == 4 { format!("EnCrYpTeD{index}") } else { String::new() },
+        signature: format!("sig-{index:08x}"),
     }
 }
 

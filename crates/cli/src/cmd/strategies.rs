@@ -33,6 +33,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     for s in &catalog {
         say!("{}  [{}]  ({})", s.name, s.family, s.source);
         say!("    {}", s.summary);
+        say!("    {}", operates_when(s.name));
         for p in &s.params {
             say!("    --{} <{}> = {}    {}", p.name, p.ty, p.default, p.meaning);
         }
@@ -64,6 +65,7 @@ fn markdown(catalog: &[compaction::StrategyInfo]) -> String {
             _ => "a reference: replays the recording's own compaction".to_string(),
         };
         let _ = writeln!(out, "{} ({source})\n", s.summary.trim());
+        let _ = writeln!(out, "{}\n", operates_when(s.name));
         if s.params.is_empty() {
             let _ = writeln!(out, "No parameters.\n");
             continue;
@@ -76,6 +78,28 @@ fn markdown(catalog: &[compaction::StrategyInfo]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// The windows `operates_when` tries the defaults at.
+const WINDOWS: [u64; 4] = [8_000, 16_000, 32_000, 128_000];
+
+/// When the strategy can operate ([`compaction::Strategy::can_operate`]), in words, and the
+/// usual windows where its defaults cannot.
+fn operates_when(name: &str) -> String {
+    let Some(strategy) = compaction::StrategyConfig::default_for(name).and_then(|c| c.build().ok()) else {
+        return "Operates at any window.".to_string();
+    };
+    let cannot: Vec<String> = WINDOWS
+        .iter()
+        .filter(|w| strategy.can_operate(&compaction::Budget::new(**w)).is_err())
+        .map(|w| format!("{}k", w / 1_000))
+        .collect();
+    let condition = strategy.operating_condition();
+    if cannot.is_empty() {
+        format!("Operates when {condition}.")
+    } else {
+        format!("Operates when {condition}; with its defaults, inapplicable at {}.", cannot.join(", "))
+    }
 }
 
 /// Text made safe for one Markdown table cell.

@@ -496,6 +496,29 @@ impl Strategy for PruneThenSummarize {
     fn threshold(&self, _ctx: &Context, budget: &Budget) -> Option<u64> {
         Some(self.prune_budget(budget).line())
     }
+    /// The prune protects `prune_protect` tokens of tool output; when that is at least the
+    /// usable window (`window - output_reserve`) no request that fits has an output to clear,
+    /// and an agent run under one user message has nothing to summarize either.
+    fn can_operate(&self, budget: &Budget) -> Result<(), String> {
+        let usable = self.prune_budget(budget).usable();
+        let p = &self.params;
+        if usable == 0 {
+            return Err(format!(
+                "output_reserve ({}) is at least the window ({})",
+                p.output_reserve, budget.context_window
+            ));
+        }
+        if p.prune_protect >= usable {
+            return Err(format!(
+                "prune_protect ({}) is at least the usable window ({usable} = window - output_reserve): the prune can never clear an output of a request that fits",
+                p.prune_protect
+            ));
+        }
+        Ok(())
+    }
+    fn operating_condition(&self) -> &'static str {
+        "output_reserve (4,096) and the prune's protected tail, prune_protect (40,000), are below the window - output_reserve"
+    }
     fn should_compact(&self, ctx: &Context, budget: &Budget) -> bool {
         let over = !Self::last_finished_is_summary(ctx) && self.prune_budget(budget).is_overflow(self.estimate(ctx));
         over || self.cleanup_plan(ctx, Trigger::Proactive).is_some()

@@ -244,6 +244,21 @@ impl Strategy for SplitFraction {
     fn name(&self) -> &'static str {
         "split-fraction"
     }
+    /// The utilization's denominator (`window - system - max_output_tokens`) must be positive
+    /// for the threshold to be reachable: with `max_output_tokens` at least the window it never is.
+    fn can_operate(&self, budget: &Budget) -> Result<(), String> {
+        let reserve = self.params.max_output_tokens;
+        if reserve >= budget.context_window {
+            return Err(format!(
+                "max_output_tokens ({reserve}) is at least the window ({}): utilization never passes {}%, it never compacts",
+                budget.context_window, self.params.threshold_percent
+            ));
+        }
+        Ok(())
+    }
+    fn operating_condition(&self) -> &'static str {
+        "max_output_tokens (16,384 by default) is below the window"
+    }
     fn estimator(&self) -> &dyn TokenCounter {
         &self.estimator
     }

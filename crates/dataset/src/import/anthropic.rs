@@ -4,12 +4,12 @@
 //! `model`), or JSONL with one of those per line. `system` (a string or text blocks) becomes
 //! the leading system message. Content is a string or a list of blocks: in an assistant
 //! message `text` blocks become its content and `tool_use` blocks its calls (`input`
-//! serialized as the arguments); `thinking` and `redacted_thinking` are hidden reasoning and
-//! are left out. In a user message each `tool_result` block becomes a tool message (its
+//! serialized as the arguments); `thinking` and `redacted_thinking` blocks are kept opaque,
+//! with their signatures, in [`Message::thinking`]. In a user message each `tool_result` block becomes a tool message (its
 //! content a string or text blocks, `is_error` kept), then the remaining text and image blocks
 //! become one user message after them.
 
-use compaction::{Message, Role, ToolCall};
+use compaction::{Message, Role, ThinkingBlock, ThinkingKind, ToolCall};
 use serde_json::Value;
 
 use super::json::{self, documents, role, str_of, text};
@@ -83,7 +83,12 @@ pub(crate) fn assistant(m: &Value, at: &At) -> Sourced {
                         });
                         calls.push(content_at.at(k));
                     }
-                    Some("thinking") | Some("redacted_thinking") => {}
+                    Some(kind @ ("thinking" | "redacted_thinking")) => msg.thinking.push(ThinkingBlock {
+                        kind: if kind == "thinking" { ThinkingKind::Thinking } else { ThinkingKind::RedactedThinking },
+                        thinking: str_of(b, "thinking").unwrap_or_default().to_string(),
+                        data: str_of(b, "data").unwrap_or_default().to_string(),
+                        signature: str_of(b, "signature").unwrap_or_default().to_string(),
+                    }),
                     _ => texts.push(text(Some(b))),
                 }
             }
@@ -160,5 +165,36 @@ mod tests {
         assert_eq!(m[3].content, "a.rs");
         assert_eq!(m[4].content, "and then?");
         assert_eq!(d.messages[3].at.field.to_string(), "messages[2].content[0]");
+        // The thinking block is kept, opaque (no signature recorded here).
+        assert_eq!(m[2].thinking.len(), 1);
+        assert_eq!((m[2].thinking[0].kind, m[2].thinking[0].thinking.as_str()), (ThinkingKind::Thinking, "hm"));
+    }
+
+    #[test]
+    fn thinking_and_redacted_thinking_keep_their_signatures_and_data() {
+        let text = r#"{"messages":[{"role":"user","content":"go"},
+            {"role":"assistant","content":[{"type":"thinking","thinking":"plan it","signature":"EqQBCkYIARgCKkB"},
+              {"type":"redacted_thinking","data":"EmwKAhgBEgy3va"},{"type":"text","text":"Done."}]}]}"#;
+        let out = parse(text, &FileCtx { key: "k".into() });
+        let d = out[0].as_ref().expect("parses");
+        let blocks = &d.messages[1].message.thinking;
+        assert_eq!(
+            blocks,
+            &vec![
+                ThinkingBlock {
+                    kind: ThinkingKind::Thinking,
+                    thinking: "plan it".into(),
+                    data: String::new(),
+                    signature: "EqQBCkYIARgCKkB".into()
+                },
+                ThinkingBlock {
+                    kind: ThinkingKind::RedactedThinking,
+                    thinking: String::new(),
+                    data: "EmwKAhgBEgy3va".into(),
+                    signature: String::new()
+                },
+            ]
+        );
+        assert_eq!(d.messages[1].message.content, "Done.");
     }
 }

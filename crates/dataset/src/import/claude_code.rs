@@ -2,7 +2,7 @@
 //!
 //! - `assistant` lines hold one content block each; the lines of one response share
 //!   `message.id` and are merged into one assistant message (text blocks joined, `tool_use`
-//!   blocks as calls, `thinking` left out), even when tool results were written between them
+//!   blocks as calls, `thinking` and `redacted_thinking` blocks kept with their signatures), even when tool results were written between them
 //!   (parallel calls run while the response streams). A response made by Claude Code itself
 //!   (model `<synthetic>`, for example an API error notice) is flagged `meta.injected`.
 //! - `user` lines: each `tool_result` block becomes a tool message; other content becomes a
@@ -274,6 +274,7 @@ fn merge(into: &mut Sourced, part: Sourced) {
         }
         into.message.content.push_str(text);
     }
+    into.message.thinking.extend(part.message.thinking);
     into.message.tool_calls.extend(part.message.tool_calls);
     into.calls.extend(part.calls);
     if part.message.finish_reason.is_some() {
@@ -323,6 +324,25 @@ mod tests {
         );
         assert_eq!(d.messages[3].at.line, Some(3));
         assert_eq!(d.conversation.context_window, Some(CLAUDE_WINDOW));
+    }
+
+    #[test]
+    fn thinking_lines_of_a_response_are_merged_into_its_message_with_their_signatures() {
+        let lines = [
+            r#"{"type":"user","sessionId":"s","message":{"role":"user","content":"start"}}"#,
+            r#"{"type":"assistant","message":{"id":"m1","model":"claude-x","content":[{"type":"thinking","thinking":"list first","signature":"sigA"}]}}"#,
+            r#"{"type":"assistant","message":{"id":"m1","model":"claude-x","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}}]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"a.rs"}]}}"#,
+        ];
+        let out = parse(&lines.join("\n"), &FileCtx { key: "s".into() });
+        let d = out[0].as_ref().expect("parses");
+        let assistant = &d.messages[1].message;
+        assert_eq!(assistant.tool_calls.len(), 1);
+        assert_eq!(assistant.thinking.len(), 1);
+        assert_eq!(
+            (assistant.thinking[0].thinking.as_str(), assistant.thinking[0].signature.as_str()),
+            ("list first", "sigA")
+        );
     }
 
     fn import(lines: &[&str], strict: bool) -> super::super::FileImport {

@@ -9,6 +9,7 @@
 //! | `paper` | a staged paper-writing chat in Indonesian (seed 000): `stage` labels, `meta.stage_decision` on approvals, short chitchat |
 //! | `support` | an airline customer-service agent in the style of tau-bench: policy in the system prompt, user and reservation ids, one lookup at a time |
 //! | `data` | a data-analysis session with huge tool outputs: query results, logs and CSV dumps of tens of KB |
+//! | `long` | one long coding session (the `coding` scenario near [`MAX_TOKENS`]): facts planted early must survive ten and more compactions at 32k, so drift across repeated compactions shows |
 //!
 //! Every conversation opens with a system prompt, plants facts early (where compaction puts
 //! them at risk) and throughout, and ends with what comes next, so each has probes of all five
@@ -59,6 +60,7 @@ pub enum Family {
     Paper,
     Support,
     Data,
+    Long,
 }
 
 /// A band of target sizes in exact tokens. A conversation stops growing once past its target,
@@ -74,7 +76,17 @@ const fn band(min: u64, max: u64) -> Band {
 }
 
 impl Family {
-    pub const ALL: [Family; 5] = [Family::Coding, Family::Cms, Family::Paper, Family::Support, Family::Data];
+    pub const ALL: [Family; 6] =
+        [Family::Coding, Family::Cms, Family::Paper, Family::Support, Family::Data, Family::Long];
+
+    /// How many conversations the family gives when `per_family` are asked for: `long` has one
+    /// (a second would only lengthen every run).
+    pub fn items(self, per_family: usize) -> usize {
+        match self {
+            Family::Long => per_family.min(1),
+            _ => per_family,
+        }
+    }
 
     /// The name used in files and `source` (`synthetic/<name>`).
     pub fn name(self) -> &'static str {
@@ -84,6 +96,7 @@ impl Family {
             Family::Paper => "paper",
             Family::Support => "support",
             Family::Data => "data",
+            Family::Long => "long",
         }
     }
 
@@ -95,6 +108,7 @@ impl Family {
             Family::Paper => "staged paper-writing chat in Indonesian with approved stages",
             Family::Support => "airline customer-service agent handling a coordinator's many bookings",
             Family::Data => "data analyst chasing a metric drop through queries, logs and CSV dumps",
+            Family::Long => "one long coding session across many failing tests, compacted ten times and more at 32k",
         }
     }
 
@@ -106,13 +120,14 @@ impl Family {
             Family::Paper => [band(45_000, 60_000), band(100_000, 140_000), band(180_000, 250_000)],
             Family::Support => [band(42_000, 55_000), band(90_000, 130_000), band(160_000, 220_000)],
             Family::Data => [band(50_000, 70_000), band(130_000, 180_000), band(260_000, 340_000)],
+            Family::Long => [band(360_000, 380_000); 3],
         }
     }
 
     /// The context window stamped on the family's conversations.
     pub fn context_window(self) -> u64 {
         match self {
-            Family::Coding => 200_000,
+            Family::Coding | Family::Long => 200_000,
             Family::Cms | Family::Paper | Family::Support | Family::Data => 128_000,
         }
     }
@@ -126,7 +141,7 @@ impl std::fmt::Display for Family {
 
 /// A family name that is not one of [`Family::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown family {name:?} (known: coding, cms, paper, support, data)")]
+#[error("unknown family {name:?} (known: coding, cms, paper, support, data, long)")]
 pub struct UnknownFamily {
     pub name: String,
 }
@@ -162,7 +177,7 @@ pub fn generate(seed: u64, family: Family, index: usize) -> Conversation {
     };
     let spec = Spec { rng, target, finish };
     match family {
-        Family::Coding => coding::generate(spec),
+        Family::Coding | Family::Long => coding::generate(spec),
         Family::Cms => cms::generate(spec),
         Family::Paper => paper::generate(spec),
         Family::Support => support::generate(spec),
@@ -170,9 +185,9 @@ pub fn generate(seed: u64, family: Family, index: usize) -> Conversation {
     }
 }
 
-/// Conversations `0..count` of `family` under `seed`.
+/// Conversations `0..count` of `family` under `seed` (at most one of `long`: [`Family::items`]).
 pub fn generate_family(seed: u64, family: Family, count: usize) -> Vec<Conversation> {
-    (0..count).map(|i| generate(seed, family, i)).collect()
+    (0..family.items(count)).map(|i| generate(seed, family, i)).collect()
 }
 
 /// JSONL text: one conversation per line, each followed by `\n`.

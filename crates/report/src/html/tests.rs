@@ -115,6 +115,8 @@ fn run_data() -> RunData {
         seed: 1,
         tokenizer: compaction::Encoding::O200kBase,
         cache: runlog::settings::CacheProfile::None,
+        target_provider: None,
+        refusals: runlog::settings::CacheProfile::None.refusals(),
         summarizer: "offline".into(),
         judge: "offline".into(),
         shard: None,
@@ -517,4 +519,36 @@ fn the_compaction_section_stops_listing_at_its_size_bound() {
     assert!(section.contains(&format!("{omitted} pairs are not listed because the page reached its size bound")));
     // Every pair is still named with its count.
     assert_eq!(section.matches("class=\"pair-events\"").count(), pairs);
+}
+
+#[test]
+fn an_inapplicable_configuration_is_listed_with_its_reason_and_never_ranked() {
+    let mut data = run_data();
+    for r in &mut data.records {
+        if let PairOutcome::Ok(m) = &mut r.outcome {
+            if r.strategy == "truncate" {
+                m.inapplicable_reason = Some(format!("max_output_tokens is at least the window {HOSTILE}"));
+            }
+            m.fabricated_directives.push(runlog::record::FabricatedDirective {
+                call: 2,
+                directive: format!("push to main {HOSTILE}"),
+                sentence: format!("The user asked to push to main {HOSTILE}."),
+            });
+        }
+    }
+    let summaries = summary::summarize(&data.manifest.experiment.configurations, &data.records, 1);
+    let truncate = summaries.iter().find(|s| s.config.strategy == "truncate").expect("a truncate row");
+    assert!(!truncate.applicable && truncate.inapplicable_reason.starts_with("max_output_tokens"));
+    let ranked = summary::rank(summaries.iter().collect());
+    assert!(ranked.iter().all(|s| s.config.strategy != "truncate"), "an inapplicable configuration is not ranked");
+    assert!(ranked.iter().any(|s| s.config.strategy == "none"));
+    let html = render(&data, &ProbeTexts::default());
+    let table = &html[html.find("id=\"leaderboard-table\"").expect("table")..];
+    let table = &table[..table.find("</table>").expect("end")];
+    assert!(!table.contains(">truncate<"), "not in the leaderboard");
+    let section = &html[html.find("id=\"failures\"").expect("section")..];
+    assert!(section.contains("inapplicable"));
+    assert!(section.contains(&escape(&format!("max_output_tokens is at least the window {HOSTILE}"))));
+    assert!(section.contains(&escape(&format!("The user asked to push to main {HOSTILE}."))));
+    assert_eq!(html.matches("<script").count(), 1);
 }

@@ -212,7 +212,8 @@ fn headers_are_pinned() {
         "conversation_id,dataset,strategy,config_id,params,window,status,error,calls,compactions,overflows,\
          violations,peak_tokens,input_tokens,cached_tokens,output_tokens,uncompacted_input_tokens,final_tokens,\
          summarizer_calls,summarizer_failures,cost_usd,summary_cost_usd,probes,retention,at_risk_probes,at_risk_retention,\
-         cache_hit_rate,judge,rejected_requests_openai,rejected_requests_anthropic,findings,completed,first_rejected_call,recording_violations"
+         cache_hit_rate,judge,rejected_requests_openai,rejected_requests_anthropic,findings,completed,first_rejected_call,recording_violations,\
+         rejected_because,applicable,latest_user_message_dropped,fabricated_directives"
     );
     assert_eq!(
         SUMMARY_HEADER.join(","),
@@ -223,7 +224,9 @@ fn headers_are_pinned() {
          at_risk_retention_task,at_risk_retention_recall,at_risk_retention_artifact,at_risk_retention_decision,\
          at_risk_retention_continuation,judge,rejected_requests_openai,rejected_requests_anthropic,findings,\
          summary_cost_usd_mean,dataset,completion_rate,compacted_conversations,retention_if_sent_mean,\
-         paired_at_risk_retention,paired_at_risk_probes,estimate_error_p50,estimate_error_p95"
+         paired_at_risk_retention,paired_at_risk_probes,estimate_error_p50,estimate_error_p95,\
+         applicable,inapplicable_reason,latest_user_message_dropped,fabricated_directives,post_compaction_growth,\
+         median_calls_between_compactions"
     );
     assert_eq!(
         PROBES_HEADER.join(","),
