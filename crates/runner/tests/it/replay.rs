@@ -959,10 +959,11 @@ fn goose_compacts_in_a_tool_loop_only_on_a_context_length_error() {
         assert_eq!(e.trigger, Trigger::Overflow, "call {}", e.call);
         assert!(e.tokens_before > window, "call {}: {} tokens", e.call, e.tokens_before);
     }
-    // With a user message arriving over 80% instead, the threshold compacts before the reply.
+    // With a user message arriving over 80% instead, the threshold compacts before the reply
+    // (a small summary cap, so that the summary request fits this small window).
     let chat = chat(20, 10, 100, 100).conversation("c");
-    let m = run(&chat, &settings(strategy(json!({"name": "goose"})), 1_200));
-    assert!(m.compaction_events.iter().any(|e| e.trigger == Trigger::Proactive));
+    let m = run(&chat, &settings(strategy(json!({"name": "goose", "summary_max_tokens": 100})), 1_200));
+    assert!(m.compaction_events.iter().any(|e| e.trigger == Trigger::Proactive), "{:?}", requests(&m));
     for e in m.compaction_events.iter().filter(|e| e.trigger == Trigger::Proactive) {
         let at = m.timeline[e.call as usize].message_index;
         assert_eq!(chat.messages[at - 1].role, compaction::Role::User, "call {}", e.call);
