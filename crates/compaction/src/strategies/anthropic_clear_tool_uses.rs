@@ -1,37 +1,55 @@
 //! `anthropic-clear-tool-uses`: the Anthropic Messages API's context editing strategy
-//! `clear_tool_uses_20250919`.
+//! `clear_tool_uses_20250919`, applied server-side to each request.
 //!
-//! Source: the API's context-editing documentation and its SDK models (anthropics/anthropic-sdk
-//! `BetaClearToolUses20250919Edit`: `trigger`, `keep`, `clear_at_least`, `exclude_tools`,
-//! `clear_tool_inputs`); LangChain's `ClearToolUsesEdit`, which "mirrors Anthropic's
-//! `clear_tool_uses_20250919` behavior" (langchain `agents/middleware/context_editing`), states
-//! the same defaults in code: `trigger = 100000`, `keep = 3`, `clear_at_least = 0`,
-//! `clear_tool_inputs = False`, placeholder `"[cleared]"`. **verify** of PRODUCTION.md (`keep`
-//! 3): read there, confirmed.
+//! Source: the API documentation, "Context editing"
+//! (<https://platform.claude.com/docs/en/build-with-claude/context-editing>, read
+//! 2026-11-27), and its SDK models (anthropics/anthropic-sdk `BetaClearToolUses20250919Edit`:
+//! `trigger`, `keep`, `clear_at_least`, `exclude_tools`, `clear_tool_inputs`); LangChain's
+//! `ClearToolUsesEdit`, which "mirrors Anthropic's `clear_tool_uses_20250919` behavior"
+//! (langchain `agents/middleware/context_editing`), states the same defaults in code:
+//! `trigger = 100000`, `keep = 3`, `clear_at_least = 0`, `clear_tool_inputs = False`,
+//! placeholder `"[cleared]"`. **verify** of PRODUCTION.md (`keep` 3): read there, confirmed.
 //!
+//! - **Server-side, per request**: "context editing is applied server-side before the prompt
+//!   reaches Claude; your client application maintains the full, unmodified conversation
+//!   history". So the replay keeps the full history and every request is the edited view of
+//!   it ([`Strategy::rebuilds_from_history`]): the trigger is tested on the unedited input on
+//!   every request, and once past it (the history only grows) every later request is edited,
+//!   the cleared boundary moving forward with each new tool use. Each new clearing changes the
+//!   request from the first newly cleared result on, which the prefix-cache metering charges,
+//!   as the documentation warns ("clearing invalidates the cached prompt prefix").
 //! - **Trigger**: the input passes `trigger` tokens (100,000 by default, on Claude's 200,000-token
 //!   window). Departure: without an explicit `trigger` the default is scaled to the replay's
 //!   window, 100,000 / 200,000 = 50% of it, so that a 32k replay clears at 16k as a 200k model
 //!   would at 100k (an absolute 100,000 would never fire below a 100k window).
 //! - **Clear**: every tool result older than the newest `keep` tool uses is replaced by the
 //!   placeholder, oldest first, except results of the tools named in `exclude_tools`
-//!   (comma-separated here) and results already cleared. Calls, ids and names stay.
-//! - **`clear_at_least`**: when set, clearing happens only if it frees at least that many tokens;
-//!   otherwise nothing is cleared (the point of the setting: clearing invalidates the prompt
-//!   cache from the first cleared result on, and the replay's cache metering shows that cost).
+//!   (comma-separated here). Calls, ids and names stay.
+//! - **`clear_at_least`**: when set, a request's clearing happens only if it frees at least that
+//!   many tokens; otherwise that request goes unedited.
 //! - **`clear_tool_inputs`**: the cleared calls' arguments are emptied too (`{}`); the
 //!   assistant message is then a new message ([`Inserted::Other`]) carrying the same text and
 //!   call ids.
 //! - **Forced** ([`Trigger::Overflow`]): clears the same way without the threshold check. When
 //!   nothing is left to clear there is no plan, and the request overflows as the API's would.
 //!
+//! What the documentation leaves open, and the choice made here: (1) whether `keep` counts tool
+//!   uses (calls) or tool results: here results, one per call, so a response with parallel
+//!   calls keeps as many results as `keep` says; (2) whether the trigger's input count includes
+//!   the tool definitions and system prompt: here the whole request (system prompt and
+//!   messages; the recordings carry no tool definitions); (3) whether `clear_at_least` is
+//!   measured before or after the placeholder is written: here the tokens freed net of the
+//!   placeholder; (4) the placeholder's exact text: LangChain's mirror writes `[cleared]`, used
+//!   here; (5) whether a request under the trigger after an earlier clearing sees the earlier
+//!   clearing again: here no (each request is edited from the unedited history alone; the
+//!   history only grows, so once over the trigger it stays over).
+//!
 //! What the replay then measures, as the API behaves: clearing tool results is this edit's
 //! only move. When what it never clears (the system prompt, user and assistant text, tool
 //! calls, the newest `keep` tool uses) outgrows the window, the request is over it and the API
 //! answers with a context-length error; Anthropic pairs the edit with server-side compaction
-//! (`anthropic-compaction`) for that case. On the synthetic sets at 32k about a fifth of its
-//! requests are over the window; under `overflow = "fail"` the conversation ends there. This is
-//! the design's behaviour, not a replay artefact.
+//! (`anthropic-compaction`) for that case. Under `overflow = "fail"` the conversation ends
+//! there. This is the design's behaviour, not a replay artefact.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -45,9 +63,10 @@ use crate::strategy::{Budget, Plan, Promises, Slot, Strategy, Trigger};
 use crate::tokens::{Exact, TokenCounter};
 
 /// One line for the catalog: what the strategy does.
-pub const SUMMARY: &str = "Anthropic context editing clear_tool_uses_20250919: once the input passes the trigger \
-     (100k of a 200k window, i.e. 50%), replaces every tool result but the newest 3 tool uses with [cleared]; \
-     optional clear_at_least, exclude_tools, clear_tool_inputs; no model call.";
+pub const SUMMARY: &str = "Anthropic context editing clear_tool_uses_20250919, server-side: the client keeps the full \
+     history; every request whose unedited input passes the trigger (100k of a 200k window, i.e. 50%) is sent with \
+     every tool result but the newest 3 tool uses replaced by [cleared]; optional clear_at_least, exclude_tools, \
+     clear_tool_inputs; no model call.";
 
 /// The placeholder text of a cleared result.
 pub const PLACEHOLDER: &str = "[cleared]";
@@ -220,6 +239,10 @@ impl Strategy for AnthropicClearToolUses {
             },
             settled: last + 1,
         })
+    }
+    /// The API edits each request server-side; the client sends the full history every time.
+    fn rebuilds_from_history(&self) -> bool {
+        true
     }
     fn promises(&self, ctx: &Context, _budget: &Budget) -> Promises {
         // Everything from the oldest kept tool result on stays verbatim (unless its call's

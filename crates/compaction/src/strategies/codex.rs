@@ -1,11 +1,17 @@
 //! `codex`: the Codex CLI's local ("inline") auto-compaction.
 //!
-//! Source: openai/codex `codex-rs/core/src/compact.rs` (`run_inline_auto_compact_task`,
-//! `collect_user_messages`, `build_compacted_history`, `COMPACT_USER_MESSAGE_MAX_TOKENS =
-//! 20_000`), `codex-rs/core/templates/compact/prompt.md` (the handoff prompt) and
-//! `summary_prefix.md` (the prefix of the summary message); the trigger from
-//! `codex-rs/protocol/src/openai_models.rs` `auto_compact_token_limit()`: `(window * 9) / 10`.
-//! Read with the code search.
+//! Source: openai/codex `codex-rs/core/src/compact.rs` at
+//! e06dd0e5d5694c24968bf49b62466cdedae04aaa (`run_inline_auto_compact_task`,
+//! `run_compact_task_inner`, `collect_user_messages`, `build_compacted_history`,
+//! `COMPACT_USER_MESSAGE_MAX_TOKENS = 20_000`, `should_use_remote_compact_task`),
+//! `codex-rs/core/templates/compact/prompt.md` (the handoff prompt) and `summary_prefix.md` (the
+//! prefix of the summary message); the trigger from `codex-rs/protocol/src/openai_models.rs`
+//! `auto_compact_token_limit()`: `(window * 9) / 10`. Read with the code search.
+//!
+//! **The local path, not the remote one.** With an OpenAI provider Codex compacts remotely
+//! (`should_use_remote_compact_task`: `provider.is_openai()`, the `/responses/compact`
+//! endpoint), whose summary and replacement history OpenAI's server produces and no replay can
+//! reproduce. This module models the local path Codex takes with every other provider.
 //!
 //! - **Trigger**: the request's tokens (the model's reported usage; exact `o200k_base` here)
 //!   above `(window x 9) / 10`.
@@ -20,17 +26,22 @@
 //!   dropped; in chronological order. Then one user message: the handoff prefix (another model
 //!   started the work; build on its summary) and the summary. No assistant message, tool call
 //!   or tool output is kept.
-//! - **Summary request too long**: Codex removes the oldest history item and retries until the
-//!   request fits. Here the plan does the same before asking: the oldest entries of the span go
-//!   until span + output cap fit the window (`notes.dropped_for_fit`). A span that cannot fit
-//!   even with one entry leaves no plan.
+//! - **Summary request too long**: the summary turn is sent with the whole history and no room
+//!   reserved for its output; only when the provider answers `ContextWindowExceeded` does Codex
+//!   remove the oldest history item and send again, until it fits. Here the plan does the same
+//!   before asking: the oldest entries of the span go while the span alone is over the window
+//!   (`notes.dropped_for_fit`); each of them stands for one refused summary request
+//!   (`notes.summary_requests_refused`). A span that cannot fit even with one entry leaves no
+//!   plan (Codex returns the error).
 //! - **Failure**: a failed summary fails the compaction task; the history is unchanged.
 //! - **Forced** ([`Trigger::Overflow`]): the same compaction (Codex compacts when the model
 //!   reports the context window exceeded).
 //!
-//! Departures: the kept user messages and the summary are consecutive user messages, as Codex
-//! builds them: [`ViolationKind::RoleAlternation`] is a documented deviation. The summary's
-//! output cap (`summary_max_tokens`, 4,096) is a benchmark choice; Codex sets none.
+//! Departures, each kept for a reason: the kept user messages and the summary are consecutive
+//! user messages, as Codex builds them: [`ViolationKind::RoleAlternation`] is a documented
+//! deviation. The summary's output cap (`summary_max_tokens`, 4,096) is a benchmark choice;
+//! Codex sets none. The refused summary requests are counted in the notes, not billed: the
+//! replay's summarizer is asked once, with the span that fits.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -168,14 +179,12 @@ impl Strategy for Codex {
         if start >= ctx.len() {
             return None;
         }
-        // `prod::request_fits` of the span as its oldest items are dropped one at a time, from
-        // a running total (one pass, not a recount per dropped item).
-        let output = u64::from(self.params.summary_max_tokens);
-        let reserve = output.min(budget.context_window / 4);
+        // The span's size as its oldest items are dropped one at a time, from a running total
+        // (one pass, not a recount per dropped item). Nothing is reserved for the output: only a context-window error drops an item.
         let entries = &ctx.entries()[start..];
         let mut total: u64 = entries.iter().map(|e| e.tokens(&self.meter)).sum();
         let mut dropped = 0usize;
-        while total.saturating_add(reserve) > budget.context_window {
+        while total > budget.context_window {
             if entries.len() - dropped <= 1 {
                 return None;
             }
@@ -183,7 +192,7 @@ impl Strategy for Codex {
             dropped += 1;
         }
         let span: Vec<usize> = (start + dropped..ctx.len()).collect();
-        debug_assert!(prod::request_fits(ctx, &span, &self.meter, budget.context_window, output));
+        debug_assert!(prod::span_tokens(ctx, &span, &self.meter) <= budget.context_window);
         let mut layout: Vec<Slot> = prod::keep(0..start).collect();
         for k in self.kept_users(ctx) {
             layout.push(match k.truncated {
@@ -199,7 +208,9 @@ impl Strategy for Codex {
         });
         let request =
             SummaryRequest::new(span, PromptKind::CodexHandoff, self.params.summary_max_tokens, prod::next_round(ctx));
-        Some(prod::summary_plan(trigger, layout, request, "dropped_for_fit", dropped))
+        let mut plan = prod::summary_plan(trigger, layout, request, "dropped_for_fit", dropped);
+        plan.notes.insert("summary_requests_refused".into(), dropped.into());
+        Some(plan)
     }
     fn promises(&self, ctx: &Context, _budget: &Budget) -> Promises {
         // The last message is kept verbatim when it is a user message that fits.
@@ -270,18 +281,29 @@ mod tests {
         assert_eq!(approx_tokens(&cut.replace("…5004 tokens truncated…", "")), 19_996);
     }
 
+    /// `run_compact_task_inner`: the summary turn goes out with the whole history and nothing
+    /// reserved for its output; each `ContextWindowExceeded` removes the oldest item and the
+    /// turn is sent again.
     #[test]
     fn a_summary_request_over_the_window_drops_the_oldest_items() {
         let s = Codex::new(Params { summary_max_tokens: 100, ..Params::default() }).unwrap();
         let ctx = session("build a parser");
-        // A window the size of the span cannot also take the output room (a quarter of it).
         let all: Vec<usize> = (1..ctx.len()).collect();
-        let budget = Budget::new(prod::span_tokens(&ctx, &all, &Exact::o200k()));
-        let plan = s.plan(&ctx, &budget, Trigger::Overflow).unwrap();
+        let whole = prod::span_tokens(&ctx, &all, &Exact::o200k());
+        // A window the size of the span: it fits as it is, no room reserved for the output.
+        let plan = s.plan(&ctx, &Budget::new(whole), Trigger::Overflow).unwrap();
+        assert_eq!(plan.notes["dropped_for_fit"], 0);
+        assert_eq!(plan.requests[0].span, all);
+        // One token less: the provider refuses, the oldest item goes, and so on until it fits.
+        let plan = s.plan(&ctx, &Budget::new(whole - 1), Trigger::Overflow).unwrap();
         let dropped = plan.notes["dropped_for_fit"].as_u64().unwrap();
         assert!(dropped >= 1, "dropped {dropped}");
+        assert_eq!(plan.notes["summary_requests_refused"].as_u64(), Some(dropped));
         assert_eq!(plan.requests[0].span[0], 1 + dropped as usize);
         assert_eq!(*plan.requests[0].span.last().unwrap(), 5);
+        let kept = prod::span_tokens(&ctx, &plan.requests[0].span, &Exact::o200k());
+        let one_more = kept + ctx.entries()[plan.requests[0].span[0] - 1].tokens(&Exact::o200k());
+        assert!(kept < whole && one_more > whole - 1);
         assert_eq!(approx_tokens("abcd"), 1);
         assert_eq!(approx_tokens("abcde"), 2);
     }

@@ -1,13 +1,26 @@
-//! `goose`: Goose's auto-compaction.
+//! `goose`: Goose's auto-compaction, as `Agent::reply` drives it.
 //!
-//! Source: block/goose `crates/goose/src/context_mgmt/mod.rs` (`check_if_compaction_needed`,
-//! `compact_messages`, `do_compact`, `filter_tool_responses`) and
-//! `crates/goose/src/prompts/compaction.md` (the template), read with the code search.
+//! Source: block/goose, read with the code search: `crates/goose/src/agents/agent.rs` at
+//! 43025f8890d68643e43a6aec1ae0bb71c85cac5e (`Agent::reply`: the threshold check once per user
+//! message; `reply_internal`: compaction on a context-length error), and
+//! `crates/goose/src/context_mgmt/mod.rs` at 331a842972378d642bb39bd800a8514b25ae3a70
+//! (`check_if_compaction_needed`, `compact_messages`, `do_compact`, `filter_tool_responses`)
+//! with `crates/goose/src/prompts/compaction.md` (the template).
 //!
 //! - **Trigger**: `current_tokens / context_limit > threshold`, threshold
 //!   `GOOSE_AUTO_COMPACT_THRESHOLD` = 0.8 (`DEFAULT_COMPACTION_THRESHOLD`); a threshold `<= 0`
-//!   or `>= 1` disables auto-compaction (no threshold here, so no proactive compaction).
-//!   Tokens are the session's reported usage: exact `o200k_base` here.
+//!   or `>= 1` disables auto-compaction. `Agent::reply` checks it once, when a user message
+//!   arrives, before the reply's first model call: here [`Strategy::should_compact`] holds only
+//!   when the context ends with a user message (a recorded user turn). Tokens are the
+//!   session's reported usage: exact `o200k_base` here.
+//! - **Inside the tool loop** (`reply_internal`) there is no threshold check: only a
+//!   context-length error compacts ([`Trigger::Overflow`]). A second context-length error
+//!   with no successful response since the compaction (`compaction_attempts >= 2`) ends the
+//!   reply: "Unable to continue: Context limit still exceeded after compaction". Here a
+//!   context fresh from a compaction (no recorded assistant message after its summary) gets no
+//!   second compaction: no plan, so the request overflows and, under `overflow = "fail"`, the
+//!   conversation ends there, as the reply does. On agent recordings with one user prompt
+//!   Goose therefore fills to the window and pays one refused request per compaction.
 //! - **Summary**: every agent-visible message (the whole history after the system prompt,
 //!   earlier summary included) goes to the summarizer with the template
 //!   (`goose_compaction.md`: Goal; Constraints & Preferences; Progress with Done / In Progress /
@@ -24,13 +37,27 @@
 //!   removing all tool responses". Here the plan picks the first step whose span plus the
 //!   summary's output cap fits the window (`notes.tool_responses_removed_percent`); when none
 //!   does there is no plan (the compaction fails and the request goes on over the window).
-//! - **Failure**: a failed summary is an error of the compaction; the context is unchanged.
-//! - **Forced** ([`Trigger::Overflow`]): the same compaction (Goose compacts after a
-//!   context-length error).
+//! - **Failure**: a failed compaction ends the reply ("Ran into this error trying to compact",
+//!   `return` from the reply stream; in the tool loop, `break`). The event says so loudly: its
+//!   fallback is `reply_ended`, and the context stays as it was.
 //!
-//! Departures: the summary's output cap (`summary_max_tokens`, 4,096) is a benchmark choice;
-//! Goose sets none. The preserved user message is kept whole (Goose copies its text parts; a
-//! message here is text only). Continuation texts are in the project's words.
+//! Departures, each kept for a reason:
+//! - A reply's first call can see both the threshold compaction and one recovery compaction
+//!   upstream (`compaction_attempts` counts only the tool loop's); here the recovery is refused
+//!   to any context fresh from a compaction. A compaction at the threshold leaves a context
+//!   far under the window, so the case needs a summary larger than the window.
+//! - A failed compaction ends the reply upstream: the model calls the rest of that reply would
+//!   make never happen. A replay cannot drop recorded calls, so they go on with the context
+//!   unchanged, and the event's `reply_ended` fallback marks where the reply would have ended.
+//! - `maybe_summarize_tool_pairs` (current upstream: in the background, tool-call pairs beyond
+//!   `clamp(window x 0.8 / 10,000, 10, 500)` outside the current turn are replaced one per
+//!   model call by a summary of that pair, the pair made agent-invisible) is not modelled: it
+//!   needs a second prompt and one summary request per pair per call, and it is newer than the
+//!   compaction path read here. Without it the module keeps every tool pair until a compaction,
+//!   which favours retention between compactions over Goose's.
+//! - The summary's output cap (`summary_max_tokens`, 4,096) is a benchmark choice; Goose sets
+//!   none. The preserved user message is kept whole (Goose copies its text parts; a message here
+//!   is text only). Continuation texts are in the project's words.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -38,13 +65,14 @@ use serde::{Deserialize, Serialize};
 use super::{prod, ParamError};
 use crate::context::{Context, Inserted};
 use crate::message::{Message, Role};
-use crate::strategy::{Budget, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
+use crate::strategy::{Budget, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
 use crate::tokens::{Exact, TokenCounter};
 
 /// One line for the catalog: what the strategy does.
-pub const SUMMARY: &str = "Goose auto-compaction: above 80% of the window, summarizes the whole history with the \
-     six-section template; keeps the summary, a continuation notice and the most recent user message; removes tool \
-     responses from the middle outward (0/10/20/50/100%) when the summary request would not fit.";
+pub const SUMMARY: &str = "Goose auto-compaction: when a user message arrives above 80% of the window (inside the \
+     tool loop only on a context-length error, once), summarizes the whole history with the six-section template; \
+     keeps the summary, a continuation notice and the most recent user message; removes tool responses from the \
+     middle outward (0/10/20/50/100%) when the summary request would not fit; a failed compaction ends the reply.";
 
 /// `removal_percentages`.
 pub const REMOVAL_PERCENTAGES: [u32; 5] = [0, 10, 20, 50, 100];
@@ -124,6 +152,23 @@ impl Goose {
         Ok(Goose { params, meter: Exact::o200k() })
     }
 
+    /// Whether `Agent::reply` is about to make its first model call: the context ends with a
+    /// recorded user message.
+    pub fn at_user_message(ctx: &Context) -> bool {
+        ctx.entries()
+            .last()
+            .is_some_and(|e| e.role() == Role::User && matches!(e.origin(), crate::context::Origin::Recorded { .. }))
+    }
+
+    /// Whether the context is fresh from a compaction: it holds a summary and no recorded
+    /// assistant message after it (no model call has succeeded since).
+    pub fn fresh_from_compaction(ctx: &Context) -> bool {
+        let Some((at, _)) = ctx.summaries().last() else { return false };
+        !ctx.entries()[at + 1..]
+            .iter()
+            .any(|e| e.role() == Role::Assistant && matches!(e.origin(), crate::context::Origin::Recorded { .. }))
+    }
+
     /// The most recent user text message, and whether it is the last message.
     pub fn preserved_user(&self, ctx: &Context) -> Option<(usize, bool)> {
         let i = *prod::user_turns(ctx).last()?;
@@ -145,8 +190,17 @@ impl Strategy for Goose {
         }
         Some(prod::fraction_of(budget.context_window, t))
     }
+    /// `check_if_compaction_needed`, as `Agent::reply` calls it: once per user message.
+    fn should_compact(&self, ctx: &Context, budget: &Budget) -> bool {
+        Self::at_user_message(ctx) && self.threshold(ctx, budget).is_some_and(|t| self.estimate(ctx) > t)
+    }
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
         if trigger == Trigger::Proactive && !self.should_compact(ctx, budget) {
+            return None;
+        }
+        // A second context-length error with no successful call since the compaction: "Unable
+        // to continue".
+        if trigger != Trigger::Proactive && Self::fresh_from_compaction(ctx) {
             return None;
         }
         let start = prod::body_start(ctx);
@@ -178,7 +232,10 @@ impl Strategy for Goose {
             self.params.summary_max_tokens,
             prod::next_round(ctx),
         );
-        Some(prod::summary_plan(trigger, layout, request, "tool_responses_removed_percent", percent))
+        let mut plan = prod::summary_plan(trigger, layout, request, "tool_responses_removed_percent", percent);
+        // A failed compaction ends the reply: the context stays, and the event says so.
+        plan.fallback = Fallback::Layout { label: "reply_ended".into(), layout: prod::keep(0..ctx.len()).collect() };
+        Some(plan)
     }
     fn promises(&self, ctx: &Context, _budget: &Budget) -> Promises {
         let last_is_user = self.preserved_user(ctx).is_some_and(|(_, last)| last);
@@ -389,5 +446,58 @@ mod tests {
             assert_valid(&ctx, "compacted + new pair");
             assert!(ctx.messages().any(|m| m.tool_call_id.as_deref() == Some("new_tool_1")));
         }
+    }
+
+    /// `Agent::reply`: the threshold is checked when a user message arrives, not before the
+    /// tool loop's later calls; there only a context-length error compacts.
+    #[test]
+    fn the_threshold_is_checked_once_per_user_message() {
+        let s = Goose::new(Params::default()).unwrap();
+        let budget = Budget::new(1_000);
+        // A tool loop over 80%: the context ends with a tool result, no proactive compaction.
+        let in_loop = tool_loop(6, 200);
+        assert!(s.estimate(&in_loop) > 800);
+        assert!(!s.should_compact(&in_loop, &budget));
+        assert!(s.plan(&in_loop, &budget, Trigger::Proactive).is_none());
+        // The same history with a new user message: compacted before the reply's first call.
+        let mut asked = in_loop.clone();
+        asked.push(crate::context::Entry::recorded(in_loop.len(), Message::user("and now?")));
+        assert!(s.should_compact(&asked, &budget));
+        assert!(s.plan(&asked, &budget, Trigger::Proactive).is_some());
+        // In the loop, a context-length error compacts.
+        assert!(s.plan(&in_loop, &Budget::new(5_000), Trigger::Overflow).is_some());
+    }
+
+    /// `reply_internal`: `compaction_attempts` counts context-length errors since the last
+    /// successful response; the second one ends the reply ("Unable to continue") instead of
+    /// compacting again.
+    #[test]
+    fn a_second_context_length_error_after_a_compaction_gets_no_second_compaction() {
+        let s = Goose::new(Params::default()).unwrap();
+        let budget = Budget::new(5_000);
+        let ctx = tool_loop(6, 200);
+        let plan = s.plan(&ctx, &budget, Trigger::Overflow).unwrap();
+        let out = apply_layout(&s, &ctx, &budget, &plan, &[Ok("SUMMARY".into())]);
+        assert!(Goose::fresh_from_compaction(&out.context));
+        assert!(s.plan(&out.context, &budget, Trigger::Overflow).is_none());
+        // A successful call since (its recorded message appended): the count starts again.
+        let mut later = out.context.clone();
+        later.push(crate::context::Entry::recorded(100, Message::assistant("done")));
+        assert!(!Goose::fresh_from_compaction(&later));
+        assert!(s.plan(&later, &budget, Trigger::Overflow).is_some());
+    }
+
+    /// A failed compaction ends the reply upstream; the event carries `reply_ended`.
+    #[test]
+    fn a_failed_compaction_is_marked_reply_ended() {
+        let s = Goose::new(Params::default()).unwrap();
+        let budget = Budget::new(5_000);
+        let ctx = tool_loop(3, 20);
+        let plan = s.plan(&ctx, &budget, Trigger::Overflow).unwrap();
+        let failed = [Err(crate::strategy::SummaryFailure { reason: "provider error".into() })];
+        let out = apply_layout(&s, &ctx, &budget, &plan, &failed);
+        assert_eq!(out.event.fallback.as_deref(), Some("reply_ended: provider error"));
+        assert_eq!(out.context.to_messages(), ctx.to_messages());
+        assert!(out.event.is_noop());
     }
 }

@@ -1,9 +1,15 @@
-//! `langchain-summarization`: LangChain's `SummarizationMiddleware`.
+//! `langchain-summarization`: LangChain's `SummarizationMiddleware`, as released in
+//! langchain 1.0.
 //!
-//! Source: langchain-ai/langchain `libs/langchain_v1/langchain/agents/middleware/summarization.py`
-//! (`_should_summarize`, `_find_safe_cutoff`, `_find_safe_cutoff_point`,
-//! `_trim_messages_for_summary`, `_create_summary`, `_build_new_messages`) and its tests
-//! (`test_summarization_middleware_*` safe-cutoff cases), read with the code search.
+//! Pinned release: langchain 1.0 (`libs/langchain_v1`, the release line whose `trigger` /
+//! `keep` tuples this module takes). Source: langchain-ai/langchain
+//! `libs/langchain_v1/langchain/agents/middleware/summarization.py` (`_should_summarize`,
+//! `_find_safe_cutoff`, `_find_safe_cutoff_point`, `_trim_messages_for_summary`,
+//! `_create_summary`, `_build_new_messages`) and its tests (`test_summarization_middleware_*`
+//! safe-cutoff cases), read with the code search; the stored revision of the file,
+//! d13823043d84754f9136137ab71ef5569d792102, is an earlier one of the same line (a single
+//! `max_tokens_before_summary` trigger) with the same prompt, summary message, trimming and
+//! failure behaviour.
 //!
 //! - **Trigger**: any configured condition: `("fraction", f)`: tokens `>=` f x the model's
 //!   input limit (the window here); `("tokens", n)`: tokens `>= n`; `("messages", n)`: messages
@@ -18,13 +24,28 @@
 //!   start_on="human")`). Nothing left after trimming is the fixed text "Previous conversation
 //!   was too long to summarize." with no model call. An earlier summary is one of those
 //!   messages: it survives only if it is within the newest 4,000 tokens.
+//! - **Prompt** (`langchain_summary.md`): `DEFAULT_SUMMARY_PROMPT`'s structure: a role (a
+//!   context-extraction assistant), the primary objective, why (the input limit is near and the
+//!   result overwrites the history), instructions (reply with the extracted context only), then
+//!   the messages.
 //! - **Result**: every message is removed and replaced by one human message, "Here is a summary
 //!   of the conversation to date:" and the summary, then the kept messages.
-//! - **Failure**: an exception in the summary call becomes the summary text: "Error generating
-//!   summary: <error>" (the known failure mode: the context is replaced by the error).
+//! - **Failure**: in the pinned release an exception in the summary call becomes the summary
+//!   text: "Error generating summary: <error>" (the known failure mode: the context is replaced
+//!   by the error). Later releases raise after three consecutive failures and keep the
+//!   history; the pinned release does not, and neither does this module.
 //!
-//! Departures: the middleware counts with `count_tokens_approximately` (chars / 4 plus 3 per
-//! message); here the exact `o200k_base` count. Partial messages (`allow_partial`) are not cut.
+//! **Token units**: the middleware counts with its default `token_counter`,
+//! `count_tokens_approximately` (langchain_core: per message, the characters of its content,
+//! role, tool calls, tool-call id and name divided by 4, rounded up, plus 3), so the trigger and
+//! the 4,000-token trim use that estimate here too ([`ApproxCounter`]); the fraction trigger is
+//! a fraction of the window in those units, as LangChain compares its estimate with the model's
+//! input limit.
+//!
+//! Departures, each kept for a reason: a tool call's characters are its name, arguments and id
+//! plus a fixed 50 for the Python `repr` of the call's dict around them (the recordings hold
+//! the call, not LangChain's object). Partial messages (`allow_partial`) are not cut: the
+//! summarizer input here is whole messages.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -37,7 +58,7 @@ use crate::strategy::{
     apply_layout, Budget, Compacted, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
     SummaryRequest, Trigger,
 };
-use crate::tokens::{Exact, TokenCounter};
+use crate::tokens::TokenCounter;
 
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "LangChain SummarizationMiddleware: at 80% of the window (the benchmark's trigger; tokens \
@@ -85,7 +106,37 @@ impl Default for Params {
 #[derive(Debug, Clone)]
 pub struct LangchainSummarization {
     params: Params,
-    meter: Exact,
+    meter: ApproxCounter,
+}
+
+/// `count_tokens_approximately` (langchain_core `messages/utils.py`), the middleware's default
+/// `token_counter`: per message `ceil(chars / 4) + 3`, where the characters are the content's,
+/// the role's, the tool calls' (name, arguments and id, plus 50 for their `repr`), the tool-call
+/// id's and the name's.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApproxCounter;
+
+/// Characters the Python `repr` of one tool call's dict adds around its name, arguments and id.
+const CALL_REPR_CHARS: u64 = 50;
+
+impl TokenCounter for ApproxCounter {
+    fn name(&self) -> &'static str {
+        "count_tokens_approximately"
+    }
+    fn message_units(&self, m: &Message) -> u64 {
+        let len = |s: &str| s.chars().count() as u64;
+        let calls: u64 =
+            m.tool_calls.iter().map(|c| len(&c.name) + len(&c.arguments) + len(&c.id) + CALL_REPR_CHARS).sum();
+        let chars = len(&m.content)
+            + len(m.role.as_str())
+            + calls
+            + m.tool_call_id.as_deref().map_or(0, len)
+            + m.name.as_deref().map_or(0, len);
+        chars.div_ceil(4) + 3
+    }
+    fn text_tokens(&self, text: &str) -> u64 {
+        (text.chars().count() as u64).div_ceil(4)
+    }
 }
 
 /// `_find_safe_cutoff_point` over `messages` (context entries `base..`), `cut` relative to it.
@@ -131,7 +182,7 @@ impl LangchainSummarization {
         if params.summary_max_tokens == 0 {
             return Err(ParamError::new(NAME, "summary_max_tokens", "must be at least 1"));
         }
-        Ok(LangchainSummarization { params, meter: Exact::o200k() })
+        Ok(LangchainSummarization { params, meter: ApproxCounter })
     }
 
     /// The token trigger: `tokens >= t` for the smallest configured `t`.
@@ -352,5 +403,26 @@ mod tests {
         let by_count = LangchainSummarization::new(Params { trigger_messages: Some(30), ..Params::default() }).unwrap();
         assert!(by_count.should_compact(&ctx, &Budget::new(10_000_000)));
         assert!(!by_count.should_compact(&long_chat(14), &Budget::new(10_000_000)));
+    }
+
+    /// `count_tokens_approximately`: per message the characters of content and role (and of
+    /// calls, call id and name) over 4, rounded up, plus 3; the trigger compares that estimate.
+    #[test]
+    fn the_trigger_counts_with_count_tokens_approximately() {
+        let c = ApproxCounter;
+        // "abcd" + "user": 8 characters, 2 + 3.
+        assert_eq!(c.message_tokens(&Message::user("abcd")), 5);
+        // "" + "assistant" + ("search" + "{}" + "1" + 50): 68 characters, 17 + 3.
+        assert_eq!(c.message_tokens(&Message::assistant_calls("", vec![call("1")])), 20);
+        // "r1" + "tool" + id "1" + name "search": 13 characters, 4 + 3.
+        assert_eq!(c.message_tokens(&Message::tool_result("1", "search", "r1")), 7);
+        // 396 digits and the role are 100 + 3 in the estimate, whatever a tokenizer makes of
+        // them: a trigger of 100 tokens is reached by the estimate, not by the exact count.
+        let s = LangchainSummarization::new(Params { trigger_tokens: Some(100), ..Params::default() }).unwrap();
+        let ctx = Context::from_messages(vec![Message::user("7".repeat(396))]);
+        assert_eq!(s.estimate(&ctx), 103);
+        assert!(s.should_compact(&ctx, &Budget::new(1_000_000)));
+        let under = Context::from_messages(vec![Message::user("7".repeat(380))]);
+        assert!(!s.should_compact(&under, &Budget::new(1_000_000)));
     }
 }

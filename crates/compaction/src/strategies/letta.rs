@@ -1,35 +1,59 @@
-//! `letta`: Letta's sliding-window summarizer.
+//! `letta`: Letta's sliding-window summarizer, as the final archived version ships it.
 //!
-//! Source: letta-ai/letta `letta/services/summarizer/summarizer_sliding_window.py`
-//! (`summarize_via_sliding_window`, `_find_safe_cutoff_index`,
-//! `_find_earliest_safe_cutoff_for_tool_group`, `_is_cutoff_safe`),
-//! `letta/services/summarizer/summarizer_config.py` (`sliding_window_percentage = 0.3`,
-//! `clip_chars = 2000`; a later version raises the clip to 50,000) and `thresholds.py`
-//! (summarize at 100% of the window, 90% for the GPT-5 family). Read with the code search.
+//! Source: letta-ai/letta, read with the code search:
+//! `letta/services/summarizer/summarizer_sliding_window.py` at
+//! 98c7d106739ab20fdda72a602329faa18aab3a1a (`summarize_via_sliding_window`),
+//! `letta/services/summarizer/compact.py` at 5239a7e59ff3103febf40290ee961cd2efb0ee84
+//! (`compact_messages`: the fall-backs to mode `all`), `summarizer_all.py` at
+//! f504405395b1d2d66441c2e0dddd6af7bac30845 (`summarize_all`), `summarizer_config.py` at
+//! 0ca33c58005b954e134705df737326e6796e534b (`CompactionSettings`: `clip_chars = 50000`,
+//! `sliding_window_percentage` 0.3), and `letta/services/summarizer/summarizer.py`
+//! (`simple_summary`'s two fall-backs when the summary request itself is too long).
 //!
-//! - **Trigger**: the request above `trigger_ratio` of the window (1.0: at the window, which the
-//!   replay reaches just before an overflow; 0.9 for GPT-5 models).
-//! - **Cut**: over the messages after the system prompt (n of them), the evicted share starts at
-//!   `sliding_window_percentage` (0.3) and grows by 0.10 *before* each try (so the first try
-//!   evicts 40%), with the source's floating-point arithmetic; each try cuts at
-//!   `round(share x n)` (Python's round, ties to even), at most the last message, moved to a
-//!   safe cut: searching back from there for an assistant message, then a user message, then
-//!   any position, adjusted so no tool result is kept without its call and no call without its
-//!   results; the last message is never evicted. It stops as soon as the system prompt plus the
-//!   kept messages are under `(1 - 0.3)` of the window, or when the share reaches 1.0.
-//! - **No cut found** (share 1.0 reached or no safe position): the source raises, and its caller
-//!   falls back to summarizing everything (`mode = "all"`): here that is the plan, step `all`,
-//!   keeping only the last message.
-//! - **Summary**: of the evicted messages (an earlier summary among them), clipped to
-//!   `clip_chars` characters plus `... [summary truncated to fit]`; placed as a user message
-//!   right after the system prompt, then the kept messages.
+//! - **Trigger**: the request above `trigger_ratio` = 0.9 of the window
+//!   (`SUMMARIZATION_TRIGGER_MULTIPLIER`, for every model since ede5cd2e9). The stored
+//!   `thresholds.py` (98c7d106) is the two-day version with 100% for all but GPT-5; the final
+//!   version returns `int(context_window * 0.9)` for every model.
+//! - **Cut**: over Letta's message list (the system message at 0, then the conversation), the
+//!   evicted share starts at `sliding_window_percentage` (0.3) and grows by 0.10 *before* each
+//!   try (so the first try evicts 40%), with the source's floating-point arithmetic; each try
+//!   looks back from `round(share x len)` (Python's round, ties to even) for an assistant
+//!   message: a cut falls only before an assistant (or approval) message, so a call and its
+//!   results are never divided. A try with no assistant message there goes on to the next
+//!   share. It stops as soon as the system message plus the kept messages are under
+//!   `(1 - 0.3)` of the window, or when the share reaches 1.0.
+//! - **Mode `all`**: no cut found, the share reaching 1.0, or a cut at the last message
+//!   (`ValueError` upstream) make `compact_messages` summarize everything after the system
+//!   message (`summarize_all`: nothing else is kept; a trailing approval request would be, and
+//!   recordings have none). Step `all`.
+//! - **Still over the trigger after sliding**: `compact_messages` counts the compacted
+//!   messages (the summary among them) and summarizes them again in mode `all` when they reach
+//!   the trigger. Not modelled (see the departures).
+//! - **Summary request too long** (`simple_summary`): first the tool returns in the transcript
+//!   are clamped to 5,000 characters (`TOOL_RETURN_TRUNCATION_CHARS`), then the transcript is
+//!   truncated in the middle. Here the request is checked against the window before it is made:
+//!   the clamp when the whole span does not fit (`notes.summary_input = "clamped_tool_returns"`),
+//!   then messages removed from the middle of the span outward until it fits
+//!   (`"middle_truncated"`, with `notes.middle_removed`).
+//! - **Summary**: of the evicted messages (an earlier summary among them) with the sliding
+//!   prompt (`letta_summary.md`: five sections — goals, what happened, important details with
+//!   identifiers verbatim, errors and fixes, lookup hints — first person, at most 300 words),
+//!   clipped to `clip_chars` (50,000) characters plus `... [summary truncated to fit]`; placed
+//!   as a user message right after the system prompt, then the kept messages.
 //! - **Failure**: a failed summary fails the step; the context is unchanged.
 //!
-//! Departures: Letta's memory messages (core memory blocks re-injected after compaction) have
-//! no counterpart in a recording; the token count is exact `o200k_base` (Letta's provider
-//! counter) rather than its bytes/4 x 1.3 fallback.
-
-use std::collections::HashMap;
+//! Departures, each kept for a reason: Letta's memory messages (core memory blocks
+//! re-injected after compaction) have no counterpart in a recording. The token count is exact
+//! `o200k_base` (Letta's provider counter) rather than its bytes/4 x 1.3 fallback, since the
+//! replay's models report usage. Mode `all` uses the sliding prompt rather than Letta's
+//! `ALL_PROMPT` (the same sections with a next-step one): the prompt kinds are shared with the
+//! summarizers and one Letta kind keeps that surface small. The second pass in mode `all` when
+//! the written summary leaves the context over the trigger is not modelled: the plan is made
+//! before the summary is written. The kept messages are under 70% of the window and the summary
+//! at most `summary_max_tokens` (4,096), so the compacted context stays under the 90% trigger
+//! whenever the window is above 20,480 tokens; only smaller windows (the corpora slice's 16k)
+//! can reach that pass upstream. The middle truncation removes whole messages (the summarizer input is a list of
+//! messages here), where Letta cuts the transcript's text.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -39,18 +63,21 @@ use crate::context::Context;
 use crate::invariants::ViolationKind;
 use crate::message::Role;
 use crate::strategy::{
-    apply_layout, Budget, Compacted, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
+    apply_layout, Budget, Compacted, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
     SummaryRequest, Trigger,
 };
 use crate::tokens::{Exact, TokenCounter};
 
 /// One line for the catalog: what the strategy does.
-pub const SUMMARY: &str = "Letta sliding window: at the window, summarizes the oldest 40% of the messages (growing \
-     by 10% until the rest is under 70% of the window), cut at an assistant message without splitting a tool call; \
-     summary clipped to 2,000 characters, placed after the system prompt.";
+pub const SUMMARY: &str = "Letta sliding window: above 90% of the window, summarizes the oldest 40% of the messages \
+     (growing by 10% until the rest is under 70% of the window), cut before an assistant message; summarizes \
+     everything when no cut works; summary clipped to 50,000 characters, placed after the system prompt.";
 
 /// The marker appended to a clipped summary.
 pub const CLIP_MARKER: &str = "... [summary truncated to fit]";
+
+/// `TOOL_RETURN_TRUNCATION_CHARS`: tool returns in an over-long summary request are cut to this.
+pub const TOOL_RETURN_CHARS: usize = 5_000;
 
 /// Parameters of `letta`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -59,9 +86,9 @@ pub struct Params {
     /// Share of the messages evicted before the first 10% step, and 1 minus the share of the
     /// window the kept messages must fit (0.3).
     pub sliding_window_percentage: f64,
-    /// Summarize when the request is above this fraction of the window (1.0; 0.9 for GPT-5).
+    /// Summarize when the request is above this fraction of the window (0.9).
     pub trigger_ratio: f64,
-    /// The summary is cut to this many characters (2,000).
+    /// The summary is cut to this many characters (50,000).
     pub clip_chars: usize,
     /// Output cap of the summary request.
     pub summary_max_tokens: u32,
@@ -69,7 +96,7 @@ pub struct Params {
 
 impl Default for Params {
     fn default() -> Params {
-        Params { sliding_window_percentage: 0.3, trigger_ratio: 1.0, clip_chars: 2_000, summary_max_tokens: 4_096 }
+        Params { sliding_window_percentage: 0.3, trigger_ratio: 0.9, clip_chars: 50_000, summary_max_tokens: 4_096 }
     }
 }
 
@@ -84,8 +111,8 @@ pub struct Letta {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Cut {
     pub cut: usize,
-    /// The evicted share of the last try, or `None` for the fall-back to summarizing all.
-    pub share: Option<f64>,
+    /// The evicted share of the last try.
+    pub share: f64,
 }
 
 /// Python's `round`: half to even.
@@ -95,62 +122,17 @@ fn py_round(x: f64) -> usize {
     r.max(0.0) as usize
 }
 
-/// The tool pairing of `conv` (context entries `base..`) that `_is_cutoff_safe` and
-/// `_find_earliest_safe_cutoff_for_tool_group` read, gathered once so that each candidate cut
-/// costs O(1) instead of a scan of the conversation (a quadratic search on a long one).
-struct Pairs {
-    /// Per position `k`: the lowest, over the results at `k..`, of the position of the latest
-    /// call with the result's id before the result (`usize::MAX` when none).
-    latest_call_after: Vec<usize>,
-    /// Per position `k`: the lowest, over the results at `k..`, of the position of the first
-    /// call with the result's id anywhere in `conv` (`usize::MAX` when none).
-    first_call_after: Vec<usize>,
-}
-
-impl Pairs {
-    fn new(ctx: &Context, base: usize) -> Pairs {
-        let e = &ctx.entries()[base..];
-        let mut calls: HashMap<&str, Vec<usize>> = HashMap::new();
-        for (k, entry) in e.iter().enumerate() {
-            for c in &entry.message().tool_calls {
-                let at = calls.entry(c.id.as_str()).or_default();
-                if at.last() != Some(&k) {
-                    at.push(k);
-                }
-            }
-        }
-        let n = e.len();
-        let mut latest_call_after = vec![usize::MAX; n + 1];
-        let mut first_call_after = vec![usize::MAX; n + 1];
-        for k in (0..n).rev() {
-            let (mut latest, mut first) = (usize::MAX, usize::MAX);
-            let m = e[k].message();
-            if m.role == Role::Tool {
-                if let Some(at) = m.tool_call_id.as_deref().and_then(|id| calls.get(id)) {
-                    let before = at.partition_point(|&j| j < k);
-                    if before > 0 {
-                        latest = at[before - 1];
-                    }
-                    first = at[0];
-                }
-            }
-            latest_call_after[k] = latest.min(latest_call_after[k + 1]);
-            first_call_after[k] = first.min(first_call_after[k + 1]);
-        }
-        Pairs { latest_call_after, first_call_after }
-    }
-
-    /// `_is_cutoff_safe`: every call id issued before the cut is answered before it, and every
-    /// result after the cut answers a call after it.
-    fn is_safe(&self, cut: usize) -> bool {
-        let n = self.first_call_after.len() - 1;
-        cut >= 1 && cut < n && self.first_call_after[cut] >= cut
-    }
-
-    /// `_find_earliest_safe_cutoff_for_tool_group`: move back to the call of any kept result.
-    fn earliest_for_group(&self, candidate: usize) -> usize {
-        candidate.min(self.latest_call_after.get(candidate).copied().unwrap_or(usize::MAX))
-    }
+/// How the summary request was made to fit the window.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Fitted {
+    /// The entries summarized.
+    pub span: Vec<usize>,
+    /// The cuts of the summarizer's input.
+    pub input: InputCuts,
+    /// `whole`, `clamped_tool_returns` or `middle_truncated`.
+    pub how: &'static str,
+    /// Entries removed from the middle of the span.
+    pub removed: usize,
 }
 
 impl Letta {
@@ -172,60 +154,81 @@ impl Letta {
         Ok(Letta { params, meter: Exact::o200k() })
     }
 
-    /// `_find_safe_cutoff_index` (relative to the conversation starting at `base`).
-    fn safe_cutoff(&self, ctx: &Context, base: usize, pairs: &Pairs, target: usize, max_index: usize) -> Option<usize> {
-        let target = target.min(max_index);
-        let e = ctx.entries();
-        let n = ctx.len() - base;
-        let try_at = |c: usize| {
-            let adjusted = pairs.earliest_for_group(c);
-            (pairs.is_safe(adjusted) && adjusted < max_index).then_some(adjusted)
-        };
-        for role in [Role::Assistant, Role::User] {
-            for c in (1..=target).rev().filter(|&c| c < n) {
-                if e[base + c].role() != role {
-                    continue;
-                }
-                if let Some(a) = try_at(c) {
-                    return Some(a);
-                }
-            }
-        }
-        (1..=target).rev().filter(|&c| c < n).find_map(try_at)
-    }
-
-    /// The sliding-window search (see the module docs).
+    /// The sliding-window search (see the module docs); `None` sends the caller to mode `all`.
     pub(crate) fn cut(&self, ctx: &Context, budget: &Budget) -> Option<Cut> {
         let base = prod::body_start(ctx);
-        let n = ctx.len() - base;
-        if n < 2 {
-            return None;
-        }
+        // Letta's list: its system message at 0, then the conversation; upstream index `i` is
+        // context entry `base + i - 1`.
+        let total = ctx.len() - base + 1;
+        let entry = |i: usize| base + i - 1;
         let p = self.params.sliding_window_percentage;
         let goal = (1.0 - p) * budget.context_window as f64;
         let system = ctx.range_tokens(0..base, &self.meter);
         let mut share = p;
         let mut approx = budget.context_window as f64;
-        let mut safe = None;
-        let pairs = Pairs::new(ctx, base);
+        let mut found = None;
         while approx >= goal && share < 1.0 {
             share += 0.10;
-            let target = py_round(share * n as f64);
-            safe = self.safe_cutoff(ctx, base, &pairs, target, n - 1);
-            if let Some(c) = safe {
-                approx = (system + ctx.range_tokens(base + c..ctx.len(), &self.meter)) as f64;
+            let target = py_round(share * total as f64);
+            found = (1..=target).rev().find(|&i| i < total && ctx.entries()[entry(i)].role() == Role::Assistant);
+            let Some(i) = found else { continue };
+            approx = (system + ctx.range_tokens(entry(i)..ctx.len(), &self.meter)) as f64;
+        }
+        match found {
+            Some(i) if share < 1.0 && i < total - 1 => Some(Cut { cut: entry(i), share }),
+            _ => None,
+        }
+    }
+
+    /// The summary request over `span`, made to fit the window as `simple_summary`'s
+    /// fall-backs do: whole, then with tool returns clamped, then with messages removed from
+    /// the middle outward. `None` when not even two messages fit.
+    pub(crate) fn fit(&self, ctx: &Context, span: Vec<usize>, budget: &Budget) -> Option<Fitted> {
+        let window = budget.context_window;
+        let output = u64::from(self.params.summary_max_tokens);
+        if prod::request_fits(ctx, &span, &self.meter, window, output) {
+            return Some(Fitted { span, input: InputCuts::NONE, how: "whole", removed: 0 });
+        }
+        let input = InputCuts { message_chars: None, tool_result_chars: Some(TOOL_RETURN_CHARS) };
+        let sizes: Vec<u64> = span.iter().map(|&i| prod::cut_tokens(ctx, i, &input, &self.meter)).collect();
+        let room = window.saturating_sub(output.min(window / 4));
+        let total: u64 = sizes.iter().sum();
+        if total <= room {
+            return Some(Fitted { span, input, how: "clamped_tool_returns", removed: 0 });
+        }
+        // Remove from the middle outward until the rest fits.
+        let mut kept = vec![true; span.len()];
+        let mut left = total;
+        let middle = span.len() / 2;
+        let mut removed = 0;
+        for k in 0..span.len() {
+            if left <= room {
+                break;
             }
+            let offset = k / 2;
+            let at = if k % 2 == 0 { middle.checked_sub(offset + 1) } else { Some(middle + offset) };
+            let Some(at) = at.filter(|&a| a < span.len()) else { continue };
+            kept[at] = false;
+            left -= sizes[at];
+            removed += 1;
         }
-        match safe {
-            Some(c) if share < 1.0 && c < n - 1 => Some(Cut { cut: base + c, share: Some(share) }),
-            _ => Some(Cut { cut: ctx.len() - 1, share: None }),
-        }
+        let span: Vec<usize> = span.into_iter().zip(kept).filter(|(_, k)| *k).map(|(i, _)| i).collect();
+        (left <= room && !span.is_empty()).then_some(Fitted { span, input, how: "middle_truncated", removed })
     }
 
     fn clip(&self, text: &str) -> String {
         match text.char_indices().nth(self.params.clip_chars) {
             Some((at, _)) => format!("{}{CLIP_MARKER}", &text[..at]),
             None => text.to_string(),
+        }
+    }
+
+    /// The first kept entry and the step: the sliding cut, or mode `all` (everything after the
+    /// system message) when there is none.
+    fn first_kept(&self, ctx: &Context, budget: &Budget) -> (usize, &'static str) {
+        match self.cut(ctx, budget) {
+            None => (ctx.len(), "all"),
+            Some(c) => (c.cut, "sliding_window"),
         }
     }
 }
@@ -245,37 +248,31 @@ impl Strategy for Letta {
             return None;
         }
         let base = prod::body_start(ctx);
-        let mut cut = self.cut(ctx, budget)?;
-        // The fall-back summarizes everything but the last message; keep that message's calls
-        // with their results (a trailing result stays with its call).
-        if cut.share.is_none() {
-            cut.cut = prod::cut_back_to_call(ctx, cut.cut, base + 1);
-        }
-        if cut.cut <= base {
+        let (cut, step) = self.first_kept(ctx, budget);
+        if cut <= base {
             return None;
         }
+        let fitted = self.fit(ctx, (base..cut).collect(), budget)?;
         let mut layout: Vec<Slot> = prod::keep(0..base).collect();
         layout.push(Slot::Summary { request: 0, role: Role::User, prefix: String::new(), suffix: String::new() });
-        layout.extend(prod::keep(cut.cut..ctx.len()));
-        let request = SummaryRequest::new(
-            (base..cut.cut).collect(),
+        layout.extend(prod::keep(cut..ctx.len()));
+        let mut request = SummaryRequest::new(
+            fitted.span,
             PromptKind::LettaSummary,
             self.params.summary_max_tokens,
             prod::next_round(ctx),
         );
+        request.input = fitted.input;
         let mut notes = serde_json::Map::new();
-        notes.insert("cut".into(), cut.cut.into());
-        if let Some(s) = cut.share {
-            notes.insert("evicted_share".into(), serde_json::json!((s * 100.0).round() / 100.0));
+        notes.insert("cut".into(), cut.into());
+        if let Some(c) = self.cut(ctx, budget).filter(|_| step == "sliding_window") {
+            notes.insert("evicted_share".into(), serde_json::json!((c.share * 100.0).round() / 100.0));
         }
-        Some(Plan {
-            trigger,
-            layout,
-            requests: vec![request],
-            fallback: Fallback::Unchanged,
-            step: if cut.share.is_some() { "sliding_window".into() } else { "all".into() },
-            notes,
-        })
+        notes.insert("summary_input".into(), fitted.how.into());
+        if fitted.removed > 0 {
+            notes.insert("middle_removed".into(), fitted.removed.into());
+        }
+        Some(Plan { trigger, layout, requests: vec![request], fallback: Fallback::Unchanged, step: step.into(), notes })
     }
     /// The standard layout, with the summary clipped to `clip_chars`.
     fn apply(&self, ctx: &Context, budget: &Budget, plan: &Plan, summaries: &[SummaryOutcome]) -> Compacted {
@@ -284,14 +281,10 @@ impl Strategy for Letta {
         apply_layout(self, ctx, budget, plan, &clipped)
     }
     fn promises(&self, ctx: &Context, budget: &Budget) -> Promises {
-        let window = self.cut(ctx, budget).map_or(ctx.len(), |c| {
-            let base = prod::body_start(ctx);
-            let cut = if c.share.is_none() { prod::cut_back_to_call(ctx, c.cut, base + 1) } else { c.cut };
-            ctx.len() - cut
-        });
+        let (cut, _) = self.first_kept(ctx, budget);
         Promises {
             keeps_system_prompt: true,
-            recent_window: window,
+            recent_window: ctx.len() - cut,
             documented_deviations: vec![ViolationKind::RoleAlternation],
         }
     }
@@ -300,81 +293,6 @@ impl Strategy for Letta {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-
-    // The scans `Pairs` replaces, as they were written from Letta's source: the reference the
-    // precomputed answers are held to.
-    /// `_is_cutoff_safe` over `conv` (context entries `base..`), `cut` relative to it.
-    fn reference_is_safe(ctx: &Context, base: usize, cut: usize) -> bool {
-        let n = ctx.len() - base;
-        if cut < 1 || cut >= n {
-            return false;
-        }
-        let e = ctx.entries();
-        // Every call id issued before the cut must be answered before it, and every result after the
-        // cut must answer a call after it.
-        let before: Vec<&str> =
-            (base..base + cut).flat_map(|i| e[i].message().tool_calls.iter().map(|c| c.id.as_str())).collect();
-        let after_results: Vec<&str> = (base + cut..ctx.len())
-            .filter(|&i| e[i].role() == Role::Tool)
-            .filter_map(|i| e[i].message().tool_call_id.as_deref())
-            .collect();
-        !after_results.iter().any(|id| before.contains(id))
-    }
-
-    /// `_find_earliest_safe_cutoff_for_tool_group`: move back to the call of any kept result.
-    fn reference_earliest_for_group(ctx: &Context, base: usize, candidate: usize) -> usize {
-        let e = ctx.entries();
-        let mut adjusted = candidate;
-        for k in candidate..ctx.len() - base {
-            let m = e[base + k].message();
-            if m.role == Role::Tool {
-                if let Some(id) = m.tool_call_id.as_deref() {
-                    if let Some(a) = (0..k).rev().find(|&j| e[base + j].message().tool_calls.iter().any(|c| c.id == id))
-                    {
-                        adjusted = adjusted.min(a);
-                    }
-                }
-            }
-        }
-        adjusted
-    }
-
-    proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
-        #[test]
-        fn the_precomputed_pairing_answers_as_the_scans_do(
-            kinds in proptest::collection::vec((0u8..5, 0u8..4), 1..30),
-            base in 0usize..3,
-        ) {
-            let mut messages = vec![Message::system("s"); base];
-            for (kind, id) in kinds {
-                let id = format!("c{id}");
-                messages.push(match kind {
-                    0 => Message::user("u"),
-                    1 => Message::assistant("a"),
-                    2 => Message::assistant_calls("", vec![ToolCall { id, name: "t".into(), arguments: "{}".into() }]),
-                    3 => Message::tool_result(id, "t", "r"),
-                    _ => {
-                        let mut m = Message::tool_result(id, "t", "r");
-                        m.tool_call_id = None;
-                        m
-                    }
-                });
-            }
-            let ctx = Context::from_messages(messages);
-            let pairs = Pairs::new(&ctx, base);
-            for cut in 0..=ctx.len() - base + 1 {
-                proptest::prop_assert_eq!(pairs.is_safe(cut), reference_is_safe(&ctx, base, cut), "is_safe({})", cut);
-                if cut < ctx.len() - base {
-                    proptest::prop_assert_eq!(
-                        pairs.earliest_for_group(cut),
-                        reference_earliest_for_group(&ctx, base, cut),
-                        "earliest_for_group({})", cut
-                    );
-                }
-            }
-        }
-    }
     use super::*;
     use crate::message::{Message, ToolCall};
 
@@ -403,17 +321,44 @@ mod tests {
     }
 
     #[test]
-    fn the_first_try_evicts_40_percent_at_an_assistant_message() {
-        // 10 turns = 40 messages; a generous window: the first try (40%: round(16) = 16) is
-        // enough. Entry 16 of the conversation (context index 17) is a user message; searching
-        // back, the nearest assistant message is conversation index 15 (an answer), which is safe.
+    fn shipped_defaults_trigger_at_90_percent_and_clip_at_50000() {
+        let s = Letta::new(Params::default()).unwrap();
+        assert_eq!(s.threshold(&Context::new(), &Budget::new(128_000)), Some(115_200));
+        assert_eq!(Params::default().clip_chars, 50_000);
+        let long = "x".repeat(60_000);
+        assert_eq!(s.clip(&long), format!("{}{CLIP_MARKER}", "x".repeat(50_000)));
+    }
+
+    #[test]
+    fn the_first_try_evicts_40_percent_before_an_assistant_message() {
+        // 10 turns: Letta's list has 41 messages (system + 40); round(0.4 x 41) = 16, which is
+        // turn 3's answer (turn t holds 4t+1..=4t+4), an assistant message: the cut is there.
         let s = Letta::new(Params::default()).unwrap();
         let ctx = session(10, 5);
         let c = s.cut(&ctx, &Budget::new(100_000)).unwrap();
-        assert_eq!(c.share.map(|x| (x * 100.0).round()), Some(40.0));
+        assert_eq!((c.share * 100.0).round(), 40.0);
         assert_eq!(c.cut, 16);
         assert_eq!(ctx.entries()[c.cut].role(), Role::Assistant);
-        assert!(ctx.entries()[c.cut].message().tool_calls.is_empty());
+    }
+
+    /// Every cut the search returns is before an assistant message, for any window.
+    #[test]
+    fn cuts_fall_only_before_assistant_messages() {
+        let s = Letta::new(Params::default()).unwrap();
+        let ctx = session(12, 60);
+        let total = ctx.tokens(&Exact::o200k());
+        for window in (total / 10..=total * 2).step_by((total / 20).max(1) as usize) {
+            if let Some(c) = s.cut(&ctx, &Budget::new(window)) {
+                assert_eq!(ctx.entries()[c.cut].role(), Role::Assistant, "window {window}");
+                assert!(c.cut < ctx.len() - 1);
+            }
+        }
+        // Only user messages and results after the system message: no cut, mode `all`.
+        let users = Context::from_messages(vec![Message::system("s"), Message::user("a"), Message::user("b")]);
+        assert!(s.cut(&users, &Budget::new(10)).is_none());
+        let plan = s.plan(&users, &Budget::new(10), Trigger::Overflow).unwrap();
+        assert_eq!(plan.step, "all");
+        assert_eq!(plan.requests[0].span, vec![1, 2]);
     }
 
     #[test]
@@ -424,23 +369,51 @@ mod tests {
         // A window where 70% is about a third of the context: more than 40% must go.
         let budget = Budget::new(total / 2);
         let c = s.cut(&ctx, &budget).unwrap();
-        let share = c.share.unwrap();
-        assert!(share > 0.45, "{share}");
+        assert!(c.share > 0.45, "{}", c.share);
         let kept = ctx.range_tokens(0..1, &Exact::o200k()) + ctx.range_tokens(c.cut..ctx.len(), &Exact::o200k());
         assert!((kept as f64) < 0.7 * budget.context_window as f64);
-        // A window nothing fits: summarize everything but the last message.
-        let tiny = s.cut(&ctx, &Budget::new(10)).unwrap();
-        assert_eq!(tiny, Cut { cut: ctx.len() - 1, share: None });
+        // A window nothing fits: mode `all` summarizes everything after the system message
+        // and keeps nothing else (`summarize_all`).
+        assert!(s.cut(&ctx, &Budget::new(10)).is_none());
         let plan = s.plan(&ctx, &Budget::new(10), Trigger::Proactive).unwrap();
         assert_eq!(plan.step, "all");
+        // The summary request of everything does not fit a 10-token window: its middle goes.
+        assert_eq!(plan.notes["summary_input"], "middle_truncated");
+        let roomy = Budget::new(total + 10_000);
+        let plan = s.plan(&ctx, &roomy, Trigger::Overflow).unwrap();
+        assert_eq!(plan.step, "sliding_window");
+    }
+
+    /// `simple_summary`'s fall-backs: tool returns clamped to 5,000 characters, then the
+    /// middle of the transcript removed.
+    #[test]
+    fn an_overflowing_summary_request_clamps_tool_returns_then_truncates_the_middle() {
+        let s = Letta::new(Params { summary_max_tokens: 100, ..Params::default() }).unwrap();
+        // Results of 20,000 characters (about 4,000 tokens each).
+        let ctx = session(4, 4_000);
+        let span: Vec<usize> = (1..ctx.len()).collect();
+        let whole = prod::span_tokens(&ctx, &span, &Exact::o200k());
+        let fitted = s.fit(&ctx, span.clone(), &Budget::new(whole + 200)).unwrap();
+        assert_eq!(fitted.how, "whole");
+        let clamped = s.fit(&ctx, span.clone(), &Budget::new(whole / 2)).unwrap();
+        assert_eq!(clamped.how, "clamped_tool_returns");
+        assert_eq!(clamped.input.tool_result_chars, Some(TOOL_RETURN_CHARS));
+        assert_eq!(clamped.span, span);
+        let middle = s.fit(&ctx, span.clone(), &Budget::new(2_000)).unwrap();
+        assert_eq!(middle.how, "middle_truncated");
+        assert!(middle.removed > 0);
+        // The ends of the span stay; the middle goes.
+        assert_eq!(middle.span.first(), span.first());
+        assert_eq!(middle.span.last(), span.last());
+        assert_eq!(middle.span.len() + middle.removed, span.len());
     }
 
     #[test]
     fn the_summary_goes_after_the_system_prompt_and_is_clipped() {
         let s = Letta::new(Params { clip_chars: 10, ..Params::default() }).unwrap();
         let ctx = session(10, 5);
-        let budget = Budget::new(100);
-        let plan = s.plan(&ctx, &budget, Trigger::Proactive).unwrap();
+        let budget = Budget::new(1_000);
+        let plan = s.plan(&ctx, &budget, Trigger::Overflow).unwrap();
         let out = s.apply(&ctx, &budget, &plan, &[Ok("0123456789abcdef".into())]);
         let m = out.context.get(1).unwrap().message();
         assert_eq!(m.role, Role::User);

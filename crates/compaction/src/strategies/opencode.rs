@@ -1,18 +1,20 @@
 //! `opencode`: OpenCode's session compaction.
 //!
-//! Source: sst/opencode at 31e22f65, `packages/opencode/src/session/compaction.ts` (read with
-//! the code search: `PRUNE_MINIMUM = 20_000`, `PRUNE_PROTECT = 40_000`,
-//! `PRUNE_PROTECTED_TOOLS = ["skill"]`, `MIN_PRESERVE_RECENT_TOKENS = 2_000`,
-//! `MAX_PRESERVE_RECENT_TOKENS = 15_000`, `TOOL_OUTPUT_MAX_CHARS = 2_000`, `select`,
-//! `splitTurn`, `prune`, `completedCompactions`), `overflow.ts` (usable tokens) and
-//! `packages/core/src/session/compaction.ts` (the anchored template and its validator), as
-//! PRODUCTION.md reads them.
+//! Source: sst/opencode, read with the code search: `packages/opencode/src/session/compaction.ts`
+//! at 3df4a25506fb5ef55e4a02142708448c07fa754a (`PRUNE_MINIMUM = 20_000`,
+//! `PRUNE_PROTECT = 40_000`, `PRUNE_PROTECTED_TOOLS = ["skill"]`,
+//! `MIN_PRESERVE_RECENT_TOKENS = 2_000`, `MAX_PRESERVE_RECENT_TOKENS = 15_000`,
+//! `TOOL_OUTPUT_MAX_CHARS = 2_000`, `select`, `splitTurn`, `prune`, `completedCompactions`,
+//! `processCompaction`), `overflow.ts` (usable tokens) and `packages/core/src/session/compaction.ts`
+//! at 31e22f65a23c498639b8cef24b90e6ae193cdcb6 (the anchored template, `buildPrompt`, and the
+//! suffix mode's validator).
 //!
 //! - **Trigger**: usable = `context - maxOutput - reserved` (a replay states no separate input
 //!   limit), `reserved = min(20,000, maxOutput)`; overflow when the request's tokens reach usable
-//!   (`>=`). Departure: `maxOutput` is the model's output limit capped at 32,000
-//!   (`OUTPUT_TOKEN_MAX`); a replay has no model, so unset it is `min(32,000, window / 4)`
-//!   (128k: usable 76,000; 32k: 16,000).
+//!   (`>=`). The request's tokens are the provider's reported usage: exact `o200k_base` here.
+//!   Departure: `maxOutput` is the model's output limit capped at 32,000 (`OUTPUT_TOKEN_MAX`); a
+//!   replay has no model, so unset it is `min(32,000, window / 4)` (128k: usable 76,000; 32k:
+//!   16,000).
 //! - **Prune** (opt-in, `prune`): walking back over tool outputs, skipping the last 2 user turns,
 //!   stopping at a summary or at an output already cleared, the newest 40,000 tokens of outputs
 //!   are protected and older ones are cleared ("[Old tool result content cleared]") only if at
@@ -23,25 +25,34 @@
 //!   unset, all), each kept whole while the running total fits `preserve_recent_tokens`
 //!   (unset: `min(15,000, max(2,000, floor(usable x 0.25)))`); the first turn that does not fit
 //!   is split (`splitTurn`: the earliest start inside it whose rest fits what remains) and the
-//!   walk stops. A tail that would start at the first message is no tail. Departure: a split
-//!   never starts on a tool result (an OpenCode message holds a call with its result; here they
-//!   are two messages).
+//!   walk stops. A tail that would start at the first message is no tail. The sizes are
+//!   OpenCode's own estimate (`Token.estimate(JSON.stringify(messages))`: characters / 4,
+//!   rounded), not the provider's count: here the characters of each message's content and
+//!   calls, / 4, rounded. Departure: a split never starts on a tool result (an OpenCode message
+//!   holds a call with its result; here they are two messages).
 //! - **Summary**: everything before the tail except earlier compactions (their request and
 //!   summary are hidden, `completedCompactions`, and the last summary is passed as the previous
 //!   one), with the anchored template (`opencode_anchored.md`: Objective; Important
 //!   Details; Work State with Completed / Active / Blocked; Next Move; Relevant Files; every
 //!   section present, "(none)" when empty; merged with the previous summary, newer wins). Output
-//!   cap 4,096 tokens. The validator (headings present, in order, not empty: [`validate`]) is
-//!   run and its verdict recorded in the event's notes (`validator`); departure: the summary is
-//!   kept either way, because the offline summarizer does not write OpenCode's headings.
+//!   cap 4,096 tokens. The heading validator ([`validate`]) belongs to the core loop's `suffix`
+//!   mode only (`mode === "suffix" && !validateSummary(summary)`); the default `prepend` mode
+//!   and the session path modelled here accept any non-empty summary, so no validator runs.
 //! - **Placement**: a user message carrying the compaction request ("What did we do so far?"),
-//!   the summary as an assistant message, then the tail; when the tail is empty, a synthetic
-//!   user message asks to continue.
+//!   the summary as an assistant message, then the tail; after every automatic compaction a
+//!   synthetic user message asks to continue ("Continue if you have next steps, or stop and ask
+//!   for clarification ...", `processCompaction` with `auto`), appended after the tail.
 //! - **Too large**: the summary request is the span serialized with each tool output cut to
 //!   2,000 characters (`TOOL_OUTPUT_MAX_CHARS`, counted here as 500 tokens); when it and the
 //!   output cap (at most a quarter of the window) do not fit the window, OpenCode fails with
 //!   "session too large to compact": no plan.
 //! - **Failure**: a failed summary leaves the session unchanged.
+//!
+//! Departures, each kept for a reason: after a compaction caused by a provider's size error
+//! (`overflow`), OpenCode replays the last real user message instead of the continue message
+//! (the error it targets is media too large, which the recordings do not hold); here both
+//! automatic paths append the continue message. The continue message and a user message ending
+//! the tail are consecutive user messages ([`ViolationKind::RoleAlternation`], documented).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -78,6 +89,31 @@ pub const COMPACTION_REQUEST: &str = "What did we do so far?";
 /// The user message that follows the summary.
 pub const CONTINUE: &str = "Continue with the next steps if there are any; if you are unsure how to go on, stop and \
      ask for clarification.";
+
+/// Whether the last assistant message's calls are not all answered after it.
+fn calls_in_flight(ctx: &Context) -> bool {
+    let e = ctx.entries();
+    let Some(a) = e.iter().rposition(|x| x.role() == Role::Assistant) else { return false };
+    let answered: Vec<&str> = e[a + 1..].iter().filter_map(|x| x.message().tool_call_id.as_deref()).collect();
+    e[a].message().tool_calls.iter().any(|c| !answered.contains(&c.id.as_str()))
+}
+
+/// OpenCode's `Token.estimate` over the messages `range`: their characters (content and calls)
+/// divided by 4, rounded.
+pub fn estimate_range(ctx: &Context, range: std::ops::Range<usize>) -> u64 {
+    let chars: u64 = ctx.entries()[range]
+        .iter()
+        .map(|e| {
+            let m = e.message();
+            crate::tokens::js_len(&m.content)
+                + m.tool_calls
+                    .iter()
+                    .map(|c| crate::tokens::js_len(&c.name) + crate::tokens::js_len(&c.arguments))
+                    .sum::<u64>()
+        })
+        .sum();
+    (chars as f64 / 4.0).round() as u64
+}
 /// The anchored template's headings, in order.
 pub const HEADINGS: [&str; 5] = ["Objective", "Important Details", "Work State", "Next Move", "Relevant Files"];
 /// Tools whose outputs prune never clears.
@@ -127,7 +163,8 @@ pub struct Opencode {
     meter: Exact,
 }
 
-/// The anchored template's validator: every heading present, in order, each with content.
+/// The anchored template's validator: every heading present, in order, each with content. The
+/// core loop runs it in `suffix` mode only; the default `prepend` mode, modelled here, does not.
 pub fn validate(summary: &str) -> Result<(), String> {
     let mut at = 0;
     let mut positions = Vec::new();
@@ -201,7 +238,7 @@ impl Opencode {
         let mut total = 0;
         let mut keep = None;
         for &(start, end) in recent.iter().rev() {
-            let size = ctx.range_tokens(start..end, &self.meter);
+            let size = estimate_range(ctx, start..end);
             if total + size <= budget_tokens {
                 total += size;
                 keep = Some(start);
@@ -209,8 +246,10 @@ impl Opencode {
             }
             // `splitTurn`: the earliest start inside the turn whose rest of the turn fits.
             let remaining = budget_tokens - total;
+            // `splitTurn` returns nothing for a budget of 0.
             let split = ((start + 1)..end)
-                .find(|&i| ctx.entries()[i].role() != Role::Tool && ctx.range_tokens(i..end, &self.meter) <= remaining);
+                .filter(|_| remaining > 0)
+                .find(|&i| ctx.entries()[i].role() != Role::Tool && estimate_range(ctx, i..end) <= remaining);
             if split.is_some() {
                 keep = split;
             }
@@ -345,7 +384,10 @@ impl Strategy for Opencode {
         layout.push(Slot::insert(Message::user(COMPACTION_REQUEST), Inserted::Other));
         layout.push(Slot::Summary { request: 0, role: Role::Assistant, prefix: String::new(), suffix: String::new() });
         layout.extend(prod::keep(tail..ctx.len()));
-        if tail == ctx.len() {
+        // After every automatic compaction (`processCompaction` with `auto`). OpenCode compacts
+        // between steps, with every call answered; a context that ends with calls still in
+        // flight gets no message between them and their results.
+        if !calls_in_flight(ctx) {
             layout.push(Slot::insert(Message::user(CONTINUE), Inserted::Other));
         }
         let request = SummaryRequest {
@@ -360,32 +402,21 @@ impl Strategy for Opencode {
         };
         Some(prod::summary_plan(trigger, layout, request, "tail_start", tail))
     }
-    /// The standard layout; the new summary also stands for what the previous one covered, and
-    /// the validator's verdict goes into the event's notes.
+    /// The standard layout; the new summary also stands for what the previous one covered.
     fn apply(&self, ctx: &Context, budget: &Budget, plan: &Plan, summaries: &[SummaryOutcome]) -> Compacted {
         let mut out = apply_layout(self, ctx, budget, plan, summaries);
         if out.event.fallback.is_none() && plan.step == "compact" {
             let previous: Vec<usize> = ctx.summaries().map(|(i, _)| i).collect();
             prod::inherit_covers(&mut out.context, &crate::strategy::covered(ctx, &previous));
         }
-        if let Some(Ok(text)) = summaries.first() {
-            let verdict = match validate(text) {
-                Ok(()) => "accepted".to_string(),
-                Err(e) => format!("rejected: {e}"),
-            };
-            out.event.notes.insert("validator".into(), verdict.into());
-        }
         out
     }
-    fn promises(&self, ctx: &Context, budget: &Budget) -> Promises {
-        let window = if self.params.prune && !self.prune_list(ctx).is_empty() {
-            0
-        } else {
-            ctx.len() - self.tail_start(ctx, budget).min(ctx.len())
-        };
+    fn promises(&self, _ctx: &Context, _budget: &Budget) -> Promises {
+        // The tail is kept verbatim, but the continue message every automatic compaction
+        // appends follows it: no trailing entry stays as it was.
         Promises {
             keeps_system_prompt: true,
-            recent_window: window,
+            recent_window: 0,
             documented_deviations: vec![ViolationKind::RoleAlternation],
         }
     }
@@ -455,8 +486,11 @@ mod tests {
         assert_eq!(shape[1], (Role::User, COMPACTION_REQUEST.to_string()));
         assert_eq!(shape[2], (Role::Assistant, "SUM".to_string()));
         assert_eq!(shape[3], (Role::User, "turn 3".to_string()));
-        assert_eq!(out.context.len(), 3 + 8);
-        assert!(out.event.notes["validator"].as_str().unwrap().starts_with("rejected"));
+        // The tail, then the continue message every automatic compaction appends; no validator
+        // runs in the default (prepend) mode.
+        assert_eq!(out.context.len(), 3 + 8 + 1);
+        assert_eq!(shape.last().unwrap(), &(Role::User, CONTINUE.to_string()));
+        assert!(!out.event.notes.contains_key("validator"));
         let failed = s.apply(&ctx, &budget, &plan, &[Err(SummaryFailure { reason: "x".into() })]);
         assert_eq!(failed.context.len(), ctx.len());
         // Without a turn limit all five turns fit 2,000 tokens: a tail that is the whole history
@@ -529,5 +563,22 @@ mod tests {
         let swapped =
             good.replace("Objective", "TMP").replace("Relevant Files", "Objective").replace("TMP", "Relevant Files");
         assert!(validate(&swapped).is_err());
+    }
+
+    /// `select` sizes the tail with OpenCode's own estimate (`Token.estimate` of the JSON of the
+    /// messages: characters / 4), not the provider's tokens: a turn of 4,000 characters of
+    /// digits is 1,000 in OpenCode's estimate whatever the tokenizer makes of it.
+    #[test]
+    fn the_tail_is_sized_with_opencodes_own_estimate() {
+        let mut m = vec![Message::system("sys"), Message::user("a"), Message::assistant("b".repeat(40))];
+        m.push(Message::user("u"));
+        m.push(Message::assistant("7".repeat(3_998)));
+        let ctx = Context::from_messages(m);
+        assert_eq!(estimate_range(&ctx, 3..5), 1_000);
+        let fits = Opencode::new(Params { preserve_recent_tokens: Some(1_000), ..Params::default() }).unwrap();
+        assert_eq!(fits.tail_start(&ctx, &Budget::new(100_000)), 3);
+        let short = Opencode::new(Params { preserve_recent_tokens: Some(999), ..Params::default() }).unwrap();
+        // Split: the newest message alone (999.5 rounds to 1,000) does not fit either.
+        assert_eq!(short.tail_start(&ctx, &Budget::new(100_000)), ctx.len());
     }
 }

@@ -1,7 +1,9 @@
-//! `openhands-masking`: OpenHands' `ObservationMaskingCondenser`.
+//! `openhands-masking`: OpenHands' `ObservationMaskingCondenser`, at its configured default.
 //!
 //! Source: OpenHands/OpenHands `openhands/memory/condenser/impl/observation_masking_condenser.py`
-//! (legacy agent; the SDK keeps the same condenser), read with the code search:
+//! (the condenser) and `openhands/core/config/condenser_config.py`
+//! (`ObservationMaskingCondenserConfig`, the configuration an agent is built from), read at
+//! commit d074f47c428b6dbd0a9669f9b2112444f68eb80d with the code search. The condenser masks:
 //!
 //! ```text
 //! for i, event in enumerate(events):
@@ -9,9 +11,10 @@
 //!         results.append(AgentCondensationObservation('<MASKED>'))
 //! ```
 //!
-//! - **Window**: `attention_window` = 5, the class's default (the config class
-//!   `ObservationMaskingCondenserConfig` defaults to 10; PRODUCTION.md names the condenser's 5).
-//!   The window counts *events*, not observations: an observation among the newest 5 events of
+//! - **Window**: `attention_window` = 100, the default of `ObservationMaskingCondenserConfig`
+//!   (raised from 10 in 3d38a105cf). The class itself defaults to 5, but an agent configured
+//!   through OpenHands gets the config's value; 5 and 10 stay available as parameters. The
+//!   window counts *events*, not observations: an observation among the newest 100 events of
 //!   the view stays, every older one is masked.
 //! - **Placeholder**: `<MASKED>`, the text of the `AgentCondensationObservation` that replaces
 //!   the observation.
@@ -19,20 +22,23 @@
 //!   whenever there is an unmasked observation outside the window ([`Strategy::threshold`] is
 //!   `None`, [`Strategy::should_compact`] says whether there is work). No model call.
 //!
-//! Departures: an observation is a tool result (`Role::Tool`); OpenHands replaces the event
-//! with a condensation observation, here the message keeps its role, call id and tool name
-//! with the content replaced, so the call keeps its result (the providers require it, and the
-//! OpenHands view pairs them the same way). The system prompt counts as an event, as
-//! OpenHands' system-prompt event does; it is never an observation.
+//! Departures, each kept for a reason:
+//! - An observation is a tool result (`Role::Tool`) and an event is a message: OpenHands splits
+//!   the parallel calls of one model response into one action event each, so a batch of `k`
+//!   calls is `k` events there and one here. The recordings' batches are short, and the window
+//!   (100) is far larger than any batch, so the edge moves by at most a batch's width.
+//! - OpenHands replaces the event with a condensation observation; here the message keeps its
+//!   role, call id and tool name with the content replaced, so the call keeps its result (the
+//!   providers require it, and the OpenHands view pairs them the same way).
+//! - The system prompt counts as an event, as OpenHands' system-prompt event does; it is never
+//!   an observation.
 //!
 //! What the replay then measures, as the source behaves: masking is the condenser's only move,
 //! with no bound on the request's size. When the conversation's messages other than
-//! observations (system prompt, user turns, the agent's own messages and calls) and the newest
-//! 5 events outgrow the window, the request is over it and a provider refuses it; OpenHands
-//! pairs this condenser with others (or with its own context-window error handling) for that
-//! case. On the synthetic sets at 32k about a fifth of its requests are over the window; under
-//! `overflow = "fail"` the conversation ends there. This is the design's behaviour, not a
-//! replay artefact.
+//! observations and the newest 100 events outgrow the window, the request is over it and a
+//! provider refuses it; OpenHands pairs this condenser with others (or with its own
+//! context-window error handling) for that case. Under `overflow = "fail"` the conversation ends
+//! there. This is the design's behaviour, not a replay artefact.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -45,8 +51,8 @@ use crate::strategy::{Budget, Plan, Promises, Slot, Strategy, Trigger};
 use crate::tokens::{Exact, TokenCounter};
 
 /// One line for the catalog: what the strategy does.
-pub const SUMMARY: &str = "OpenHands ObservationMaskingCondenser: on every step, replaces each tool observation \
-     older than the newest 5 events with <MASKED>; no threshold, no model call.";
+pub const SUMMARY: &str = "OpenHands ObservationMaskingCondenser at its configured default: on every step, replaces \
+     each tool observation older than the newest 100 events with <MASKED>; no threshold, no model call.";
 
 /// The placeholder OpenHands writes.
 pub const MASKED: &str = "<MASKED>";
@@ -55,13 +61,14 @@ pub const MASKED: &str = "<MASKED>";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Params {
-    /// Newest events whose observations stay verbatim (`attention_window`, 5).
+    /// Newest events whose observations stay verbatim (`attention_window`: 100, the config's
+    /// default; the class default is 5).
     pub attention_window: usize,
 }
 
 impl Default for Params {
     fn default() -> Params {
-        Params { attention_window: 5 }
+        Params { attention_window: 100 }
     }
 }
 
@@ -181,9 +188,9 @@ mod tests {
 
     #[test]
     fn observations_outside_the_newest_five_events_are_masked() {
-        // 2 + 10 = 12 events; the window is events 7..12 (`i < len - 5`), so the observations
-        // at 3 and 5 are masked, those at 7, 9 and 11 stay.
-        let s = OpenhandsMasking::new(Params::default()).unwrap();
+        // The class default, 5. 2 + 10 = 12 events; the window is events 7..12
+        // (`i < len - 5`), so the observations at 3 and 5 are masked, those at 7, 9 and 11 stay.
+        let s = OpenhandsMasking::new(Params { attention_window: 5 }).unwrap();
         let ctx = session(5);
         assert_eq!(s.to_mask(&ctx), vec![3, 5]);
         let budget = Budget::new(1_000_000);
@@ -201,10 +208,25 @@ mod tests {
 
     #[test]
     fn a_short_view_is_left_alone() {
-        let s = OpenhandsMasking::new(Params::default()).unwrap();
+        let s = OpenhandsMasking::new(Params { attention_window: 5 }).unwrap();
         let ctx = session(1);
         assert!(s.to_mask(&ctx).is_empty());
         assert!(s.plan(&ctx, &Budget::new(10), Trigger::Proactive).is_none());
         assert!(OpenhandsMasking::new(Params { attention_window: 0 }).is_err());
+    }
+
+    /// `ObservationMaskingCondenserConfig`'s default, 100: a view of 122 events (system, user,
+    /// 60 call/observation pairs) masks only the observations before event 22, and a view of
+    /// 100 events or fewer masks nothing.
+    #[test]
+    fn the_configured_default_keeps_the_newest_100_events() {
+        let s = OpenhandsMasking::new(Params::default()).unwrap();
+        assert_eq!(Params::default().attention_window, 100);
+        let ctx = session(60);
+        assert_eq!(ctx.len(), 122);
+        let masked = s.to_mask(&ctx);
+        assert_eq!(masked, (3..22).step_by(2).collect::<Vec<_>>());
+        assert!(s.to_mask(&session(49)).is_empty());
+        assert!(!s.should_compact(&session(49), &Budget::new(10)));
     }
 }

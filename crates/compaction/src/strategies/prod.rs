@@ -93,6 +93,16 @@ pub fn span_tokens(ctx: &Context, span: &[usize], counter: &dyn TokenCounter) ->
     span.iter().filter_map(|&i| ctx.get(i)).map(|e| e.tokens(counter)).sum()
 }
 
+/// The tokens of entry `i` as the summarizer sees it through `input` (the entry's own count
+/// when the cuts leave it whole).
+pub fn cut_tokens(ctx: &Context, i: usize, input: &crate::strategy::InputCuts, counter: &dyn TokenCounter) -> u64 {
+    let e = &ctx.entries()[i];
+    match input.apply(e.message()) {
+        std::borrow::Cow::Borrowed(_) => e.tokens(counter),
+        std::borrow::Cow::Owned(m) => counter.message_tokens(&m),
+    }
+}
+
 /// Whether a summary request over `span` fits the window: its input plus the room reserved for
 /// the summary is at most the context window. The request a production system sends is the
 /// span (with its prompt, which is small beside the history) and the output it reserves: the

@@ -17,6 +17,9 @@
 //!   the recent window its document states (computed here from the parameters, independently
 //!   of the strategy's code, see [`stated_window`]) must be kept verbatim;
 //! - when not, a proactive plan must be `None` or a no-op (also checked at a generous window);
+//! - the same proactive checks on the context cut right after its last user message (a user
+//!   message has just arrived, where a strategy that checks its trigger once per user message
+//!   checks it); a compaction there counts towards the share below too;
 //! - the reactive triggers the strategy reacts to (`Overflow`, `LengthStop`) are checked the
 //!   same way;
 //! - compacting, appending a few turns and compacting again keeps at most one live summary.
@@ -418,6 +421,15 @@ fn check_case(name: &str, case: &Case) -> Result<bool, TestCaseError> {
     let scene = Scene { config: &config, budget, what: "proactive" };
 
     let first = proactive(strategy, &ctx, &budget, case.summaries, &scene)?;
+    // A user message has just arrived: the context up to the last user message, where a
+    // strategy that checks its trigger once per user message (Goose's `Agent::reply`) checks it.
+    let at_user = match last_user_prefix(&ctx) {
+        Some(prefix) => {
+            let scene = Scene { what: "proactive at a user message", ..scene };
+            proactive(strategy, &prefix, &budget, case.summaries, &scene)?.is_some_and(|d| d.compacted)
+        }
+        None => false,
+    };
 
     for trigger in [Trigger::Overflow, Trigger::LengthStop] {
         if strategy.reacts_to(trigger) {
@@ -436,7 +448,7 @@ fn check_case(name: &str, case: &Case) -> Result<bool, TestCaseError> {
     )?;
 
     // Compact, append a few turns, compact again: still at most one live summary.
-    let compacted = first.as_ref().is_some_and(|d| d.compacted);
+    let compacted = first.as_ref().is_some_and(|d| d.compacted) || at_user;
     let base = first.map_or_else(|| ctx.clone(), |d| d.context);
     let longer = gen::append(&base, &case.more);
     let scene = Scene { what: "second compaction", ..scene };
@@ -447,6 +459,12 @@ fn check_case(name: &str, case: &Case) -> Result<bool, TestCaseError> {
         prop_assert!(last.summaries().count() <= 1, "{}: {} live summaries", scene.header(), last.summaries().count());
     }
     Ok(compacted)
+}
+
+/// The context up to and including its last user message, when one follows the first entry.
+fn last_user_prefix(ctx: &Context) -> Option<Context> {
+    let last = ctx.entries().iter().rposition(|e| e.role() == Role::User).filter(|&i| i > 0)?;
+    (last + 1 < ctx.len()).then(|| Context::from_entries(ctx.entries()[..=last].to_vec()))
 }
 
 fn run(name: &'static str) {

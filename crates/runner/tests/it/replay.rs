@@ -908,3 +908,64 @@ fn the_first_call_records_the_strategys_thresholds() {
     let none = run(&conversation, &settings(strategy(json!({"name": "none"})), 10_000));
     assert!(none.thresholds.is_empty());
 }
+
+/// Anthropic's context editing runs server-side on each request while the client keeps the
+/// full history ("Context editing", platform.claude.com, read 2026-11-27): every request past
+/// the trigger (tested on the unedited history) is the history with every tool result but the
+/// newest 3 cleared, so the cleared boundary moves forward with each new tool use, and no
+/// request is built from an earlier edited one.
+#[test]
+fn anthropic_clear_tool_uses_edits_every_request_from_the_full_history() {
+    let conversation = tool_chat(10);
+    let config = strategy(json!({"name": "anthropic-clear-tool-uses", "trigger": 2_500}));
+    let m = run(&conversation, &settings(config, 100_000));
+    assert!(m.compactions >= 10, "{:?}", compaction_calls(&m));
+    let first = m.compaction_events[0].call;
+    // Past the trigger every request is edited, not only those whose edited view passes it again.
+    let edited: Vec<u32> = m.timeline.iter().filter(|c| c.compacted).map(|c| c.call).collect();
+    let expected: Vec<u32> = (first..m.calls as u32).collect();
+    assert_eq!(edited, expected);
+    for e in &m.compaction_events {
+        let at = m.timeline[e.call as usize].message_index;
+        let history = &conversation.messages[..at];
+        let results = history.iter().filter(|msg| msg.role == compaction::Role::Tool).count();
+        // Each request starts from the whole recorded history, not from the previous edit.
+        assert_eq!(e.messages_before, history.len(), "call {}", e.call);
+        assert_eq!(e.messages_after, history.len(), "call {}", e.call);
+        // Every result but the newest 3 is cleared in this request.
+        assert_eq!(e.masked, results - 3, "call {}", e.call);
+    }
+    // The boundary moves: each new tool use clears one more result.
+    let masked: Vec<usize> = m.compaction_events.iter().map(|e| e.masked).collect();
+    assert!(masked.windows(2).all(|w| w[1] == w[0] || w[1] == w[0] + 1), "{masked:?}");
+    assert!(masked.last() > masked.first());
+}
+
+/// Goose checks its 80% threshold when a user message arrives (`Agent::reply`), not before the
+/// tool loop's later calls, where only a context-length error compacts. On a recording with one
+/// prompt and a long tool loop the context fills to the window, and every compaction follows a
+/// refused request: none is proactive, and none happens while the context is under the window.
+#[test]
+fn goose_compacts_in_a_tool_loop_only_on_a_context_length_error() {
+    let mut b = ContextBuilder::new().system(words(97)).user(numbered(0, 47));
+    for t in 0..20 {
+        b = b.tool_call("read", "{}", numbered(t % 10, 297));
+    }
+    let conversation = b.assistant(numbered(1, 7)).conversation("loop");
+    let window = 2_000;
+    let m = run(&conversation, &settings(strategy(json!({"name": "goose"})), window));
+    assert!(m.compactions >= 2, "{:?}", compaction_calls(&m));
+    for e in &m.compaction_events {
+        assert_eq!(e.trigger, Trigger::Overflow, "call {}", e.call);
+        assert!(e.tokens_before > window, "call {}: {} tokens", e.call, e.tokens_before);
+    }
+    // With a user message arriving over 80% instead, the threshold compacts before the reply
+    // (a small summary cap, so that the summary request fits this small window).
+    let chat = chat(20, 10, 100, 100).conversation("c");
+    let m = run(&chat, &settings(strategy(json!({"name": "goose", "summary_max_tokens": 100})), 1_200));
+    assert!(m.compaction_events.iter().any(|e| e.trigger == Trigger::Proactive), "{:?}", requests(&m));
+    for e in m.compaction_events.iter().filter(|e| e.trigger == Trigger::Proactive) {
+        let at = m.timeline[e.call as usize].message_index;
+        assert_eq!(chat.messages[at - 1].role, compaction::Role::User, "call {}", e.call);
+    }
+}
