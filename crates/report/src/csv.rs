@@ -694,6 +694,7 @@ mod tests {
             llm,
             if_sent: None,
             verdict: Default::default(),
+            evidence: Vec::new(),
         };
         assert_eq!((score_spread(&probe(None)), scored_repeats(&probe(None))), (Some(0.0), Some(1)));
         let llm = probe(Some(serde_json::json!({"scored": true, "repeats": 3, "scored_repeats": 2, "spread": 0.25})));

