@@ -454,6 +454,7 @@ pub fn run(
         cache: plan.experiment.cache,
         summarizer: engine.summarizer.name(),
         judge: engine.judge.name(),
+        stand_in_summary: engine.summarizer.name() == "offline",
         shard: shard_text,
         merged_from: Vec::new(),
         jobs: options.jobs.or_else(|| default_jobs(&plan.experiment)),

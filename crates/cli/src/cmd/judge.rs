@@ -163,7 +163,8 @@ fn print_side_by_side(reports: &[CalibrationReport]) {
         .map(|c| (c.clone(), reports.iter().map(|r| r.by_category.get(c).copied().unwrap_or_default()).collect()));
     for (name, counts) in all.chain(rows) {
         let facts = counts.first().map_or(0, |c| c.scored());
-        let cells: Vec<String> = counts.iter().map(|c| format!("{} / {}", fmt(c.accuracy()), kappa(c.kappa()))).collect();
+        let cells: Vec<String> =
+            counts.iter().map(|c| format!("{} / {}", fmt(c.accuracy()), kappa(c.kappa()))).collect();
         println!("{name} | {facts} | {}", cells.join(" | "));
     }
 }

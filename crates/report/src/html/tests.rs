@@ -118,6 +118,7 @@ fn run_data() -> RunData {
         cache: runlog::settings::CacheProfile::None,
         summarizer: "offline".into(),
         judge: "offline".into(),
+        stand_in_summary: true,
         shard: None,
         merged_from: Vec::new(),
         jobs: None,

@@ -104,7 +104,10 @@ fn prepared_message(conversation: &Conversation, index: usize, message: &Message
         let p = Prepared::new(&text);
         Rc::new((text, p))
     };
-    let same = conversation.messages.get(index).is_some_and(|m| m.content == message.content && m.tool_calls == message.tool_calls);
+    let same = conversation
+        .messages
+        .get(index)
+        .is_some_and(|m| m.content == message.content && m.tool_calls == message.tool_calls);
     if !same {
         return fresh();
     }

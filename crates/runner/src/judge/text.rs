@@ -97,7 +97,8 @@ fn year(t: &str) -> Option<u32> {
 fn numeric_date(t: &str) -> Option<String> {
     let sep = if t.contains('/') { '/' } else { '.' };
     let parts: Vec<&str> = t.split(sep).collect();
-    if parts.len() != 3 || !parts.iter().all(|p| !p.is_empty() && p.len() <= 4 && p.bytes().all(|b| b.is_ascii_digit())) {
+    if parts.len() != 3 || !parts.iter().all(|p| !p.is_empty() && p.len() <= 4 && p.bytes().all(|b| b.is_ascii_digit()))
+    {
         return None;
     }
     let n: Vec<u32> = parts.iter().filter_map(|p| p.parse().ok()).collect();
@@ -169,7 +170,10 @@ impl Builder {
     /// The last `n` tokens' text (fewer when there are fewer).
     fn last(&self, n: usize) -> impl Iterator<Item = &str> {
         let k = self.out.tokens.len();
-        self.out.tokens[k.saturating_sub(n)..].iter().rev().map(|(r, _)| &self.out.text[r.start as usize..r.end as usize])
+        self.out.tokens[k.saturating_sub(n)..]
+            .iter()
+            .rev()
+            .map(|(r, _)| &self.out.text[r.start as usize..r.end as usize])
     }
     /// Replace the last `n` tokens and the next one by `text`.
     fn replace(&mut self, n: usize, text: &str, end: usize) {
@@ -369,7 +373,10 @@ fn on_boundaries(text: &str, at: usize, end: usize, check_start: bool, check_end
     let technical = token.contains(['.', '/', '_']);
     let joins = |c: char, other: Option<char>, inner: char| match c {
         '.' | ',' => other.is_some_and(is_word),
-        '-' => other.is_some_and(is_word) && (technical || other.is_some_and(|o| o.is_ascii_digit()) && inner.is_ascii_digit()),
+        '-' => {
+            other.is_some_and(is_word)
+                && (technical || other.is_some_and(|o| o.is_ascii_digit()) && inner.is_ascii_digit())
+        }
         _ => false,
     };
     if check_start {
@@ -468,7 +475,10 @@ fn word_number(t: &str) -> Option<usize> {
 /// and `CancelReservation` are all `[cancel, reservation]`. None unless two or more words of
 /// letters (and digits after the first letter).
 fn identifier_words(raw: &str) -> Option<Vec<String>> {
-    if raw.is_empty() || raw.contains(char::is_whitespace) || !raw.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-') {
+    if raw.is_empty()
+        || raw.contains(char::is_whitespace)
+        || !raw.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-')
+    {
         return None;
     }
     let mut words: Vec<String> = Vec::new();
@@ -478,7 +488,8 @@ fn identifier_words(raw: &str) -> Option<Vec<String>> {
         for (i, &c) in chars.iter().enumerate() {
             let boundary = c.is_uppercase()
                 && i > 0
-                && (chars[i - 1].is_lowercase() || chars.get(i + 1).is_some_and(|n| n.is_lowercase()) && chars[i - 1].is_uppercase());
+                && (chars[i - 1].is_lowercase()
+                    || chars.get(i + 1).is_some_and(|n| n.is_lowercase()) && chars[i - 1].is_uppercase());
             if boundary && !cur.is_empty() {
                 words.push(std::mem::take(&mut cur));
             }
@@ -523,8 +534,8 @@ fn amount_words(a: &str) -> Vec<String> {
 
 /// File extensions that make a dotted name a file, not a qualified name.
 const FILE_EXTENSIONS: [&str; 30] = [
-    "rs", "py", "ts", "tsx", "js", "jsx", "go", "java", "rb", "ex", "exs", "md", "txt", "json", "jsonl", "toml", "yaml",
-    "yml", "lock", "html", "css", "sh", "c", "h", "cpp", "sql", "csv", "xml", "cfg", "ini",
+    "rs", "py", "ts", "tsx", "js", "jsx", "go", "java", "rb", "ex", "exs", "md", "txt", "json", "jsonl", "toml",
+    "yaml", "yml", "lock", "html", "css", "sh", "c", "h", "cpp", "sql", "csv", "xml", "cfg", "ini",
 ];
 
 /// A qualified name's last segment and its qualifier's last segment: `Mod.Sub.fun/2` as
@@ -532,14 +543,18 @@ const FILE_EXTENSIONS: [&str; 30] = [
 /// `obj`).
 fn qualified(raw: &str) -> Option<(String, String)> {
     let t = raw.trim().trim_end_matches("()");
-    if t.contains(char::is_whitespace) || t.contains('/') && !t.rsplit_once('/').is_some_and(|(_, a)| a.bytes().all(|b| b.is_ascii_digit())) {
+    if t.contains(char::is_whitespace)
+        || t.contains('/') && !t.rsplit_once('/').is_some_and(|(_, a)| a.bytes().all(|b| b.is_ascii_digit()))
+    {
         return None;
     }
     let (qual, last) = t.rsplit_once("::").or_else(|| t.rsplit_once('.'))?;
     let qual = qual.rsplit(['.', ':']).next().unwrap_or(qual);
     let name = last.split('/').next().unwrap_or(last);
     let ident = |s: &str| {
-        s.len() >= 2 && s.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_') && s.chars().all(|c| c.is_alphanumeric() || c == '_')
+        s.len() >= 2
+            && s.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+            && s.chars().all(|c| c.is_alphanumeric() || c == '_')
     };
     if !ident(qual) || !ident(name) || FILE_EXTENSIONS.contains(&name.to_lowercase().as_str()) {
         return None;

@@ -313,27 +313,47 @@ const CONSTRAINT_WORDS: [&str; 14] = [
     "unsupported",
 ];
 /// How an agent announces its next action.
-const NEXT_WORDS: [&str; 8] = ["let me ", "now let me ", "i'll ", "i will ", "next, ", "next i", "now i'll ", "i need to "];
+const NEXT_WORDS: [&str; 8] =
+    ["let me ", "now let me ", "i'll ", "i will ", "next, ", "next i", "now i'll ", "i need to "];
 
 /// A line of code or of a numbered file listing, not an error message: `t.Errorf(...)`,
 /// `/* Error panel */`, `  45→ return err`.
 fn looks_like_code(line: &str) -> bool {
     let t = line.trim_start();
-    let numbered =
-        t.split_once(['→', '\t']).is_some_and(|(n, _)| !n.trim().is_empty() && n.trim().chars().all(|c| c.is_ascii_digit()));
+    let numbered = t
+        .split_once(['→', '\t'])
+        .is_some_and(|(n, _)| !n.trim().is_empty() && n.trim().chars().all(|c| c.is_ascii_digit()));
     numbered
         || ["//", "/*", "*", "#", "<!--", "--"].iter().any(|p| t.starts_with(p))
-        || ["Errorf(", ".Error(", "Error(\"", "errors.New(", "raise ", "throw ", "except ", "catch ", "return ", "func ", "def ", "fn ", "=>", "assert"]
-            .iter()
-            .any(|w| t.contains(w))
+        || [
+            "Errorf(",
+            ".Error(",
+            "Error(\"",
+            "errors.New(",
+            "raise ",
+            "throw ",
+            "except ",
+            "catch ",
+            "return ",
+            "func ",
+            "def ",
+            "fn ",
+            "=>",
+            "assert",
+        ]
+        .iter()
+        .any(|w| t.contains(w))
 }
 
 /// An identifier that says nothing about the task: a hex colour (`#1a2b3c`), a version
 /// (`v1.2.3`, `2.1.32`), a tool-call id (`toolu_01...`, `call_...`).
 fn is_noise_identifier(t: &str) -> bool {
-    let colour = t.strip_prefix('#').is_some_and(|h| matches!(h.len(), 3 | 4 | 6 | 8) && h.chars().all(|c| c.is_ascii_hexdigit()));
+    let colour = t
+        .strip_prefix('#')
+        .is_some_and(|h| matches!(h.len(), 3 | 4 | 6 | 8) && h.chars().all(|c| c.is_ascii_hexdigit()));
     let v = t.strip_prefix(['v', 'V']).unwrap_or(t);
-    let version = v.contains('.') && v.split(['.', '-', '+']).next().is_some_and(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+    let version = v.contains('.')
+        && v.split(['.', '-', '+']).next().is_some_and(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
         && v.split('.').count() >= 2
         && v.split('.').nth(1).is_some_and(|p| p.chars().next().is_some_and(|c| c.is_ascii_digit()));
     colour || version || t.starts_with("toolu_") || t.starts_with("call_")
@@ -348,7 +368,12 @@ fn shows_files(command: &str) -> bool {
 /// A shell command that runs tests.
 fn runs_tests(command: &str) -> bool {
     let c = command.to_lowercase();
-    c.contains("pytest") || c.contains(" test") || c.starts_with("test") || c.contains("test:") || c.contains("jest") || c.contains("rspec")
+    c.contains("pytest")
+        || c.contains(" test")
+        || c.starts_with("test")
+        || c.contains("test:")
+        || c.contains("jest")
+        || c.contains("rspec")
 }
 
 /// A test run's output that reports a failure.
@@ -381,7 +406,10 @@ fn change_description(args: &serde_json::Value) -> Option<String> {
         // The first line that differs on each side: what changed, not the shared context.
         let differing = |a: &str, b: &str| -> String {
             let others: BTreeSet<&str> = b.lines().map(str::trim).collect();
-            a.lines().map(str::trim).find(|l| !l.is_empty() && !others.contains(l)).map_or(String::new(), |l| clip(l, 70))
+            a.lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty() && !others.contains(l))
+                .map_or(String::new(), |l| clip(l, 70))
         };
         let (was, now) = (differing(old, new), differing(new, old));
         return Some(match (was.is_empty(), now.is_empty()) {
@@ -924,7 +952,8 @@ impl Gatherer {
         if shows_file {
             return;
         }
-        let error_lines: Vec<&str> = m.content.lines().filter(|l| is_error_line(l) && !looks_like_code(l)).take(3).collect();
+        let error_lines: Vec<&str> =
+            m.content.lines().filter(|l| is_error_line(l) && !looks_like_code(l)).take(3).collect();
         let label = tool.as_deref().map(|t| format!("{t}: ")).unwrap_or_default();
         if m.is_error {
             let line = error_lines.first().copied().unwrap_or_else(|| first_line(&m.content));

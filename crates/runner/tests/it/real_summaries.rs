@@ -43,15 +43,17 @@ fn sessions() -> Option<Vec<Conversation>> {
     let mut out = Vec::new();
     for dir in ["claude-code-spotter", "claude-code-entire"] {
         for f in import(&[PathBuf::from(root.join(dir))], &options) {
-            out.extend(f.conversations.into_iter().filter(|c| c.meta.get("kind").and_then(|v| v.as_str()) != Some("subagent")));
+            out.extend(
+                f.conversations.into_iter().filter(|c| c.meta.get("kind").and_then(|v| v.as_str()) != Some("subagent")),
+            );
         }
     }
     Some(out)
 }
 
 const EXTENSIONS: [&str; 24] = [
-    "go", "rs", "py", "ts", "tsx", "js", "ex", "exs", "heex", "md", "json", "jsonl", "toml", "yaml", "yml", "sh", "css",
-    "html", "sql", "lock", "txt", "eex", "mod", "sum",
+    "go", "rs", "py", "ts", "tsx", "js", "ex", "exs", "heex", "md", "json", "jsonl", "toml", "yaml", "yml", "sh",
+    "css", "html", "sql", "lock", "txt", "eex", "mod", "sum",
 ];
 
 /// Tokens of `text`, split at whitespace and at punctuation that never sits inside a name.
@@ -188,7 +190,9 @@ fn the_stand_in_covers_what_real_summaries_keep() {
     let figures: Vec<String> = names
         .iter()
         .zip(&tallies)
-        .map(|(n, t)| format!("{n} {:.1}% covered (of {}), {:.1}% added (of {})", t.covered(), t.real, t.added(), t.stand_in))
+        .map(|(n, t)| {
+            format!("{n} {:.1}% covered (of {}), {:.1}% added (of {})", t.covered(), t.real, t.added(), t.stand_in)
+        })
         .collect();
     let line = format!(
         "stand-in against {compactions} real compactions: {}; mean length {} against {} characters",
