@@ -6,8 +6,10 @@
 //! context, in any words?). [`calibrate`] asks a [`Judge`] about every fact of every item, one
 //! fact at a time, against a context of one message holding the item's text, and counts where
 //! it agrees. A fact is retained by the judge when its score is at least one half (the offline
-//! judge scores a single fact 0 or 1; an LLM judge's grade is normalized to 0..1); an LLM
-//! verdict that did not parse is counted apart, not as a disagreement.
+//! judge scores a single fact 0 or 1; an LLM judge's grade is normalized to 0..1, and its
+//! per-fact word is used when the grader gave one); an LLM verdict that did not parse, and a
+//! fact the grader quoted from outside the context, are counted apart (unscored), not as
+//! disagreements.
 //!
 //! ```
 //! use runner::calibrate::{calibrate, parse_labels};
@@ -261,7 +263,17 @@ pub fn calibrate(items: &[LabelledItem], judge: &dyn Judge) -> CalibrationReport
                 report.unscored += 1;
                 continue;
             }
-            let judged = score.score >= 0.5;
+            // An LLM grader's word on the fact itself, when it gave one: stated with a quote
+            // the context holds, or not stated; a quote from outside the context is unscored.
+            let word = score.llm.as_ref().and_then(|d| d.pointer("/facts/0")).cloned();
+            if word.as_ref().is_some_and(|f| f["verified"] == serde_json::Value::Bool(false)) {
+                report.unscored += 1;
+                continue;
+            }
+            let judged = match word.as_ref().and_then(|f| f["stated"].as_bool()) {
+                Some(stated) => stated,
+                None => score.score >= 0.5,
+            };
             match (label, judged) {
                 (true, true) => report.true_positives += 1,
                 (false, true) => report.false_positives += 1,
