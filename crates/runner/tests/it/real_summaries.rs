@@ -20,7 +20,7 @@
 #![allow(clippy::print_stdout)]
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use compaction::{Context, Conversation, PromptKind, Role, SummaryRequest};
 use dataset::import::{import, is_harness_text, FormatChoice, ImportOptions};
@@ -42,7 +42,7 @@ fn sessions() -> Option<Vec<Conversation>> {
     let options = ImportOptions { format: FormatChoice::Auto, strict: false, include_compaction_calls: false };
     let mut out = Vec::new();
     for dir in ["claude-code-spotter", "claude-code-entire"] {
-        for f in import(&[PathBuf::from(root.join(dir))], &options) {
+        for f in import(&[root.join(dir)], &options) {
             out.extend(
                 f.conversations.into_iter().filter(|c| c.meta.get("kind").and_then(|v| v.as_str()) != Some("subagent")),
             );
