@@ -113,7 +113,7 @@ pub const SUMMARY_HEADER: [&str; 50] = [
 ];
 
 /// Columns of `probes.csv`.
-pub const PROBES_HEADER: [&str; 17] = [
+pub const PROBES_HEADER: [&str; 18] = [
     "conversation_id",
     "dataset",
     "config_id",
@@ -131,6 +131,7 @@ pub const PROBES_HEADER: [&str; 17] = [
     "judge",
     "score_spread",
     "scored_repeats",
+    "evidence",
 ];
 
 /// Columns of `compactions.csv`.
@@ -474,6 +475,10 @@ pub struct ProbeRow {
     pub score_spread: Option<f64>,
     /// Repeats whose verdict parsed; 1 for the offline judge.
     pub scored_repeats: Option<u64>,
+    /// Per fact, `;`-separated in fact order, where the judge found it: the alias as it
+    /// matched, the message (or context entry) and the character span; empty for a fact lost
+    /// and for a judge that records no evidence.
+    pub evidence: String,
 }
 
 /// A row of `compactions.csv`: one compaction event with its summary text.
@@ -588,6 +593,12 @@ pub fn probe_rows(records: &[PairRecord]) -> Vec<ProbeRow> {
                 judge: p.judge.clone(),
                 score_spread: score_spread(p),
                 scored_repeats: scored_repeats(p),
+                evidence: p
+                    .evidence
+                    .iter()
+                    .map(|e| e.as_ref().map(|e| e.describe()).unwrap_or_default())
+                    .collect::<Vec<_>>()
+                    .join(";"),
             });
         }
     }
@@ -732,6 +743,7 @@ mod tests {
             llm,
             if_sent: None,
             verdict: Default::default(),
+            evidence: Vec::new(),
         };
         assert_eq!((score_spread(&probe(None)), scored_repeats(&probe(None))), (Some(0.0), Some(1)));
         let llm = probe(Some(serde_json::json!({"scored": true, "repeats": 3, "scored_repeats": 2, "spread": 0.25})));

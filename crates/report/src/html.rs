@@ -39,7 +39,9 @@ use sha2::{Digest, Sha256};
 use crate::summary::{self, ConfigSummary};
 use crate::ReportError;
 
+mod evidence;
 mod failures;
+mod stand_in;
 mod svg;
 
 /// The report's file name in a run folder.
@@ -542,6 +544,7 @@ impl Page<'_> {
              each at-risk figure gives the probes it rests on. Estimate error: the strategy's own token estimate \
              against the exact count at its trigger checks, (estimate - exact) / exact, median and 95th percentile.</p>\n",
         );
+        out.push_str(&stand_in::note(self.data));
         self.switch(out);
         for (i, view) in self.views.iter().enumerate() {
             self.leaderboard_view(out, view, i);
@@ -1048,12 +1051,11 @@ impl Page<'_> {
                         .collect::<Vec<_>>()
                         .join(", ");
                     losses.push(format!(
-                        "<div>{}<span class=\"mono\">{}</span>: {} <span class=\"ci\">({} of {} facts kept)</span></div>",
+                        "<div>{}<span class=\"mono\">{}</span>: {} {}</div>",
                         self.swatch(&r.strategy),
                         escape(&r.config_id),
                         facts,
-                        score.facts.len() - lost.len(),
-                        score.facts.len()
+                        evidence::kept(score, aliases.map(|t| t.facts.as_slice()))
                     ));
                 }
                 if losses.is_empty() {

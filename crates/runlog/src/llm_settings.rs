@@ -59,9 +59,14 @@ impl VerdictFormat {
         }
         let mut required: Vec<Value> = fields.iter().map(|f| json!(f)).collect();
         required.push(json!("rationale"));
+        // Per fact: stated or not, and the passage of the context that states it.
+        let fact = json!({"type": "object", "properties": {"stated": {"type": "boolean"}, "quote": {"type": "string"}},
+            "required": ["stated", "quote"], "additionalProperties": false});
+        properties.insert("facts".into(), json!({"type": "array", "items": fact}));
         match self {
             VerdictFormat::JsonSchema => {
                 properties.insert("rationale".into(), json!({"type": "string"}));
+                required.push(json!("facts"));
                 let schema = json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false});
                 json!({"type": "json_schema", "json_schema": {"name": "verdict", "strict": true, "schema": schema}})
             }

@@ -142,6 +142,10 @@ pub struct Manifest {
     /// The summarizer's and the judge's names as they report them.
     pub summarizer: String,
     pub judge: String,
+    /// The summaries are the offline stand-in's (`summarizer = "offline"`): retention of the
+    /// summarizing strategies measures the stand-in, not their prompts.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stand_in_summary: bool,
     /// The shard this folder holds (`K/N`), if any.
     pub shard: Option<String>,
     /// The folders a merge combined.

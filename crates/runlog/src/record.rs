@@ -306,6 +306,32 @@ pub struct ProbeScore {
     /// `llm` says more; nothing reads its keys to decide.
     #[serde(default, skip_serializing_if = "Verdict::is_plain")]
     pub verdict: Verdict,
+    /// Offline judge only: per fact, where it was credited (`None` for a fact not found).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<Option<Evidence>>,
+}
+
+/// Where a judge found a fact: the alias as it matched, the context entry and, when that entry
+/// is a recorded message kept verbatim, its index; the span is in characters of the entry's
+/// text as the judge reads it (content, then tool calls).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub alias: String,
+    pub entry: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<usize>,
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Evidence {
+    /// One line: `"alias" @ message 12 [30..38]` (or `@ entry 3` for a summary or other entry).
+    pub fn describe(&self) -> String {
+        match self.message {
+            Some(m) => format!("\"{}\" @ message {m} [{}..{}]", self.alias, self.start, self.end),
+            None => format!("\"{}\" @ entry {} [{}..{}]", self.alias, self.entry, self.start, self.end),
+        }
+    }
 }
 
 fn is_zero(n: &u64) -> bool {

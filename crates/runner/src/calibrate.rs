@@ -6,8 +6,10 @@
 //! context, in any words?). [`calibrate`] asks a [`Judge`] about every fact of every item, one
 //! fact at a time, against a context of one message holding the item's text, and counts where
 //! it agrees. A fact is retained by the judge when its score is at least one half (the offline
-//! judge scores a single fact 0 or 1; an LLM judge's grade is normalized to 0..1); an LLM
-//! verdict that did not parse is counted apart, not as a disagreement.
+//! judge scores a single fact 0 or 1; an LLM judge's grade is normalized to 0..1, and its
+//! per-fact word is used when the grader gave one); an LLM verdict that did not parse, and a
+//! fact the grader quoted from outside the context, are counted apart (unscored), not as
+//! disagreements.
 //!
 //! ```
 //! use runner::calibrate::{calibrate, parse_labels};
@@ -41,7 +43,15 @@ pub struct LabelledItem {
     /// Where the item comes from (`paraphrase`, `extractive`, `near-miss`); optional.
     #[serde(default)]
     pub group: Option<String>,
+    /// What the item tests ([`CATEGORIES`]): the facts stated in other words (`paraphrase`),
+    /// an alias occurring in another sense or a longer token (`near-miss`), the facts copied
+    /// as written (`verbatim`), or not stated at all (`absent`). Figures are given per category.
+    #[serde(default)]
+    pub category: Option<String>,
 }
+
+/// The categories a labelled item may have.
+pub const CATEGORIES: [&str; 4] = ["paraphrase", "near-miss", "verbatim", "absent"];
 
 /// A labels file that cannot be used: the file, the line and the field.
 #[derive(Debug, thiserror::Error)]
@@ -100,6 +110,9 @@ pub fn parse_labels(text: &str, path: &Path) -> Result<Vec<LabelledItem>, Labels
         if item.context.trim().is_empty() {
             return Err(problem("context", "empty".into()));
         }
+        if let Some(c) = item.category.as_deref().filter(|c| !CATEGORIES.contains(c)) {
+            return Err(problem("category", format!("{c:?} is not one of {}", CATEGORIES.join(", "))));
+        }
         if out.iter().any(|o| o.id == item.id) {
             return Err(problem("id", "used by an earlier item".into()));
         }
@@ -120,10 +133,61 @@ pub struct Disagreement {
     pub judged: bool,
 }
 
+/// Agreement counts of one judge on some facts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub true_positives: usize,
+    pub false_positives: usize,
+    pub true_negatives: usize,
+    pub false_negatives: usize,
+}
+
+impl Counts {
+    fn add(&mut self, label: bool, judged: bool) {
+        match (label, judged) {
+            (true, true) => self.true_positives += 1,
+            (false, true) => self.false_positives += 1,
+            (false, false) => self.true_negatives += 1,
+            (true, false) => self.false_negatives += 1,
+        }
+    }
+    /// Facts scored.
+    pub fn scored(&self) -> usize {
+        self.true_positives + self.false_positives + self.true_negatives + self.false_negatives
+    }
+    /// Share of scored facts where the judge agrees with the label.
+    pub fn accuracy(&self) -> Option<f64> {
+        ratio(self.true_positives + self.true_negatives, self.scored())
+    }
+    /// Of the facts the judge credits, the share a person credits too.
+    pub fn precision(&self) -> Option<f64> {
+        ratio(self.true_positives, self.true_positives + self.false_positives)
+    }
+    /// Of the facts a person credits, the share the judge credits too.
+    pub fn recall(&self) -> Option<f64> {
+        ratio(self.true_positives, self.true_positives + self.false_negatives)
+    }
+    /// Cohen's kappa: agreement beyond what the two sides' rates of "stated" give by chance.
+    /// `None` without facts, or when chance agreement is total (one verdict only on both sides).
+    pub fn kappa(&self) -> Option<f64> {
+        let n = self.scored() as f64;
+        if n == 0.0 {
+            return None;
+        }
+        let observed = (self.true_positives + self.true_negatives) as f64 / n;
+        let judged_yes = (self.true_positives + self.false_positives) as f64 / n;
+        let label_yes = (self.true_positives + self.false_negatives) as f64 / n;
+        let chance = judged_yes * label_yes + (1.0 - judged_yes) * (1.0 - label_yes);
+        (chance < 1.0).then(|| (observed - chance) / (1.0 - chance))
+    }
+}
+
 /// How a judge did on a labels set.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CalibrationReport {
     pub judge: String,
+    /// The counts per item category (items without one under `uncategorized`).
+    pub by_category: std::collections::BTreeMap<String, Counts>,
     /// Labelled retained, judged retained.
     pub true_positives: usize,
     /// Labelled not retained, judged retained: false credit.
@@ -157,6 +221,21 @@ impl CalibrationReport {
     pub fn recall(&self) -> Option<f64> {
         ratio(self.true_positives, self.true_positives + self.false_negatives)
     }
+
+    /// All facts' counts together.
+    pub fn counts(&self) -> Counts {
+        Counts {
+            true_positives: self.true_positives,
+            false_positives: self.false_positives,
+            true_negatives: self.true_negatives,
+            false_negatives: self.false_negatives,
+        }
+    }
+
+    /// Cohen's kappa over all facts ([`Counts::kappa`]).
+    pub fn kappa(&self) -> Option<f64> {
+        self.counts().kappa()
+    }
 }
 
 fn ratio(a: usize, b: usize) -> Option<f64> {
@@ -185,13 +264,25 @@ pub fn calibrate(items: &[LabelledItem], judge: &dyn Judge) -> CalibrationReport
                 report.unscored += 1;
                 continue;
             }
-            let judged = score.score >= 0.5;
+            // An LLM grader's word on the fact itself, when it gave one: stated with a quote
+            // the context holds, or not stated; a quote from outside the context is unscored.
+            let word = score.llm.as_ref().and_then(|d| d.pointer("/facts/0")).cloned();
+            if word.as_ref().is_some_and(|f| f["verified"] == serde_json::Value::Bool(false)) {
+                report.unscored += 1;
+                continue;
+            }
+            let judged = match word.as_ref().and_then(|f| f["stated"].as_bool()) {
+                Some(stated) => stated,
+                None => score.score >= 0.5,
+            };
             match (label, judged) {
                 (true, true) => report.true_positives += 1,
                 (false, true) => report.false_positives += 1,
                 (false, false) => report.true_negatives += 1,
                 (true, false) => report.false_negatives += 1,
             }
+            let category = item.category.as_deref().unwrap_or("uncategorized");
+            report.by_category.entry(category.to_string()).or_default().add(label, judged);
             if label != judged {
                 report.disagreements.push(Disagreement {
                     item: item.id.clone(),
@@ -225,6 +316,9 @@ mod tests {
         assert_eq!(r.precision(), Some(1.0));
         assert_eq!(r.recall(), Some(0.5));
         assert_eq!(r.disagreements.len(), 1);
+        // Kappa: observed 2/3; chance 1/3 * 2/3 + 2/3 * 1/3 = 4/9; (2/3 - 4/9) / (5/9) = 2/5.
+        assert!((r.kappa().unwrap() - 0.4).abs() < 1e-9);
+        assert_eq!(r.by_category["uncategorized"].scored(), 3);
         assert_eq!((r.disagreements[0].item.as_str(), r.disagreements[0].label), ("p1", true));
     }
 
@@ -238,5 +332,26 @@ mod tests {
         let two = "{\"id\":\"a\",\"context\":\"x\",\"facts\":[[\"x\"]],\"retained\":[true]}\n".repeat(2);
         let e = parse_labels(&two, Path::new("l.jsonl")).expect_err("duplicate id");
         assert!(e.to_string().contains("field id"), "{e}");
+        let bad = "{\"id\":\"a\",\"context\":\"x\",\"facts\":[[\"x\"]],\"retained\":[true],\"category\":\"other\"}";
+        let e = parse_labels(bad, Path::new("l.jsonl")).expect_err("unknown category");
+        assert!(e.to_string().contains("field category"), "{e}");
+    }
+
+    #[test]
+    fn figures_are_given_per_category() {
+        let text = [
+            r#"{"id":"p","context":"We updated the ignore file.","facts":[[".gitignore"]],"retained":[true],"category":"paraphrase"}"#,
+            r#"{"id":"n","context":"the main reason","facts":[["main"]],"retained":[false],"category":"near-miss"}"#,
+            r#"{"id":"v","context":"Edited src/a.rs.","facts":[["src/a.rs"],["b.rs"]],"retained":[true,false],"category":"verbatim"}"#,
+        ]
+        .join("\n");
+        let r = calibrate(&parse_labels(&text, Path::new("l.jsonl")).expect("parses"), &OfflineJudge);
+        assert_eq!(r.by_category.len(), 3);
+        assert_eq!(r.by_category["paraphrase"].false_negatives, 1);
+        assert_eq!(r.by_category["near-miss"].false_positives, 1, "a short word in another sense");
+        assert_eq!(r.by_category["verbatim"].accuracy(), Some(1.0));
+        assert_eq!(r.by_category["verbatim"].kappa(), Some(1.0));
+        // One verdict on both sides: kappa is undefined.
+        assert_eq!(Counts { true_positives: 3, ..Counts::default() }.kappa(), None);
     }
 }

@@ -217,6 +217,7 @@ impl Judge for NeedsRoles {
                 cache_miss: false,
                 endpoint: None,
             },
+            evidence: Vec::new(),
         }
     }
 }

@@ -468,6 +468,7 @@ pub fn run(
         refusals: plan.experiment.cache.refusals(),
         summarizer: engine.summarizer.name(),
         judge: engine.judge.name(),
+        stand_in_summary: engine.summarizer.name() == "offline",
         shard: shard_text,
         merged_from: Vec::new(),
         jobs: options.jobs.or_else(|| default_jobs(&plan.experiment)),

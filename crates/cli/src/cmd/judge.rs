@@ -3,7 +3,8 @@
 //!
 //! Scores every fact of every labelled item with the offline judge, and with the LLM judge when
 //! the experiment file given by `--config` names one, and prints per judge the facts scored,
-//! accuracy, precision and recall, then every disagreement (item, fact, label, verdict). Exit
+//! accuracy, precision, recall and Cohen's kappa, overall and per item category (with
+//! `--config`, the two judges side by side per category first), then every disagreement (item, fact, label, verdict). Exit
 //! 0; with `--min-accuracy X`, 1 when a judge's accuracy is below X; 2 for an unreadable labels
 //! or config file.
 
@@ -87,6 +88,9 @@ fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<u8> {
         }
     }
     let mut below = false;
+    if reports.len() > 1 {
+        print_side_by_side(&reports);
+    }
     for r in &reports {
         print_report(r);
         if let (Some(min), Some(acc)) = (args.min_accuracy, r.accuracy()) {
@@ -103,9 +107,13 @@ fn fmt(v: Option<f64>) -> String {
     v.map_or_else(|| "n/a".into(), |v| format!("{:.1}%", v * 100.0))
 }
 
+fn kappa(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".into(), |v| format!("{v:.2}"))
+}
+
 fn print_report(r: &CalibrationReport) {
     say!(
-        "judge {}: {} facts scored ({} unscored): accuracy {}, precision {}, recall {} \
+        "judge {}: {} facts scored ({} unscored): accuracy {}, precision {}, recall {}, kappa {} \
          (credited correctly {}, false credit {}, missed {}, rejected correctly {})",
         r.judge,
         r.scored(),
@@ -113,11 +121,23 @@ fn print_report(r: &CalibrationReport) {
         fmt(r.accuracy()),
         fmt(r.precision()),
         fmt(r.recall()),
+        kappa(r.kappa()),
         r.true_positives,
         r.false_positives,
         r.false_negatives,
         r.true_negatives
     );
+    for (category, c) in &r.by_category {
+        say!(
+            "judge {} on {category}: {} facts: accuracy {}, precision {}, recall {}, kappa {}",
+            r.judge,
+            c.scored(),
+            fmt(c.accuracy()),
+            fmt(c.precision()),
+            fmt(c.recall()),
+            kappa(c.kappa())
+        );
+    }
     for d in &r.disagreements {
         say!(
             "  {} fact {} [{}]: labelled {}, judged {}",
@@ -127,5 +147,24 @@ fn print_report(r: &CalibrationReport) {
             if d.label { "stated" } else { "not stated" },
             if d.judged { "stated" } else { "not stated" }
         );
+    }
+}
+
+/// One line per category: each judge's accuracy and kappa, side by side.
+fn print_side_by_side(reports: &[CalibrationReport]) {
+    let names: Vec<String> = reports.iter().map(|r| format!("{} accuracy / kappa", r.judge)).collect();
+    say!("category | facts | {}", names.join(" | "));
+    let mut categories: Vec<&String> = reports.iter().flat_map(|r| r.by_category.keys()).collect();
+    categories.sort();
+    categories.dedup();
+    let all = std::iter::once(("all".to_string(), reports.iter().map(|r| r.counts()).collect::<Vec<_>>()));
+    let rows = categories
+        .into_iter()
+        .map(|c| (c.clone(), reports.iter().map(|r| r.by_category.get(c).copied().unwrap_or_default()).collect()));
+    for (name, counts) in all.chain(rows) {
+        let facts = counts.first().map_or(0, |c| c.scored());
+        let cells: Vec<String> =
+            counts.iter().map(|c| format!("{} / {}", fmt(c.accuracy()), kappa(c.kappa()))).collect();
+        say!("{name} | {facts} | {}", cells.join(" | "));
     }
 }

@@ -50,6 +50,7 @@ fn metrics(retention: f64, summary: &str, lost: bool) -> PairMetrics {
             llm: None,
             if_sent: None,
             verdict: Default::default(),
+            evidence: Vec::new(),
         }],
         compaction_events: vec![CompactionRecord {
             step: HOSTILE.into(),
@@ -119,6 +120,7 @@ fn run_data() -> RunData {
         refusals: runlog::settings::CacheProfile::None.refusals(),
         summarizer: "offline".into(),
         judge: "offline".into(),
+        stand_in_summary: true,
         shard: None,
         merged_from: Vec::new(),
         jobs: None,

@@ -58,6 +58,7 @@ impl Judge for KeptJudge {
             llm: None,
             if_sent: None,
             verdict: Default::default(),
+            evidence: Vec::new(),
         }
     }
 }
@@ -231,7 +232,7 @@ fn headers_are_pinned() {
     assert_eq!(
         PROBES_HEADER.join(","),
         "conversation_id,dataset,config_id,strategy,window,probe_id,kind,asked_at,checkpoint,at_risk,score,facts_retained,\
-         facts_total,found_in,judge,score_spread,scored_repeats"
+         facts_total,found_in,judge,score_spread,scored_repeats,evidence"
     );
     assert_eq!(
         COMPACTIONS_HEADER.join(","),

@@ -20,6 +20,15 @@
 //! no verdict parses, or the answer itself failed, the probe is unscored: its `score` is 0,
 //! `llm.scored` is false, and [`is_scored`] tells it apart so aggregates can leave it out.
 //!
+//! **Quoted evidence**: the answering model ends its answer with the passages of the context it
+//! rests on, quoted; the grader says per fact whether the answer states it and copies the
+//! passage that states it (`facts`: `[{"stated": true, "quote": "..."}]`, in the probe's fact
+//! order). A fact stated with a quote that is not in the context (whitespace and case aside)
+//! is **unscored**, not credited: the grader cannot vouch for what the context does not say.
+//! The first parsed verdict's facts are kept in the detail (`facts`, with `verified`), their
+//! unscored count in `unscored_facts` and in [`JudgeStats::unscored_facts`]. A verdict
+//! without `facts` still parses (older prompts); its facts are then not judged one by one.
+//!
 //! The grades, answer, raw verdicts and errors are kept in [`ProbeScore::llm`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -61,6 +70,51 @@ struct Verdict {
     #[serde(default)]
     #[allow(dead_code)]
     rationale: Option<String>,
+    #[serde(default)]
+    facts: Option<Vec<FactVerdict>>,
+}
+
+/// The grader's word on one fact: stated or not, and the passage of the context that states it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FactVerdict {
+    pub stated: bool,
+    #[serde(default)]
+    pub quote: String,
+}
+
+/// A text for quote checking: lowercase, whitespace collapsed, surrounding quotes and ellipses
+/// dropped.
+fn quote_text(text: &str) -> String {
+    let t = text.trim().trim_matches(|c: char| "\"'`…".contains(c)).trim_end_matches("...").trim_start_matches("...");
+    t.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
+}
+
+/// The context's entries as quote checking reads them, with where each is found.
+pub fn quotable(ctx: &Context) -> Vec<(crate::record::FoundIn, String)> {
+    use crate::record::FoundIn;
+    use compaction::Origin;
+    ctx.entries()
+        .iter()
+        .map(|e| {
+            let found = match e.origin() {
+                Origin::Recorded { .. } => FoundIn::Verbatim,
+                Origin::Summary { .. } => FoundIn::Summary,
+                _ => FoundIn::Other,
+            };
+            (found, quote_text(&dataset::text::render_message(e.message())))
+        })
+        .collect()
+}
+
+/// Where `quote` occurs in the context (`None`: it does not, or it is too short to vouch for
+/// anything).
+pub fn locate_quote(entries: &[(crate::record::FoundIn, String)], quote: &str) -> Option<crate::record::FoundIn> {
+    let q = quote_text(quote);
+    if q.chars().count() < 3 {
+        return None;
+    }
+    entries.iter().find(|(_, text)| text.contains(&q)).map(|(f, _)| *f)
 }
 
 impl Grades {
@@ -75,6 +129,11 @@ impl Grades {
 
 /// Parse a verdict under the strict contract (see the module docs).
 pub fn parse_verdict(reply: &str) -> Result<Grades, String> {
+    parse_verdict_facts(reply).map(|(g, _)| g)
+}
+
+/// Parse a verdict and its per-fact part (empty when the verdict has none).
+pub fn parse_verdict_facts(reply: &str) -> Result<(Grades, Vec<FactVerdict>), String> {
     let text = reply.trim();
     let body = match text.strip_prefix("```") {
         Some(fenced) => {
@@ -98,7 +157,7 @@ pub fn parse_verdict(reply: &str) -> Result<Grades, String> {
     if let Some((name, value)) = DIMENSIONS.iter().zip(g.values()).find(|(_, v)| *v > 5) {
         return Err(format!("{name} = {value} is outside 0..=5"));
     }
-    Ok(g)
+    Ok((g, v.facts.unwrap_or_default()))
 }
 
 pub use runlog::record::is_scored;
@@ -199,6 +258,8 @@ pub struct JudgeStats {
     pub probes: u64,
     pub scored: u64,
     pub unscored: u64,
+    /// Facts the grader said were stated with a quote the context does not hold.
+    pub unscored_facts: u64,
     /// Verdicts that did not parse, over all repeats.
     pub unparsed_verdicts: u64,
     pub answerer: ClientStats,
@@ -237,6 +298,7 @@ pub struct LlmJudge {
     probes: AtomicU64,
     scored: AtomicU64,
     unparsed: AtomicU64,
+    unscored_facts: AtomicU64,
 }
 
 impl LlmJudge {
@@ -257,6 +319,7 @@ impl LlmJudge {
             probes: AtomicU64::new(0),
             scored: AtomicU64::new(0),
             unparsed: AtomicU64::new(0),
+            unscored_facts: AtomicU64::new(0),
         })
     }
     /// Hold the grader to the verdict's schema with `format` (see [`VerdictFormat`]).
@@ -271,6 +334,7 @@ impl LlmJudge {
             probes,
             scored,
             unscored: probes - scored.min(probes),
+            unscored_facts: self.unscored_facts.load(Ordering::Relaxed),
             unparsed_verdicts: self.unparsed.load(Ordering::Relaxed),
             answerer: self.answerer.stats(),
             grader: self.grader.stats(),
@@ -347,11 +411,15 @@ impl LlmJudge {
         let mut errors = Vec::new();
         let mut cache_miss = false;
         let mut endpoint_fault = false;
+        let mut fact_verdicts: Option<Vec<FactVerdict>> = None;
         for sample in 0..self.repeats {
             match self.grader.complete(self.grade_request(probe, &answer, sample)).await {
                 Ok(r) => {
-                    match parse_verdict(&r.text) {
-                        Ok(g) => {
+                    match parse_verdict_facts(&r.text) {
+                        Ok((g, facts)) => {
+                            if fact_verdicts.is_none() && !facts.is_empty() {
+                                fact_verdicts = Some(facts);
+                            }
                             for (acc, v) in per_dim.iter_mut().zip(g.values()) {
                                 *acc += f64::from(v);
                             }
@@ -392,6 +460,24 @@ impl LlmJudge {
         }
         if endpoint_fault {
             detail["endpoint_fault"] = json!(true);
+        }
+        if let Some(facts) = fact_verdicts {
+            let entries = quotable(ctx);
+            let mut unscored = 0u64;
+            let judged: Vec<Value> = facts
+                .iter()
+                .map(|f| {
+                    let found = if f.stated { locate_quote(&entries, &f.quote) } else { None };
+                    let verified = !f.stated || found.is_some();
+                    if !verified {
+                        unscored += 1;
+                    }
+                    json!({"stated": f.stated, "quote": f.quote, "verified": verified, "found_in": found})
+                })
+                .collect();
+            self.unscored_facts.fetch_add(unscored, Ordering::Relaxed);
+            detail["facts"] = Value::Array(judged);
+            detail["unscored_facts"] = json!(unscored);
         }
         if n == 0 {
             return (None, detail);
@@ -464,6 +550,7 @@ impl LlmJudge {
             llm: Some(detail),
             if_sent: None,
             verdict,
+            evidence: Vec::new(),
         }
     }
 }
@@ -653,6 +740,39 @@ mod tests {
         assert!(d.get("mean").is_none(), "no number is guessed");
         let st = judge.stats();
         assert_eq!((st.probes, st.scored, st.unscored), (1, 0, 1));
+    }
+
+    #[test]
+    fn a_fact_quoted_from_outside_the_context_is_unscored_not_credited() {
+        let server = MockServer::start();
+        server.push(Reply::text("src/parse/grammar.rs\nQuotes: \"src/parse/grammar.rs:1: fn parse()\"", 50, 10));
+        server.push(Reply::text(
+            r#"{"accuracy": 5, "completeness": 3, "artifact_trail": 5, "continuity": 4, "decisions": 4, "rationale": "r",
+               "facts": [{"stated": true, "quote": "src/parse/grammar.rs:1:   fn parse()"},
+                         {"stated": true, "quote": "the lexer lives in src/lex.rs"},
+                         {"stated": false, "quote": ""}]}"#,
+            50,
+            20,
+        ));
+        let judge = LlmJudge::new(client(&server, Protocol::Openai), client(&server, Protocol::Openai), 1).unwrap();
+        let mut p = probe();
+        p.facts.push(vec!["src/lex.rs".into()]);
+        p.facts.push(vec!["tokenizer".into()]);
+        let s = judge.score(&conversation(), &ctx(), &p);
+        assert!(is_scored(&s));
+        let detail = s.llm.as_ref().unwrap();
+        let facts = detail["facts"].as_array().unwrap();
+        // Found (whitespace and case aside) in the tool result, kept verbatim.
+        assert_eq!((facts[0]["verified"].as_bool(), facts[0]["found_in"].as_str()), (Some(true), Some("verbatim")));
+        // Stated with a quote the context does not hold: unscored.
+        assert_eq!(facts[1]["verified"].as_bool(), Some(false));
+        // Not stated: nothing to verify.
+        assert_eq!(facts[2]["verified"].as_bool(), Some(true));
+        assert_eq!(detail["unscored_facts"].as_u64(), Some(1));
+        assert_eq!(judge.stats().unscored_facts, 1);
+        // The grader was asked per fact, from the answer's quotes.
+        let grade = &server.requests()[1].body;
+        assert!(grade.contains("Quotes:") && grade.contains("\\\"facts\\\""), "{grade}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 pub mod llm;
 pub mod offline;
+pub mod text;
 
 use compaction::{Context, Conversation, Probe};
 

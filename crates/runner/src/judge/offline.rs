@@ -52,45 +52,115 @@
 //! assert_eq!(score.score, 0.5);
 //! ```
 
-use compaction::{Context, Conversation, Origin, Probe};
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::rc::Rc;
+
+use compaction::{Context, Conversation, Message, Origin, Probe};
 
 pub use dataset::text::{
     expand_aliases, is_weak_alias, matches, normalize, occurs, render_message, ENTRY_SEPARATOR, SHORT_WORD,
 };
 
+use super::text::{find, Alias, Prepared};
 use super::Judge;
-use crate::record::{FoundIn, ProbeScore};
+use crate::record::{Evidence, FoundIn, ProbeScore};
 
 /// The offline judge (see the module docs).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OfflineJudge;
 
-/// A context rendered and normalized once, grouped by where a fact can be found.
+/// One entry of a context, prepared for matching.
+#[derive(Debug, Clone)]
+struct Prepared1 {
+    entry: usize,
+    found: FoundIn,
+    recorded: Option<usize>,
+    rendered: Rc<(String, Prepared)>,
+}
+
+/// A context prepared once per checkpoint: each entry's text normalized (a recorded message's
+/// once per conversation and thread, [`prepared_message`]), grouped by where a fact can be found.
 #[derive(Debug, Clone, Default)]
 pub struct RenderedContext {
     /// The recorded messages the context holds verbatim.
-    recorded: std::collections::HashSet<usize>,
-    verbatim: String,
-    summary: String,
-    other: String,
+    recorded: HashSet<usize>,
+    /// Verbatim entries first, then summaries, then other entries.
+    entries: Vec<Prepared1>,
+}
+
+/// The recorded messages of the conversation last judged on this thread, prepared.
+type Cache = Option<(usize, String, usize, Vec<Option<Rc<(String, Prepared)>>>)>;
+
+thread_local! {
+    static MESSAGES: RefCell<Cache> = const { RefCell::new(None) };
+}
+
+/// Recorded message `index` of `conversation`, rendered and normalized once per conversation
+/// on this thread: every checkpoint and configuration that keeps it reuses the work.
+fn prepared_message(conversation: &Conversation, index: usize, message: &Message) -> Rc<(String, Prepared)> {
+    let fresh = || {
+        let text = render_message(message);
+        let p = Prepared::new(&text);
+        Rc::new((text, p))
+    };
+    let same = conversation
+        .messages
+        .get(index)
+        .is_some_and(|m| m.content == message.content && m.tool_calls == message.tool_calls);
+    if !same {
+        return fresh();
+    }
+    MESSAGES.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let key = (conversation as *const Conversation as usize, conversation.messages.len());
+        let hit = matches!(&*cache, Some((ptr, id, len, _)) if (*ptr, *len) == key && *id == conversation.id);
+        if !hit {
+            *cache = Some((key.0, conversation.id.clone(), key.1, vec![None; key.1]));
+        }
+        let Some((_, _, _, slots)) = cache.as_mut() else { return fresh() };
+        slots[index].get_or_insert_with(fresh).clone()
+    })
 }
 
 impl RenderedContext {
-    /// Render and normalize every entry of `ctx` once.
+    /// Render and normalize every entry of `ctx` (no conversation: nothing is reused).
     pub fn new(ctx: &Context) -> RenderedContext {
+        RenderedContext::build(None, ctx)
+    }
+
+    /// Render and normalize every entry of `ctx`, reusing `conversation`'s prepared messages.
+    pub fn for_conversation(conversation: &Conversation, ctx: &Context) -> RenderedContext {
+        RenderedContext::build(Some(conversation), ctx)
+    }
+
+    fn build(conversation: Option<&Conversation>, ctx: &Context) -> RenderedContext {
         let mut r = RenderedContext::default();
-        for e in ctx.entries() {
-            let group = match e.origin() {
+        for (k, e) in ctx.entries().iter().enumerate() {
+            let (found, recorded) = match e.origin() {
                 Origin::Recorded { index } => {
                     r.recorded.insert(*index);
-                    &mut r.verbatim
+                    (FoundIn::Verbatim, Some(*index))
                 }
-                Origin::Summary { .. } => &mut r.summary,
-                Origin::Masked { .. } | Origin::Inserted { .. } => &mut r.other,
+                Origin::Summary { .. } => (FoundIn::Summary, None),
+                Origin::Masked { .. } | Origin::Inserted { .. } => (FoundIn::Other, None),
             };
-            group.push_str(&normalize(&render_message(e.message())));
-            group.push(ENTRY_SEPARATOR);
+            let rendered = match (conversation, recorded) {
+                (Some(c), Some(i)) => prepared_message(c, i, e.message()),
+                _ => {
+                    let text = render_message(e.message());
+                    let p = Prepared::new(&text);
+                    Rc::new((text, p))
+                }
+            };
+            r.entries.push(Prepared1 { entry: k, found, recorded, rendered });
         }
+        let rank = |f: FoundIn| match f {
+            FoundIn::Verbatim => 0,
+            FoundIn::Summary => 1,
+            _ => 2,
+        };
+        r.entries.sort_by_key(|e| (rank(e.found), e.entry));
         r
     }
 
@@ -100,17 +170,32 @@ impl RenderedContext {
     }
 
     /// Where the first alias of `fact` that is found occurs, preferring verbatim messages, then
-    /// summaries, then other entries. Aliases are expanded first ([`expand_aliases`]).
+    /// summaries, then other entries.
     pub fn locate<S: AsRef<str>>(&self, fact: &[S]) -> FoundIn {
-        let aliases = expand_aliases(fact);
-        let groups =
-            [(&self.verbatim, FoundIn::Verbatim), (&self.summary, FoundIn::Summary), (&self.other, FoundIn::Other)];
-        for (text, found) in groups {
-            if aliases.iter().any(|a| matches(text, a)) {
-                return found;
+        self.locate_with_evidence(&Alias::of(fact)).0
+    }
+
+    /// Where `aliases` are found first (verbatim, summary, other), and the evidence.
+    pub fn locate_with_evidence(&self, aliases: &[Alias]) -> (FoundIn, Option<Evidence>) {
+        for e in &self.entries {
+            let (text, prepared) = &*e.rendered;
+            let code_counts = e.found == FoundIn::Verbatim;
+            for v in aliases.iter().flat_map(|a| &a.variants) {
+                if let Some(range) = find(prepared, v, code_counts) {
+                    let span = prepared.source_span(&range);
+                    let chars = |b: usize| text.get(..b).map_or(0, |t| t.chars().count());
+                    let evidence = Evidence {
+                        alias: v.text.clone(),
+                        entry: e.entry,
+                        message: e.recorded,
+                        start: chars(span.start),
+                        end: chars(span.end),
+                    };
+                    return (e.found, Some(evidence));
+                }
             }
         }
-        FoundIn::Lost
+        (FoundIn::Lost, None)
     }
 }
 
@@ -123,11 +208,12 @@ pub fn is_verbatim(ctx: &Context, index: usize) -> bool {
 impl OfflineJudge {
     /// Score `probe` against an already rendered context.
     pub fn score_rendered(&self, conversation: &Conversation, rendered: &RenderedContext, probe: &Probe) -> ProbeScore {
-        let facts: Vec<FoundIn> = if probe.facts.is_empty() {
-            vec![rendered.locate(std::slice::from_ref(&probe.answer))]
+        let located: Vec<(FoundIn, Option<Evidence>)> = if probe.facts.is_empty() {
+            vec![rendered.locate_with_evidence(&Alias::of(std::slice::from_ref(&probe.answer)))]
         } else {
-            probe.facts.iter().map(|f| rendered.locate(f)).collect()
+            probe.facts.iter().map(|f| rendered.locate_with_evidence(&Alias::of(f))).collect()
         };
+        let (facts, evidence): (Vec<FoundIn>, Vec<Option<Evidence>>) = located.into_iter().unzip();
         let retained = facts.iter().filter(|f| **f != FoundIn::Lost).count();
         let score = if facts.is_empty() { 0.0 } else { retained as f64 / facts.len() as f64 };
         ProbeScore {
@@ -142,6 +228,7 @@ impl OfflineJudge {
             llm: None,
             if_sent: None,
             verdict: Default::default(),
+            evidence,
         }
     }
 }
@@ -151,10 +238,10 @@ impl Judge for OfflineJudge {
         "offline".to_string()
     }
     fn score(&self, conversation: &Conversation, ctx: &Context, probe: &Probe) -> ProbeScore {
-        self.score_rendered(conversation, &RenderedContext::new(ctx), probe)
+        self.score_rendered(conversation, &RenderedContext::for_conversation(conversation, ctx), probe)
     }
     fn score_checkpoint(&self, conversation: &Conversation, ctx: &Context, probes: &[&Probe]) -> Vec<ProbeScore> {
-        let rendered = RenderedContext::new(ctx);
+        let rendered = RenderedContext::for_conversation(conversation, ctx);
         probes.iter().map(|p| self.score_rendered(conversation, &rendered, p)).collect()
     }
 }

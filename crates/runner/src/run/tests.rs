@@ -48,6 +48,7 @@ impl Judge for TestJudge {
             llm: None,
             if_sent: None,
             verdict: Default::default(),
+            evidence: Vec::new(),
         }
     }
 }

