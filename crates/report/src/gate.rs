@@ -425,7 +425,8 @@ pub struct SummaryTable {
 }
 
 /// Columns that hold text, not numbers.
-const TEXT_COLUMNS: [&str; 5] = ["config_id", "dataset", "strategy", "params", "judge"];
+const TEXT_COLUMNS: [&str; 7] =
+    ["config_id", "dataset", "strategy", "params", "judge", "applicable", "inapplicable_reason"];
 
 /// The key a row is matched by: its configuration, and its dataset unless it is the pooled
 /// row (`all`) or the file has no `dataset` column.
@@ -1009,8 +1010,8 @@ pub struct ResultsTable {
 }
 
 /// Text columns of `results.csv`.
-const RESULT_TEXT_COLUMNS: [&str; 8] =
-    ["conversation_id", "dataset", "strategy", "config_id", "params", "status", "error", "judge"];
+const RESULT_TEXT_COLUMNS: [&str; 9] =
+    ["conversation_id", "dataset", "strategy", "config_id", "params", "status", "error", "judge", "rejected_because"];
 
 impl ResultsTable {
     /// Read a `results.csv` (or the `results.csv` of a run folder).
