@@ -88,7 +88,9 @@ impl RenderedContext {
                 Origin::Summary { .. } => &mut r.summary,
                 Origin::Masked { .. } | Origin::Inserted { .. } => &mut r.other,
             };
-            group.push_str(&normalize(&render_message(e.message())));
+            // Made once per entry and kept with it: the recorded entries are shared by every
+            // checkpoint and every replay of the conversation in a run.
+            group.push_str(&e.derived_text("offline-judge", |m| normalize(&render_message(m))));
             group.push(ENTRY_SEPARATOR);
         }
         r
