@@ -516,9 +516,8 @@ pub fn run(
     // only about one conversation per worker keeps its shared entries at once.
     let order = longest_first(plan, &todo);
     let next = AtomicUsize::new(0);
-    let work = || loop {
-        let Some(&pair) = order.get(next.fetch_add(1, Ordering::Relaxed)) else { break };
-        {
+    let work = || {
+        while let Some(&pair) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
             if log.stop.load(Ordering::Relaxed) || breaker.load(Ordering::Relaxed) {
                 continue;
             }
@@ -799,13 +798,16 @@ fn longest_first(plan: &Plan, todo: &[Pair]) -> Vec<Pair> {
     order
 }
 
+/// A conversation's recorded entries, metered, and the hash state after its text.
+type SharedConversation = (Arc<replay::Recorded>, Fnv);
+
 /// What the pairs of one conversation share while any of them is left to run: its recorded
 /// messages as entries metered once ([`replay::Recorded`]), and the hash of its text. Made
 /// by the first of its pairs to start (another worker that wants it meanwhile waits for it,
 /// rather than doing the same work), dropped when the last one finishes.
 struct SharedConversations<'p> {
     plan: &'p Plan,
-    slots: Vec<Mutex<Option<(Arc<replay::Recorded>, Fnv)>>>,
+    slots: Vec<Mutex<Option<SharedConversation>>>,
     remaining: Vec<AtomicUsize>,
 }
 
@@ -822,7 +824,7 @@ impl<'p> SharedConversations<'p> {
         }
     }
 
-    fn get(&self, conversation: usize) -> (Arc<replay::Recorded>, Fnv) {
+    fn get(&self, conversation: usize) -> SharedConversation {
         let mut slot = lock(&self.slots[conversation]);
         slot.get_or_insert_with(|| {
             let c = &self.plan.conversations[conversation].conversation;
@@ -858,7 +860,7 @@ fn run_shared_pair(
     engine: &Engine<'_>,
     strategy: &Result<Arc<dyn Strategy>, compaction::ParamError>,
     pair: Pair,
-    shared: &(Arc<replay::Recorded>, Fnv),
+    shared: &SharedConversation,
 ) -> PairRecord {
     let planned = &plan.conversations[pair.conversation];
     let conversation = &planned.conversation;
