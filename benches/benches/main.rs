@@ -4,6 +4,7 @@
 //! cargo bench -p compactbench-benches                 # everything
 //! cargo bench -p compactbench-benches -- tokens/      # one topic (a name filter)
 //! cargo test -p compactbench-benches --benches        # each bench once, as a smoke test
+//! cargo bench -p compactbench-benches --bench experiment   # the whole default experiment, 1 and 2 threads
 //! ```
 //!
 //! Every group keeps criterion's runs short (see [`topics::quick`]): small samples and short
@@ -21,7 +22,6 @@ criterion_group!(
     topics::tokens::bench,
     topics::strategies::bench,
     topics::replay::bench,
-    topics::experiment::bench,
     topics::protocol::bench
 );
 criterion_main!(benches);

@@ -1,6 +1,5 @@
 //! The topics of the bench binary.
 
-pub mod experiment;
 pub mod protocol;
 pub mod replay;
 pub mod strategies;

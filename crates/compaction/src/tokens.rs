@@ -398,8 +398,9 @@ impl Exact {
     /// Tokens of `text` under this encoding.
     ///
     /// Short texts are remembered per thread: the same few (a masking placeholder, `{}`
-    /// arguments, a tool's name) are counted over and over, and a lookup costs a tenth of an
-    /// encoding. The answer is the encoder's either way.
+    /// arguments, a tool's name, a summary's note lines, which the offline summarizer measures
+    /// again in each summary that keeps them) are counted over and over, and a lookup costs a
+    /// small part of an encoding. The answer is the encoder's either way.
     pub fn count(&self, text: &str) -> u64 {
         if text.len() > SHORT_TEXT {
             return self.vocab.count(text);
@@ -421,7 +422,7 @@ impl Exact {
 }
 
 /// Texts up to this many bytes are remembered by [`Exact::count`].
-const SHORT_TEXT: usize = 64;
+const SHORT_TEXT: usize = 256;
 /// How many short texts a thread remembers per encoding before it starts again.
 const SHORT_TEXTS_KEPT: usize = 16_384;
 

@@ -625,16 +625,20 @@ pub fn summary_rows(configurations: &[Configuration], records: &[PairRecord], se
 pub fn write_rows<W: std::io::Write, T: Serialize>(out: W, header: &[&str], rows: &[T]) -> Result<(), ::csv::Error> {
     let mut w = ::csv::WriterBuilder::new().has_headers(false).from_writer(out);
     w.write_record(header)?;
+    // Serialize every row, then write their cells through the formula guard: one writer and
+    // one reader for all rows (building a reader per row cost more than the rows).
+    let mut all = ::csv::WriterBuilder::new().has_headers(false).flexible(true).from_writer(Vec::new());
     for row in rows {
-        // Serialize the row alone, then write its cells through the formula guard.
-        let mut one = ::csv::WriterBuilder::new().has_headers(false).from_writer(Vec::new());
-        one.serialize(row)?;
-        let bytes = one.into_inner().map_err(|e| ::csv::Error::from(std::io::Error::other(e.to_string())))?;
-        let mut reader = ::csv::ReaderBuilder::new().has_headers(false).from_reader(bytes.as_slice());
-        for record in reader.records() {
-            let record = record?;
-            w.write_record(record.iter().map(|c| guard_formula(c).into_owned()))?;
+        all.serialize(row)?;
+    }
+    let bytes = all.into_inner().map_err(|e| ::csv::Error::from(std::io::Error::other(e.to_string())))?;
+    let mut reader = ::csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(bytes.as_slice());
+    let mut record = ::csv::StringRecord::new();
+    while reader.read_record(&mut record)? {
+        for cell in &record {
+            w.write_field(guard_formula(cell).as_bytes())?;
         }
+        w.write_record(None::<&[u8]>)?;
     }
     w.flush()?;
     Ok(())

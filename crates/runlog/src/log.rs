@@ -94,13 +94,45 @@ pub struct Counts {
     pub summaries_failed: u64,
 }
 
-/// Wall times.
+/// Wall times, and where the time went.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Timings {
     /// This invocation, in milliseconds (a merge adds its shards').
     pub wall_ms: u64,
     /// Sum of the pairs' replay times, in milliseconds.
     pub replay_ms: u64,
+    /// The process's CPU time (user + system, all threads) over this invocation, in
+    /// milliseconds, where the system tells it (Linux).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ms: Option<u64>,
+    /// Worker threads the pairs ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+    /// Per phase of the run, in the order they happen (`compactbench run --timings` prints
+    /// them): the run's own steps with their wall and CPU time, and the phases of the replays
+    /// with their CPU time summed over the workers. Empty for a merge.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseTiming>,
+}
+
+/// The time of one phase of a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseTiming {
+    /// `load`, `replay`, `replay/provider_checks`, `write/csv`, ...: a phase named
+    /// `parent/child` is part of its parent's time.
+    pub phase: String,
+    /// Wall time, in milliseconds: `None` for a phase of the replays, which runs on every
+    /// worker at once, interleaved with the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_ms: Option<u64>,
+    /// CPU time in milliseconds, summed over the threads that did the work; `None` where the
+    /// system does not tell it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ms: Option<u64>,
+    /// Thread time in milliseconds (the time the phase's code ran on its thread, off the CPU
+    /// included), summed over the threads: on a machine with a core per worker, the CPU time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_ms: Option<u64>,
 }
 
 /// An external strategy of a run: its configuration, label and command, and the `name` and
@@ -376,7 +408,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<RunData, RunError> {
             summaries,
             summaries_failed,
         },
-        timings: Timings { wall_ms, replay_ms: replay_ms(&records) },
+        timings: Timings { wall_ms, replay_ms: replay_ms(&records), ..Timings::default() },
         dataset_problems: problems,
         complete: true,
         llm: None,

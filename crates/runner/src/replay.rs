@@ -171,6 +171,7 @@ use compaction::{
 use compaction::pairing::ToolPairing;
 
 use crate::record::{CallPoint, CompactionRecord, PairMetrics, ProbeScore};
+use crate::timing::{within, Step};
 
 /// Forced compactions tried per call while the request is over the window.
 pub const MAX_REACTIVE_ATTEMPTS: usize = 3;
@@ -260,6 +261,63 @@ pub fn replay(
     replay_built(conversation, strategy.as_ref(), settings, summarizer, judge)
 }
 
+/// A conversation's recorded messages as context entries, metered once with the exact counter,
+/// shared by every replay of the conversation that runs inside [`Recorded::lend`]: a run
+/// replays each conversation under every configuration, and an entry's token counts are kept
+/// with it ([`Entry::units`]), so each message is tokenized once per run instead of once per
+/// pair. Replays with or without it give the same figures (an entry's count does not depend
+/// on who measured it first).
+#[derive(Debug)]
+pub struct Recorded {
+    conversation: std::sync::Arc<Conversation>,
+    entries: Vec<Entry>,
+}
+
+thread_local! {
+    /// The entries lent to the replays of this thread ([`Recorded::lend`]).
+    static LENT: std::cell::RefCell<Option<std::sync::Arc<Recorded>>> = const { std::cell::RefCell::new(None) };
+}
+
+impl Recorded {
+    /// Every recorded message of `conversation` as an entry, metered with `encoding`.
+    pub fn new(conversation: std::sync::Arc<Conversation>, encoding: Encoding) -> Recorded {
+        let exact = Exact::new(encoding);
+        let entries: Vec<Entry> = conversation
+            .messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let e = Entry::recorded(i, m.clone());
+                e.units(&exact);
+                e
+            })
+            .collect();
+        Recorded { conversation, entries }
+    }
+
+    /// Run `f` with these entries lent to the replays it makes on this thread of this
+    /// conversation (the same `Arc`); a replay of any other conversation builds its own.
+    pub fn lend<T>(self: &std::sync::Arc<Recorded>, f: impl FnOnce() -> T) -> T {
+        /// Puts back what was lent before, also when `f` panics.
+        struct Restore(Option<std::sync::Arc<Recorded>>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                let before = self.0.take();
+                LENT.with(|l| *l.borrow_mut() = before);
+            }
+        }
+        let _restore = Restore(LENT.with(|l| l.replace(Some(self.clone()))));
+        f()
+    }
+
+    /// The entries lent for `conversation`, when they are.
+    fn lent_for(conversation: &Conversation) -> Option<std::sync::Arc<Recorded>> {
+        LENT.with(|l| {
+            l.borrow().as_ref().filter(|r| std::ptr::eq(std::sync::Arc::as_ptr(&r.conversation), conversation)).cloned()
+        })
+    }
+}
+
 /// [`replay`] with `strategy` already built from `settings.strategy` (a run builds each
 /// configuration's strategy once for all its pairs).
 pub fn replay_built(
@@ -308,10 +366,14 @@ pub fn replay_built(
             r.history = Some(Context::new());
         }
         if let Some(probes) = checkpoints.get(&0) {
-            r.ask(probes, 0);
+            within(Step::Judging, || r.ask(probes, 0));
         }
+        let lent = Recorded::lent_for(conversation);
         for (i, m) in conversation.messages.iter().enumerate() {
-            let entry = Entry::recorded(i, m.clone());
+            let entry = match &lent {
+                Some(recorded) => recorded.entries[i].clone(),
+                None => Entry::recorded(i, m.clone()),
+            };
             if m.role == Role::Assistant {
                 let thinking: u64 = m.thinking.iter().map(|b| r.exact.text_tokens(b.text())).sum();
                 r.call(i, entry.tokens(&r.exact) + thinking);
@@ -329,7 +391,7 @@ pub fn replay_built(
                 r.length_stop = stopped_at_length(m);
             }
             if let Some(probes) = checkpoints.get(&(i + 1)) {
-                r.ask(probes, i + 1);
+                within(Step::Judging, || r.ask(probes, i + 1));
             }
         }
         Ok(r.finish(started))
@@ -840,10 +902,11 @@ impl<'a, 's> Replayer<'a, 's> {
         self.edits.clear();
         self.rebuild();
         let length_stop = std::mem::take(&mut self.length_stop);
-        let after_length_stop =
-            length_stop && self.strategy.reacts_to(Trigger::LengthStop) && self.compact(Trigger::LengthStop, call);
+        let after_length_stop = length_stop
+            && self.strategy.reacts_to(Trigger::LengthStop)
+            && within(Step::Compaction, || self.compact(Trigger::LengthStop, call));
         if !after_length_stop {
-            self.compact(Trigger::Proactive, call);
+            within(Step::Compaction, || self.compact(Trigger::Proactive, call));
         }
         self.materialize();
         let window = self.settings.window;
@@ -853,15 +916,17 @@ impl<'a, 's> Replayer<'a, 's> {
             && self.strategy.reacts_to(Trigger::Overflow)
         {
             attempts += 1;
-            if !self.compact(Trigger::Overflow, call) {
+            if !within(Step::Compaction, || self.compact(Trigger::Overflow, call)) {
                 break;
             }
         }
 
         let tokens = self.ctx.tokens(&self.exact) + self.loop_thinking_tokens();
         let overflow = tokens > window;
-        self.check_request();
-        let refused = self.check_providers();
+        let refused = within(Step::ProviderChecks, || {
+            self.check_request();
+            self.check_providers()
+        });
         if self.metrics.compaction_events.len() > events_before || self.live_dropped {
             self.live_dropped = !self.holds_live_request();
         }
@@ -1270,11 +1335,12 @@ impl<'a, 's> Replayer<'a, 's> {
     /// Collect the deferred checkpoints' scores, in order.
     fn score_deferred(&mut self) {
         for mut checkpoint in std::mem::take(&mut self.deferred) {
-            let scores = match checkpoint.pending.take().map(std::thread::ScopedJoinHandle::join) {
-                Some(Ok(scores)) => scores,
-                Some(Err(panic)) => std::panic::resume_unwind(panic),
-                None => Vec::new(),
-            };
+            let scores =
+                match within(Step::Judging, || checkpoint.pending.take().map(std::thread::ScopedJoinHandle::join)) {
+                    Some(Ok(scores)) => scores,
+                    Some(Err(panic)) => std::panic::resume_unwind(panic),
+                    None => Vec::new(),
+                };
             self.record_scores(&checkpoint, scores);
         }
     }
@@ -1345,7 +1411,7 @@ fn summarize_plan(
     let mut context_length = false;
     for request in requests {
         metrics.summarizer_calls += 1;
-        match summarizer.summarize_with_kind(ctx, request) {
+        match within(Step::Summaries, || summarizer.summarize_with_kind(ctx, request)) {
             Ok(s) => {
                 // An empty or whitespace-only answer is no summary, even where the strategy's
                 // document takes whatever the model wrote (it gets the empty text then).

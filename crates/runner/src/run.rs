@@ -38,19 +38,21 @@ use std::time::Instant;
 use compaction::{Conversation, Strategy};
 
 use crate::external::ExternalStrategy;
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::experiment::{canonical_json, fnv1a, id_hash, Configuration, Experiment};
 use crate::llm_setup::OnLlmError;
 use crate::record::{PairFailure, PairMetrics, PairOutcome, PairRecord};
 use crate::replay::{self, Judge, ReplayError, ReplaySettings, Summarizer};
+use crate::timing::{PairStart, ReplayTotals, Stopwatch};
 use dataset::{self, LoadOptions};
 pub use runlog::log::{
     count, dedupe, io_err, merge, pair_key, read_manifest, read_results, record_key, record_line, replay_ms,
     sort_records, versions, write_manifest, write_results, Counts, ExternalRun, Manifest, RunData, RunError, Timings,
     LOCK_FILE, MANIFEST_FILE, MANIFEST_FORMAT, RESULTS_FILE,
 };
+use seeded::Fnv;
+use std::hash::Hasher;
 
 /// How the error of a pair that met a response cache miss (cache mode `only`) begins. Such a
 /// pair is recorded as failed, not with the degraded metrics its misses gave, and a resume
@@ -381,6 +383,7 @@ pub fn run(
     progress: &(dyn Fn(&Progress) + Sync),
 ) -> Result<RunData, RunError> {
     let started = Instant::now();
+    let start_watch = Stopwatch::start();
     let dir = &options.out;
     let experiment_id = plan.experiment_id();
     runlog::folder::refuse_foreign_folder(dir, &experiment_id)?;
@@ -426,8 +429,16 @@ pub fn run(
     // (written by an older version), which cannot be checked.
     let mut stale = 0usize;
     if !done.is_empty() {
-        let hashes: HashMap<String, String> =
-            planned.iter().map(|p| (plan.key(*p), pair_hash(plan, engine, *p))).collect();
+        let mut texts: HashMap<usize, Fnv> = HashMap::new();
+        let hashes: HashMap<String, String> = planned
+            .iter()
+            .map(|p| {
+                let text = *texts
+                    .entry(p.conversation)
+                    .or_insert_with(|| conversation_hash(&plan.conversations[p.conversation].conversation));
+                (plan.key(*p), pair_hash(text, plan, engine, *p))
+            })
+            .collect();
         let before = done.len();
         done.retain(|r| match (&r.content_hash, hashes.get(&record_key(r))) {
             (Some(old), Some(new)) => old == new,
@@ -511,12 +522,23 @@ pub fn run(
     // Each configuration's strategy, built once for all its pairs (the parse checked that it
     // builds; a failure here is still a failed pair, not a stopped run).
     let strategies = build_strategies(&plan.experiment);
+    let totals: Mutex<ReplayTotals> = Mutex::new(ReplayTotals::default());
+    let start_phase = start_watch.phase("start");
+    let replay_watch = Stopwatch::start();
+    let shared = SharedConversations::new(plan, &todo);
+    // The largest conversations first, each one's pairs together, handed out one at a time as
+    // workers free up: the run does not end on one long pair while the other cores idle, and
+    // only about one conversation per worker keeps its shared entries at once.
+    let order = longest_first(plan, &todo);
+    let next = AtomicUsize::new(0);
     let work = || {
-        todo.par_iter().for_each(|&pair| {
+        while let Some(&pair) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
             if log.stop.load(Ordering::Relaxed) || breaker.load(Ordering::Relaxed) {
-                return;
+                continue;
             }
-            let record = run_pair(plan, engine, &strategies[pair.config].strategy, pair);
+            let pair_start = PairStart::now();
+            let record = run_pair(plan, engine, &strategies[pair.config].strategy, pair, &shared);
+            lock(&totals).add(&pair_start.finish());
             if matches!(record.outcome, PairOutcome::Failed { .. }) {
                 failed.fetch_add(1, Ordering::Relaxed);
             }
@@ -542,18 +564,24 @@ pub fn run(
                 let n = finished.fetch_add(1, Ordering::Relaxed) + 1;
                 progress(&Progress { done: n, total, failed: failed.load(Ordering::Relaxed), resumed });
             }
-        });
+        }
     };
-    match options.jobs.or_else(|| default_jobs(&plan.experiment)) {
+    let threads = match options.jobs.or_else(|| default_jobs(&plan.experiment)) {
         Some(jobs) => {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(jobs.max(1))
                 .build()
                 .map_err(|e| RunError::Io { path: dir.clone(), source: io::Error::other(e) })?;
-            pool.install(work);
+            pool.broadcast(|_| work());
+            pool.current_num_threads()
         }
-        None => work(),
-    }
+        None => {
+            rayon::broadcast(|_| work());
+            rayon::current_num_threads()
+        }
+    };
+    let replay_phase = replay_watch.phase("replay");
+    let finish_watch = Stopwatch::start();
     if let Some(source) = lock(&log.error).take() {
         return Err(RunError::Io { path: results_path, source });
     }
@@ -566,8 +594,16 @@ pub fn run(
     manifest.counts.failed = failed;
     (manifest.counts.summaries, manifest.counts.summaries_failed) = runlog::log::count_summaries(&records);
     manifest.counts.missing = planned.len().saturating_sub(records.len());
-    manifest.timings =
-        Timings { wall_ms: earlier_wall_ms + started.elapsed().as_millis() as u64, replay_ms: replay_ms(&records) };
+    let mut phases = vec![start_phase, replay_phase];
+    phases.extend(lock(&totals).phases());
+    phases.push(finish_watch.phase("finish"));
+    manifest.timings = Timings {
+        wall_ms: earlier_wall_ms + started.elapsed().as_millis() as u64,
+        replay_ms: replay_ms(&records),
+        cpu_ms: start_watch.phase("run").cpu_ms,
+        threads: Some(threads),
+        phases,
+    };
     manifest.stopped = lock(&tripped).take();
     manifest.complete = manifest.stopped.is_none();
     manifest.external = plan
@@ -674,12 +710,87 @@ pub struct Built {
     pub external: Option<Arc<ExternalStrategy>>,
 }
 
+/// The pairs to run, the largest conversations first (by the bytes of their messages), each
+/// conversation's pairs together in plan order.
+fn longest_first(plan: &Plan, todo: &[Pair]) -> Vec<Pair> {
+    let size = |c: usize| -> usize {
+        plan.conversations[c]
+            .conversation
+            .messages
+            .iter()
+            .map(|m| m.content.len() + m.tool_calls.iter().map(|t| t.arguments.len()).sum::<usize>())
+            .sum()
+    };
+    let sizes: Vec<usize> = (0..plan.conversations.len()).map(size).collect();
+    let mut order = todo.to_vec();
+    // Stable: ties keep the plan's order.
+    order.sort_by_key(|p| (std::cmp::Reverse(sizes[p.conversation]), p.conversation));
+    order
+}
+
+/// A conversation's recorded entries, metered, and the hash state after its text.
+type SharedConversation = (Arc<replay::Recorded>, Fnv);
+
+/// What the pairs of one conversation share while any of them is left to run: its recorded
+/// messages as entries metered once ([`replay::Recorded`]), and the hash of its text. Made
+/// by the first of its pairs to start (another worker that wants it meanwhile waits for it,
+/// rather than doing the same work), dropped when the last one finishes.
+struct SharedConversations<'p> {
+    plan: &'p Plan,
+    slots: Vec<Mutex<Option<SharedConversation>>>,
+    remaining: Vec<AtomicUsize>,
+}
+
+impl<'p> SharedConversations<'p> {
+    fn new(plan: &'p Plan, todo: &[Pair]) -> SharedConversations<'p> {
+        let remaining: Vec<AtomicUsize> = (0..plan.conversations.len()).map(|_| AtomicUsize::new(0)).collect();
+        for p in todo {
+            remaining[p.conversation].fetch_add(1, Ordering::Relaxed);
+        }
+        SharedConversations {
+            plan,
+            slots: (0..plan.conversations.len()).map(|_| Mutex::new(None)).collect(),
+            remaining,
+        }
+    }
+
+    fn get(&self, conversation: usize) -> SharedConversation {
+        let mut slot = lock(&self.slots[conversation]);
+        slot.get_or_insert_with(|| {
+            let c = &self.plan.conversations[conversation].conversation;
+            let recorded = replay::Recorded::new(c.clone(), self.plan.experiment.tokenizer);
+            (Arc::new(recorded), conversation_hash(c))
+        })
+        .clone()
+    }
+
+    /// One of the conversation's pairs finished.
+    fn done(&self, conversation: usize) {
+        if self.remaining[conversation].fetch_sub(1, Ordering::Relaxed) == 1 {
+            lock(&self.slots[conversation]).take();
+        }
+    }
+}
+
 /// Replay one pair; a replay error or a panic becomes a failed record.
 fn run_pair(
     plan: &Plan,
     engine: &Engine<'_>,
     strategy: &Result<Arc<dyn Strategy>, compaction::ParamError>,
     pair: Pair,
+    shared: &SharedConversations<'_>,
+) -> PairRecord {
+    let record = run_shared_pair(plan, engine, strategy, pair, &shared.get(pair.conversation));
+    shared.done(pair.conversation);
+    record
+}
+
+fn run_shared_pair(
+    plan: &Plan,
+    engine: &Engine<'_>,
+    strategy: &Result<Arc<dyn Strategy>, compaction::ParamError>,
+    pair: Pair,
+    shared: &SharedConversation,
 ) -> PairRecord {
     let planned = &plan.conversations[pair.conversation];
     let conversation = &planned.conversation;
@@ -706,9 +817,9 @@ fn run_pair(
             };
             let started = Instant::now();
             let result = catch_unwind(AssertUnwindSafe(|| match strategy {
-                Ok(strategy) => {
+                Ok(strategy) => shared.0.lend(|| {
                     (engine.replay)(conversation, strategy.as_ref(), &settings, engine.summarizer, engine.judge)
-                }
+                }),
                 Err(e) => Err(ReplayError::Params(e.clone())),
             }));
             match result {
@@ -759,30 +870,53 @@ fn run_pair(
         params: config.params.clone(),
         window: window.unwrap_or(0),
         judge: engine.judge.name(),
-        content_hash: Some(pair_hash(plan, engine, pair)),
+        content_hash: Some(pair_hash(shared.1, plan, engine, pair)),
         failure,
         outcome,
     }
 }
 
-/// The content hash of a pair (see [`PairRecord::content_hash`]).
-fn pair_hash(plan: &Plan, engine: &Engine<'_>, pair: Pair) -> String {
-    let conversation = &plan.conversations[pair.conversation].conversation;
+/// The FNV-1a state after the conversation's JSON, the start of each of its pairs' hashes
+/// (serialized into the hash, not into a string).
+fn conversation_hash(conversation: &Conversation) -> Fnv {
+    struct Hashing(Fnv);
+    impl Write for Hashing {
+        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+            self.0.write(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut h = Hashing(Fnv::default());
+    match serde_json::to_writer(&mut h, conversation) {
+        Ok(()) => h.0,
+        // As the hash of the text when the conversation did not serialize: of nothing.
+        Err(_) => Fnv::default(),
+    }
+}
+
+/// The content hash of a pair (see [`PairRecord::content_hash`]): FNV-1a of the
+/// conversation's JSON, then the configuration and the run's settings, `conversation` being
+/// the state after the first ([`conversation_hash`]).
+fn pair_hash(conversation: Fnv, plan: &Plan, engine: &Engine<'_>, pair: Pair) -> String {
     let config = &plan.experiment.configurations[pair.config];
-    let conv = serde_json::to_string(conversation.as_ref()).unwrap_or_default();
     let cfg = match &config.external {
         Some(spec) => serde_json::to_string(spec).unwrap_or_default(),
         None => serde_json::to_string(&config.resolved).unwrap_or_default(),
     };
-    let text = format!(
-        "{conv}\u{1f}{cfg}\u{1f}{:?}\u{1f}{}\u{1f}{}\u{1f}{:?}\u{1f}{:?}",
+    let rest = format!(
+        "\u{1f}{cfg}\u{1f}{:?}\u{1f}{}\u{1f}{}\u{1f}{:?}\u{1f}{:?}",
         config.window,
         engine.summarizer.name(),
         engine.judge.name(),
         plan.experiment.tokenizer,
         plan.experiment.cache
     );
-    format!("{:016x}", fnv1a(text.as_bytes()))
+    let mut h = conversation;
+    h.write(rest.as_bytes());
+    format!("{:016x}", h.finish())
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {

@@ -19,7 +19,8 @@ use runner::experiment::Experiment;
 use runner::llm_setup::LlmRoles;
 use runner::record::PairOutcome;
 use runner::replay::{Judge, Summarizer};
-use runner::run::{self, Engine, Plan, Progress, Provenance, RunData, RunOptions, Shard};
+use runner::run::{self, Engine, Plan, Progress, Provenance, RunData, RunOptions, Shard, Timings};
+use runner::timing::Stopwatch;
 
 use crate::exit;
 
@@ -108,10 +109,15 @@ pub struct Args {
     /// The longest dataset line accepted, in bytes; longer lines are reported and skipped.
     #[arg(long, value_name = "BYTES", default_value_t = dataset::DEFAULT_MAX_LINE_BYTES)]
     max_line_bytes: usize,
+    /// Print where the time went, per phase (loading, the replays' steps summed over the
+    /// workers, writing the views); run.json's `timings` records it either way.
+    #[arg(long)]
+    timings: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let started = Instant::now();
+    let load_watch = Stopwatch::start();
     let now = SystemTime::now();
     let config = match args.config {
         Some(path) => path,
@@ -188,6 +194,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             return Ok(exit::USAGE);
         }
     };
+    let load_phase = load_watch.phase("load");
     let options = RunOptions { out: out.clone(), resume: args.resume, jobs: args.jobs.map(usize::from), shard };
     let provenance = Provenance {
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -216,12 +223,23 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
     };
     // What the models did goes into run.json beside the run's counts.
-    if let Some(stats) = roles.stats() {
-        data.manifest.llm = Some(stats);
-        run::write_manifest(&out, &data.manifest)?;
-    }
+    data.manifest.llm = roles.stats();
+    let csv_watch = Stopwatch::start();
     report::write_outputs(&out, &data)?;
+    let csv_phase = csv_watch.phase("write/csv");
+    let html_watch = Stopwatch::start();
     report::html::write_report_for(&out, &data)?;
+    let html_phase = html_watch.phase("write/report");
+    let timings = &mut data.manifest.timings;
+    timings.phases.insert(0, load_phase);
+    timings.phases.extend([csv_phase, html_phase]);
+    timings.cpu_ms = runner::timing::process_cpu().map(|d| d.as_millis() as u64);
+    run::write_manifest(&out, &data.manifest)?;
+    if args.timings {
+        for line in timings_table(&data.manifest.timings, started.elapsed()) {
+            println!("{line}");
+        }
+    }
     let mut code = finish(&data, &out, started, !plan.problems.is_empty());
     if let Some(stats) = &data.manifest.llm {
         for line in llm_summary(stats) {
@@ -300,6 +318,46 @@ pub fn finish(data: &RunData, out: &Path, started: Instant, skipped_lines: bool)
     } else {
         exit::OK
     }
+}
+
+/// The `--timings` table: each phase's wall and CPU time and its share of the process's CPU.
+pub fn timings_table(t: &Timings, wall: std::time::Duration) -> Vec<String> {
+    let ms = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| format!("{:.2}", v as f64 / 1e3));
+    let share = |v: Option<u64>| match (v, t.cpu_ms) {
+        (Some(v), Some(all)) if all > 0 => format!("{:.1}%", 100.0 * v as f64 / all as f64),
+        _ => "-".to_string(),
+    };
+    let mut lines = vec![
+        format!("{:<24} {:>9} {:>9} {:>9} {:>7}", "phase", "wall s", "cpu s", "thread s", "of cpu"),
+        format!("{:-<24} {:->9} {:->9} {:->9} {:->7}", "", "", "", "", ""),
+    ];
+    for p in &t.phases {
+        // A replay step is part of the replay above it.
+        let name = match p.phase.strip_prefix("replay/") {
+            Some(step) => format!("  {step}"),
+            None => p.phase.clone(),
+        };
+        lines.push(format!(
+            "{name:<24} {:>9} {:>9} {:>9} {:>7}",
+            ms(p.wall_ms),
+            ms(p.cpu_ms),
+            ms(p.thread_ms),
+            share(p.cpu_ms)
+        ));
+    }
+    lines.push(format!(
+        "{:<24} {:>9} {:>9} {:>9} {:>7}",
+        "total (process)",
+        format!("{:.2}", wall.as_secs_f64()),
+        ms(t.cpu_ms),
+        "",
+        ""
+    ));
+    let threads = t.threads.map(|n| format!("{n} worker threads; ")).unwrap_or_default();
+    lines.push(format!(
+        "{threads}a replay step's cpu is its pairs' CPU time (each worker's clock) split by its time on the thread"
+    ));
+    lines
 }
 
 /// The end-of-run account of the models: summaries asked and failed, probes judged and

@@ -448,3 +448,123 @@ fn a_resume_retries_by_the_failure_kind() {
     let line = serde_json::to_string(&record(Some(PairFailure::Endpoint), "e")).expect("serializes");
     assert!(line.contains("\"failure\":\"endpoint\""), "{line}");
 }
+
+/// A run with the real replay, offline summarizer and judge gives every pair the metrics of a
+/// replay of it alone (which meters its own entries): sharing a conversation's entries, and
+/// the order pairs run in, change no figure, on one worker or two.
+#[test]
+fn shared_entries_and_the_order_of_pairs_change_no_figure() {
+    let exp = Experiment::parse(
+        r#"
+name = "shared"
+datasets = ["unused"]
+windows = [600, 4000]
+seed = 3
+
+[[strategy]]
+name = "keep-last-n"
+
+[[strategy]]
+name = "observation-mask"
+"#,
+        Path::new("shared.toml"),
+    )
+    .expect("valid experiment");
+    let conversations: Vec<PlannedConversation> = [("small", 4), ("large", 30), ("mid", 12)]
+        .into_iter()
+        .map(|(id, turns)| PlannedConversation {
+            dataset: "a.jsonl".into(),
+            conversation: Arc::new(conversation(id, turns, None)),
+        })
+        .collect();
+    let plan = Plan::from_conversations(exp, conversations, Vec::new());
+    let summarizer = crate::summarize::OfflineSummarizer::new();
+    let judge = crate::judge::OfflineJudge;
+    let engine = Engine::new(&summarizer, &judge);
+    let strategies = build_strategies(&plan.experiment);
+    for jobs in [1, 2] {
+        let out = temp_dir(&format!("shared-{jobs}"));
+        let data = run(&plan, &engine, &RunOptions { jobs: Some(jobs), ..options(&out) }, &provenance(), &|_| {})
+            .expect("run");
+        assert_eq!(data.records.len(), plan.pairs().len());
+        for (record, pair) in timeless(&data.records).iter().zip(sorted_pairs(&plan)) {
+            let config = &plan.experiment.configurations[pair.config];
+            let conversation = &plan.conversations[pair.conversation].conversation;
+            assert_eq!(record.conversation_id, conversation.id);
+            let settings = ReplaySettings {
+                strategy: config.resolved.clone(),
+                window: config.window.expect("the experiment sets windows"),
+                encoding: plan.experiment.tokenizer,
+                cache: plan.experiment.cache,
+                price: plan.experiment.price.as_ref().map(|p| p.price()),
+                overflow: plan.experiment.overflow,
+            };
+            let strategy = strategies[pair.config].strategy.as_ref().expect("builds");
+            let mut alone =
+                replay::replay_built(conversation, strategy.as_ref(), &settings, &summarizer, &judge).expect("replays");
+            alone.elapsed_ms = 0;
+            match &record.outcome {
+                PairOutcome::Ok(m) => assert_eq!(
+                    serde_json::to_value(m.as_ref()).expect("json"),
+                    serde_json::to_value(&alone).expect("json"),
+                    "{} under {}",
+                    record.conversation_id,
+                    record.config_id
+                ),
+                PairOutcome::Failed { error } => panic!("{error}"),
+            }
+            assert_eq!(record.content_hash.as_deref(), Some(old_pair_hash(&plan, &engine, pair).as_str()));
+        }
+        let _ = fs::remove_dir_all(&out);
+    }
+}
+
+/// The plan's pairs in the order of a finished run's records.
+fn sorted_pairs(plan: &Plan) -> Vec<Pair> {
+    let mut pairs = plan.pairs();
+    let rank = |p: &Pair| {
+        let c = &plan.conversations[p.conversation];
+        (p.config, c.dataset.clone(), c.conversation.id.clone())
+    };
+    pairs.sort_by_key(rank);
+    pairs
+}
+
+/// The content hash as written before the conversation's part was hashed once per run: FNV-1a
+/// of the whole text at once.
+fn old_pair_hash(plan: &Plan, engine: &Engine<'_>, pair: Pair) -> String {
+    let conversation = &plan.conversations[pair.conversation].conversation;
+    let config = &plan.experiment.configurations[pair.config];
+    let conv = serde_json::to_string(conversation.as_ref()).unwrap_or_default();
+    let cfg = serde_json::to_string(&config.resolved).unwrap_or_default();
+    let text = format!(
+        "{conv}\u{1f}{cfg}\u{1f}{:?}\u{1f}{}\u{1f}{}\u{1f}{:?}\u{1f}{:?}",
+        config.window,
+        engine.summarizer.name(),
+        engine.judge.name(),
+        plan.experiment.tokenizer,
+        plan.experiment.cache
+    );
+    format!("{:016x}", fnv1a(text.as_bytes()))
+}
+
+#[test]
+fn pairs_run_largest_conversation_first_each_conversations_pairs_together() {
+    let exp = Experiment::parse(EXPERIMENT, Path::new("unit.toml")).expect("valid experiment");
+    let conversations: Vec<PlannedConversation> = [("s", 2), ("l", 9), ("m", 5), ("l2", 9)]
+        .into_iter()
+        .map(|(id, turns)| PlannedConversation {
+            dataset: "a.jsonl".into(),
+            conversation: Arc::new(conversation(id, turns, Some(8000))),
+        })
+        .collect();
+    let plan = Plan::from_conversations(exp, conversations, Vec::new());
+    let order = longest_first(&plan, &plan.pairs());
+    let ids: Vec<&str> = order.iter().map(|p| plan.conversations[p.conversation].conversation.id.as_str()).collect();
+    let per = plan.experiment.configurations.len();
+    // "l" and "l2" hold the same number of bytes but for their ids' lengths: "l2" is larger.
+    let expected: Vec<&str> = ["l2", "l", "m", "s"].iter().flat_map(|id| std::iter::repeat_n(*id, per)).collect();
+    assert_eq!(ids, expected);
+    // Within a conversation, the plan's order of configurations.
+    assert!(order[..per].windows(2).all(|w| w[0].config < w[1].config));
+}
