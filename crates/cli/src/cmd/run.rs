@@ -108,6 +108,9 @@ pub struct Args {
     /// The longest dataset line accepted, in bytes; longer lines are reported and skipped.
     #[arg(long, value_name = "BYTES", default_value_t = dataset::DEFAULT_MAX_LINE_BYTES)]
     max_line_bytes: usize,
+    /// Print one line (the counts and the report's path) instead of the verdict.
+    #[arg(long)]
+    quiet: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
@@ -222,7 +225,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     }
     report::write_outputs(&out, &data)?;
     report::html::write_report_for(&out, &data)?;
-    let mut code = finish(&data, &out, started, !plan.problems.is_empty());
+    let mut code = finish(&data, &out, started, !plan.problems.is_empty(), args.quiet);
     if let Some(stats) = &data.manifest.llm {
         for line in llm_summary(stats) {
             eprintln!("{line}");
@@ -246,7 +249,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
 }
 
 /// Print what happened and pick the exit code.
-pub fn finish(data: &RunData, out: &Path, started: Instant, skipped_lines: bool) -> u8 {
+pub fn finish(data: &RunData, out: &Path, started: Instant, skipped_lines: bool, quiet: bool) -> u8 {
     let c = &data.manifest.counts;
     let failures: Vec<_> = data
         .records
@@ -275,7 +278,7 @@ pub fn finish(data: &RunData, out: &Path, started: Instant, skipped_lines: bool)
     }
     let resumed = if c.resumed > 0 { format!(", {} resumed", c.resumed) } else { String::new() };
     let shard = data.manifest.shard.as_deref().map(|s| format!(" (shard {s})")).unwrap_or_default();
-    println!(
+    let counts = format!(
         "{}{shard}: {} pairs: {} ok, {} failed{resumed} in {:.1}s",
         data.manifest.experiment.name,
         c.pairs_planned,
@@ -283,7 +286,19 @@ pub fn finish(data: &RunData, out: &Path, started: Instant, skipped_lines: bool)
         c.failed,
         started.elapsed().as_secs_f64()
     );
-    println!("{}", out.display());
+    let report = out.join(report::html::REPORT_HTML);
+    if quiet {
+        println!("{counts}: {}", report.display());
+    } else {
+        // The verdict, from the files just written: the same one `compactbench verdict` prints.
+        match report::verdict::Verdict::read(out) {
+            Ok(v) => println!("{}", crate::output::terminal(&v.short_text())),
+            Err(e) => eprintln!("warning: no verdict: {e}"),
+        }
+        println!("{counts}");
+        println!("report: {}", report.display());
+        println!("{}", out.display());
+    }
     if c.failed > 0 || c.missing > 0 || skipped_lines {
         exit::FAILED
     } else {
