@@ -40,6 +40,7 @@ use crate::summary::{self, ConfigSummary};
 use crate::ReportError;
 
 mod svg;
+mod verdict;
 
 /// The report's file name in a run folder.
 pub const REPORT_HTML: &str = "report.html";
@@ -234,11 +235,13 @@ struct Page<'a> {
     data: &'a RunData,
     texts: &'a ProbeTexts,
     summaries: Vec<ConfigSummary>,
-    /// The dataset views of the leaderboard, charts and probe-kind table, the one shown first
-    /// first: each dataset then the pooled `all` when the run has several datasets, else `all`.
+    /// The dataset views of every section, the one shown first first: the pooled `all`, then
+    /// each dataset when the run has several.
     views: Vec<String>,
     colors: HashMap<&'a str, &'static str>,
     conversations: Vec<ConversationView<'a>>,
+    /// The verdict, from the files the run writes (or why there is none).
+    verdict: Result<crate::verdict::Verdict, String>,
 }
 
 /// The whole page as a string.
@@ -266,11 +269,12 @@ pub fn render(data: &RunData, texts: &ProbeTexts) -> String {
         by_conversation.into_iter().map(|((dataset, id), records)| ConversationView { dataset, id, records }).collect();
     let datasets = summary::datasets(&summaries);
     let views: Vec<String> = if datasets.len() > 1 {
-        datasets.iter().map(|d| d.to_string()).chain([summary::ALL_DATASETS.to_string()]).collect()
+        [summary::ALL_DATASETS.to_string()].into_iter().chain(datasets.iter().map(|d| d.to_string())).collect()
     } else {
         vec![summary::ALL_DATASETS.to_string()]
     };
-    let page = Page { data, texts, summaries, views, colors, conversations };
+    let verdict = crate::verdict::Verdict::of_run(data).map_err(|e| e.to_string());
+    let page = Page { data, texts, summaries, views, colors, conversations, verdict };
 
     let mut out = String::with_capacity(64 * 1024);
     out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
@@ -282,7 +286,7 @@ pub fn render(data: &RunData, texts: &ProbeTexts) -> String {
     out.push_str(&format!("<title>{}</title>\n", escape(&format!("compactbench: {}", experiment.name))));
     out.push_str(&format!("<style>\n{STYLE}</style>\n</head>\n<body>\n<main>\n"));
     page.header(&mut out);
-    page.manifest(&mut out);
+    page.verdict(&mut out);
     page.leaderboard(&mut out);
     page.families(&mut out);
     page.pareto(&mut out);
@@ -290,6 +294,7 @@ pub fn render(data: &RunData, texts: &ProbeTexts) -> String {
     page.timelines(&mut out);
     page.lost_facts(&mut out);
     page.compactions(&mut out);
+    page.manifest(&mut out);
     page.problems(&mut out);
     out.push_str("</main>\n");
     out.push_str(&format!("<script>{SCRIPT}</script>\n</body>\n</html>\n"));
@@ -428,9 +433,9 @@ impl Page<'_> {
             if m.complete { "" } else { " · <span class=\"bad\">incomplete run</span>" }
         ));
         out.push_str(
-            "<nav><a href=\"#manifest\">Manifest</a><a href=\"#leaderboard\">Leaderboard</a><a href=\"#families\">By family</a><a href=\"#pareto\">Pareto</a>\
+            "<nav><a href=\"#verdict\">Verdict</a><a href=\"#leaderboard\">Leaderboard</a><a href=\"#families\">By family</a><a href=\"#pareto\">Pareto</a>\
              <a href=\"#kinds\">By probe kind</a><a href=\"#timelines\">Timelines</a><a href=\"#lost\">Lost facts</a>\
-             <a href=\"#compactions\">Compactions</a><a href=\"#problems\">Problems</a></nav>\n",
+             <a href=\"#compactions\">Compactions</a><a href=\"#manifest\">Manifest</a><a href=\"#problems\">Problems</a></nav>\n",
         );
     }
 
@@ -583,25 +588,25 @@ impl Page<'_> {
             "<div class=\"scroll\"><table id=\"leaderboard-table{suffix}\" class=\"sortable\">\n<thead><tr>"
         ));
         let heads: [(&str, bool); 23] = [
-            ("configuration", false),
             ("strategy", false),
-            ("family", false),
             ("window", true),
             ("parameters", false),
+            ("completion", true),
+            ("paired at-risk retention", true),
+            ("retention", true),
+            ("cost / conv.", true),
+            ("compactions / conv.", true),
+            ("rejections", true),
+            ("family", false),
             ("conversations", true),
             ("failed", true),
-            ("completion", true),
             ("compacted conv.", true),
-            ("retention", true),
             ("retention if sent", true),
             ("at-risk retention", true),
-            ("paired at-risk retention", true),
             ("compression ratio", true),
             ("overflow rate", true),
             ("violations", true),
-            ("compactions / conv.", true),
             ("peak tokens", true),
-            ("cost / conv.", true),
             ("cache-hit rate", true),
             ("at-risk conv.", true),
             ("estimate error p50", true),
@@ -615,21 +620,68 @@ impl Page<'_> {
         let order = summary::rank(self.rows(view));
         for s in order {
             let c = &s.config;
+            // The verdict's paired figure, with its interval over conversations.
+            let paired = self.verdict_entry(&c.config_id, view).map(|e| e.retention);
             out.push_str("<tr>");
-            out.push_str(&format!("<td class=\"mono nowrap\">{}</td>", escape(&c.config_id)));
             out.push_str(&format!(
-                "<td class=\"nowrap\">{}{}{}</td>",
+                "<td class=\"nowrap\" title=\"{}\">{}{}{}</td>",
+                escape(&c.config_id),
                 self.swatch(&c.strategy),
                 escape(&c.strategy),
                 if s.exercised() { "" } else { " <span class=\"tag\">not exercised</span>" }
             ));
-            out.push_str(&format!("<td><span class=\"tag\">{}</span></td>", family_of(&c.strategy)));
             out.push_str(&format!(
                 "<td class=\"num\"{}>{}</td>",
                 dv(c.window.map(|w| w as f64)),
                 c.window.map(|w| w.to_string()).unwrap_or_else(|| "own".into())
             ));
             out.push_str(&format!("<td class=\"mono params\">{}</td>", escape(&canonical_json(&c.params))));
+            out.push_str(&format!(
+                "<td class=\"num{}\"{}>{}</td>",
+                if s.completion_rate.is_some_and(|v| v < 1.0) { " bad" } else { "" },
+                dv(s.completion_rate),
+                pct(s.completion_rate)
+            ));
+            out.push_str(&format!(
+                "<td class=\"num\"{}>{}{} <span class=\"note\">({} probes)</span></td>",
+                dv(s.paired_at_risk_retention),
+                pct(s.paired_at_risk_retention),
+                ci(paired.and_then(|f| f.interval)),
+                s.paired_at_risk_probes
+            ));
+            out.push_str(&format!(
+                "<td class=\"num\"{}>{}{}</td>",
+                dv(s.retention.mean),
+                pct(s.retention.mean),
+                ci(s.retention.ci)
+            ));
+            out.push_str(&format!(
+                "<td class=\"num\"{}>{}</td>",
+                dv(s.cost_usd_mean),
+                s.cost_usd_mean.map(usd).unwrap_or_else(|| "–".into())
+            ));
+            out.push_str(&format!(
+                "<td class=\"num\"{}>{}</td>",
+                dv(s.compactions_mean),
+                s.compactions_mean.map(|v| format!("{v:.2}")).unwrap_or_else(|| "–".into())
+            ));
+            let rejected = s.completion_rate.map(|r| ((1.0 - r) * s.conversations as f64).round() as u64).unwrap_or(0);
+            let refused = s.rejected_requests_openai + s.rejected_requests_anthropic;
+            out.push_str(&format!(
+                "<td class=\"num{}\"{} title=\"conversations ended by a rejected call; requests OpenAI / Anthropic would refuse\">{}{}</td>",
+                if rejected + refused > 0 { " bad" } else { "" },
+                dv(Some(rejected as f64)),
+                rejected,
+                if refused > 0 {
+                    format!(
+                        " <span class=\"note\">(refused {} / {})</span>",
+                        s.rejected_requests_openai, s.rejected_requests_anthropic
+                    )
+                } else {
+                    String::new()
+                }
+            ));
+            out.push_str(&format!("<td><span class=\"tag\">{}</span></td>", family_of(&c.strategy)));
             out.push_str(&format!("<td class=\"num\"{}>{}</td>", dv(Some(s.conversations as f64)), s.conversations));
             out.push_str(&format!(
                 "<td class=\"num{}\"{}>{}</td>",
@@ -638,21 +690,9 @@ impl Page<'_> {
                 s.failed
             ));
             out.push_str(&format!(
-                "<td class=\"num{}\"{}>{}</td>",
-                if s.completion_rate.is_some_and(|v| v < 1.0) { " bad" } else { "" },
-                dv(s.completion_rate),
-                pct(s.completion_rate)
-            ));
-            out.push_str(&format!(
                 "<td class=\"num\"{}>{}</td>",
                 dv(Some(s.compacted_conversations as f64)),
                 s.compacted_conversations
-            ));
-            out.push_str(&format!(
-                "<td class=\"num\"{}>{}{}</td>",
-                dv(s.retention.mean),
-                pct(s.retention.mean),
-                ci(s.retention.ci)
             ));
             out.push_str(&format!("<td class=\"num\"{}>{}</td>", dv(s.retention_if_sent), pct(s.retention_if_sent)));
             out.push_str(&format!(
@@ -661,12 +701,6 @@ impl Page<'_> {
                 pct(s.at_risk_retention.mean),
                 ci(s.at_risk_retention.ci),
                 s.at_risk_probes
-            ));
-            out.push_str(&format!(
-                "<td class=\"num\"{}>{} <span class=\"note\">({} probes)</span></td>",
-                dv(s.paired_at_risk_retention),
-                pct(s.paired_at_risk_retention),
-                s.paired_at_risk_probes
             ));
             out.push_str(&format!(
                 "<td class=\"num\"{}>{}</td>",
@@ -688,18 +722,8 @@ impl Page<'_> {
             ));
             out.push_str(&format!(
                 "<td class=\"num\"{}>{}</td>",
-                dv(s.compactions_mean),
-                s.compactions_mean.map(|v| format!("{v:.2}")).unwrap_or_else(|| "–".into())
-            ));
-            out.push_str(&format!(
-                "<td class=\"num\"{}>{}</td>",
                 dv(s.peak_tokens_max.map(|v| v as f64)),
                 s.peak_tokens_max.map(|v| v.to_string()).unwrap_or_else(|| "–".into())
-            ));
-            out.push_str(&format!(
-                "<td class=\"num\"{}>{}</td>",
-                dv(s.cost_usd_mean),
-                s.cost_usd_mean.map(usd).unwrap_or_else(|| "–".into())
             ));
             out.push_str(&format!("<td class=\"num\"{}>{}</td>", dv(s.cache_hit_rate), pct(s.cache_hit_rate)));
             out.push_str(&format!(
@@ -724,16 +748,26 @@ impl Page<'_> {
              systems (the compaction built into agents and APIs), the baselines and the recorded reference; within \
              a family, by retention.</p>\n",
         );
-        out.push_str(
-            "<div class=\"scroll\"><table id=\"families-table\">\n<thead><tr><th>configuration</th><th>strategy</th>\
-             <th class=\"num\">window</th><th class=\"num\">retention</th><th class=\"num\">compression ratio</th>\
-             <th class=\"num\">overflow rate</th><th class=\"num\">cost / conv.</th><th class=\"num\">failed</th>\
-             </tr></thead>\n<tbody>\n",
-        );
+        self.switch(out);
+        for (i, view) in self.views.iter().enumerate() {
+            self.families_view(out, view, i);
+        }
+    }
+
+    /// The family table of one dataset view.
+    fn families_view(&self, out: &mut String, view: &str, i: usize) {
+        let suffix = if i == 0 { String::new() } else { format!("-{i}") };
+        out.push_str(&format!(
+            "<div{}><div class=\"scroll\"><table id=\"families-table{suffix}\">\n<thead><tr><th>strategy</th>\
+             <th class=\"num\">window</th><th>parameters</th><th class=\"num\">completion</th><th class=\"num\">retention</th>\
+             <th class=\"num\">compression ratio</th><th class=\"num\">overflow rate</th><th class=\"num\">cost / conv.</th>\
+             <th class=\"num\">failed</th></tr></thead>\n<tbody>\n",
+            self.view_attrs(view, i)
+        ));
         let order = ["seed", "production", "baseline", "reference", "external"];
         for family in order {
             let mut rows: Vec<&ConfigSummary> =
-                self.summaries.iter().filter(|s| family_of(&s.config.strategy) == family).collect();
+                self.rows(view).into_iter().filter(|s| family_of(&s.config.strategy) == family).collect();
             if rows.is_empty() {
                 continue;
             }
@@ -741,19 +775,21 @@ impl Page<'_> {
                 b.retention.mean.unwrap_or(f64::NEG_INFINITY).total_cmp(&a.retention.mean.unwrap_or(f64::NEG_INFINITY))
             });
             out.push_str(&format!(
-                "<tr class=\"group\"><th colspan=\"8\">{family} ({} configurations)</th></tr>\n",
+                "<tr class=\"group\"><th colspan=\"9\">{family} ({} configurations)</th></tr>\n",
                 rows.len()
             ));
             for s in rows {
                 let c = &s.config;
                 out.push_str(&format!(
-                    "<tr><td class=\"mono nowrap\">{}</td><td class=\"nowrap\">{}{}</td><td class=\"num\">{}</td>\
+                    "<tr><td class=\"nowrap\" title=\"{}\">{}{}</td><td class=\"num\">{}</td><td class=\"mono params\">{}</td>\
                      <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-                     <td class=\"num{}\">{}</td></tr>\n",
+                     <td class=\"num\">{}</td><td class=\"num{}\">{}</td></tr>\n",
                     escape(&c.config_id),
                     self.swatch(&c.strategy),
                     escape(&c.strategy),
                     c.window.map(|w| w.to_string()).unwrap_or_else(|| "own".into()),
+                    escape(&canonical_json(&c.params)),
+                    pct(s.completion_rate),
                     pct(s.retention.mean),
                     s.compression_ratio.map(|v| format!("{v:.3}")).unwrap_or_else(|| "–".into()),
                     pct(s.overflow_rate),
@@ -763,7 +799,22 @@ impl Page<'_> {
                 ));
             }
         }
-        out.push_str("</tbody>\n</table></div>\n");
+        out.push_str("</tbody>\n</table></div></div>\n");
+    }
+
+    /// The attribute that ties a conversation's element to its dataset, so the dataset switch
+    /// hides it when another dataset is chosen (none in a run of one dataset).
+    fn of_dataset(&self, dataset: &str) -> String {
+        if self.views.len() < 2 {
+            return String::new();
+        }
+        format!(" data-of=\"{}\"", escape(dataset))
+    }
+
+    /// The verdict's entry of a configuration in a dataset view.
+    fn verdict_entry(&self, config_id: &str, view: &str) -> Option<&crate::verdict::Entry> {
+        let v = self.verdict.as_ref().ok()?;
+        v.windows.iter().flat_map(|w| &w.views).filter(|x| x.dataset == view).find_map(|x| crate::verdict::Verdict::entry(x, config_id))
     }
 
     fn legend(&self, out: &mut String) {
@@ -946,14 +997,18 @@ impl Page<'_> {
         for (i, c) in shown.iter().enumerate() {
             let compactions: u64 = c.records.iter().filter_map(|r| metrics(r)).map(|m| m.compactions).sum();
             out.push_str(&format!(
-                "<option value=\"{i}\"{}>{}</option>",
+                "<option value=\"{i}\"{}{}>{}</option>",
                 if i == 0 { " selected" } else { "" },
+                self.of_dataset(c.dataset),
                 escape(&format!("{} / {} ({} compactions)", c.dataset, c.id, compactions))
             ));
         }
         out.push_str("</select></label>\n");
         for (i, c) in shown.iter().enumerate() {
-            out.push_str(&format!("<div class=\"conversation\" data-conversation=\"{i}\">\n"));
+            out.push_str(&format!(
+                "<div class=\"conversation\" data-conversation=\"{i}\"{}>\n",
+                self.of_dataset(c.dataset)
+            ));
             out.push_str(&format!("<h3>{}</h3>\n<div class=\"grid\">\n", escape(&format!("{} / {}", c.dataset, c.id))));
             for r in &c.records {
                 out.push_str(&format!(
@@ -1064,9 +1119,10 @@ impl Page<'_> {
                 }
                 let kept_all = scored - losses.len();
                 rows.push(format!(
-                    "<tr><td class=\"mono wrap\">{}</td><td class=\"mono wrap\">{} <span class=\"tag\">{}</span> \
+                    "<tr{}><td class=\"mono wrap\">{}</td><td class=\"mono wrap\">{} <span class=\"tag\">{}</span> \
                      <span class=\"tag\">at {checkpoint}%</span>{}</td>\
                      <td class=\"wrap\">{}</td><td>{}</td><td class=\"num\"{}>{} of {}</td></tr>\n",
+                    self.of_dataset(c.dataset),
                     escape(&format!("{} / {}", c.dataset, c.id)),
                     escape(probe_id),
                     kind,
@@ -1121,7 +1177,8 @@ impl Page<'_> {
                 continue;
             }
             section.push_str(&format!(
-                "<details><summary>{}</summary>\n",
+                "<details{}><summary>{}</summary>\n",
+                self.of_dataset(c.dataset),
                 escape(&format!("{} / {}: {} events", c.dataset, c.id, n))
             ));
             for r in &c.records {

@@ -49,7 +49,7 @@ use serde::Serialize;
 use crate::gate::{paired_test, weighted_paired_test, PairedTest};
 use crate::summary::{bootstrap_ci, mean, metric_seed, weighted_bootstrap_ci, weighted_mean, ALL_DATASETS};
 
-mod render;
+pub mod render;
 mod table;
 
 use table::Table;

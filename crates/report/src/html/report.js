@@ -61,6 +61,9 @@
     Array.prototype.forEach.call(document.querySelectorAll("[data-dataset]"), function (el) {
       el.hidden = el.getAttribute("data-dataset") !== chosen;
     });
+    Array.prototype.forEach.call(document.querySelectorAll("[data-of]"), function (el) {
+      el.classList.toggle("off-dataset", chosen !== "all" && el.getAttribute("data-of") !== chosen);
+    });
     Array.prototype.forEach.call(switches, function (s) { s.value = chosen; });
   };
   Array.prototype.forEach.call(switches, function (s) {

@@ -211,9 +211,12 @@ fn hostile_text_renders_as_text_everywhere() {
 fn the_sections_are_all_there() {
     let data = run_data();
     let html = render(&data, &ProbeTexts::default());
-    for id in ["manifest", "leaderboard", "families", "pareto", "kinds", "timelines", "lost", "compactions", "problems"]
+    let mut at = 0;
+    for id in ["verdict", "leaderboard", "families", "pareto", "kinds", "timelines", "lost", "compactions", "manifest", "problems"]
     {
-        assert!(html.contains(&format!("id=\"{id}\"")), "section {id}");
+        let found = html.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("section {id}"));
+        assert!(found > at, "section {id} is out of order: the page opens on the verdict, then the leaderboard");
+        at = found;
     }
     // One leaderboard row and one Pareto point per chart for each configuration.
     let table = &html[html.find("id=\"leaderboard-table\"").expect("table")..];
@@ -310,8 +313,8 @@ fn every_numeric_leaderboard_cell_carries_its_value_for_sorting() {
     let html = render(&data, &ProbeTexts::default());
     let cells = leaderboard_cells(&html);
     let numeric: Vec<&&str> = cells.iter().filter(|t| t.contains("class=\"num")).collect();
-    // 19 numeric columns per configuration (window to the estimate error's p95).
-    assert_eq!(numeric.len(), 19 * data.manifest.experiment.configurations.len(), "{cells:#?}");
+    // 20 numeric columns per configuration (window, the headline figures, rejections, then the details).
+    assert_eq!(numeric.len(), 20 * data.manifest.experiment.configurations.len(), "{cells:#?}");
     for cell in numeric {
         assert!(cell.contains(" data-v=\""), "a numeric cell sorts as text: <{cell}>");
     }
