@@ -588,6 +588,10 @@ fn the_run_the_verdict_command_and_the_gate_summary_tell_the_same_verdict() {
         // The verdict command's text.
         assert!(text.contains(&format!("  front: {}", front.join(", "))), "{text}");
     }
+    // The grid's truncate target_ratio is a sweep: named in the verdict, drawn in the report.
+    assert!(text.contains("sweep: truncate target_ratio: "), "{text}");
+    let html = fs::read_to_string(dir.join("r/report.html")).expect("report.html");
+    assert!(html.contains("truncate at 8k: target_ratio swept (filled: on the front)"), "the sweep is drawn");
     assert!(run.stdout.contains("report: r/report.html") || run.stdout.contains("report: r\\report.html"), "{}", run.stdout);
     let quiet = compactbench(&["run", "--config", "exp.toml", "--out", "q", "--quiet"], &dir);
     assert_eq!(quiet.code, 0, "{}", quiet.stderr);

@@ -131,4 +131,82 @@ fn verdict_view(out: &mut String, v: &Verdict, dataset: &str) {
         }
     }
     out.push_str("</tbody>\n</table></div>\n</details>\n");
+    for (w, view) in views_of(v, dataset) {
+        for sweep in &view.sweeps {
+            sweep_chart(out, w, view, sweep);
+        }
+    }
+}
+
+/// One sweep: completion, paired at-risk retention and cost against the parameter's value,
+/// each point with its 95% interval, filled when on the front.
+fn sweep_chart(out: &mut String, window: Option<u64>, view: &View, sweep: &crate::verdict::Sweep) {
+    const W: f64 = 220.0;
+    const H: f64 = 110.0;
+    const PAD: f64 = 28.0;
+    let entries: Vec<(&crate::verdict::SweepPoint, &crate::verdict::Entry)> =
+        sweep.points.iter().filter_map(|p| Verdict::entry(view, &p.config_id).map(|e| (p, e))).collect();
+    if entries.is_empty() {
+        return;
+    }
+    let n = entries.len();
+    let x = |i: usize| PAD + (W - PAD - 8.0) * if n > 1 { i as f64 / (n - 1) as f64 } else { 0.5 };
+    out.push_str(&format!(
+        "<figure class=\"sweep\"><figcaption>{}</figcaption>\n",
+        escape(&format!("{} at {}: {} swept (filled: on the front)", sweep.strategy, window_label(window), sweep.parameter))
+    ));
+    type Pick = fn(&crate::verdict::Entry) -> crate::verdict::Figure;
+    let panels: [(&str, Pick, bool); 3] = [
+        ("completion", |e| e.completion, false),
+        ("paired at-risk retention", |e| e.retention, false),
+        ("cost / conv.", |e| e.cost, true),
+    ];
+    for (name, pick, money) in panels {
+        let top = if money {
+            entries.iter().filter_map(|(_, e)| pick(e).interval.map(|i| i.1).or(pick(e).value)).fold(0.0, f64::max).max(1e-9)
+        } else {
+            1.0
+        };
+        let y = |v: f64| H - PAD + 8.0 - (H - PAD) * (v / top).clamp(0.0, 1.0);
+        out.push_str(&format!(
+            "<svg class=\"sweep-panel\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" role=\"img\" aria-label=\"{}\">",
+            escape(name)
+        ));
+        out.push_str(&format!("<text x=\"{PAD}\" y=\"10\">{}</text>", escape(name)));
+        out.push_str(&format!(
+            "<line class=\"axis\" x1=\"{PAD}\" x2=\"{}\" y1=\"{:.1}\" y2=\"{:.1}\"/>",
+            W - 8.0,
+            y(0.0),
+            y(0.0)
+        ));
+        let mut path = Vec::new();
+        for (i, (p, e)) in entries.iter().enumerate() {
+            let f = pick(e);
+            out.push_str(&format!("<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>", x(i), H - 2.0, escape(&p.value)));
+            let Some(v) = f.value else { continue };
+            path.push(format!("{:.1},{:.1}", x(i), y(v)));
+            if let Some((lo, hi)) = f.interval {
+                out.push_str(&format!(
+                    "<line class=\"ci-bar\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/>",
+                    x(i),
+                    x(i),
+                    y(lo),
+                    y(hi)
+                ));
+            }
+            let shown = if money { cost(&f) } else if name == "completion" { completion(&f) } else { retention(&f) };
+            out.push_str(&format!(
+                "<circle class=\"{}\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\"><title>{}</title></circle>",
+                if p.on_front { "sweep-front" } else { "sweep-off" },
+                x(i),
+                y(v),
+                escape(&format!("{}={}: {shown}", sweep.parameter, p.value))
+            ));
+        }
+        if path.len() > 1 {
+            out.push_str(&format!("<polyline class=\"sweep-line\" points=\"{}\"/>", path.join(" ")));
+        }
+        out.push_str("</svg>");
+    }
+    out.push_str("</figure>\n");
 }
