@@ -814,7 +814,11 @@ impl Page<'_> {
     /// The verdict's entry of a configuration in a dataset view.
     fn verdict_entry(&self, config_id: &str, view: &str) -> Option<&crate::verdict::Entry> {
         let v = self.verdict.as_ref().ok()?;
-        v.windows.iter().flat_map(|w| &w.views).filter(|x| x.dataset == view).find_map(|x| crate::verdict::Verdict::entry(x, config_id))
+        v.windows
+            .iter()
+            .flat_map(|w| &w.views)
+            .filter(|x| x.dataset == view)
+            .find_map(|x| crate::verdict::Verdict::entry(x, config_id))
     }
 
     fn legend(&self, out: &mut String) {

@@ -118,9 +118,15 @@ impl RunFiles {
         let probes = crate::csv::probe_rows(&data.records);
         RunFiles {
             manifest: serde_json::to_string(&data.manifest).unwrap_or_default(),
-            summary: csv(&crate::csv::SUMMARY_HEADER, &|w| crate::csv::write_rows(w, &crate::csv::SUMMARY_HEADER, &summary)),
-            results: csv(&crate::csv::RESULTS_HEADER, &|w| crate::csv::write_rows(w, &crate::csv::RESULTS_HEADER, &results)),
-            probes: csv(&crate::csv::PROBES_HEADER, &|w| crate::csv::write_rows(w, &crate::csv::PROBES_HEADER, &probes)),
+            summary: csv(&crate::csv::SUMMARY_HEADER, &|w| {
+                crate::csv::write_rows(w, &crate::csv::SUMMARY_HEADER, &summary)
+            }),
+            results: csv(&crate::csv::RESULTS_HEADER, &|w| {
+                crate::csv::write_rows(w, &crate::csv::RESULTS_HEADER, &results)
+            }),
+            probes: csv(&crate::csv::PROBES_HEADER, &|w| {
+                crate::csv::write_rows(w, &crate::csv::PROBES_HEADER, &probes)
+            }),
         }
     }
 }
@@ -570,7 +576,10 @@ impl Inputs {
         let ds = self.summary.col("dataset");
         (0..self.summary.len()).find(|&r| {
             self.summary.text(r, id) == config
-                && ds.is_none_or(|c| self.summary.text(r, c) == dataset || (dataset == ALL_DATASETS && self.summary.text(r, c).is_empty()))
+                && ds.is_none_or(|c| {
+                    self.summary.text(r, c) == dataset
+                        || (dataset == ALL_DATASETS && self.summary.text(r, c).is_empty())
+                })
         })
     }
 
@@ -591,7 +600,12 @@ impl Inputs {
 
     /// The paired probe set of a window in a view: per dataset, the probes at risk under every
     /// configuration that compacted there (pooled: their union).
-    fn paired_set(&self, configs: &[&Config], view: &str, datasets: &BTreeSet<String>) -> BTreeSet<(String, String, String)> {
+    fn paired_set(
+        &self,
+        configs: &[&Config],
+        view: &str,
+        datasets: &BTreeSet<String>,
+    ) -> BTreeSet<(String, String, String)> {
         let mut out = BTreeSet::new();
         let empty = BTreeSet::new();
         for d in datasets.iter().filter(|d| view == ALL_DATASETS || *d == view) {
@@ -704,7 +718,8 @@ impl Inputs {
                     }
                 },
             };
-            for (column, kind) in [("fabricated_directives", "fabricated"), ("latest_user_message_dropped", "dropped")] {
+            for (column, kind) in [("fabricated_directives", "fabricated"), ("latest_user_message_dropped", "dropped")]
+            {
                 if num(column)?.is_some_and(|v| v > 0.0) {
                     extra.entry(kind).or_default().push(c.id.clone());
                 }
@@ -768,9 +783,16 @@ impl Inputs {
         let inapplicable =
             ids(&|e| matches!(&e.standing, Standing::NotRanked { reason } if reason.starts_with("cannot operate")));
         if !inapplicable.is_empty() {
-            push(WarningKind::Inapplicable, format!("{} cannot operate at this window", inapplicable.len()), inapplicable);
+            push(
+                WarningKind::Inapplicable,
+                format!("{} cannot operate at this window", inapplicable.len()),
+                inapplicable,
+            );
         }
-        let never = ids(&|e| e.compacted_conversations == 0 && !matches!(&e.standing, Standing::NotRanked { reason } if reason.starts_with("cannot operate")));
+        let never = ids(&|e| {
+            e.compacted_conversations == 0
+                && !matches!(&e.standing, Standing::NotRanked { reason } if reason.starts_with("cannot operate"))
+        });
         if !never.is_empty() {
             push(
                 WarningKind::NeverExercised,
@@ -783,16 +805,17 @@ impl Inputs {
             let total: usize = entries.iter().map(|e| e.rejected_conversations).sum();
             push(
                 WarningKind::RejectedCalls,
-                format!("{} lose conversations to a rejected call (over the window): {total} conversations in all", rejected.len()),
+                format!(
+                    "{} lose conversations to a rejected call (over the window): {total} conversations in all",
+                    rejected.len()
+                ),
                 rejected,
             );
         }
         let refused = ids(&|e| e.refused_openai + e.refused_anthropic > 0);
         if !refused.is_empty() {
-            let (o, a): (u64, u64) = (
-                entries.iter().map(|e| e.refused_openai).sum(),
-                entries.iter().map(|e| e.refused_anthropic).sum(),
-            );
+            let (o, a): (u64, u64) =
+                (entries.iter().map(|e| e.refused_openai).sum(), entries.iter().map(|e| e.refused_anthropic).sum());
             push(
                 WarningKind::ProviderRefusals,
                 format!("{} send requests a provider would refuse ({o} OpenAI, {a} Anthropic)", refused.len()),
@@ -801,10 +824,18 @@ impl Inputs {
         }
         let failed = ids(&|e| e.failed > 0);
         if !failed.is_empty() {
-            push(WarningKind::FailedReplays, format!("{} have failed replays, left out of every figure", failed.len()), failed);
+            push(
+                WarningKind::FailedReplays,
+                format!("{} have failed replays, left out of every figure", failed.len()),
+                failed,
+            );
         }
         if let Some(c) = extra.get("fabricated") {
-            push(WarningKind::FabricatedDirectives, format!("{} fabricate directives in their summaries", c.len()), c.clone());
+            push(
+                WarningKind::FabricatedDirectives,
+                format!("{} fabricate directives in their summaries", c.len()),
+                c.clone(),
+            );
         }
         if let Some(c) = extra.get("dropped") {
             push(WarningKind::UserMessageDropped, format!("{} drop the latest user message", c.len()), c.clone());
@@ -872,8 +903,7 @@ fn rank(entries: &mut [Entry], series: &[Series], seed: u64, view: &str) {
             e.standing = Standing::NotRanked { reason: "never compacted here (not exercised)".into() };
         }
     }
-    let someone_completes =
-        entries.iter().any(|e| e.standing == Standing::Front && e.completion.value == Some(1.0));
+    let someone_completes = entries.iter().any(|e| e.standing == Standing::Front && e.completion.value == Some(1.0));
     let ranked: Vec<usize> = (0..entries.len()).filter(|&i| entries[i].standing == Standing::Front).collect();
     let mut front: Vec<usize> = ranked
         .iter()
@@ -904,11 +934,8 @@ fn compare(front: &Entry, fs: &Series, other: &Entry, os: &Series, seed: u64, vi
         let s = metric_seed(seed, &key, metric);
         difference(paired_test(&pairs, higher, s), paired_test(&pairs, !higher, s))
     };
-    let pairs: Vec<((f64, f64), f64)> = os
-        .retention
-        .iter()
-        .filter_map(|(k, (ov, n))| fs.retention.get(k).map(|(fv, _)| ((*ov, *fv), *n)))
-        .collect();
+    let pairs: Vec<((f64, f64), f64)> =
+        os.retention.iter().filter_map(|(k, (ov, n))| fs.retention.get(k).map(|(fv, _)| ((*ov, *fv), *n))).collect();
     let (p, w): (Vec<(f64, f64)>, Vec<f64>) = pairs.into_iter().unzip();
     let s = metric_seed(seed, &key, "verdict/retention");
     Comparison {
@@ -971,7 +998,10 @@ fn sweeps(configs: &[&Config], entries: &[Entry]) -> Vec<Sweep> {
                 })
                 .collect();
             points.sort_by(|a, b| {
-                a.number.unwrap_or(f64::INFINITY).total_cmp(&b.number.unwrap_or(f64::INFINITY)).then(a.value.cmp(&b.value))
+                a.number
+                    .unwrap_or(f64::INFINITY)
+                    .total_cmp(&b.number.unwrap_or(f64::INFINITY))
+                    .then(a.value.cmp(&b.value))
             });
             out.push(Sweep { strategy: s.to_string(), parameter: k.clone(), points });
         }

@@ -559,7 +559,12 @@ fn the_run_the_verdict_command_and_the_gate_summary_tell_the_same_verdict() {
         let pooled = &w["views"][0];
         assert_eq!(pooled["dataset"], "all");
         let label = |id: &serde_json::Value| -> String {
-            let e = pooled["configurations"].as_array().expect("entries").iter().find(|e| e["config_id"] == *id).expect("entry");
+            let e = pooled["configurations"]
+                .as_array()
+                .expect("entries")
+                .iter()
+                .find(|e| e["config_id"] == *id)
+                .expect("entry");
             let mut l = e["strategy"].as_str().expect("strategy").to_string();
             for p in e["params"].as_array().expect("params") {
                 l.push_str(&format!(" {}={}", p[0].as_str().expect("key"), p[1].as_str().expect("value")));
@@ -592,9 +597,17 @@ fn the_run_the_verdict_command_and_the_gate_summary_tell_the_same_verdict() {
     assert!(text.contains("sweep: truncate target_ratio: "), "{text}");
     let html = fs::read_to_string(dir.join("r/report.html")).expect("report.html");
     assert!(html.contains("truncate at 8k: target_ratio swept (filled: on the front)"), "the sweep is drawn");
-    assert!(run.stdout.contains("report: r/report.html") || run.stdout.contains("report: r\\report.html"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("report: r/report.html") || run.stdout.contains("report: r\\report.html"),
+        "{}",
+        run.stdout
+    );
     let quiet = compactbench(&["run", "--config", "exp.toml", "--out", "q", "--quiet"], &dir);
     assert_eq!(quiet.code, 0, "{}", quiet.stderr);
     assert_eq!(quiet.stdout.lines().count(), 1, "{}", quiet.stdout);
-    assert!(quiet.stdout.contains("cli-run: 24 pairs: 24 ok, 0 failed") && quiet.stdout.contains("report.html"), "{}", quiet.stdout);
+    assert!(
+        quiet.stdout.contains("cli-run: 24 pairs: 24 ok, 0 failed") && quiet.stdout.contains("report.html"),
+        "{}",
+        quiet.stdout
+    );
 }

@@ -212,8 +212,18 @@ fn the_sections_are_all_there() {
     let data = run_data();
     let html = render(&data, &ProbeTexts::default());
     let mut at = 0;
-    for id in ["verdict", "leaderboard", "families", "pareto", "kinds", "timelines", "lost", "compactions", "manifest", "problems"]
-    {
+    for id in [
+        "verdict",
+        "leaderboard",
+        "families",
+        "pareto",
+        "kinds",
+        "timelines",
+        "lost",
+        "compactions",
+        "manifest",
+        "problems",
+    ] {
         let found = html.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("section {id}"));
         assert!(found > at, "section {id} is out of order: the page opens on the verdict, then the leaderboard");
         at = found;

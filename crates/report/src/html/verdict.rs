@@ -9,7 +9,7 @@ use crate::verdict::{Standing, Verdict, View};
 
 impl Page<'_> {
     pub(super) fn verdict(&self, out: &mut String) {
-        out.push_str("<section id=\"verdict\">\n<h2>Verdict</h2>\n");
+        out.push_str("<section class=\"verdict-section\">\n<h2 id=\"verdict\">Verdict</h2>\n");
         let v = match &self.verdict {
             Ok(v) => v,
             Err(e) => {
@@ -153,7 +153,12 @@ fn sweep_chart(out: &mut String, window: Option<u64>, view: &View, sweep: &crate
     let x = |i: usize| PAD + (W - PAD - 8.0) * if n > 1 { i as f64 / (n - 1) as f64 } else { 0.5 };
     out.push_str(&format!(
         "<figure class=\"sweep\"><figcaption>{}</figcaption>\n",
-        escape(&format!("{} at {}: {} swept (filled: on the front)", sweep.strategy, window_label(window), sweep.parameter))
+        escape(&format!(
+            "{} at {}: {} swept (filled: on the front)",
+            sweep.strategy,
+            window_label(window),
+            sweep.parameter
+        ))
     ));
     type Pick = fn(&crate::verdict::Entry) -> crate::verdict::Figure;
     let panels: [(&str, Pick, bool); 3] = [
@@ -163,7 +168,11 @@ fn sweep_chart(out: &mut String, window: Option<u64>, view: &View, sweep: &crate
     ];
     for (name, pick, money) in panels {
         let top = if money {
-            entries.iter().filter_map(|(_, e)| pick(e).interval.map(|i| i.1).or(pick(e).value)).fold(0.0, f64::max).max(1e-9)
+            entries
+                .iter()
+                .filter_map(|(_, e)| pick(e).interval.map(|i| i.1).or(pick(e).value))
+                .fold(0.0, f64::max)
+                .max(1e-9)
         } else {
             1.0
         };
@@ -182,7 +191,12 @@ fn sweep_chart(out: &mut String, window: Option<u64>, view: &View, sweep: &crate
         let mut path = Vec::new();
         for (i, (p, e)) in entries.iter().enumerate() {
             let f = pick(e);
-            out.push_str(&format!("<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>", x(i), H - 2.0, escape(&p.value)));
+            out.push_str(&format!(
+                "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+                x(i),
+                H - 2.0,
+                escape(&p.value)
+            ));
             let Some(v) = f.value else { continue };
             path.push(format!("{:.1},{:.1}", x(i), y(v)));
             if let Some((lo, hi)) = f.interval {
@@ -194,7 +208,13 @@ fn sweep_chart(out: &mut String, window: Option<u64>, view: &View, sweep: &crate
                     y(hi)
                 ));
             }
-            let shown = if money { cost(&f) } else if name == "completion" { completion(&f) } else { retention(&f) };
+            let shown = if money {
+                cost(&f)
+            } else if name == "completion" {
+                completion(&f)
+            } else {
+                retention(&f)
+            };
             out.push_str(&format!(
                 "<circle class=\"{}\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\"><title>{}</title></circle>",
                 if p.on_front { "sweep-front" } else { "sweep-off" },

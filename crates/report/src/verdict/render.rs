@@ -191,7 +191,12 @@ impl Verdict {
         for w in &self.windows {
             for (i, v) in w.views.iter().enumerate() {
                 out.push('\n');
-                out.push_str(&format!("{} window, {}: {}\n", window_label(w.window), dataset_label(&v.dataset), v.basis()));
+                out.push_str(&format!(
+                    "{} window, {}: {}\n",
+                    window_label(w.window),
+                    dataset_label(&v.dataset),
+                    v.basis()
+                ));
                 if i == 0 {
                     self.view_text(v, &mut out);
                 } else {
@@ -213,11 +218,9 @@ impl Verdict {
                     out.push_str(&format!("    cost per conversation {}\n", cost(&e.cost)));
                 }
                 match &best.runner_up {
-                    Some(c) => out.push_str(&format!(
-                        "    against {}: {}\n",
-                        v.label_of(&runner_up_id(v)),
-                        comparison(c)
-                    )),
+                    Some(c) => {
+                        out.push_str(&format!("    against {}: {}\n", v.label_of(&runner_up_id(v)), comparison(c)))
+                    }
                     None => out.push_str("    alone on the front\n"),
                 }
             }
@@ -304,14 +307,12 @@ impl Verdict {
         for (w, v) in self.pooled() {
             out.push_str(&format!("{} front: {}\n", window_label(w), list(&v.front_labels())));
             if let Some(c) = v.best.as_ref().and_then(|b| b.runner_up.as_ref()) {
-                if !c.retention.detectable {
-                    out.push_str(&format!(
-                        "{} best vs {}: no detectable difference in paired at-risk retention ({})\n",
-                        window_label(w),
-                        v.label_of(&runner_up_id(v)),
-                        difference(&c.retention, false)
-                    ));
-                }
+                out.push_str(&format!(
+                    "{} how sure: against {}, paired at-risk retention {}\n",
+                    window_label(w),
+                    v.label_of(&runner_up_id(v)),
+                    difference(&c.retention, false)
+                ));
             }
             for s in v.sweep_lines() {
                 out.push_str(&format!("{} sweep: {s}\n", window_label(w)));

@@ -20,10 +20,18 @@ fn spec(id: &'static str, score: fn(usize) -> f64, cost: f64) -> Spec {
 
 /// The files of a run of `specs` at 32k over `n` conversations of dataset `d1`; `summary_extra`
 /// adds columns to summary.csv (`name`, then one value per spec), `tier` tags probe p2.
-fn files(specs: &[Spec], n: usize, manifest_extra: &str, summary_extra: Option<(&str, &[&str])>, tier: Option<&str>) -> RunFiles {
+fn files(
+    specs: &[Spec],
+    n: usize,
+    manifest_extra: &str,
+    summary_extra: Option<(&str, &[&str])>,
+    tier: Option<&str>,
+) -> RunFiles {
     let configs: Vec<String> = specs
         .iter()
-        .map(|s| format!(r#"{{"config_id":"{}","strategy":"{}","params":{},"window":32000}}"#, s.id, s.strategy, s.params))
+        .map(|s| {
+            format!(r#"{{"config_id":"{}","strategy":"{}","params":{},"window":32000}}"#, s.id, s.strategy, s.params)
+        })
         .collect();
     let manifest = format!(
         r#"{{"experiment":{{"name":"t","configurations":[{}]}},"seed":7,"summarizer":"offline","judge":"offline"{manifest_extra}}}"#,
@@ -116,7 +124,9 @@ fn the_front_the_best_and_what_beats_the_rest() {
     assert!(b.retention.detectable && b.detectable());
     assert!(!b.completion.detectable, "both complete everything");
     // d never compacted; e loses half its conversations while others complete all.
-    assert!(matches!(&Verdict::entry(view, "d").expect("d").standing, Standing::NotRanked { reason } if reason.contains("never compacted")));
+    assert!(
+        matches!(&Verdict::entry(view, "d").expect("d").standing, Standing::NotRanked { reason } if reason.contains("never compacted"))
+    );
     let Standing::Beaten(e) = &Verdict::entry(view, "e").expect("e").standing else { panic!("e is beaten") };
     assert_eq!(e.by, "a");
     assert!((e.completion.mean.expect("compared") - 0.5).abs() < 1e-9 && e.completion.detectable);
@@ -131,7 +141,11 @@ fn fewer_than_twenty_compacting_conversations_is_too_little_evidence() {
     let v = verdict(&files(&standard(), 19, "", None, None));
     let w = &pooled(&v).warnings[0];
     assert_eq!(w.kind, WarningKind::TooLittleEvidence);
-    assert!(w.message.contains("too little evidence to rank") && w.message.contains("19 conversations"), "{}", w.message);
+    assert!(
+        w.message.contains("too little evidence to rank") && w.message.contains("19 conversations"),
+        "{}",
+        w.message
+    );
     let v = verdict(&files(&standard(), 20, "", None, None));
     assert!(!pooled(&v).warnings.iter().any(|w| w.kind == WarningKind::TooLittleEvidence));
 }
@@ -149,7 +163,8 @@ fn a_stand_in_summarizer_is_flagged_or_inferred() {
 
 #[test]
 fn an_inapplicable_configuration_is_not_ranked_and_says_why() {
-    let extra = ("applicable,inapplicable_reason", &["true,", "true,", "false,window below its reserve", "true,", "true,"][..]);
+    let extra =
+        ("applicable,inapplicable_reason", &["true,", "true,", "false,window below its reserve", "true,", "true,"][..]);
     let v = verdict(&files(&standard(), 24, "", Some(extra), None));
     let view = pooled(&v);
     assert_eq!(view.front, ["a"], "c cannot operate, so a stands alone");
