@@ -229,7 +229,7 @@ pub enum Standing {
     /// On the front.
     Front,
     /// Off the front, beaten by a front configuration.
-    Beaten(Comparison),
+    Beaten(Box<Comparison>),
     /// Not ranked, and why.
     NotRanked { reason: String },
 }
@@ -922,7 +922,7 @@ fn rank(entries: &mut [Entry], series: &[Series], seed: u64, view: &str) {
             continue;
         };
         let comparison = compare(&entries[by], &series[by], &entries[i], &series[i], seed, view);
-        entries[i].standing = Standing::Beaten(comparison);
+        entries[i].standing = Standing::Beaten(Box::new(comparison));
     }
 }
 

@@ -376,7 +376,7 @@ impl Verdict {
                 .configurations
                 .iter()
                 .filter_map(|e| match &e.standing {
-                    Standing::Beaten(c) => Some((e, c)),
+                    Standing::Beaten(c) => Some((e, c.as_ref())),
                     _ => None,
                 })
                 .collect();
