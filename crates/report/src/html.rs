@@ -94,6 +94,7 @@ pub fn family_of(strategy: &str) -> &'static str {
 
 /// Escape text for HTML element content and double- or single-quoted attribute values.
 pub fn escape(text: &str) -> String {
+    let text = plain(text);
     let mut out = String::with_capacity(text.len() + text.len() / 8);
     for c in text.chars() {
         match c {
@@ -102,11 +103,6 @@ pub fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            // Bidirectional overrides and isolates would reverse the text around them (an id
-            // with U+202E): shown as their code point instead.
-            '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
-                out.push_str(&format!("[U+{:04X}]", c as u32))
-            }
             _ => out.push(c),
         }
     }
@@ -409,6 +405,29 @@ fn serde_name<T: serde::Serialize>(value: &T) -> String {
         Ok(other) => other.to_string(),
         Err(e) => e.to_string(),
     }
+}
+
+/// Text as `escape` shows it, without the HTML escaping: for text a script puts in the page as
+/// text. Bidirectional overrides and isolates would reverse the text around them (an id with
+/// U+202E): shown as their code point instead.
+fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
+                out.push_str(&format!("[U+{:04X}]", c as u32))
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// A JSON data block the page's script reads: `<`, `>` and `&` are written as `\u` escapes, so
+/// no text inside can close the element or open a comment.
+pub fn json_block(id: &str, value: &serde_json::Value) -> String {
+    let json = value.to_string().replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026");
+    format!("<script type=\"application/json\" id=\"{}\">{json}</script>\n", escape(id))
 }
 
 impl Page<'_> {
@@ -1053,7 +1072,7 @@ impl Page<'_> {
             "<p class=\"note\">One row per probe and checkpoint (the percentage of the conversation's calls made \
              when it was asked) that lost a fact under at least one configuration: which \
              configurations lost which of its facts (nowhere in the context when the probe was asked), and how many \
-             configurations kept them all. {}</p>\n",
+             configurations kept them all. {} The rows are embedded as data and drawn when the list is opened.</p>\n",
             if self.texts.is_empty() {
                 "The datasets could not be read when this page was rendered, so facts are shown by number (in the \
                  dataset's order)."
@@ -1061,6 +1080,9 @@ impl Page<'_> {
                 "Questions and fact aliases are read from the datasets."
             }
         ));
+        // Configurations by index, so a row names them by number.
+        let mut configs: Vec<&str> = Vec::new();
+        let mut config_rows = Vec::new();
         let mut rows = Vec::new();
         let mut total = 0usize;
         for c in &self.conversations {
@@ -1080,6 +1102,7 @@ impl Page<'_> {
                 let mut scored = 0usize;
                 let mut kind = "";
                 let mut at_risk = false;
+                let mut aliases: Option<Vec<String>> = None;
                 let mut losses = Vec::new();
                 for r in &c.records {
                     let found = metrics(r)
@@ -1096,23 +1119,18 @@ impl Page<'_> {
                     }
                     at_risk |= score.at_risk;
                     // Aliases only when the dataset's probe still has the facts the record scored.
-                    let aliases = text.filter(|t| t.facts.len() == score.facts.len());
-                    let facts = lost
-                        .iter()
-                        .map(|&i| match aliases.and_then(|t| t.facts.get(i)) {
-                            Some(a) => format!("<span class=\"lost\">{}</span>", escape(&a.join(" | "))),
-                            None => format!("<span class=\"lost\">fact #{}</span>", i + 1),
-                        })
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    losses.push(format!(
-                        "<div>{}<span class=\"mono\">{}</span>: {} <span class=\"ci\">({} of {} facts kept)</span></div>",
-                        self.swatch(&r.strategy),
-                        escape(&r.config_id),
-                        facts,
-                        score.facts.len() - lost.len(),
-                        score.facts.len()
-                    ));
+                    if let Some(t) = text.filter(|t| t.facts.len() == score.facts.len()) {
+                        aliases = Some(t.facts.iter().map(|a| plain(&a.join(" | "))).collect());
+                    }
+                    let k = match configs.iter().position(|id| *id == r.config_id) {
+                        Some(k) => k,
+                        None => {
+                            configs.push(&r.config_id);
+                            config_rows.push(serde_json::json!([plain(&r.config_id), self.color(&r.strategy)]));
+                            configs.len() - 1
+                        }
+                    };
+                    losses.push(serde_json::json!([k, lost, score.facts.len()]));
                 }
                 if losses.is_empty() {
                     continue;
@@ -1122,21 +1140,19 @@ impl Page<'_> {
                     continue;
                 }
                 let kept_all = scored - losses.len();
-                rows.push(format!(
-                    "<tr{}><td class=\"mono wrap\">{}</td><td class=\"mono wrap\">{} <span class=\"tag\">{}</span> \
-                     <span class=\"tag\">at {checkpoint}%</span>{}</td>\
-                     <td class=\"wrap\">{}</td><td>{}</td><td class=\"num\"{}>{} of {}</td></tr>\n",
-                    self.of_dataset(c.dataset),
-                    escape(&format!("{} / {}", c.dataset, c.id)),
-                    escape(probe_id),
+                rows.push(serde_json::json!([
+                    c.dataset,
+                    plain(&format!("{} / {}", c.dataset, c.id)),
+                    plain(probe_id),
                     kind,
-                    if at_risk { " <span class=\"tag\">at risk</span>" } else { "" },
-                    text.map(|t| escape(&t.question)).unwrap_or_default(),
-                    losses.join(""),
-                    dv(Some(kept_all as f64 / scored.max(1) as f64)),
+                    checkpoint,
+                    at_risk,
+                    text.map(|t| plain(&t.question)).unwrap_or_default(),
+                    aliases,
+                    losses,
                     kept_all,
-                    scored,
-                ));
+                    scored
+                ]));
             }
         }
         if total == 0 {
@@ -1149,18 +1165,15 @@ impl Page<'_> {
                 rows.len()
             ));
         }
-        out.push_str(
-            "<input class=\"filter\" type=\"search\" placeholder=\"filter by conversation, probe, configuration or fact\" \
-             data-filter=\"lost-table\">\n",
-        );
-        out.push_str(
-            "<div class=\"scroll\"><table id=\"lost-table\" class=\"sortable\">\n<thead><tr><th>conversation</th><th>probe</th>\
-             <th>question</th><th>lost under</th><th class=\"num\">kept all facts</th></tr></thead>\n<tbody>\n",
-        );
-        for row in rows {
-            out.push_str(&row);
-        }
-        out.push_str("</tbody>\n</table></div>\n");
+        out.push_str(&format!(
+            "<details id=\"lost-details\"><summary>{} probes that lost a fact</summary>\n\
+             <input class=\"filter\" type=\"search\" placeholder=\"filter by conversation, probe, configuration or fact\" \
+             data-filter=\"lost-table\">\n<div class=\"scroll\"><table id=\"lost-table\" class=\"sortable\">\n<thead><tr>\
+             <th>conversation</th><th>probe</th><th>question</th><th>lost under</th><th class=\"num\">kept all facts</th>\
+             </tr></thead>\n<tbody></tbody>\n</table></div>\n</details>\n",
+            rows.len()
+        ));
+        out.push_str(&json_block("lost-data", &serde_json::json!({ "configs": config_rows, "rows": rows })));
     }
 
     fn compactions(&self, out: &mut String) {

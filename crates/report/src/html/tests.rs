@@ -193,8 +193,14 @@ fn the_page_is_self_contained_and_its_script_is_allowed_by_hash() {
 #[test]
 fn hostile_text_renders_as_text_everywhere() {
     let html = render(&run_data(), &ProbeTexts::default());
-    // Only the page's own tags: no injected element survives.
-    assert_eq!(html.matches("<script").count(), 1);
+    // Only the page's own tags: no injected element survives. The one script runs; the others
+    // are data blocks, each closed once.
+    let data_blocks = html.matches("<script type=\"application/json\" id=\"").count();
+    assert_eq!(data_blocks, 1, "the lost facts' data");
+    assert_eq!(html.matches("<script").count(), 1 + data_blocks);
+    assert_eq!(html.matches("</script>").count(), 1 + data_blocks);
+    let lost = lost_data(&html);
+    assert!(lost["rows"].as_array().expect("rows").iter().any(|r| r[2] == HOSTILE), "the probe id, as text: {lost}");
     assert_eq!(html.matches("<img").count(), 0);
     assert!(tags(&html).iter().filter(|t| t.starts_with("a ")).all(|t| t.starts_with("a href=\"#")));
     assert!(tags(&html).iter().all(|t| !t.contains(" on")), "no event handler attribute");
@@ -261,11 +267,16 @@ fn the_sections_are_all_there() {
     assert_eq!(html.matches("aria-label=\"context size per call\"").count(), 2);
     assert!(html.contains("window 2000"));
     assert!(html.contains("trigger threshold"), "truncate has a threshold");
-    // The lost fact is shown by number, under the configuration that lost it.
-    assert!(html.contains("fact #2"));
-    assert_eq!(html.matches("class=\"lost\"").count(), 1);
-    assert!(html.contains("(1 of 2 facts kept)"), "the losing configuration kept one fact");
-    assert!(html.contains(">1 of 2</td>"), "one of the two configurations kept every fact");
+    // The lost fact is embedded by number (no aliases known), under the configuration that lost
+    // it: one row, one losing configuration, its second fact lost of two, one of two kept all.
+    let lost = lost_data(&html);
+    let rows = lost["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 1, "{lost}");
+    assert_eq!(rows[0][7], serde_json::Value::Null, "no aliases, so facts are shown by number");
+    assert_eq!(rows[0][8], serde_json::json!([[0, [1], 2]]));
+    assert_eq!((rows[0][9].as_u64(), rows[0][10].as_u64()), (Some(1), Some(2)));
+    assert!(lost["configs"][0][0].as_str().is_some_and(|id| html.contains(id)));
+    assert!(html.contains("<details id=\"lost-details\">"), "drawn when opened");
     // The failed pair and the dataset problem are listed.
     assert!(html.contains("Failed pairs (1)") && html.contains("Dataset problems (1)"));
 }
@@ -285,9 +296,12 @@ fn fact_aliases_come_from_the_datasets_when_known() {
     }];
     let texts = ProbeTexts::from_conversations([("evil.jsonl", &conversation)]);
     let html = render(&data, &texts);
-    assert!(html.contains("Which &lt;b&gt;port&lt;/b&gt;?"));
-    assert!(html.contains("<span class=\"lost\">8080 | port &lt;8080&gt;</span>"));
-    assert!(!html.contains("fact #2"));
+    // Embedded as data with `<` and `>` escaped, so the text cannot close the block.
+    assert!(html.contains("Which \\u003cb\\u003eport\\u003c/b\\u003e?"));
+    assert!(!html.contains("<b>port"));
+    let lost = lost_data(&html);
+    assert_eq!(lost["rows"][0][6], "Which <b>port</b>?");
+    assert_eq!(lost["rows"][0][7], serde_json::json!(["alpha", "8080 | port <8080>"]));
 }
 
 #[test]
@@ -530,4 +544,22 @@ fn the_compaction_section_stops_listing_at_its_size_bound() {
     assert!(section.contains(&format!("{omitted} pairs are not listed because the page reached its size bound")));
     // Every pair is still named with its count.
     assert_eq!(section.matches("class=\"pair-events\"").count(), pairs);
+}
+
+/// The lost-facts data block of a page.
+fn lost_data(html: &str) -> serde_json::Value {
+    let open = "<script type=\"application/json\" id=\"lost-data\">";
+    let start = html.find(open).expect("lost-data block") + open.len();
+    let end = start + html[start..].find("</script>").expect("block closed");
+    serde_json::from_str(&html[start..end]).expect("lost-data is JSON")
+}
+
+#[test]
+fn a_json_block_cannot_close_its_element() {
+    let block = json_block("x", &serde_json::json!({"t": "</script><script>alert(1)</script><!-- & "}));
+    assert_eq!(block.matches("</script>").count(), 1, "{block}");
+    assert!(!block.contains("<!--") && !block.contains("& "));
+    let body = &block[block.find('>').map(|i| i + 1).unwrap_or(0)..block.rfind("</script>").unwrap_or(0)];
+    let back: serde_json::Value = serde_json::from_str(body).expect("still JSON");
+    assert_eq!(back["t"], "</script><script>alert(1)</script><!-- & ");
 }

@@ -265,8 +265,18 @@ const PROBE_PAGE: &str = r#"(() => {
   const visibleAfterFilter = rows().filter(r => !r.hidden).length;
   filter.value = '';
   filter.dispatchEvent(new Event('input'));
+  // Lost facts are drawn when their list is opened (the toggle event, sent here at once).
+  const lostRowsClosed = document.querySelectorAll('#lost-table tbody tr').length;
+  const lostDetails = document.getElementById('lost-details');
+  if (lostDetails) { lostDetails.open = true; lostDetails.dispatchEvent(new Event('toggle')); }
+  const lostData = document.getElementById('lost-data');
   const text = document.body.innerText;
   return JSON.stringify({
+    lostRowsClosed,
+    lostDataRows: lostData ? JSON.parse(lostData.textContent).rows.length : 0,
+    lostRows: document.querySelectorAll('#lost-table tbody tr').length,
+    lostFacts: document.querySelectorAll('#lost-table span.lost').length,
+    dataBlocks: document.querySelectorAll('script[type="application/json"]').length,
     title: document.title,
     ready: document.documentElement.getAttribute('data-ready'),
     pwned: typeof window.__pwned !== 'undefined',
@@ -274,7 +284,7 @@ const PROBE_PAGE: &str = r#"(() => {
     images: document.images.length,
     iframes: document.getElementsByTagName('iframe').length,
     links: document.getElementsByTagName('link').length,
-    scripts: document.scripts.length,
+    scripts: Array.from(document.scripts).filter(e => e.type !== 'application/json').length,
     styles: document.getElementsByTagName('style').length,
     javascriptLinks: Array.from(document.querySelectorAll('a')).filter(a => a.protocol === 'javascript:').length,
     bodyDisplay: getComputedStyle(document.body).display,
@@ -396,6 +406,9 @@ fn assert_clean_page(v: &Visit, name: &str, configurations: usize) {
     assert!(facts["paretoPoints"].as_u64().unwrap_or(0) > 0, "the Pareto charts have points");
     assert!(facts["timelines"].as_u64().unwrap_or(0) > 0, "timelines are drawn");
     assert_eq!(facts["visibleTimelines"], 1, "the picker shows one conversation");
+    assert_eq!(facts["lostRowsClosed"], 0, "lost facts are drawn on demand: {facts}");
+    assert_eq!(facts["lostRows"], facts["lostDataRows"], "opened, every embedded row is drawn: {facts}");
+    assert!(facts["lostFacts"].as_u64() >= facts["lostRows"].as_u64(), "each row names a lost fact: {facts}");
     let column = |k: &str| -> Vec<String> {
         facts[k].as_array().expect("array").iter().map(|v| v.as_str().unwrap_or("").to_string()).collect()
     };
