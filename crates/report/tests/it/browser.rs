@@ -519,7 +519,13 @@ const PROBE_VERDICT: &str = r#"(() => {
   select.value = chosen;
   select.dispatchEvent(new Event('change'));
   const after = { shown: shown(), sections: sectionsOf(), of: of() };
+  // Lost facts are drawn after the switch: the rows drawn then obey it too.
+  const lostDetails = document.getElementById('lost-details');
+  if (lostDetails) { lostDetails.open = true; lostDetails.dispatchEvent(new Event('toggle')); }
+  const lostRows = Array.from(document.querySelectorAll('#lost-table tbody tr'));
+  const lost = { rows: lostRows.length, shown: lostRows.filter(e => getComputedStyle(e).display !== 'none').map(e => e.getAttribute('data-of')) };
   return JSON.stringify({
+    lost,
     bestTop: box ? box.top : null, bestBottom: box ? box.bottom : null, height: window.innerHeight,
     bestText: best ? best.textContent : '',
     warnings: Array.from(document.querySelectorAll('section.verdict-section .warning')).map(p => p.textContent),
@@ -566,5 +572,8 @@ fn the_verdict_opens_the_page_and_the_dataset_switch_moves_every_section() {
     let of_after = f["after"]["of"].as_array().expect("of");
     assert!(of_after.iter().all(|d| d == chosen), "{f}");
     assert!(f["before"]["of"].as_array().expect("of").len() > of_after.len(), "{f}");
+    let lost_shown = f["lost"]["shown"].as_array().expect("lost rows shown");
+    assert!(!lost_shown.is_empty() && lost_shown.iter().all(|d| d == chosen), "{}", f["lost"]);
+    assert!(f["lost"]["rows"].as_u64() > Some(lost_shown.len() as u64), "other datasets' rows hidden: {}", f["lost"]);
     let _ = std::fs::remove_dir_all(&root);
 }
