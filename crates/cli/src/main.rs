@@ -69,6 +69,8 @@ enum Command {
     Gate(cmd::gate::Args),
     /// Re-render report.html in a run folder from its run.json and results.jsonl.
     Report(cmd::report::Args),
+    /// Which configuration to ship at each window, how sure, and why, from a run folder.
+    Verdict(cmd::verdict::Args),
     /// Write the synthetic datasets (deterministic for a seed), one JSONL file per family.
     Synth(cmd::synth::Args),
 }
@@ -109,6 +111,7 @@ fn main() -> ExitCode {
         Command::Gate(args) => cmd::gate::run(args),
         Command::Report(args) => cmd::report::run(args),
         Command::Synth(args) => cmd::synth::run(args),
+        Command::Verdict(args) => cmd::verdict::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -913,12 +913,30 @@ pub struct PairedTest {
 /// assert!(paired_test(&lost, true, 1).significant_loss);
 /// ```
 pub fn paired_test(pairs: &[(f64, f64)], higher_is_better: bool, seed: u64) -> PairedTest {
+    paired(pairs, None, higher_is_better, seed)
+}
+
+/// [`paired_test`] of a weighted mean difference: pair `i` weighs `weights[i]` (a
+/// conversation's probe count, so the mean difference is over probes while conversations are
+/// resampled). The sign test, under [`SIGN_TEST_BELOW`] pairs, counts pairs unweighted.
+pub fn weighted_paired_test(pairs: &[(f64, f64)], weights: &[f64], higher_is_better: bool, seed: u64) -> PairedTest {
+    paired(pairs, Some(weights), higher_is_better, seed)
+}
+
+fn paired(pairs: &[(f64, f64)], weights: Option<&[f64]>, higher_is_better: bool, seed: u64) -> PairedTest {
     let diffs: Vec<f64> = pairs.iter().map(|(b, c)| c - b).collect();
     let n = diffs.len();
-    let mean_difference = mean(&diffs).unwrap_or(0.0);
+    let mean_difference = match weights {
+        None => mean(&diffs),
+        Some(w) => crate::summary::weighted_mean(&diffs, w),
+    }
+    .unwrap_or(0.0);
     let loss = |d: f64| if higher_is_better { d < -EPSILON } else { d > EPSILON };
     if n >= SIGN_TEST_BELOW {
-        let interval = bootstrap_ci(&diffs, seed);
+        let interval = match weights {
+            None => bootstrap_ci(&diffs, seed),
+            Some(w) => crate::summary::weighted_bootstrap_ci(&diffs, w, seed),
+        };
         let significant_loss =
             interval.is_some_and(|(lo, hi)| if higher_is_better { hi < -EPSILON } else { lo > EPSILON });
         return PairedTest { n, mean_difference, interval, sign_p: None, significant_loss };

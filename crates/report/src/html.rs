@@ -43,6 +43,7 @@ mod evidence;
 mod failures;
 mod stand_in;
 mod svg;
+mod verdict;
 
 /// The report's file name in a run folder.
 pub const REPORT_HTML: &str = "report.html";
@@ -96,6 +97,7 @@ pub fn family_of(strategy: &str) -> &'static str {
 
 /// Escape text for HTML element content and double- or single-quoted attribute values.
 pub fn escape(text: &str) -> String {
+    let text = plain(text);
     let mut out = String::with_capacity(text.len() + text.len() / 8);
     for c in text.chars() {
         match c {
@@ -104,11 +106,6 @@ pub fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            // Bidirectional overrides and isolates would reverse the text around them (an id
-            // with U+202E): shown as their code point instead.
-            '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
-                out.push_str(&format!("[U+{:04X}]", c as u32))
-            }
             _ => out.push(c),
         }
     }
@@ -236,11 +233,13 @@ struct Page<'a> {
     data: &'a RunData,
     texts: &'a ProbeTexts,
     summaries: Vec<ConfigSummary>,
-    /// The dataset views of the leaderboard, charts and probe-kind table, the one shown first
-    /// first: each dataset then the pooled `all` when the run has several datasets, else `all`.
+    /// The dataset views of every section, the one shown first first: the pooled `all`, then
+    /// each dataset when the run has several.
     views: Vec<String>,
     colors: HashMap<&'a str, &'static str>,
     conversations: Vec<ConversationView<'a>>,
+    /// The verdict, from the files the run writes (or why there is none).
+    verdict: Result<crate::verdict::Verdict, String>,
 }
 
 /// The whole page as a string.
@@ -268,11 +267,12 @@ pub fn render(data: &RunData, texts: &ProbeTexts) -> String {
         by_conversation.into_iter().map(|((dataset, id), records)| ConversationView { dataset, id, records }).collect();
     let datasets = summary::datasets(&summaries);
     let views: Vec<String> = if datasets.len() > 1 {
-        datasets.iter().map(|d| d.to_string()).chain([summary::ALL_DATASETS.to_string()]).collect()
+        [summary::ALL_DATASETS.to_string()].into_iter().chain(datasets.iter().map(|d| d.to_string())).collect()
     } else {
         vec![summary::ALL_DATASETS.to_string()]
     };
-    let page = Page { data, texts, summaries, views, colors, conversations };
+    let verdict = crate::verdict::Verdict::of_run(data).map_err(|e| e.to_string());
+    let page = Page { data, texts, summaries, views, colors, conversations, verdict };
 
     let mut out = String::with_capacity(64 * 1024);
     out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
@@ -284,7 +284,7 @@ pub fn render(data: &RunData, texts: &ProbeTexts) -> String {
     out.push_str(&format!("<title>{}</title>\n", escape(&format!("compactbench: {}", experiment.name))));
     out.push_str(&format!("<style>\n{STYLE}</style>\n</head>\n<body>\n<main>\n"));
     page.header(&mut out);
-    page.manifest(&mut out);
+    page.verdict(&mut out);
     page.leaderboard(&mut out);
     failures::section(&mut out, &page.summaries, page.data);
     page.families(&mut out);
@@ -293,6 +293,7 @@ pub fn render(data: &RunData, texts: &ProbeTexts) -> String {
     page.timelines(&mut out);
     page.lost_facts(&mut out);
     page.compactions(&mut out);
+    page.manifest(&mut out);
     page.problems(&mut out);
     out.push_str("</main>\n");
     out.push_str(&format!("<script>{SCRIPT}</script>\n</body>\n</html>\n"));
@@ -409,6 +410,29 @@ fn serde_name<T: serde::Serialize>(value: &T) -> String {
     }
 }
 
+/// Text as `escape` shows it, without the HTML escaping: for text a script puts in the page as
+/// text. Bidirectional overrides and isolates would reverse the text around them (an id with
+/// U+202E): shown as their code point instead.
+fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
+                out.push_str(&format!("[U+{:04X}]", c as u32))
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// A JSON data block the page's script reads: `<`, `>` and `&` are written as `\u` escapes, so
+/// no text inside can close the element or open a comment.
+pub fn json_block(id: &str, value: &serde_json::Value) -> String {
+    let json = value.to_string().replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026");
+    format!("<script type=\"application/json\" id=\"{}\">{json}</script>\n", escape(id))
+}
+
 impl Page<'_> {
     fn color(&self, strategy: &str) -> &'static str {
         self.colors.get(strategy).copied().unwrap_or(PALETTE[PALETTE.len() - 2])
@@ -431,9 +455,9 @@ impl Page<'_> {
             if m.complete { "" } else { " · <span class=\"bad\">incomplete run</span>" }
         ));
         out.push_str(
-            "<nav><a href=\"#manifest\">Manifest</a><a href=\"#leaderboard\">Leaderboard</a><a href=\"#families\">By family</a><a href=\"#pareto\">Pareto</a>\
+            "<nav><a href=\"#verdict\">Verdict</a><a href=\"#leaderboard\">Leaderboard</a><a href=\"#families\">By family</a><a href=\"#pareto\">Pareto</a>\
              <a href=\"#kinds\">By probe kind</a><a href=\"#timelines\">Timelines</a><a href=\"#lost\">Lost facts</a>\
-             <a href=\"#compactions\">Compactions</a><a href=\"#problems\">Problems</a></nav>\n",
+             <a href=\"#compactions\">Compactions</a><a href=\"#manifest\">Manifest</a><a href=\"#problems\">Problems</a></nav>\n",
         );
     }
 
@@ -587,25 +611,25 @@ impl Page<'_> {
             "<div class=\"scroll\"><table id=\"leaderboard-table{suffix}\" class=\"sortable\">\n<thead><tr>"
         ));
         let heads: [(&str, bool); 23] = [
-            ("configuration", false),
             ("strategy", false),
-            ("family", false),
             ("window", true),
             ("parameters", false),
+            ("completion", true),
+            ("paired at-risk retention", true),
+            ("retention", true),
+            ("cost / conv.", true),
+            ("compactions / conv.", true),
+            ("rejections", true),
+            ("family", false),
             ("conversations", true),
             ("failed", true),
-            ("completion", true),
             ("compacted conv.", true),
-            ("retention", true),
             ("retention if sent", true),
             ("at-risk retention", true),
-            ("paired at-risk retention", true),
             ("compression ratio", true),
             ("overflow rate", true),
             ("violations", true),
-            ("compactions / conv.", true),
             ("peak tokens", true),
-            ("cost / conv.", true),
             ("cache-hit rate", true),
             ("at-risk conv.", true),
             ("estimate error p50", true),
@@ -619,21 +643,68 @@ impl Page<'_> {
         let order = summary::rank(self.rows(view));
         for s in order {
             let c = &s.config;
+            // The verdict's paired figure, with its interval over conversations.
+            let paired = self.verdict_entry(&c.config_id, view).map(|e| e.retention);
             out.push_str("<tr>");
-            out.push_str(&format!("<td class=\"mono nowrap\">{}</td>", escape(&c.config_id)));
             out.push_str(&format!(
-                "<td class=\"nowrap\">{}{}{}</td>",
+                "<td class=\"nowrap\" title=\"{}\">{}{}{}</td>",
+                escape(&c.config_id),
                 self.swatch(&c.strategy),
                 escape(&c.strategy),
                 if s.exercised() { "" } else { " <span class=\"tag\">not exercised</span>" }
             ));
-            out.push_str(&format!("<td><span class=\"tag\">{}</span></td>", family_of(&c.strategy)));
             out.push_str(&format!(
                 "<td class=\"num\"{}>{}</td>",
                 dv(c.window.map(|w| w as f64)),
                 c.window.map(|w| w.to_string()).unwrap_or_else(|| "own".into())
             ));
             out.push_str(&format!("<td class=\"mono params\">{}</td>", escape(&canonical_json(&c.params))));
+            out.push_str(&format!(
+                "<td class=\"num{}\"{}>{}</td>",
+                if s.completion_rate.is_some_and(|v| v < 1.0) { " bad" } else { "" },
+                dv(s.completion_rate),
+                pct(s.completion_rate)
+            ));
+            out.push_str(&format!(
+                "<td class=\"num\"{}>{}{} <span class=\"note\">({} probes)</span></td>",
+                dv(s.paired_at_risk_retention),
+                pct(s.paired_at_risk_retention),
+                ci(paired.and_then(|f| f.interval)),
+                s.paired_at_risk_probes
+            ));
+            out.push_str(&format!(
+                "<td class=\"num\"{}>{}{}</td>",
+                dv(s.retention.mean),
+                pct(s.retention.mean),
+                ci(s.retention.ci)
+            ));
+            out.push_str(&format!(
+                "<td class=\"num\"{}>{}</td>",
+                dv(s.cost_usd_mean),
+                s.cost_usd_mean.map(usd).unwrap_or_else(|| "–".into())
+            ));
+            out.push_str(&format!(
+                "<td class=\"num\"{}>{}</td>",
+                dv(s.compactions_mean),
+                s.compactions_mean.map(|v| format!("{v:.2}")).unwrap_or_else(|| "–".into())
+            ));
+            let rejected = s.completion_rate.map(|r| ((1.0 - r) * s.conversations as f64).round() as u64).unwrap_or(0);
+            let refused = s.rejected_requests_openai + s.rejected_requests_anthropic;
+            out.push_str(&format!(
+                "<td class=\"num{}\"{} title=\"conversations ended by a rejected call; requests OpenAI / Anthropic would refuse\">{}{}</td>",
+                if rejected + refused > 0 { " bad" } else { "" },
+                dv(Some(rejected as f64)),
+                rejected,
+                if refused > 0 {
+                    format!(
+                        " <span class=\"note\">(refused {} / {})</span>",
+                        s.rejected_requests_openai, s.rejected_requests_anthropic
+                    )
+                } else {
+                    String::new()
+                }
+            ));
+            out.push_str(&format!("<td><span class=\"tag\">{}</span></td>", family_of(&c.strategy)));
             out.push_str(&format!("<td class=\"num\"{}>{}</td>", dv(Some(s.conversations as f64)), s.conversations));
             out.push_str(&format!(
                 "<td class=\"num{}\"{}>{}</td>",
@@ -642,21 +713,9 @@ impl Page<'_> {
                 s.failed
             ));
             out.push_str(&format!(
-                "<td class=\"num{}\"{}>{}</td>",
-                if s.completion_rate.is_some_and(|v| v < 1.0) { " bad" } else { "" },
-                dv(s.completion_rate),
-                pct(s.completion_rate)
-            ));
-            out.push_str(&format!(
                 "<td class=\"num\"{}>{}</td>",
                 dv(Some(s.compacted_conversations as f64)),
                 s.compacted_conversations
-            ));
-            out.push_str(&format!(
-                "<td class=\"num\"{}>{}{}</td>",
-                dv(s.retention.mean),
-                pct(s.retention.mean),
-                ci(s.retention.ci)
             ));
             out.push_str(&format!("<td class=\"num\"{}>{}</td>", dv(s.retention_if_sent), pct(s.retention_if_sent)));
             out.push_str(&format!(
@@ -665,12 +724,6 @@ impl Page<'_> {
                 pct(s.at_risk_retention.mean),
                 ci(s.at_risk_retention.ci),
                 s.at_risk_probes
-            ));
-            out.push_str(&format!(
-                "<td class=\"num\"{}>{} <span class=\"note\">({} probes)</span></td>",
-                dv(s.paired_at_risk_retention),
-                pct(s.paired_at_risk_retention),
-                s.paired_at_risk_probes
             ));
             out.push_str(&format!(
                 "<td class=\"num\"{}>{}</td>",
@@ -692,18 +745,8 @@ impl Page<'_> {
             ));
             out.push_str(&format!(
                 "<td class=\"num\"{}>{}</td>",
-                dv(s.compactions_mean),
-                s.compactions_mean.map(|v| format!("{v:.2}")).unwrap_or_else(|| "–".into())
-            ));
-            out.push_str(&format!(
-                "<td class=\"num\"{}>{}</td>",
                 dv(s.peak_tokens_max.map(|v| v as f64)),
                 s.peak_tokens_max.map(|v| v.to_string()).unwrap_or_else(|| "–".into())
-            ));
-            out.push_str(&format!(
-                "<td class=\"num\"{}>{}</td>",
-                dv(s.cost_usd_mean),
-                s.cost_usd_mean.map(usd).unwrap_or_else(|| "–".into())
             ));
             out.push_str(&format!("<td class=\"num\"{}>{}</td>", dv(s.cache_hit_rate), pct(s.cache_hit_rate)));
             out.push_str(&format!(
@@ -728,16 +771,26 @@ impl Page<'_> {
              systems (the compaction built into agents and APIs), the baselines and the recorded reference; within \
              a family, by retention.</p>\n",
         );
-        out.push_str(
-            "<div class=\"scroll\"><table id=\"families-table\">\n<thead><tr><th>configuration</th><th>strategy</th>\
-             <th class=\"num\">window</th><th class=\"num\">retention</th><th class=\"num\">compression ratio</th>\
-             <th class=\"num\">overflow rate</th><th class=\"num\">cost / conv.</th><th class=\"num\">failed</th>\
-             </tr></thead>\n<tbody>\n",
-        );
+        self.switch(out);
+        for (i, view) in self.views.iter().enumerate() {
+            self.families_view(out, view, i);
+        }
+    }
+
+    /// The family table of one dataset view.
+    fn families_view(&self, out: &mut String, view: &str, i: usize) {
+        let suffix = if i == 0 { String::new() } else { format!("-{i}") };
+        out.push_str(&format!(
+            "<div{}><div class=\"scroll\"><table id=\"families-table{suffix}\">\n<thead><tr><th>strategy</th>\
+             <th class=\"num\">window</th><th>parameters</th><th class=\"num\">completion</th><th class=\"num\">retention</th>\
+             <th class=\"num\">compression ratio</th><th class=\"num\">overflow rate</th><th class=\"num\">cost / conv.</th>\
+             <th class=\"num\">failed</th></tr></thead>\n<tbody>\n",
+            self.view_attrs(view, i)
+        ));
         let order = ["seed", "production", "baseline", "reference", "external"];
         for family in order {
             let mut rows: Vec<&ConfigSummary> =
-                self.summaries.iter().filter(|s| family_of(&s.config.strategy) == family).collect();
+                self.rows(view).into_iter().filter(|s| family_of(&s.config.strategy) == family).collect();
             if rows.is_empty() {
                 continue;
             }
@@ -745,19 +798,21 @@ impl Page<'_> {
                 b.retention.mean.unwrap_or(f64::NEG_INFINITY).total_cmp(&a.retention.mean.unwrap_or(f64::NEG_INFINITY))
             });
             out.push_str(&format!(
-                "<tr class=\"group\"><th colspan=\"8\">{family} ({} configurations)</th></tr>\n",
+                "<tr class=\"group\"><th colspan=\"9\">{family} ({} configurations)</th></tr>\n",
                 rows.len()
             ));
             for s in rows {
                 let c = &s.config;
                 out.push_str(&format!(
-                    "<tr><td class=\"mono nowrap\">{}</td><td class=\"nowrap\">{}{}</td><td class=\"num\">{}</td>\
+                    "<tr><td class=\"nowrap\" title=\"{}\">{}{}</td><td class=\"num\">{}</td><td class=\"mono params\">{}</td>\
                      <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-                     <td class=\"num{}\">{}</td></tr>\n",
+                     <td class=\"num\">{}</td><td class=\"num{}\">{}</td></tr>\n",
                     escape(&c.config_id),
                     self.swatch(&c.strategy),
                     escape(&c.strategy),
                     c.window.map(|w| w.to_string()).unwrap_or_else(|| "own".into()),
+                    escape(&canonical_json(&c.params)),
+                    pct(s.completion_rate),
                     pct(s.retention.mean),
                     s.compression_ratio.map(|v| format!("{v:.3}")).unwrap_or_else(|| "–".into()),
                     pct(s.overflow_rate),
@@ -767,7 +822,26 @@ impl Page<'_> {
                 ));
             }
         }
-        out.push_str("</tbody>\n</table></div>\n");
+        out.push_str("</tbody>\n</table></div></div>\n");
+    }
+
+    /// The attribute that ties a conversation's element to its dataset, so the dataset switch
+    /// hides it when another dataset is chosen (none in a run of one dataset).
+    fn of_dataset(&self, dataset: &str) -> String {
+        if self.views.len() < 2 {
+            return String::new();
+        }
+        format!(" data-of=\"{}\"", escape(dataset))
+    }
+
+    /// The verdict's entry of a configuration in a dataset view.
+    fn verdict_entry(&self, config_id: &str, view: &str) -> Option<&crate::verdict::Entry> {
+        let v = self.verdict.as_ref().ok()?;
+        v.windows
+            .iter()
+            .flat_map(|w| &w.views)
+            .filter(|x| x.dataset == view)
+            .find_map(|x| crate::verdict::Verdict::entry(x, config_id))
     }
 
     fn legend(&self, out: &mut String) {
@@ -950,14 +1024,18 @@ impl Page<'_> {
         for (i, c) in shown.iter().enumerate() {
             let compactions: u64 = c.records.iter().filter_map(|r| metrics(r)).map(|m| m.compactions).sum();
             out.push_str(&format!(
-                "<option value=\"{i}\"{}>{}</option>",
+                "<option value=\"{i}\"{}{}>{}</option>",
                 if i == 0 { " selected" } else { "" },
+                self.of_dataset(c.dataset),
                 escape(&format!("{} / {} ({} compactions)", c.dataset, c.id, compactions))
             ));
         }
         out.push_str("</select></label>\n");
         for (i, c) in shown.iter().enumerate() {
-            out.push_str(&format!("<div class=\"conversation\" data-conversation=\"{i}\">\n"));
+            out.push_str(&format!(
+                "<div class=\"conversation\" data-conversation=\"{i}\"{}>\n",
+                self.of_dataset(c.dataset)
+            ));
             out.push_str(&format!("<h3>{}</h3>\n<div class=\"grid\">\n", escape(&format!("{} / {}", c.dataset, c.id))));
             for r in &c.records {
                 out.push_str(&format!(
@@ -998,7 +1076,7 @@ impl Page<'_> {
             "<p class=\"note\">One row per probe and checkpoint (the percentage of the conversation's calls made \
              when it was asked) that lost a fact under at least one configuration: which \
              configurations lost which of its facts (nowhere in the context when the probe was asked), and how many \
-             configurations kept them all. {}</p>\n",
+             configurations kept them all. {} The rows are embedded as data and drawn when the list is opened.</p>\n",
             if self.texts.is_empty() {
                 "The datasets could not be read when this page was rendered, so facts are shown by number (in the \
                  dataset's order)."
@@ -1006,6 +1084,9 @@ impl Page<'_> {
                 "Questions and fact aliases are read from the datasets."
             }
         ));
+        // Configurations by index, so a row names them by number.
+        let mut configs: Vec<&str> = Vec::new();
+        let mut config_rows = Vec::new();
         let mut rows = Vec::new();
         let mut total = 0usize;
         for c in &self.conversations {
@@ -1025,6 +1106,7 @@ impl Page<'_> {
                 let mut scored = 0usize;
                 let mut kind = "";
                 let mut at_risk = false;
+                let mut aliases: Option<Vec<String>> = None;
                 let mut losses = Vec::new();
                 for r in &c.records {
                     let found = metrics(r)
@@ -1041,22 +1123,18 @@ impl Page<'_> {
                     }
                     at_risk |= score.at_risk;
                     // Aliases only when the dataset's probe still has the facts the record scored.
-                    let aliases = text.filter(|t| t.facts.len() == score.facts.len());
-                    let facts = lost
-                        .iter()
-                        .map(|&i| match aliases.and_then(|t| t.facts.get(i)) {
-                            Some(a) => format!("<span class=\"lost\">{}</span>", escape(&a.join(" | "))),
-                            None => format!("<span class=\"lost\">fact #{}</span>", i + 1),
-                        })
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    losses.push(format!(
-                        "<div>{}<span class=\"mono\">{}</span>: {} {}</div>",
-                        self.swatch(&r.strategy),
-                        escape(&r.config_id),
-                        facts,
-                        evidence::kept(score, aliases.map(|t| t.facts.as_slice()))
-                    ));
+                    if let Some(t) = text.filter(|t| t.facts.len() == score.facts.len()) {
+                        aliases = Some(t.facts.iter().map(|a| plain(&a.join(" | "))).collect());
+                    }
+                    let k = match configs.iter().position(|id| *id == r.config_id) {
+                        Some(k) => k,
+                        None => {
+                            configs.push(&r.config_id);
+                            config_rows.push(serde_json::json!([plain(&r.config_id), self.color(&r.strategy)]));
+                            configs.len() - 1
+                        }
+                    };
+                    losses.push(serde_json::json!([k, lost, score.facts.len(), evidence::kept(score)]));
                 }
                 if losses.is_empty() {
                     continue;
@@ -1066,20 +1144,19 @@ impl Page<'_> {
                     continue;
                 }
                 let kept_all = scored - losses.len();
-                rows.push(format!(
-                    "<tr><td class=\"mono wrap\">{}</td><td class=\"mono wrap\">{} <span class=\"tag\">{}</span> \
-                     <span class=\"tag\">at {checkpoint}%</span>{}</td>\
-                     <td class=\"wrap\">{}</td><td>{}</td><td class=\"num\"{}>{} of {}</td></tr>\n",
-                    escape(&format!("{} / {}", c.dataset, c.id)),
-                    escape(probe_id),
+                rows.push(serde_json::json!([
+                    c.dataset,
+                    plain(&format!("{} / {}", c.dataset, c.id)),
+                    plain(probe_id),
                     kind,
-                    if at_risk { " <span class=\"tag\">at risk</span>" } else { "" },
-                    text.map(|t| escape(&t.question)).unwrap_or_default(),
-                    losses.join(""),
-                    dv(Some(kept_all as f64 / scored.max(1) as f64)),
+                    checkpoint,
+                    at_risk,
+                    text.map(|t| plain(&t.question)).unwrap_or_default(),
+                    aliases,
+                    losses,
                     kept_all,
-                    scored,
-                ));
+                    scored
+                ]));
             }
         }
         if total == 0 {
@@ -1092,18 +1169,15 @@ impl Page<'_> {
                 rows.len()
             ));
         }
-        out.push_str(
-            "<input class=\"filter\" type=\"search\" placeholder=\"filter by conversation, probe, configuration or fact\" \
-             data-filter=\"lost-table\">\n",
-        );
-        out.push_str(
-            "<div class=\"scroll\"><table id=\"lost-table\" class=\"sortable\">\n<thead><tr><th>conversation</th><th>probe</th>\
-             <th>question</th><th>lost under</th><th class=\"num\">kept all facts</th></tr></thead>\n<tbody>\n",
-        );
-        for row in rows {
-            out.push_str(&row);
-        }
-        out.push_str("</tbody>\n</table></div>\n");
+        out.push_str(&format!(
+            "<details id=\"lost-details\"><summary>{} probes that lost a fact</summary>\n\
+             <input class=\"filter\" type=\"search\" placeholder=\"filter by conversation, probe, configuration or fact\" \
+             data-filter=\"lost-table\">\n<div class=\"scroll\"><table id=\"lost-table\" class=\"sortable\">\n<thead><tr>\
+             <th>conversation</th><th>probe</th><th>question</th><th>lost under</th><th class=\"num\">kept all facts</th>\
+             </tr></thead>\n<tbody></tbody>\n</table></div>\n</details>\n",
+            rows.len()
+        ));
+        out.push_str(&json_block("lost-data", &serde_json::json!({ "configs": config_rows, "rows": rows })));
     }
 
     fn compactions(&self, out: &mut String) {
@@ -1124,7 +1198,8 @@ impl Page<'_> {
                 continue;
             }
             section.push_str(&format!(
-                "<details><summary>{}</summary>\n",
+                "<details{}><summary>{}</summary>\n",
+                self.of_dataset(c.dataset),
                 escape(&format!("{} / {}: {} events", c.dataset, c.id, n))
             ));
             for r in &c.records {

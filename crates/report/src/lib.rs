@@ -20,6 +20,7 @@ pub mod drift;
 pub mod gate;
 pub mod html;
 pub mod summary;
+pub mod verdict;
 
 /// File names of the outputs in a run folder.
 pub const RESULTS_CSV: &str = "results.csv";

@@ -152,13 +152,46 @@ use seeded::SplitMix64;
 /// Percentile bootstrap interval of the mean at [`LEVEL`], with [`RESAMPLES`] resamples.
 /// `None` for no values; a single value gives a zero-width interval.
 pub fn bootstrap_ci(values: &[f64], seed: u64) -> Option<(f64, f64)> {
+    bootstrap(values, None, seed)
+}
+
+/// [`bootstrap_ci`] of a weighted mean `sum(w * v) / sum(w)`, resampling (value, weight)
+/// pairs: the interval of a mean over probes when conversations are resampled (a value is a
+/// conversation's mean, its weight the conversation's probe count). `None` for no values or
+/// lengths that differ.
+pub fn weighted_bootstrap_ci(values: &[f64], weights: &[f64], seed: u64) -> Option<(f64, f64)> {
+    (values.len() == weights.len()).then(|| bootstrap(values, Some(weights), seed)).flatten()
+}
+
+/// The weighted mean `sum(w * v) / sum(w)`; `None` for no weight.
+pub fn weighted_mean(values: &[f64], weights: &[f64]) -> Option<f64> {
+    let total: f64 = weights.iter().sum();
+    (total > 0.0).then(|| values.iter().zip(weights).map(|(v, w)| v * w).sum::<f64>() / total)
+}
+
+fn bootstrap(values: &[f64], weights: Option<&[f64]>, seed: u64) -> Option<(f64, f64)> {
     let n = values.len();
     if n == 0 {
         return None;
     }
     let mut rng = SplitMix64::new(seed);
-    let mut means: Vec<f64> =
-        (0..RESAMPLES).map(|_| (0..n).map(|_| values[rng.index(n)]).sum::<f64>() / n as f64).collect();
+    let mut resample = || match weights {
+        None => (0..n).map(|_| values[rng.index(n)]).sum::<f64>() / n as f64,
+        Some(w) => {
+            let (mut num, mut den) = (0.0, 0.0);
+            for _ in 0..n {
+                let i = rng.index(n);
+                num += values[i] * w[i];
+                den += w[i];
+            }
+            if den > 0.0 {
+                num / den
+            } else {
+                0.0
+            }
+        }
+    };
+    let mut means: Vec<f64> = (0..RESAMPLES).map(|_| resample()).collect();
     means.sort_by(f64::total_cmp);
     let alpha = 1.0 - LEVEL;
     let low = ((alpha / 2.0) * RESAMPLES as f64).floor() as usize;

@@ -7,8 +7,10 @@
 //! retention and at-risk retention fail on a loss a paired test finds significant (and beyond
 //! the tolerance), not on the baseline's interval.
 //!
-//! Prints a markdown table of every change to stdout, and appends it to the file named by
-//! `$GITHUB_STEP_SUMMARY` when that is set (the job summary of a GitHub Actions step).
+//! Prints a markdown table of every change to stdout. The table and the current run's verdict
+//! (`report::verdict`, when `--current` is a run folder or the `summary.csv` of one) are
+//! appended as markdown to the file named by `$GITHUB_STEP_SUMMARY` when that is set (the job
+//! summary of a GitHub Actions step), and otherwise written to `--summary FILE` when given.
 //! Exit 0 when nothing regressed, 1 on a regression or a configuration missing from the
 //! current run, 2 when a file cannot be read, cannot be compared (no rows, a gated column only
 //! one file has, no `retention_mean`, a value that is not a finite number) or a tolerance is
@@ -45,6 +47,27 @@ pub struct Args {
     /// Seed of the paired bootstrap.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Write the result and the current run's verdict as markdown to FILE (used when
+    /// $GITHUB_STEP_SUMMARY is not set).
+    #[arg(long, value_name = "FILE")]
+    summary: Option<PathBuf>,
+}
+
+/// The run folder of `--current`: the folder itself, or the folder of its summary.csv.
+fn current_run(current: &std::path::Path) -> Option<PathBuf> {
+    let dir = if current.is_dir() { current.to_path_buf() } else { current.parent()?.to_path_buf() };
+    dir.join(report::verdict::RUN_JSON).is_file().then_some(dir)
+}
+
+/// The current run's verdict as markdown, or why there is none.
+fn verdict_markdown(current: &std::path::Path) -> String {
+    match current_run(current) {
+        None => format!("No verdict: {} is not in a run folder (no run.json).\n", current.display()),
+        Some(dir) => match report::verdict::Verdict::read(&dir) {
+            Ok(v) => v.markdown(),
+            Err(e) => format!("No verdict: {e}\n"),
+        },
+    }
 }
 
 /// The two results files of the paired gate, when given or found in run folders.
@@ -103,14 +126,20 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     };
     let table = verdict.markdown();
     say_part!("{table}");
-    if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
-        let appended = std::fs::OpenOptions::new()
+    // The job summary is appended to (other steps write there too); --summary is written anew.
+    let step_summary = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()).map(PathBuf::from);
+    let target = step_summary.map(|p| (p, true)).or(args.summary.clone().map(|p| (p, false)));
+    if let Some((path, append)) = target {
+        let summary = format!("{table}\n{}\n", verdict_markdown(&args.current));
+        let written = std::fs::OpenOptions::new()
             .create(true)
-            .append(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
             .open(&path)
-            .and_then(|mut f| f.write_all(format!("{table}\n").as_bytes()));
-        if let Err(e) = appended {
-            tell!("warning: cannot append to $GITHUB_STEP_SUMMARY ({}): {e}", PathBuf::from(path).display());
+            .and_then(|mut f| f.write_all(summary.as_bytes()));
+        if let Err(e) = written {
+            tell!("warning: cannot write the summary to {}: {e}", path.display());
         }
     }
     if verdict.passed() {

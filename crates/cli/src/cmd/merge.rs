@@ -30,5 +30,5 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     };
     report::write_outputs(&args.out, &data)?;
     report::html::write_report_for(&args.out, &data)?;
-    Ok(super::run::finish(&data, &args.out, started, false))
+    Ok(super::run::finish(&data, &args.out, started, false, false))
 }

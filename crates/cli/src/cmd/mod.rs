@@ -11,3 +11,4 @@ pub mod run;
 pub mod strategies;
 pub mod synth;
 pub mod validate;
+pub mod verdict;

@@ -113,6 +113,9 @@ pub struct Args {
     /// workers, writing the views); run.json's `timings` records it either way.
     #[arg(long)]
     timings: bool,
+    /// Print one line (the counts and the report's path) instead of the verdict.
+    #[arg(long)]
+    quiet: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
@@ -237,10 +240,10 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     run::write_manifest(&out, &data.manifest)?;
     if args.timings {
         for line in timings_table(&data.manifest.timings, started.elapsed()) {
-            println!("{line}");
+            say!("{line}");
         }
     }
-    let mut code = finish(&data, &out, started, !plan.problems.is_empty());
+    let mut code = finish(&data, &out, started, !plan.problems.is_empty(), args.quiet);
     if let Some(stats) = &data.manifest.llm {
         for line in llm_summary(stats) {
             tell!("{line}");
@@ -264,7 +267,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
 }
 
 /// Print what happened and pick the exit code.
-pub fn finish(data: &RunData, out: &Path, started: Instant, skipped_lines: bool) -> u8 {
+pub fn finish(data: &RunData, out: &Path, started: Instant, skipped_lines: bool, quiet: bool) -> u8 {
     let c = &data.manifest.counts;
     let failures: Vec<_> = data
         .records
@@ -293,7 +296,7 @@ pub fn finish(data: &RunData, out: &Path, started: Instant, skipped_lines: bool)
     }
     let resumed = if c.resumed > 0 { format!(", {} resumed", c.resumed) } else { String::new() };
     let shard = data.manifest.shard.as_deref().map(|s| format!(" (shard {s})")).unwrap_or_default();
-    say!(
+    let counts = format!(
         "{}{shard}: {} pairs: {} ok, {} failed{resumed} in {:.1}s",
         data.manifest.experiment.name,
         c.pairs_planned,
@@ -301,7 +304,19 @@ pub fn finish(data: &RunData, out: &Path, started: Instant, skipped_lines: bool)
         c.failed,
         started.elapsed().as_secs_f64()
     );
-    say!("{}", out.display());
+    let report = out.join(report::html::REPORT_HTML);
+    if quiet {
+        say!("{counts}: {}", report.display());
+    } else {
+        // The verdict, from the files just written: the same one `compactbench verdict` prints.
+        match report::verdict::Verdict::read(out) {
+            Ok(v) => say!("{}", v.short_text()),
+            Err(e) => tell!("warning: no verdict: {e}"),
+        }
+        say!("{counts}");
+        say!("report: {}", report.display());
+        say!("{}", out.display());
+    }
     // An empty, whitespace-only or refused summary is a failed one: the run says how many,
     // and a run whose every summary failed is not green.
     let all_summaries_failed = c.summaries > 0 && c.summaries_failed == c.summaries;

@@ -532,3 +532,83 @@ fn two_shards_share_one_response_cache_while_running() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_same_csvs(&dir.join("again"), &dir.join("merged"));
 }
+
+/// The three outputs of the verdict tell the same verdict: the run's ending (text), `verdict
+/// --format json` and the gate's markdown summary (`--summary FILE`); `--quiet` keeps one line.
+#[test]
+fn the_run_the_verdict_command_and_the_gate_summary_tell_the_same_verdict() {
+    let dir = setup("verdict-three-ways", 3, EXPERIMENT);
+    let run = compactbench(&["run", "--config", "exp.toml", "--out", "r"], &dir);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let json = compactbench(&["verdict", "r", "--format", "json"], &dir);
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    let verdict: serde_json::Value = serde_json::from_str(&json.stdout).expect("json");
+    let gate = Command::new(BIN)
+        .args(["gate", "--baseline", "r", "--current", "r", "--summary", "summary.md"])
+        .current_dir(&dir)
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .output()
+        .expect("the gate runs");
+    assert_eq!(gate.status.code(), Some(0));
+    let summary = fs::read_to_string(dir.join("summary.md")).expect("the gate wrote its summary");
+    assert!(summary.contains("### compactbench gate: passed") && summary.contains("### Verdict: cli-run"), "{summary}");
+    let text = compactbench(&["verdict", "r"], &dir).stdout;
+    let windows = verdict["windows"].as_array().expect("windows");
+    assert_eq!(windows.len(), 2, "8k and 64k");
+    for w in windows {
+        let window = format!("{}k", w["window"].as_u64().expect("a window") / 1000);
+        let pooled = &w["views"][0];
+        assert_eq!(pooled["dataset"], "all");
+        let label = |id: &serde_json::Value| -> String {
+            let e = pooled["configurations"]
+                .as_array()
+                .expect("entries")
+                .iter()
+                .find(|e| e["config_id"] == *id)
+                .expect("entry");
+            let mut l = e["strategy"].as_str().expect("strategy").to_string();
+            for p in e["params"].as_array().expect("params") {
+                l.push_str(&format!(" {}={}", p[0].as_str().expect("key"), p[1].as_str().expect("value")));
+            }
+            l
+        };
+        let front: Vec<String> = pooled["front"].as_array().expect("front").iter().map(label).collect();
+        let row = run.stdout.lines().find(|l| l.starts_with(&format!("{window} "))).expect("a row per window");
+        if front.is_empty() {
+            // Nothing compacted at 64k: no best, and every output says so.
+            assert!(window == "64k" && pooled["best"].is_null(), "{window}: the front is empty");
+            assert!(row.split_whitespace().nth(1) == Some("none"), "{row}");
+            assert!(summary.contains(&format!("| {window} | all datasets pooled | none |")), "{summary}");
+            assert!(text.contains("best: none (no configuration can be ranked)"), "{text}");
+            continue;
+        }
+        let best = label(&pooled["best"]["config_id"]);
+        assert_eq!(best, front[0]);
+        // The run's ending: the table row of the window starts with the best, then the front.
+        assert!(row.split_whitespace().nth(1) == best.split_whitespace().next(), "{row} / {best}");
+        assert!(run.stdout.contains(&format!("{window} front: {}", front.join(", "))), "{}", run.stdout);
+        // The gate's summary: the same best and front in the window's pooled row.
+        let quoted: Vec<String> = front.iter().map(|f| format!("`{f}`")).collect();
+        assert!(summary.contains(&format!("| {window} | all datasets pooled | `{best}` |")), "{summary}");
+        assert!(summary.contains(&quoted.join(", ")), "{summary}");
+        // The verdict command's text.
+        assert!(text.contains(&format!("  front: {}", front.join(", "))), "{text}");
+    }
+    // The grid's truncate target_ratio is a sweep: named in the verdict, drawn in the report.
+    assert!(text.contains("sweep: truncate target_ratio: "), "{text}");
+    let html = fs::read_to_string(dir.join("r/report.html")).expect("report.html");
+    assert!(html.contains("truncate at 8k: target_ratio swept (filled: on the front)"), "the sweep is drawn");
+    assert!(
+        run.stdout.contains("report: r/report.html") || run.stdout.contains("report: r\\report.html"),
+        "{}",
+        run.stdout
+    );
+    let quiet = compactbench(&["run", "--config", "exp.toml", "--out", "q", "--quiet"], &dir);
+    assert_eq!(quiet.code, 0, "{}", quiet.stderr);
+    assert_eq!(quiet.stdout.lines().count(), 1, "{}", quiet.stdout);
+    assert!(
+        quiet.stdout.contains("cli-run: 24 pairs: 24 ok, 0 failed") && quiet.stdout.contains("report.html"),
+        "{}",
+        quiet.stdout
+    );
+}

@@ -197,8 +197,14 @@ fn the_page_is_self_contained_and_its_script_is_allowed_by_hash() {
 #[test]
 fn hostile_text_renders_as_text_everywhere() {
     let html = render(&run_data(), &ProbeTexts::default());
-    // Only the page's own tags: no injected element survives.
-    assert_eq!(html.matches("<script").count(), 1);
+    // Only the page's own tags: no injected element survives. The one script runs; the others
+    // are data blocks, each closed once.
+    let data_blocks = html.matches("<script type=\"application/json\" id=\"").count();
+    assert_eq!(data_blocks, 1, "the lost facts' data");
+    assert_eq!(html.matches("<script").count(), 1 + data_blocks);
+    assert_eq!(html.matches("</script>").count(), 1 + data_blocks);
+    let lost = lost_data(&html);
+    assert!(lost["rows"].as_array().expect("rows").iter().any(|r| r[2] == HOSTILE), "the probe id, as text: {lost}");
     assert_eq!(html.matches("<img").count(), 0);
     assert!(tags(&html).iter().filter(|t| t.starts_with("a ")).all(|t| t.starts_with("a href=\"#")));
     assert!(tags(&html).iter().all(|t| !t.contains(" on")), "no event handler attribute");
@@ -215,9 +221,22 @@ fn hostile_text_renders_as_text_everywhere() {
 fn the_sections_are_all_there() {
     let data = run_data();
     let html = render(&data, &ProbeTexts::default());
-    for id in ["manifest", "leaderboard", "families", "pareto", "kinds", "timelines", "lost", "compactions", "problems"]
-    {
-        assert!(html.contains(&format!("id=\"{id}\"")), "section {id}");
+    let mut at = 0;
+    for id in [
+        "verdict",
+        "leaderboard",
+        "families",
+        "pareto",
+        "kinds",
+        "timelines",
+        "lost",
+        "compactions",
+        "manifest",
+        "problems",
+    ] {
+        let found = html.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("section {id}"));
+        assert!(found > at, "section {id} is out of order: the page opens on the verdict, then the leaderboard");
+        at = found;
     }
     // One leaderboard row and one Pareto point per chart for each configuration.
     let table = &html[html.find("id=\"leaderboard-table\"").expect("table")..];
@@ -252,11 +271,16 @@ fn the_sections_are_all_there() {
     assert_eq!(html.matches("aria-label=\"context size per call\"").count(), 2);
     assert!(html.contains("window 2000"));
     assert!(html.contains("trigger threshold"), "truncate has a threshold");
-    // The lost fact is shown by number, under the configuration that lost it.
-    assert!(html.contains("fact #2"));
-    assert_eq!(html.matches("class=\"lost\"").count(), 1);
-    assert!(html.contains("(1 of 2 facts kept)"), "the losing configuration kept one fact");
-    assert!(html.contains(">1 of 2</td>"), "one of the two configurations kept every fact");
+    // The lost fact is embedded by number (no aliases known), under the configuration that lost
+    // it: one row, one losing configuration, its second fact lost of two, one of two kept all.
+    let lost = lost_data(&html);
+    let rows = lost["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 1, "{lost}");
+    assert_eq!(rows[0][7], serde_json::Value::Null, "no aliases, so facts are shown by number");
+    assert_eq!(rows[0][8], serde_json::json!([[0, [1], 2]]));
+    assert_eq!((rows[0][9].as_u64(), rows[0][10].as_u64()), (Some(1), Some(2)));
+    assert!(lost["configs"][0][0].as_str().is_some_and(|id| html.contains(id)));
+    assert!(html.contains("<details id=\"lost-details\">"), "drawn when opened");
     // The failed pair and the dataset problem are listed.
     assert!(html.contains("Failed pairs (1)") && html.contains("Dataset problems (1)"));
 }
@@ -276,9 +300,12 @@ fn fact_aliases_come_from_the_datasets_when_known() {
     }];
     let texts = ProbeTexts::from_conversations([("evil.jsonl", &conversation)]);
     let html = render(&data, &texts);
-    assert!(html.contains("Which &lt;b&gt;port&lt;/b&gt;?"));
-    assert!(html.contains("<span class=\"lost\">8080 | port &lt;8080&gt;</span>"));
-    assert!(!html.contains("fact #2"));
+    // Embedded as data with `<` and `>` escaped, so the text cannot close the block.
+    assert!(html.contains("Which \\u003cb\\u003eport\\u003c/b\\u003e?"));
+    assert!(!html.contains("<b>port"));
+    let lost = lost_data(&html);
+    assert_eq!(lost["rows"][0][6], "Which <b>port</b>?");
+    assert_eq!(lost["rows"][0][7], serde_json::json!(["alpha", "8080 | port <8080>"]));
 }
 
 #[test]
@@ -314,8 +341,8 @@ fn every_numeric_leaderboard_cell_carries_its_value_for_sorting() {
     let html = render(&data, &ProbeTexts::default());
     let cells = leaderboard_cells(&html);
     let numeric: Vec<&&str> = cells.iter().filter(|t| t.contains("class=\"num")).collect();
-    // 19 numeric columns per configuration (window to the estimate error's p95).
-    assert_eq!(numeric.len(), 19 * data.manifest.experiment.configurations.len(), "{cells:#?}");
+    // 20 numeric columns per configuration (window, the headline figures, rejections, then the details).
+    assert_eq!(numeric.len(), 20 * data.manifest.experiment.configurations.len(), "{cells:#?}");
     for cell in numeric {
         assert!(cell.contains(" data-v=\""), "a numeric cell sorts as text: <{cell}>");
     }
@@ -552,5 +579,23 @@ fn an_inapplicable_configuration_is_listed_with_its_reason_and_never_ranked() {
     assert!(section.contains("inapplicable"));
     assert!(section.contains(&escape(&format!("max_output_tokens is at least the window {HOSTILE}"))));
     assert!(section.contains(&escape(&format!("The user asked to push to main {HOSTILE}."))));
-    assert_eq!(html.matches("<script").count(), 1);
+    assert_eq!(html.matches("<script>").count(), 1, "only the page's own script tag is real");
+}
+
+/// The lost-facts data block of a page.
+fn lost_data(html: &str) -> serde_json::Value {
+    let open = "<script type=\"application/json\" id=\"lost-data\">";
+    let start = html.find(open).expect("lost-data block") + open.len();
+    let end = start + html[start..].find("</script>").expect("block closed");
+    serde_json::from_str(&html[start..end]).expect("lost-data is JSON")
+}
+
+#[test]
+fn a_json_block_cannot_close_its_element() {
+    let block = json_block("x", &serde_json::json!({"t": "</script><script>alert(1)</script><!-- & "}));
+    assert_eq!(block.matches("</script>").count(), 1, "{block}");
+    assert!(!block.contains("<!--") && !block.contains("& "));
+    let body = &block[block.find('>').map(|i| i + 1).unwrap_or(0)..block.rfind("</script>").unwrap_or(0)];
+    let back: serde_json::Value = serde_json::from_str(body).expect("still JSON");
+    assert_eq!(back["t"], "</script><script>alert(1)</script><!-- & ");
 }

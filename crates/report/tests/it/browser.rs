@@ -265,8 +265,18 @@ const PROBE_PAGE: &str = r#"(() => {
   const visibleAfterFilter = rows().filter(r => !r.hidden).length;
   filter.value = '';
   filter.dispatchEvent(new Event('input'));
+  // Lost facts are drawn when their list is opened (the toggle event, sent here at once).
+  const lostRowsClosed = document.querySelectorAll('#lost-table tbody tr').length;
+  const lostDetails = document.getElementById('lost-details');
+  if (lostDetails) { lostDetails.open = true; lostDetails.dispatchEvent(new Event('toggle')); }
+  const lostData = document.getElementById('lost-data');
   const text = document.body.innerText;
   return JSON.stringify({
+    lostRowsClosed,
+    lostDataRows: lostData ? JSON.parse(lostData.textContent).rows.length : 0,
+    lostRows: document.querySelectorAll('#lost-table tbody tr').length,
+    lostFacts: document.querySelectorAll('#lost-table span.lost').length,
+    dataBlocks: document.querySelectorAll('script[type="application/json"]').length,
     title: document.title,
     ready: document.documentElement.getAttribute('data-ready'),
     pwned: typeof window.__pwned !== 'undefined',
@@ -274,7 +284,7 @@ const PROBE_PAGE: &str = r#"(() => {
     images: document.images.length,
     iframes: document.getElementsByTagName('iframe').length,
     links: document.getElementsByTagName('link').length,
-    scripts: document.scripts.length,
+    scripts: Array.from(document.scripts).filter(e => e.type !== 'application/json').length,
     styles: document.getElementsByTagName('style').length,
     javascriptLinks: Array.from(document.querySelectorAll('a')).filter(a => a.protocol === 'javascript:').length,
     bodyDisplay: getComputedStyle(document.body).display,
@@ -312,6 +322,12 @@ struct Visit {
 /// Open `page` from disk in a fresh headless Chromium, screenshot it to `target/<shot>.png`,
 /// run [`PROBE_PAGE`] in it, and collect the console and network events.
 fn visit(chromium: &Path, page: &Path, scratch: &Path, shot: &str) -> Visit {
+    visit_with(chromium, page, scratch, shot, (1400, 2200), PROBE_PAGE)
+}
+
+/// [`visit`] at a viewport of `(width, height)`, evaluating `probe` (an expression that
+/// returns a JSON string) in the page.
+fn visit_with(chromium: &Path, page: &Path, scratch: &Path, shot: &str, viewport: (u32, u32), probe: &str) -> Visit {
     let page = std::fs::canonicalize(page).expect("the page exists");
     let url = format!("file://{}", page.display());
     let profile = scratch.join(format!("profile-{shot}"));
@@ -329,7 +345,7 @@ fn visit(chromium: &Path, page: &Path, scratch: &Path, shot: &str) -> Visit {
     browser.call(
         s,
         "Emulation.setDeviceMetricsOverride",
-        json!({ "width": 1400, "height": 2200, "deviceScaleFactor": 1, "mobile": false }),
+        json!({ "width": viewport.0, "height": viewport.1, "deviceScaleFactor": 1, "mobile": false }),
     );
     // Only events after this point concern the report.
     browser.events.clear();
@@ -347,7 +363,7 @@ fn visit(chromium: &Path, page: &Path, scratch: &Path, shot: &str) -> Visit {
     std::fs::copy(&page, target_dir().join(format!("{shot}.html"))).expect("page copied");
     eprintln!("screenshot: {}", shot_path.display());
 
-    let result = browser.call(s, "Runtime.evaluate", json!({ "expression": PROBE_PAGE, "returnByValue": true }));
+    let result = browser.call(s, "Runtime.evaluate", json!({ "expression": probe, "returnByValue": true }));
     let facts: Value = serde_json::from_str(result["result"]["value"].as_str().expect("the probe returns a string"))
         .expect("the probe returns JSON");
     browser.settle(Duration::from_millis(500));
@@ -397,6 +413,9 @@ fn assert_clean_page(v: &Visit, name: &str, configurations: usize, ranked: usize
     assert!(facts["paretoPoints"].as_u64().unwrap_or(0) > 0, "the Pareto charts have points");
     assert!(facts["timelines"].as_u64().unwrap_or(0) > 0, "timelines are drawn");
     assert_eq!(facts["visibleTimelines"], 1, "the picker shows one conversation");
+    assert_eq!(facts["lostRowsClosed"], 0, "lost facts are drawn on demand: {facts}");
+    assert_eq!(facts["lostRows"], facts["lostDataRows"], "opened, every embedded row is drawn: {facts}");
+    assert!(facts["lostFacts"].as_u64() >= facts["lostRows"].as_u64(), "each row names a lost fact: {facts}");
     let column = |k: &str| -> Vec<String> {
         facts[k].as_array().expect("array").iter().map(|v| v.as_str().unwrap_or("").to_string()).collect()
     };
@@ -487,4 +506,81 @@ fn the_run_folder_named_by_the_environment_opens_cleanly() {
     let v = visit(&chromium, &dir.join("report.html"), &scratch, "report-run-screenshot");
     assert_clean_page(&v, &data.manifest.experiment.name, data.manifest.experiment.configurations.len(), ranked(&data));
     let _ = std::fs::remove_dir_all(&scratch);
+}
+
+/// The verdict's facts at 1280x800: where the best of the first window sits, the warnings,
+/// and what each dataset switch shows before and after picking the last dataset.
+const PROBE_VERDICT: &str = r#"(() => {
+  const best = document.querySelector('.verdict-view:not([hidden]) table.verdict tbody tr');
+  const box = best ? best.getBoundingClientRect() : null;
+  const shown = () => Array.from(document.querySelectorAll('[data-dataset]')).filter(e => !e.hidden)
+    .map(e => e.getAttribute('data-dataset'));
+  const sectionsOf = () => Array.from(document.querySelectorAll('[data-dataset]')).filter(e => !e.hidden)
+    .map(e => { let h = e; while (h && !(h.tagName === 'H2' || h.id === 'verdict')) { h = h.previousElementSibling || h.parentElement; } return h ? (h.id || h.tagName) : null; });
+  const of = () => Array.from(document.querySelectorAll('[data-of]'))
+    .filter(e => getComputedStyle(e).display !== 'none').map(e => e.getAttribute('data-of'));
+  const before = { shown: shown(), sections: sectionsOf(), of: of() };
+  const select = document.querySelector('select.dataset-switch');
+  const options = Array.from(select.options).map(o => o.value);
+  const chosen = options[options.length - 1];
+  select.value = chosen;
+  select.dispatchEvent(new Event('change'));
+  const after = { shown: shown(), sections: sectionsOf(), of: of() };
+  // Lost facts are drawn after the switch: the rows drawn then obey it too.
+  const lostDetails = document.getElementById('lost-details');
+  if (lostDetails) { lostDetails.open = true; lostDetails.dispatchEvent(new Event('toggle')); }
+  const lostRows = Array.from(document.querySelectorAll('#lost-table tbody tr'));
+  const lost = { rows: lostRows.length, shown: lostRows.filter(e => getComputedStyle(e).display !== 'none').map(e => e.getAttribute('data-of')) };
+  return JSON.stringify({
+    lost,
+    bestTop: box ? box.top : null, bestBottom: box ? box.bottom : null, height: window.innerHeight,
+    bestText: best ? best.textContent : '',
+    warnings: Array.from(document.querySelectorAll('section.verdict-section .warning')).map(p => p.textContent),
+    switches: document.querySelectorAll('select.dataset-switch').length,
+    options, chosen, before, after,
+  });
+})()"#;
+
+#[test]
+fn the_verdict_opens_the_page_and_the_dataset_switch_moves_every_section() {
+    let Some(chromium) = chromium_or_skip() else { return };
+    let root = crate::common::temp_dir("browser-verdict");
+    let (run_dir, _) = crate::verdict::ci_run_folder(&root);
+    let v = visit_with(
+        &chromium,
+        &run_dir.join("report.html"),
+        &root,
+        "report-verdict-screenshot",
+        (1280, 800),
+        PROBE_VERDICT,
+    );
+    let f = &v.facts;
+    assert!(v.problems.is_empty(), "console errors: {:#?}", v.problems);
+    // The best configuration of the first window is on the first screen.
+    let (top, bottom) = (f["bestTop"].as_f64().expect("a best row"), f["bestBottom"].as_f64().expect("a best row"));
+    assert!(top >= 0.0 && bottom <= 800.0, "the verdict's first row is at {top}..{bottom} of 800 px: {f}");
+    assert!(f["bestText"].as_str().unwrap_or("").starts_with("32k"), "{f}");
+    // The run's summarizer is the offline stand-in, and the verdict says so first.
+    let warnings = f["warnings"].as_array().expect("warnings");
+    assert!(warnings.iter().any(|w| w.as_str().unwrap_or("").contains("stand-in")), "{f}");
+    // The switch starts on every dataset pooled, and picking a dataset moves every section.
+    assert_eq!(f["options"][0], "all");
+    let chosen = f["chosen"].as_str().expect("a dataset");
+    let before: Vec<&str> = f["before"]["shown"].as_array().expect("shown").iter().filter_map(|v| v.as_str()).collect();
+    let after: Vec<&str> = f["after"]["shown"].as_array().expect("shown").iter().filter_map(|v| v.as_str()).collect();
+    assert!(before.iter().all(|d| *d == "all") && !before.is_empty(), "{f}");
+    assert!(after.iter().all(|d| *d == chosen) && after.len() == before.len(), "{f}");
+    assert_eq!(f["before"]["sections"], f["after"]["sections"], "the same sections switch: {f}");
+    let sections = f["after"]["sections"].to_string();
+    for id in ["verdict", "leaderboard", "families", "pareto", "kinds"] {
+        assert!(sections.contains(id), "section {id} obeys the switch: {sections}");
+    }
+    // The per-conversation sections show only the chosen dataset's conversations.
+    let of_after = f["after"]["of"].as_array().expect("of");
+    assert!(of_after.iter().all(|d| d == chosen), "{f}");
+    assert!(f["before"]["of"].as_array().expect("of").len() > of_after.len(), "{f}");
+    let lost_shown = f["lost"]["shown"].as_array().expect("lost rows shown");
+    assert!(!lost_shown.is_empty() && lost_shown.iter().all(|d| d == chosen), "{}", f["lost"]);
+    assert!(f["lost"]["rows"].as_u64() > Some(lost_shown.len() as u64), "other datasets' rows hidden: {}", f["lost"]);
+    let _ = std::fs::remove_dir_all(&root);
 }

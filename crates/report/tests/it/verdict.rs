@@ -14,18 +14,72 @@ use runner::run::{self, Engine, Plan, Provenance, RunData, RunOptions};
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
 fn run_ci() -> RunData {
+    let dir = std::env::temp_dir().join(format!("compactbench-verdict-{}", std::process::id()));
+    let (_, data) = ci_run_folder(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    data
+}
+
+/// The gate's experiment run into `root/run`, with its CSV files and report.html.
+pub fn ci_run_folder(root: &Path) -> (std::path::PathBuf, RunData) {
     let exp = Experiment::load(&Path::new(ROOT).join("experiments/ci.toml")).expect("experiments/ci.toml is valid");
     let plan = Plan::load(exp, &LoadOptions::default()).expect("the synthetic datasets load");
     let summarizer = runner::summarize::OfflineSummarizer::default();
     let judge = runner::judge::OfflineJudge;
     let engine = Engine { summarizer: &summarizer, judge: &judge, replay: runner::replay::replay_built };
-    let dir = std::env::temp_dir().join(format!("compactbench-verdict-{}", std::process::id()));
+    let dir = root.join("run");
     let _ = std::fs::remove_dir_all(&dir);
     let options = RunOptions { out: dir.clone(), resume: false, jobs: None, shard: None };
     let provenance = Provenance { tool_version: "test".into(), git_commit: None, started_at: "t".into() };
     let data = run::run(&plan, &engine, &options, &provenance, &|_| {}).expect("the gate's experiment runs");
-    let _ = std::fs::remove_dir_all(&dir);
-    data
+    report::write_outputs(&dir, &data).expect("the CSV files");
+    report::html::write_report_for(&dir, &data).expect("report.html");
+    (dir, data)
+}
+
+/// The verdict read from the run folder is the one computed in memory, and its figures are
+/// summary.csv's: completion, paired at-risk retention and its probes, cost.
+#[test]
+fn the_verdict_of_a_folder_is_the_verdict_of_the_run_and_its_figures_are_the_summary_s() {
+    let root = std::env::temp_dir().join(format!("compactbench-verdict-folder-{}", std::process::id()));
+    let (dir, data) = ci_run_folder(&root);
+    let verdict = report::verdict::Verdict::read(&dir).expect("a verdict");
+    assert_eq!(verdict, report::verdict::Verdict::of_run(&data).expect("a verdict"));
+    let summaries = summary::summarize(&data.manifest.experiment.configurations, &data.records, data.manifest.seed);
+    let mut compared = 0;
+    for w in &verdict.windows {
+        for view in &w.views {
+            for e in &view.configurations {
+                let s = summaries
+                    .iter()
+                    .find(|s| s.config.config_id == e.config_id && s.dataset == view.dataset)
+                    .expect("a summary row");
+                let close = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                    (Some(a), Some(b)) => (a - b).abs() < 1e-9,
+                    (a, b) => a == b,
+                };
+                assert!(close(e.completion.value, s.completion_rate), "{} {}", e.config_id, view.dataset);
+                assert!(close(e.cost.value, s.cost_usd_mean), "{} {}", e.config_id, view.dataset);
+                if s.paired_at_risk_probes > 0 {
+                    assert!(close(e.retention.value, s.paired_at_risk_retention), "{} {}", e.config_id, view.dataset);
+                }
+                assert_eq!(
+                    e.retention.probes.unwrap_or(0),
+                    s.paired_at_risk_probes,
+                    "{} {}",
+                    e.config_id,
+                    view.dataset
+                );
+                assert_eq!(e.compacted_conversations, s.compacted_conversations);
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 17, "every configuration pooled and per dataset");
+    // The offline summarizer is a stand-in, and the synthetic set has under 20 conversations.
+    assert!(verdict.stand_in_summary);
+    assert!(verdict.windows[0].views[0].warnings.iter().any(|w| w.message.contains("too little evidence to rank")));
+    let _ = std::fs::remove_dir_all(&root);
 }
 
 #[test]

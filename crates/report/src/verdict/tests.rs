@@ -1,0 +1,235 @@
+//! The verdict on small hand-built run folders.
+
+use super::*;
+
+/// One configuration of a hand-built run: per conversation, whether it completed and
+/// compacted, its cost, and its two probes' scores (at risk when it compacted).
+struct Spec {
+    id: &'static str,
+    strategy: &'static str,
+    params: &'static str,
+    completed: fn(usize) -> bool,
+    compacted: bool,
+    cost: f64,
+    score: fn(usize) -> f64,
+}
+
+fn spec(id: &'static str, score: fn(usize) -> f64, cost: f64) -> Spec {
+    Spec { id, strategy: id, params: "{}", completed: |_| true, compacted: true, cost, score }
+}
+
+/// The files of a run of `specs` at 32k over `n` conversations of dataset `d1`; `summary_extra`
+/// adds columns to summary.csv (`name`, then one value per spec), `tier` tags probe p2.
+fn files(
+    specs: &[Spec],
+    n: usize,
+    manifest_extra: &str,
+    summary_extra: Option<(&str, &[&str])>,
+    tier: Option<&str>,
+) -> RunFiles {
+    let configs: Vec<String> = specs
+        .iter()
+        .map(|s| {
+            format!(r#"{{"config_id":"{}","strategy":"{}","params":{},"window":32000}}"#, s.id, s.strategy, s.params)
+        })
+        .collect();
+    let manifest = format!(
+        r#"{{"experiment":{{"name":"t","configurations":[{}]}},"seed":7,"summarizer":"offline","judge":"offline"{manifest_extra}}}"#,
+        configs.join(",")
+    );
+    let mut summary = String::from("config_id,strategy,dataset,failed,compactions_mean,rejected_requests_openai");
+    if let Some((col, _)) = summary_extra {
+        summary.push_str(&format!(",{col}"));
+    }
+    summary.push('\n');
+    for (i, s) in specs.iter().enumerate() {
+        for d in ["all", "d1"] {
+            summary.push_str(&format!("{},{},{d},0,{},0", s.id, s.strategy, if s.compacted { 1 } else { 0 }));
+            if let Some((_, values)) = summary_extra {
+                summary.push_str(&format!(",{}", values[i]));
+            }
+            summary.push('\n');
+        }
+    }
+    let mut results = String::from("conversation_id,dataset,config_id,status,completed,compactions,cost_usd\n");
+    let mut probes = String::from("conversation_id,dataset,config_id,probe_id,at_risk,score");
+    probes.push_str(if tier.is_some() { ",tier\n" } else { "\n" });
+    for s in specs {
+        for c in 0..n {
+            results.push_str(&format!(
+                "c{c},d1,{},ok,{},{},{}\n",
+                s.id,
+                (s.completed)(c),
+                if s.compacted { 2 } else { 0 },
+                s.cost
+            ));
+            for p in ["p1", "p2"] {
+                probes.push_str(&format!("c{c},d1,{},{p},{},{}", s.id, s.compacted, (s.score)(c)));
+                match tier {
+                    Some(t) => probes.push_str(&format!(",{}\n", if p == "p2" { t } else { "critical" })),
+                    None => probes.push('\n'),
+                }
+            }
+        }
+    }
+    RunFiles { manifest, summary, results, probes }
+}
+
+fn standard() -> Vec<Spec> {
+    vec![
+        spec("a", |_| 0.9, 1.0),
+        spec("b", |_| 0.5, 1.0),
+        spec("c", |c| if c % 2 == 0 { 1.0 } else { 0.75 }, 0.5),
+        Spec { compacted: false, ..spec("d", |_| 1.0, 0.2) },
+        Spec { completed: |c| c % 2 == 0, ..spec("e", |_| 1.0, 0.1) },
+    ]
+}
+
+fn verdict(f: &RunFiles) -> Verdict {
+    Verdict::from_files(f, "run").expect("a valid run")
+}
+
+fn pooled(v: &Verdict) -> &View {
+    v.pooled().next().expect("a window").1
+}
+
+#[test]
+fn the_front_the_best_and_what_beats_the_rest() {
+    let v = verdict(&files(&standard(), 24, "", None, None));
+    assert_eq!(v.windows.len(), 1);
+    let view = pooled(&v);
+    assert_eq!(view.dataset, ALL_DATASETS);
+    assert_eq!(view.front, ["a", "c"], "a retains most, c costs least");
+    let a = Verdict::entry(view, "a").expect("a");
+    assert_eq!(a.completion.value, Some(1.0));
+    assert_eq!(a.completion.conversations, 24);
+    assert!((a.retention.value.expect("scored") - 0.9).abs() < 1e-9);
+    assert_eq!(a.retention.probes, Some(48), "two paired probes in each of 24 conversations");
+    assert_eq!(view.paired_probes, 48);
+    // How sure: a against c differs by 2.5 points, which the conversations cannot tell apart.
+    let best = view.best.as_ref().expect("a best");
+    assert_eq!(best.config_id, "a");
+    let up = best.runner_up.as_ref().expect("c is second");
+    assert_eq!(up.by, "a");
+    assert!((up.retention.mean.expect("compared") - 0.025).abs() < 1e-9);
+    let (lo, hi) = up.retention.interval.expect("24 pairs: a bootstrap");
+    assert!(lo < 0.0 && hi > 0.0, "[{lo}, {hi}] covers 0");
+    assert!(!up.retention.detectable);
+    assert!(up.cost.detectable, "a costs 0.5 more in every conversation");
+    assert!((up.cost.mean.expect("priced") - 0.5).abs() < 1e-9);
+    // b is beaten by a, by 40 points, detectably.
+    let Standing::Beaten(b) = &Verdict::entry(view, "b").expect("b").standing else { panic!("b is beaten") };
+    assert_eq!(b.by, "a");
+    assert!((b.retention.mean.expect("compared") - 0.4).abs() < 1e-9);
+    assert!(b.retention.detectable && b.detectable());
+    assert!(!b.completion.detectable, "both complete everything");
+    // d never compacted; e loses half its conversations while others complete all.
+    assert!(
+        matches!(&Verdict::entry(view, "d").expect("d").standing, Standing::NotRanked { reason } if reason.contains("never compacted"))
+    );
+    let Standing::Beaten(e) = &Verdict::entry(view, "e").expect("e").standing else { panic!("e is beaten") };
+    assert_eq!(e.by, "a");
+    assert!((e.completion.mean.expect("compared") - 0.5).abs() < 1e-9 && e.completion.detectable);
+    let kinds: Vec<WarningKind> = view.warnings.iter().map(|w| w.kind).collect();
+    assert_eq!(kinds, [WarningKind::NeverExercised, WarningKind::RejectedCalls]);
+    assert_eq!(view.warnings[0].configurations, ["d"]);
+    assert_eq!(view.warnings[1].configurations, ["e"]);
+}
+
+#[test]
+fn fewer_than_twenty_compacting_conversations_is_too_little_evidence() {
+    let v = verdict(&files(&standard(), 19, "", None, None));
+    let w = &pooled(&v).warnings[0];
+    assert_eq!(w.kind, WarningKind::TooLittleEvidence);
+    assert!(
+        w.message.contains("too little evidence to rank") && w.message.contains("19 conversations"),
+        "{}",
+        w.message
+    );
+    let v = verdict(&files(&standard(), 20, "", None, None));
+    assert!(!pooled(&v).warnings.iter().any(|w| w.kind == WarningKind::TooLittleEvidence));
+}
+
+#[test]
+fn a_stand_in_summarizer_is_flagged_or_inferred() {
+    let inferred = verdict(&files(&standard(), 24, "", None, None));
+    assert!(inferred.stand_in_summary);
+    assert_eq!(inferred.warnings[0].kind, WarningKind::StandInSummarizer);
+    assert!(inferred.notes.iter().any(|n| n.contains("no stand_in_summary flag")));
+    let flagged = verdict(&files(&standard(), 24, r#","stand_in_summary":false"#, None, None));
+    assert!(!flagged.stand_in_summary && flagged.warnings.is_empty());
+    assert!(!flagged.notes.iter().any(|n| n.contains("stand_in_summary")));
+}
+
+#[test]
+fn an_inapplicable_configuration_is_not_ranked_and_says_why() {
+    let extra =
+        ("applicable,inapplicable_reason", &["true,", "true,", "false,window below its reserve", "true,", "true,"][..]);
+    let v = verdict(&files(&standard(), 24, "", Some(extra), None));
+    let view = pooled(&v);
+    assert_eq!(view.front, ["a"], "c cannot operate, so a stands alone");
+    assert!(matches!(&Verdict::entry(view, "c").expect("c").standing,
+        Standing::NotRanked { reason } if reason == "cannot operate at this window: window below its reserve"));
+    assert!(view.warnings.iter().any(|w| w.kind == WarningKind::Inapplicable && w.configurations == ["c"]));
+    assert!(!v.notes.iter().any(|n| n.contains("applicable")), "the column is there");
+    let without = verdict(&files(&standard(), 24, "", None, None));
+    assert!(without.notes.iter().any(|n| n.contains("no applicable column")));
+}
+
+#[test]
+fn tiers_keep_critical_and_useful_probes_only() {
+    let v = verdict(&files(&standard(), 24, "", None, Some("detail")));
+    let a = Verdict::entry(pooled(&v), "a").expect("a");
+    assert_eq!(a.retention.probes, Some(24), "p2 is a detail probe");
+    let v = verdict(&files(&standard(), 24, "", None, Some("useful")));
+    assert_eq!(Verdict::entry(pooled(&v), "a").expect("a").retention.probes, Some(48));
+    assert!(!v.notes.iter().any(|n| n.contains("tier")));
+}
+
+#[test]
+fn a_sweep_names_its_values_on_the_front() {
+    let specs = vec![
+        Spec { params: r#"{"trigger":0.6}"#, strategy: "s", ..spec("s6", |_| 0.9, 1.0) },
+        Spec { params: r#"{"trigger":0.7}"#, strategy: "s", ..spec("s7", |_| 0.8, 0.5) },
+        Spec { params: r#"{"trigger":0.8}"#, strategy: "s", ..spec("s8", |_| 0.7, 0.6) },
+    ];
+    let v = verdict(&files(&specs, 24, "", None, None));
+    let view = pooled(&v);
+    assert_eq!(view.sweeps.len(), 1);
+    let s = &view.sweeps[0];
+    assert_eq!((s.strategy.as_str(), s.parameter.as_str()), ("s", "trigger"));
+    let points: Vec<(&str, bool)> = s.points.iter().map(|p| (p.value.as_str(), p.on_front)).collect();
+    assert_eq!(points, [("0.6", true), ("0.7", true), ("0.8", false)]);
+    assert_eq!(view.sweep_lines(), ["s trigger: 0.6, 0.7 on the front (of 0.6, 0.7, 0.8)"]);
+    assert_eq!(view.label_of("s7"), "s trigger=0.7");
+}
+
+#[test]
+fn a_bad_cell_names_file_line_and_column() {
+    let mut f = files(&standard(), 3, "", None, None);
+    f.results = f.results.replacen(",ok,true,2,1", ",ok,true,two,1", 1);
+    let err = Verdict::from_files(&f, "run").expect_err("not a number").to_string();
+    assert_eq!(err, "run/results.csv:2: column compactions: \"two\" is not a number");
+    let mut f = files(&standard(), 3, "", None, None);
+    f.results = f.results.replace("completed", "done");
+    let err = Verdict::from_files(&f, "run").expect_err("no column").to_string();
+    assert_eq!(err, "run/results.csv: no column completed");
+}
+
+#[test]
+fn text_markdown_and_json_tell_the_same_verdict() {
+    let v = verdict(&files(&standard(), 24, "", None, None));
+    let (text, short, markdown) = (v.text(), v.short_text(), v.markdown());
+    let json: serde_json::Value = serde_json::to_value(&v).expect("serializes");
+    let view = &json["windows"][0]["views"][0];
+    assert_eq!(view["best"]["config_id"], "a");
+    assert_eq!(view["front"], serde_json::json!(["a", "c"]));
+    for out in [&text, &short, &markdown] {
+        assert!(out.contains("a, c") || out.contains("`a`, `c`"), "{out}");
+        assert!(out.contains("90.0% [90.0, 90.0] (48 probes, 24 conv.)"), "{out}");
+        assert!(out.contains("stand-in"), "{out}");
+    }
+    assert!(text.contains("b: beaten by a: completion +0.0 pt [+0.0, +0.0], no detectable difference; paired at-risk retention +40.0 pt [+40.0, +40.0];"), "{text}");
+    assert!(markdown.contains("| `b` | `a` |"), "{markdown}");
+    assert!(short.contains("32k front: a, c"), "{short}");
+}
