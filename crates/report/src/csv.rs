@@ -55,7 +55,7 @@ pub const RESULTS_HEADER: [&str; 34] = [
 ];
 
 /// Columns of `summary.csv`.
-pub const SUMMARY_HEADER: [&str; 44] = [
+pub const SUMMARY_HEADER: [&str; 50] = [
     "config_id",
     "strategy",
     "params",
@@ -100,10 +100,16 @@ pub const SUMMARY_HEADER: [&str; 44] = [
     "paired_at_risk_probes",
     "estimate_error_p50",
     "estimate_error_p95",
+    "retention_critical",
+    "retention_useful",
+    "retention_detail",
+    "probes_critical",
+    "probes_useful",
+    "probes_detail",
 ];
 
 /// Columns of `probes.csv`.
-pub const PROBES_HEADER: [&str; 17] = [
+pub const PROBES_HEADER: [&str; 18] = [
     "conversation_id",
     "dataset",
     "config_id",
@@ -121,6 +127,7 @@ pub const PROBES_HEADER: [&str; 17] = [
     "judge",
     "score_spread",
     "scored_repeats",
+    "tier",
 ];
 
 /// Columns of `compactions.csv`.
@@ -350,6 +357,16 @@ pub struct SummaryRow {
     pub estimate_error_p50: Option<f64>,
     #[serde(serialize_with = "ratio6")]
     pub estimate_error_p95: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub retention_critical: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub retention_useful: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub retention_detail: Option<f64>,
+    /// Probe-checkpoint pairs of each tier (the denominators).
+    pub probes_critical: usize,
+    pub probes_useful: usize,
+    pub probes_detail: usize,
 }
 
 impl SummaryRow {
@@ -357,6 +374,7 @@ impl SummaryRow {
         let [task, recall, artifact, decision, continuation] = s.retention_by_kind;
         let [at_risk_task, at_risk_recall, at_risk_artifact, at_risk_decision, at_risk_continuation] =
             s.at_risk_retention_by_kind;
+        let [critical, useful, detail] = s.retention_by_tier;
         SummaryRow {
             config_id: s.config.config_id.clone(),
             dataset: s.dataset.clone(),
@@ -402,6 +420,12 @@ impl SummaryRow {
             paired_at_risk_probes: s.paired_at_risk_probes,
             estimate_error_p50: s.estimate_error_p50,
             estimate_error_p95: s.estimate_error_p95,
+            retention_critical: critical,
+            retention_useful: useful,
+            retention_detail: detail,
+            probes_critical: s.probes_by_tier[0],
+            probes_useful: s.probes_by_tier[1],
+            probes_detail: s.probes_by_tier[2],
         }
     }
 }
@@ -433,6 +457,8 @@ pub struct ProbeRow {
     pub score_spread: Option<f64>,
     /// Repeats whose verdict parsed; 1 for the offline judge.
     pub scored_repeats: Option<u64>,
+    /// `critical`, `useful` or `detail`.
+    pub tier: String,
 }
 
 /// A row of `compactions.csv`: one compaction event with its summary text.
@@ -547,6 +573,7 @@ pub fn probe_rows(records: &[PairRecord]) -> Vec<ProbeRow> {
                 judge: p.judge.clone(),
                 score_spread: score_spread(p),
                 scored_repeats: scored_repeats(p),
+                tier: p.tier().as_str().to_string(),
             });
         }
     }
@@ -685,6 +712,7 @@ mod tests {
         let probe = |llm: Option<serde_json::Value>| runlog::record::ProbeScore {
             probe_id: "p".into(),
             kind: compaction::ProbeKind::Recall,
+            tier: None,
             asked_at: 1,
             checkpoint: 100,
             at_risk: false,

@@ -49,6 +49,7 @@ impl Judge for KeptJudge {
         ProbeScore {
             probe_id: probe.id.clone(),
             kind: probe.kind,
+            tier: Some(probe.tier()),
             asked_at: ctx.len(),
             checkpoint: 100,
             at_risk: retained < facts.len(),
@@ -139,6 +140,7 @@ fn conversation(id: &str, turns: usize) -> Conversation {
             facts: vec![vec![format!("fact-{id}-{i}")], vec![format!("fact-{id}-{}", turns - 1)]],
             source_message: 2 * i + 1,
             asked_at: None,
+            tier: None,
         })
         .collect();
     c
