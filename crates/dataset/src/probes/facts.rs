@@ -170,8 +170,9 @@ fn is_date(t: &str) -> bool {
     }
 }
 
-/// Text with code punctuation: brackets or braces, `;`, assignment or arrows, a shell prompt,
-/// or an operator at either end; a path, a flag or a namespaced name (`a::b`) is not.
+/// Text with code punctuation: a call or an index (`f(x)`, `a[0]`), braces, `;`, assignment
+/// or arrows, a shell prompt, or an operator at either end; a path, a flag, a namespaced name
+/// (`a::b`) or prose in parentheses is not.
 pub fn is_code_fragment(t: &str) -> bool {
     let t = t.trim();
     if t.is_empty() {
@@ -180,7 +181,12 @@ pub fn is_code_fragment(t: &str) -> bool {
     let spaced = t.contains(char::is_whitespace);
     let code_chars = t.chars().any(|c| "{};|<>".contains(c)) || t.starts_with("$ ") || t.contains(" $ ");
     let operators = ["->", "=>", "==", "!=", "&&", "||", ":=", "+=", " = "].iter().any(|o| t.contains(o));
-    let brackets = t.contains('(') || t.contains(')') || t.contains('[') || t.contains(']');
+    // A bracket right after a name calls or indexes (`f(x)`, `a[0]`); prose parentheses
+    // (`(or any of the parents)`) open after a space.
+    let chars: Vec<char> = t.chars().collect();
+    let brackets = chars.windows(2).any(|w| (w[0].is_alphanumeric() || w[0] == '_') && (w[1] == '(' || w[1] == '['))
+        || t.contains("()")
+        || t.contains("[]");
     let first = t.chars().next().unwrap_or(' ');
     let last = t.chars().last().unwrap_or(' ');
     let dangling = "=+*&|^%~(,".contains(last) || "=+*&|^%~)],".contains(first);
@@ -197,7 +203,7 @@ pub fn is_code_fragment(t: &str) -> bool {
             return false;
         }
         // One token: brackets that call or index (`foo()`, `a[0]`), braces, `;` or an arrow.
-        code_chars || operators || (brackets && !t.starts_with('#')) || dangling
+        code_chars || operators || brackets || dangling
     }
 }
 

@@ -338,6 +338,12 @@ fn a_lesson_is_the_fix_and_the_cause() {
         assert_eq!(p.tier, Some(Tier::Detail));
     }
     assert_eq!(
+        work::cause_facts("fatal: not a git repository (or any of the parent directories): .git"),
+        [vec!["fatal: not a git repository (or any of the parent directories): .git".to_string()]]
+    );
+    assert!(facts::is_code_fragment("error[E0425]:") && facts::is_code_fragment("min(a, b)"));
+    assert!(!facts::is_code_fragment("(or any of them)") && !facts::is_code_fragment("FLAG{d0n3}"));
+    assert_eq!(
         work::cause_line("Exit code 1\nOn branch master\nnothing to commit, working tree clean").as_deref(),
         Some("nothing to commit, working tree clean")
     );

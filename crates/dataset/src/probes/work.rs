@@ -216,7 +216,15 @@ pub(super) fn is_strong(fact: &str) -> bool {
 /// words), with its identifiers as further aliases; none when nothing of it may be a fact.
 pub(super) fn cause_facts(line: &str) -> Vec<Vec<String>> {
     let mut aliases: Vec<String> = Vec::new();
-    let words: Vec<&str> = line.split_whitespace().filter(|w| !facts::is_code_fragment(w)).collect();
+    // The line from its first prose token up to the next code token (`error[E0425]:` opens
+    // it, `***` is punctuation the judge does not read).
+    let code = |w: &&str| facts::is_code_fragment(w.trim_matches(|c: char| "(),:.'\"`".contains(c)));
+    let words: Vec<&str> = line
+        .split_whitespace()
+        .filter(|w| !crate::text::normalize(w).is_empty())
+        .skip_while(code)
+        .take_while(|w| !code(w))
+        .collect();
     let phrase = clip_words(&words.join(" "), 80);
     if phrase.split_whitespace().count() > 1 && facts::allowed(&phrase) {
         aliases.push(phrase);
