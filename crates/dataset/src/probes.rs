@@ -978,7 +978,7 @@ pub fn is_id(token: &str) -> bool {
     }
     if t.contains('/') {
         let segments = t.trim_matches('/').split('/').filter(|s| !s.is_empty()).count();
-        return letters > 1 && (segments >= 2 || is_path(t));
+        return letters > 1 && (segments >= 2 || is_path(t)) && !slashed_words(t);
     }
     if is_path(t) {
         return true;
@@ -1091,7 +1091,7 @@ fn term_score(token: &str, sentence_start: bool) -> u8 {
     }
     if (letters > 0 && digits > 0)
         || (t.contains('_') && letters > 1)
-        || (t.contains('/') && letters > 1)
+        || (t.contains('/') && letters > 1 && !slashed_words(t))
         || (dotted && letters > 1)
         || (t.starts_with('#') && n > 2)
         || (t.starts_with("--") && letters >= 3)
@@ -1161,6 +1161,14 @@ fn patched_files(patch: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// Two or three lowercase words joined by `/` (`date/time`, `add/commit/push`): prose, not a
+/// path (a path opens with `/`, `.` or `~`, has more segments, or a file name).
+fn slashed_words(t: &str) -> bool {
+    let parts: Vec<&str> = t.split('/').collect();
+    (2..=3).contains(&parts.len())
+        && parts.iter().all(|p| !p.is_empty() && p.chars().count() <= 12 && p.chars().all(|c| c.is_ascii_lowercase()))
 }
 
 fn basename(path: &str) -> &str {
@@ -1274,7 +1282,11 @@ fn is_path(token: &str) -> bool {
     }
     let base = basename(t);
     let ext = base.rsplit_once('.').map(|(stem, ext)| {
-        !stem.is_empty() && (1..=5).contains(&ext.len()) && ext.chars().all(|c| c.is_ascii_alphanumeric())
+        // `13.84s` is a duration: a file's stem or extension has a letter.
+        !stem.is_empty()
+            && (1..=5).contains(&ext.len())
+            && ext.chars().all(|c| c.is_ascii_alphanumeric())
+            && (stem.chars().any(char::is_alphabetic) || ext.chars().all(char::is_alphabetic))
     });
     ext == Some(true) && base.chars().any(|c| c.is_alphabetic())
 }
@@ -1334,11 +1346,19 @@ fn shell_files(cmd: &str) -> Vec<(String, Verb)> {
 /// an output flagged as an error, its first informative line. A line of a single word (`ERROR:`)
 /// is replaced by the line after it. Outputs of calls that only read files are skipped unless
 /// flagged: file contents mention errors without being errors.
-fn error_line(content: &str, flagged: bool, reads_files: bool) -> Option<String> {
+fn error_line<'a>(content: &'a str, flagged: bool, reads_files: bool) -> Option<String> {
     if reads_files && !flagged {
         return None;
     }
-    let lines: Vec<&str> = content.lines().map(str::trim).filter(|l| !l.is_empty() && l.len() <= 400).collect();
+    // A harness tag opening a line (`<tool_use_error>Found 2 matches...`) is not its text.
+    let untag = |l: &'a str| -> &'a str {
+        match l.strip_prefix('<').and_then(|r| r.split_once('>')) {
+            Some((tag, rest)) if !tag.contains(' ') && !rest.trim().is_empty() => rest.trim(),
+            _ => l,
+        }
+    };
+    let lines: Vec<&str> =
+        content.lines().map(str::trim).map(untag).filter(|l| !l.is_empty() && l.len() <= 400).collect();
     let exception = |l: &str| {
         l.split(':').next().is_some_and(|head| {
             let head = head.trim();

@@ -47,8 +47,9 @@ const DECISIONS: [&str; 9] = [
     "so that",
 ];
 
-/// Phrases that state a next step.
-const NEXT: [&str; 8] = ["next", "i'll ", "i will ", "let me ", "then ", "remaining", "still need", "todo"];
+/// Phrases that state the agent's own next step.
+const NEXT: [&str; 8] =
+    ["next step", "next, i", "i'll ", "i will ", "let me ", "we'll ", "still need to", "remaining:"];
 
 /// Lines that state a failure's cause.
 const CAUSES: [&str; 22] = [
@@ -123,7 +124,10 @@ pub(super) fn request_facts(text: &str, max: usize) -> Vec<Vec<String>> {
             }
             let entity = words.join(" ");
             let single = words.len() == 1 && !start && token.chars().count() >= 4 && !is_common_word(token);
-            let several = words.len() > 1 && words.iter().any(|w| !is_common_word(w));
+            // A run of short capitals (`AM EST`) is units or codes, not a name.
+            let several = words.len() > 1
+                && words.iter().any(|w| !is_common_word(w))
+                && words.iter().any(|w| w.chars().count() > 3);
             if (single || several) && facts::allowed(&entity) {
                 found.push((2, *pos, entity));
             }
@@ -170,7 +174,10 @@ pub(super) fn key_phrase(text: &str) -> Option<String> {
             .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'' && c != '-' && c != '_'))
             .filter(|w| !w.is_empty())
             .collect();
-        let start = words.iter().position(|w| !FILLERS.contains(&w.to_lowercase().as_str())).unwrap_or(words.len());
+        let start = words
+            .iter()
+            .position(|w| !FILLERS.contains(&w.to_lowercase().replace('’', "'").as_str()))
+            .unwrap_or(words.len());
         let mut kept: Vec<&str> = words[start..].iter().take(8).copied().collect();
         // Up to the first clause break.
         if let Some(at) = sentence.find(',') {
@@ -489,9 +496,11 @@ impl Deriver<'_> {
                 if !DECISIONS.iter().any(|d| lower.contains(d)) {
                     continue;
                 }
+                // A bare number in a decision is a reference (a comment id, a line), not what
+                // was decided.
                 let facts: Vec<Vec<String>> = request_facts(&sentence, self.params.max_facts)
                     .into_iter()
-                    .filter(|f| f.iter().any(|a| is_strong(a)))
+                    .filter(|f| f.iter().any(|a| is_strong(a) && facts::fact_type(a) != FactType::Digits))
                     .collect();
                 if facts.is_empty() {
                     continue;
@@ -521,8 +530,12 @@ impl Deriver<'_> {
             .enumerate()
             .rev()
             .find(|(i, m)| self.usable[*i] && m.role == Role::Assistant && !m.content.trim().is_empty())?;
+        // A structured reply (`{"message": ...}`) is data, not a stated plan.
+        if m.content.trim_start().starts_with(['{', '[']) {
+            return None;
+        }
         let sentence = sentences(&m.content).into_iter().rev().find(|s| {
-            let lower = s.to_lowercase();
+            let lower = s.to_lowercase().replace('’', "'");
             NEXT.iter().any(|n| lower.contains(n))
         })?;
         let facts: Vec<Vec<String>> = request_facts(&sentence, self.params.max_facts)
