@@ -637,6 +637,11 @@ impl<'a> Deriver<'a> {
                 continue;
             }
             let args = action.get("arguments").map(Value::to_string).unwrap_or_default();
+            // A lookup (`get_`, `search_`, `find_`, ...) is how the agent found its way: useful;
+            // an action that changes something is what the user chose: critical.
+            let lookup = ["get_", "search_", "find_", "list_", "calculate", "think", "check_"]
+                .iter()
+                .any(|p| name.to_ascii_lowercase().starts_with(p));
             out.push(Candidate {
                 kind: ProbeKind::Decision,
                 question: format!(
@@ -649,7 +654,7 @@ impl<'a> Deriver<'a> {
                 source,
                 secondary: false,
                 fact_sources: Vec::new(),
-                tier: Tier::Critical,
+                tier: if lookup { Tier::Useful } else { Tier::Critical },
             });
         }
         let Some(submission) = self.conv.meta.get("submission").and_then(Value::as_str) else { return out };

@@ -95,9 +95,9 @@ fn every_graded_probe_is_still_derived_with_its_tier() {
     let mut missing = Vec::new();
     let mut agree = 0;
     for e in &set {
-        let found = derived.get(&e.conversation).and_then(|probes| {
-            probes.iter().find(|p| p.question == e.question && p.facts.first() == e.facts.first())
-        });
+        let found = derived
+            .get(&e.conversation)
+            .and_then(|probes| probes.iter().find(|p| p.question == e.question && p.facts.first() == e.facts.first()));
         match found {
             None => missing.push(format!("{} ({}: {:?})", e.id, e.conversation, e.question)),
             Some(p) => {

@@ -225,12 +225,13 @@ fn headers_are_pinned() {
          at_risk_retention_task,at_risk_retention_recall,at_risk_retention_artifact,at_risk_retention_decision,\
          at_risk_retention_continuation,judge,rejected_requests_openai,rejected_requests_anthropic,findings,\
          summary_cost_usd_mean,dataset,completion_rate,compacted_conversations,retention_if_sent_mean,\
-         paired_at_risk_retention,paired_at_risk_probes,estimate_error_p50,estimate_error_p95"
+         paired_at_risk_retention,paired_at_risk_probes,estimate_error_p50,estimate_error_p95,\
+         retention_critical,retention_useful,retention_detail,probes_critical,probes_useful,probes_detail"
     );
     assert_eq!(
         PROBES_HEADER.join(","),
         "conversation_id,dataset,config_id,strategy,window,probe_id,kind,asked_at,checkpoint,at_risk,score,facts_retained,\
-         facts_total,found_in,judge,score_spread,scored_repeats"
+         facts_total,found_in,judge,score_spread,scored_repeats,tier"
     );
     assert_eq!(
         COMPACTIONS_HEADER.join(","),
