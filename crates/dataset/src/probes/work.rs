@@ -261,13 +261,13 @@ pub(super) fn cause_facts(line: &str) -> Vec<Vec<String>> {
 pub(super) fn cause_line(output: &str) -> Option<String> {
     output
         .lines()
+        .rev()
         .map(str::trim)
         .filter(|l| l.split_whitespace().count() >= 2 && l.len() <= 300)
-        .filter(|l| {
+        .find(|l| {
             let lower = l.to_lowercase();
             CAUSES.iter().any(|c| lower.contains(c))
         })
-        .last()
         .map(str::to_string)
 }
 
