@@ -4,7 +4,8 @@
 #
 #   scripts/corpora.sh import   every corpus -> target/corpora/<corpus>.jsonl
 #   scripts/corpora.sh run      import, then experiments/corpora.toml (every strategy + recorded)
-#   scripts/corpora.sh ci       the CI slice: import, then experiments/ci-corpora.toml, then check
+#   scripts/corpora.sh ci       the CI slice: import, `probes audit --strict` on the imported
+#                               datasets, then experiments/ci-corpora.toml, then check
 #   scripts/corpora.sh peers    import, then experiments/peers.toml over the corpora (the external
 #                               peers beside their built-ins; run scripts/setup-peers.sh first)
 #   scripts/corpora.sh check DIR   check that run folder DIR is complete (below)
@@ -170,6 +171,9 @@ case "$mode" in
         ;;
     ci)
         import target/corpora
+        # The derived probes keep to the limits of a fact (no plain-word share over 10%, no
+        # code fragment, no fact tested twice, a critical task probe in every long session).
+        $bin probes audit --strict target/corpora/*.jsonl
         rm -rf target/ci-corpora-run
         $bin run --config experiments/ci-corpora.toml --out target/ci-corpora-run "$@"
         check target/ci-corpora-run

@@ -46,7 +46,7 @@ pub use driver::{compact, Step, Summaries};
 pub use invariants::{check_compaction, check_context, Violation, ViolationKind};
 pub use masking::{check_masks, mask_in_place, ContextShape, MaskAnswer, MaskPlan, Masked};
 #[cfg(feature = "dataset")]
-pub use message::{Conversation, Probe, ProbeKind};
+pub use message::{Conversation, Probe, ProbeKind, Tier};
 pub use message::{Message, Role, ThinkingBlock, ThinkingKind, ToolCall};
 pub use request::{
     check_messages, check_request, thinking_rejection, IncrementalCheck, Provider, Rejection, RequestRule,

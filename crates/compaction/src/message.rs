@@ -252,6 +252,50 @@ impl ProbeKind {
 }
 
 #[cfg(feature = "dataset")]
+/// How much a probe matters to an agent that has to go on with the work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    /// Without it the agent cannot go on correctly: the task and its constraints, the user's
+    /// choices, the current state of the work, the next step.
+    Critical,
+    /// It saves the agent work or a repeated mistake: decisions, lessons, files changed.
+    Useful,
+    /// Incidental: a one-off read, a transient error already resolved, an incidental id.
+    Detail,
+}
+
+#[cfg(feature = "dataset")]
+impl Tier {
+    /// Every tier, in report order.
+    pub const ALL: [Tier; 3] = [Tier::Critical, Tier::Useful, Tier::Detail];
+
+    /// The name used in files and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Critical => "critical",
+            Tier::Useful => "useful",
+            Tier::Detail => "detail",
+        }
+    }
+
+    /// The tier of a probe that does not state one: the task and the next step are critical,
+    /// every other kind useful (a probe is only `detail` when it says so).
+    pub fn of_kind(kind: ProbeKind) -> Tier {
+        match kind {
+            ProbeKind::Task | ProbeKind::Continuation => Tier::Critical,
+            ProbeKind::Recall | ProbeKind::Artifact | ProbeKind::Decision => Tier::Useful,
+        }
+    }
+
+    /// Counted in the headline figures (retention, at-risk and paired retention): critical and
+    /// useful probes; `detail` has columns of its own.
+    pub fn in_headline(self) -> bool {
+        self != Tier::Detail
+    }
+}
+
+#[cfg(feature = "dataset")]
 /// A question whose answer is in the recorded conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Probe {
@@ -271,6 +315,17 @@ pub struct Probe {
     /// Ask after this many messages of the recording are in context (`None`: at the end).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub asked_at: Option<usize>,
+    /// How much it matters ([`Tier`]); absent: [`Tier::of_kind`] of its kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<Tier>,
+}
+
+#[cfg(feature = "dataset")]
+impl Probe {
+    /// Its tier: the one it states, else the default of its kind ([`Tier::of_kind`]).
+    pub fn tier(&self) -> Tier {
+        self.tier.unwrap_or_else(|| Tier::of_kind(self.kind))
+    }
 }
 
 #[cfg(feature = "dataset")]

@@ -63,7 +63,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use compaction::{Conversation, Message, Probe, ProbeKind, Role};
+use compaction::{Conversation, Message, Probe, ProbeKind, Role, Tier};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -71,9 +71,8 @@ use serde_json::Value;
 use crate::import::is_harness_text;
 use crate::text::{normalize, occurs, render_message};
 
-/// State probes per conversation: the last failing test, the last failed command, the files
-/// changed so far.
-const STATE_PROBES: usize = 3;
+/// State probes per conversation: the last failing test, the last failed command.
+const STATE_PROBES: usize = 2;
 
 /// Derived probe ids start with this; [`replace_derived`] replaces only these.
 pub const DERIVED_PREFIX: &str = "derived-";
@@ -94,19 +93,26 @@ pub struct DeriveParams {
     pub max_continuation: usize,
     /// Gold probes (gold actions, patched files, submitted answer) per conversation.
     pub max_gold: usize,
+    /// User choice and confirmation probes per conversation.
+    pub max_choices: usize,
+    /// Lesson probes (an error followed by its fix) per conversation.
+    pub max_lessons: usize,
+    /// Decision probes (the agent's stated decisions and their reasons) per conversation.
+    pub max_decisions: usize,
     /// Facts per probe.
     pub max_facts: usize,
 }
 
 impl DeriveParams {
-    /// The most probes of `kind` a conversation gets, over all families: decisions come only
-    /// from gold actions, so their bound is `max_gold`.
+    /// The most probes of `kind` a conversation gets, over all families: recall probes are
+    /// errors, identifiers, lessons and the state of the tests and commands; decisions are
+    /// gold actions, user choices and the agent's own decisions.
     pub fn max_of(&self, kind: ProbeKind) -> usize {
         match kind {
             ProbeKind::Task => self.max_task,
-            ProbeKind::Recall => self.max_recall,
+            ProbeKind::Recall => self.max_recall + self.max_lessons + STATE_PROBES,
             ProbeKind::Artifact => self.max_artifact,
-            ProbeKind::Decision => self.max_gold,
+            ProbeKind::Decision => self.max_gold + self.max_choices + self.max_decisions,
             ProbeKind::Continuation => self.max_continuation,
         }
     }
@@ -114,7 +120,17 @@ impl DeriveParams {
 
 impl Default for DeriveParams {
     fn default() -> DeriveParams {
-        DeriveParams { max_task: 1, max_artifact: 6, max_recall: 6, max_continuation: 2, max_gold: 8, max_facts: 4 }
+        DeriveParams {
+            max_task: 4,
+            max_artifact: 6,
+            max_recall: 4,
+            max_continuation: 3,
+            max_gold: 8,
+            max_choices: 2,
+            max_lessons: 2,
+            max_decisions: 2,
+            max_facts: 4,
+        }
     }
 }
 
@@ -126,8 +142,9 @@ pub struct Dropped {
     pub common_word: usize,
     /// Facts found in the system prompt (always in the context).
     pub in_system_prompt: usize,
-    /// Facts found in at least a quarter of the conversation's messages ([`FREQUENT_SHARE`]).
-    pub frequent: usize,
+    /// Facts that were a lone plain word, a code fragment or a short token
+    /// ([`facts::FactType::allowed`]).
+    pub not_a_fact: usize,
     /// Probes left with no fact.
     pub probes: usize,
 }
@@ -137,7 +154,7 @@ impl Dropped {
     pub fn merge(&mut self, other: &Dropped) {
         self.common_word += other.common_word;
         self.in_system_prompt += other.in_system_prompt;
-        self.frequent += other.frequent;
+        self.not_a_fact += other.not_a_fact;
         self.probes += other.probes;
     }
 }
@@ -146,15 +163,11 @@ impl std::fmt::Display for Dropped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "dropped {} probes with no discriminating fact; facts dropped: {} common words, {} in the system prompt, {} in 25%+ of messages",
-            self.probes, self.common_word, self.in_system_prompt, self.frequent
+            "dropped {} probes with no discriminating fact; facts dropped: {} common words, {} in the system prompt, {} plain words or code fragments",
+            self.probes, self.common_word, self.in_system_prompt, self.not_a_fact
         )
     }
 }
-
-/// A fact found in at least this share of a conversation's messages (and in at least two of
-/// them) is everywhere: it cannot tell a context that kept it from one that did not.
-pub const FREQUENT_SHARE: f64 = 0.25;
 
 /// The probes derived from `conv` (see the module docs).
 pub fn derive(conv: &Conversation, params: &DeriveParams) -> Vec<Probe> {
@@ -165,34 +178,50 @@ pub fn derive(conv: &Conversation, params: &DeriveParams) -> Vec<Probe> {
 pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>, Dropped) {
     let d = Deriver::new(conv, params);
     let mut out = Vec::new();
-    let families: [(&str, Vec<Candidate>, usize); 6] = [
+    let families: [(&str, Vec<Candidate>, usize); 10] = [
         ("task", d.task(), params.max_task),
         ("gold", d.gold(), params.max_gold),
+        ("choice", d.choices(), params.max_choices),
         ("continuation", d.continuation(), params.max_continuation),
+        ("lesson", d.lessons(), params.max_lessons),
         ("state", d.state(), STATE_PROBES),
         ("artifact", d.artifacts(), params.max_artifact),
-        ("recall", d.recall(), params.max_recall),
+        ("decision", d.decisions(), params.max_decisions),
+        ("error", d.errors(), params.max_recall.div_ceil(2)),
+        ("recall", d.user_identifiers(), params.max_recall),
     ];
     // Candidates come ranked; artifacts are spread over the conversation (written and edited
     // files first, read files filling what is left), the others are taken in rank order. A
-    // family keeps at most its bound, and every kind at most its own ([`DeriveParams::max_of`]):
-    // the gold family's patched files and submitted answer take artifact and recall room first.
+    // family keeps at most its bound, and every kind at most its own ([`DeriveParams::max_of`]).
+    // One fact is tested by one probe: an alias an earlier probe tests is left out of later
+    // ones, a fact left with no alias is dropped, and so is a probe left with no fact.
     let mut room: BTreeMap<ProbeKind, usize> = ProbeKind::ALL.iter().map(|&k| (k, params.max_of(k))).collect();
-    let mut taken: Vec<(ProbeKind, Vec<String>)> = Vec::new();
+    let mut used: HashSet<String> = HashSet::new();
     for (family, candidates, bound) in families {
         let mut kept: Vec<Candidate> = Vec::new();
         for c in candidates {
-            let Some(c) = d.checked(c) else { continue };
-            let keys: Vec<String> = c.facts.iter().filter_map(|f| f.first()).map(|a| normalize(a)).collect();
-            let duplicate = taken
-                .iter()
-                .any(|(kind, seen)| *kind == c.kind && keys.iter().all(|k| seen.iter().any(|s| same_file(s, k))));
-            if duplicate {
+            let Some(mut c) = d.checked(c) else { continue };
+            for f in &mut c.facts {
+                f.retain(|a| !used.contains(&normalize(a)));
+            }
+            c.facts.retain(|f| !f.is_empty());
+            if c.facts.is_empty() {
                 continue;
             }
-            // The list of changed files does not hide the artifact probe of each file.
-            if !(family == "state" && c.kind == ProbeKind::Artifact) {
-                taken.push((c.kind, keys));
+            // Spread artifacts are chosen below; their facts are reserved only when chosen.
+            if family != "artifact" {
+                let left = room.get(&c.kind).copied().unwrap_or(0);
+                if kept.len() >= bound || left == 0 {
+                    continue;
+                }
+                if let Some(left) = room.get_mut(&c.kind) {
+                    *left -= 1;
+                }
+                used.extend(c.facts.iter().flatten().map(|a| normalize(a)));
+            } else if kept.iter().any(|k| {
+                k.facts.iter().flatten().any(|a| c.facts.iter().flatten().any(|b| normalize(a) == normalize(b)))
+            }) {
+                continue;
             }
             kept.push(c);
         }
@@ -206,17 +235,10 @@ pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>
             if let Some(left) = room.get_mut(&ProbeKind::Artifact) {
                 *left -= s.len();
             }
+            used.extend(s.iter().flat_map(|c| c.facts.iter().flatten()).map(|a| normalize(a)));
             s
         } else {
-            let mut s = Vec::new();
-            for c in kept {
-                let left = room.entry(c.kind).or_default();
-                if s.len() < bound && *left > 0 {
-                    *left -= 1;
-                    s.push(c);
-                }
-            }
-            s
+            kept
         };
         for (n, c) in selected.into_iter().enumerate() {
             out.push(Probe {
@@ -227,6 +249,7 @@ pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>
                 facts: c.facts,
                 source_message: c.source,
                 asked_at: None,
+                tier: Some(c.tier),
             });
         }
     }
@@ -264,9 +287,10 @@ struct Candidate {
     source: usize,
     /// Taken only when the family's bound leaves room (files only read).
     secondary: bool,
-    /// Per fact, the message that holds it, when the facts come from several messages (the
-    /// files changed so far); empty: every fact is in `source`.
+    /// Per fact, the message that holds it, when the facts come from several messages (a
+    /// lesson's cause and fix); empty: every fact is in `source`.
     fact_sources: Vec<usize>,
+    tier: Tier,
 }
 
 /// Keep at most `bound` candidates, spread evenly over the list (which is in the order the
@@ -295,8 +319,6 @@ struct Deriver<'a> {
     usable: Vec<bool>,
     /// The system prompt(s), rendered and normalized.
     system: String,
-    /// A fact found in this many messages or more is everywhere.
-    frequent: usize,
     dropped: std::cell::RefCell<Dropped>,
 }
 
@@ -312,13 +334,13 @@ impl<'a> Deriver<'a> {
             .map(|m| normalize(&render_message(m)))
             .collect::<Vec<_>>()
             .join("\n");
-        // At least two: the source message always holds its own facts.
-        let frequent = ((conv.messages.len() as f64 * FREQUENT_SHARE).ceil() as usize).max(2);
-        Deriver { conv, params, rendered, usable, system, frequent, dropped: Default::default() }
+        Deriver { conv, params, rendered, usable, system, dropped: Default::default() }
     }
 
-    /// Why `alias` cannot discriminate, if it cannot: a common word, in the system prompt, or
-    /// in a quarter of the messages or more.
+    /// Why `alias` cannot be a fact, if it cannot: a common word, in the system prompt, or
+    /// a lone plain word, a code fragment or a short token ([`facts::allowed`]). A fact
+    /// repeated in later messages is kept: it is still available to the agent, and at-risk
+    /// scoring asks whether its sources left the context.
     fn weak(&self, alias: &str) -> Option<Weak> {
         let a = normalize(alias);
         if is_common_word(alias) {
@@ -327,14 +349,8 @@ impl<'a> Deriver<'a> {
         if occurs(&self.system, &a) {
             return Some(Weak::System);
         }
-        let mut n = 0;
-        for r in &self.rendered {
-            if occurs(r, &a) {
-                n += 1;
-                if n >= self.frequent {
-                    return Some(Weak::Frequent);
-                }
-            }
+        if !facts::allowed(alias) {
+            return Some(Weak::NotAFact);
         }
         None
     }
@@ -382,7 +398,7 @@ impl<'a> Deriver<'a> {
                     match why {
                         Some(Weak::Common) => dropped.common_word += 1,
                         Some(Weak::System) => dropped.in_system_prompt += 1,
-                        Some(Weak::Frequent) => dropped.frequent += 1,
+                        Some(Weak::NotAFact) => dropped.not_a_fact += 1,
                         None => {}
                     }
                 }
@@ -413,45 +429,72 @@ impl<'a> Deriver<'a> {
         (0..self.conv.messages.len()).filter(|&i| self.usable[i] && is_real_user(self.msg(i))).collect()
     }
 
+    /// The first request, then every later request that carries identifiers of its own (ids,
+    /// paths, names, numbers, quoted values): each critical, its facts those identifiers.
     fn task(&self) -> Vec<Candidate> {
-        let Some(&i) = self.user_requests().first() else { return Vec::new() };
-        let text = request_text(&self.msg(i).content);
-        let facts = key_terms(&text, self.params.max_facts).into_iter().map(|t| vec![t]).collect();
-        vec![Candidate {
-            kind: ProbeKind::Task,
-            question: "What task did the user give at the start of the session?".into(),
-            answer: clip(&text, 400),
-            facts,
-            source: i,
-            secondary: false,
-            fact_sources: Vec::new(),
-        }]
+        let requests = self.user_requests();
+        let mut out = Vec::new();
+        for (turn, &i) in requests.iter().enumerate() {
+            let text = request_text(&self.msg(i).content);
+            // A later request's ask is its opening: what follows a blank line is often pasted
+            // output, not the request.
+            let ask = if turn == 0 { text.as_str() } else { text.split("\n\n").next().unwrap_or_default() };
+            let mut facts = work::request_facts(ask, self.params.max_facts);
+            // A first request without identifiers is asked by its key phrase.
+            if facts.is_empty() && turn == 0 {
+                facts.extend(work::key_phrase(&text).map(|p| vec![p]));
+            }
+            if facts.is_empty() || (turn > 0 && !facts.iter().flatten().any(|f| work::is_strong(f))) {
+                continue;
+            }
+            let question = if turn == 0 {
+                "What task did the user give at the start of the session?".to_string()
+            } else {
+                format!("What did the user ask for in their message {}?", turn + 1)
+            };
+            out.push(Candidate {
+                kind: ProbeKind::Task,
+                question,
+                answer: clip(&text, 400),
+                facts,
+                source: i,
+                secondary: false,
+                fact_sources: Vec::new(),
+                tier: Tier::Critical,
+            });
+        }
+        // The first request, then the latest ones: what the user wants now.
+        if out.len() > 1 {
+            let first = out.remove(0);
+            out.reverse();
+            out.insert(0, first);
+        }
+        out
     }
 
+    /// The last request (when no task probe took it), the pending items of the last todo
+    /// list, and the next step the agent last stated.
     fn continuation(&self) -> Vec<Candidate> {
         let mut out = Vec::new();
         let requests = self.user_requests();
-        if requests.len() > 1 {
-            let last = requests[1..].iter().rev().find_map(|&i| {
-                let text = request_text(&self.msg(i).content);
-                let terms = key_terms(&text, self.params.max_facts);
-                (!terms.is_empty()).then_some((i, text, terms))
-            });
-            if let Some((i, text, terms)) = last {
+        if let Some(&i) = requests.get(1..).and_then(<[usize]>::last) {
+            let text = request_text(&self.msg(i).content);
+            let facts = work::request_facts(&text, self.params.max_facts);
+            if !facts.is_empty() {
                 out.push(Candidate {
                     kind: ProbeKind::Continuation,
                     question: "What did the user ask for most recently?".into(),
                     answer: clip(&text, 400),
-                    facts: terms.into_iter().map(|t| vec![t]).collect(),
+                    facts,
                     source: i,
                     secondary: false,
                     fact_sources: Vec::new(),
+                    tier: Tier::Critical,
                 });
             }
         }
-        if let Some(todo) = self.pending_todos() {
-            out.push(todo);
-        }
+        out.extend(self.pending_todos());
+        out.extend(self.next_step());
         out
     }
 
@@ -473,11 +516,12 @@ impl<'a> Deriver<'a> {
         if pending.is_empty() {
             return None;
         }
+        // Each item as written (a phrase), with its identifiers as further aliases.
         let facts = pending
             .iter()
             .map(|item| {
-                let mut aliases = vec![item.to_string()];
-                aliases.extend(key_terms(item, 1));
+                let mut aliases = vec![item.trim().to_string()];
+                aliases.extend(work::request_facts(item, 2).into_iter().flatten());
                 aliases
             })
             .collect();
@@ -489,18 +533,15 @@ impl<'a> Deriver<'a> {
             source: i,
             secondary: false,
             fact_sources: Vec::new(),
+            tier: Tier::Critical,
         })
     }
 
     /// Where a coding agent stands: the last failing test and its error, the last command
-    /// that failed and why (each from the tool output that reported it).
+    /// that failed and why (each from the tool output that reported it). Critical while no
+    /// later run of the same program succeeded; a failure resolved since is a detail.
     fn state(&self) -> Vec<Candidate> {
-        let calls: HashMap<&str, (&str, &str)> = self
-            .conv
-            .messages
-            .iter()
-            .flat_map(|m| m.tool_calls.iter().map(|c| (c.id.as_str(), (c.name.as_str(), c.arguments.as_str()))))
-            .collect();
+        let calls = self.calls();
         let mut test: Option<Candidate> = None;
         let mut command: Option<Candidate> = None;
         for (i, m) in self.conv.messages.iter().enumerate().rev() {
@@ -512,14 +553,17 @@ impl<'a> Deriver<'a> {
             if call.is_some_and(|(name, args)| reads_files(name, args)) {
                 continue;
             }
+            if is_rejection(&m.content) {
+                continue;
+            }
             let error = error_line(&m.content, m.is_error, false);
             let first = clip(cmd.lines().next().unwrap_or_default(), 60);
+            let tier = if self.succeeded_later(i, &cmd) { Tier::Detail } else { Tier::Critical };
             if test.is_none() {
                 if let Some(name) = failing_test(&m.content) {
                     let mut facts = vec![vec![name.clone(), basename(&name.replace("::", "/")).to_string()]];
                     if let Some(e) = &error {
-                        facts
-                            .extend(key_terms(e, 2).into_iter().filter(|t| term_score(t, false) >= 2).map(|t| vec![t]));
+                        facts.extend(work::cause_facts(e));
                     }
                     test = Some(Candidate {
                         kind: ProbeKind::Recall,
@@ -532,84 +576,35 @@ impl<'a> Deriver<'a> {
                         source: i,
                         secondary: false,
                         fact_sources: Vec::new(),
+                        tier,
                     });
                 }
             }
             if command.is_none() {
                 if let Some(e) = error.filter(|_| m.is_error || m.content.contains("Exit code")) {
-                    let mut facts: Vec<Vec<String>> =
-                        key_terms(&e, 3).into_iter().filter(|t| term_score(t, false) >= 2).map(|t| vec![t]).collect();
-                    if facts.is_empty() {
-                        facts.push(vec![clip_words(&e, 80)]);
-                    }
                     command = Some(Candidate {
                         kind: ProbeKind::Recall,
                         question: format!("Why did the last command that failed, `{first}`, fail?"),
+                        facts: work::cause_facts(&e),
                         answer: e,
-                        facts,
                         source: i,
                         secondary: false,
                         fact_sources: Vec::new(),
+                        tier,
                     });
                 }
             }
         }
-        test.into_iter().chain(command).chain(self.files_changed()).collect()
+        test.into_iter().chain(command).collect()
     }
 
-    /// The files the agent has changed so far (edit and write calls, applied patches), newest
-    /// change first; the probe's source is the last change, each fact is checked against the
-    /// message that changed it. None when fewer than two files were changed (one changed file
-    /// is an artifact probe of its own).
-    fn files_changed(&self) -> Option<Candidate> {
-        let mut changed: Vec<(String, usize)> = Vec::new();
-        for (i, m) in self.conv.messages.iter().enumerate() {
-            if !self.usable[i] {
-                continue;
-            }
-            for call in &m.tool_calls {
-                let mut paths: Vec<String> = touches(&call.name, &call.arguments)
-                    .into_iter()
-                    .filter(|t| t.verb != Verb::Read)
-                    .map(|t| t.path)
-                    .collect();
-                if let Ok(args) = serde_json::from_str::<Value>(&call.arguments) {
-                    let mut values = Vec::new();
-                    scalar_values(&args, &mut values);
-                    paths.extend(values.iter().flat_map(|v| patched_files(v)));
-                }
-                for path in paths {
-                    changed.retain(|(p, _)| !same_file(p, &path));
-                    changed.push((path, i));
-                }
-            }
-        }
-        if changed.len() < 2 {
-            return None;
-        }
-        changed.reverse();
-        changed.truncate(self.params.max_facts);
-        let source = changed[0].1;
-        let answer = changed.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>().join(", ");
-        Some(Candidate {
-            kind: ProbeKind::Artifact,
-            question: "Which files has the agent changed so far (edited, written or patched)?".into(),
-            answer,
-            facts: changed
-                .iter()
-                .map(|(p, _)| {
-                    let base = basename(p);
-                    let mut aliases = vec![p.clone()];
-                    if base != p && (base.contains('.') || base.chars().count() >= 6) {
-                        aliases.push(base.to_string());
-                    }
-                    aliases
-                })
-                .collect(),
-            source,
-            secondary: false,
-            fact_sources: changed.iter().map(|(_, i)| *i).collect(),
-        })
+    /// Every tool call by id: (name, arguments).
+    fn calls(&self) -> HashMap<&str, (&str, &str)> {
+        self.conv
+            .messages
+            .iter()
+            .flat_map(|m| m.tool_calls.iter().map(|c| (c.id.as_str(), (c.name.as_str(), c.arguments.as_str()))))
+            .collect()
     }
 
     fn gold(&self) -> Vec<Candidate> {
@@ -642,6 +637,11 @@ impl<'a> Deriver<'a> {
                 continue;
             }
             let args = action.get("arguments").map(Value::to_string).unwrap_or_default();
+            // A lookup (`get_`, `search_`, `find_`, ...) is how the agent found its way: useful;
+            // an action that changes something is what the user chose: critical.
+            let lookup = ["get_", "search_", "find_", "list_", "calculate", "think", "check_"]
+                .iter()
+                .any(|p| name.to_ascii_lowercase().starts_with(p));
             out.push(Candidate {
                 kind: ProbeKind::Decision,
                 question: format!(
@@ -654,6 +654,7 @@ impl<'a> Deriver<'a> {
                 source,
                 secondary: false,
                 fact_sources: Vec::new(),
+                tier: if lookup { Tier::Useful } else { Tier::Critical },
             });
         }
         let Some(submission) = self.conv.meta.get("submission").and_then(Value::as_str) else { return out };
@@ -670,6 +671,7 @@ impl<'a> Deriver<'a> {
                     source,
                     secondary: false,
                     fact_sources: Vec::new(),
+                    tier: Tier::Critical,
                 });
             }
             return out;
@@ -698,6 +700,7 @@ impl<'a> Deriver<'a> {
                 source,
                 secondary: false,
                 fact_sources: Vec::new(),
+                tier: Tier::Useful,
             });
         }
         out
@@ -746,28 +749,27 @@ impl<'a> Deriver<'a> {
                 if base != f.path && (base.contains('.') || base.chars().count() >= 6) {
                     aliases.push(base.to_string());
                 }
+                // What changed in it: the symbol its last change defines or touches.
+                let mut facts = vec![aliases];
+                if let Some(symbol) = f.symbol.clone() {
+                    question = question.replacen('?', " What did the change touch?", 1);
+                    facts.push(vec![symbol]);
+                }
                 Candidate {
                     kind: ProbeKind::Artifact,
                     question,
-                    answer: f.path.clone(),
-                    facts: vec![aliases],
+                    answer: match &f.symbol {
+                        Some(symbol) => format!("{} ({symbol})", f.path),
+                        None => f.path.clone(),
+                    },
+                    facts,
                     source: f.message,
                     secondary: f.verb == Verb::Read,
                     fact_sources: Vec::new(),
+                    tier: if f.verb == Verb::Read { Tier::Detail } else { Tier::Useful },
                 }
             })
             .collect()
-    }
-
-    fn recall(&self) -> Vec<Candidate> {
-        let errors = self.errors();
-        let ids = self.user_identifiers();
-        // Errors take up to half the bound (rounded up), identifiers the rest.
-        let half = self.params.max_recall.div_ceil(2);
-        let n_err = errors.len().min(half.max(self.params.max_recall.saturating_sub(ids.len())));
-        let mut out = spread(errors, n_err);
-        out.extend(ids);
-        out
     }
 
     /// One candidate per distinct error line, in order.
@@ -787,15 +789,14 @@ impl<'a> Deriver<'a> {
             }
             let call = m.tool_call_id.as_deref().and_then(|id| calls.get(id));
             let reads = call.is_some_and(|(name, args)| reads_files(name, args));
+            if is_rejection(&m.content) {
+                continue;
+            }
             let Some(line) = error_line(&m.content, m.is_error, reads) else { continue };
             if !seen.insert(normalize(&line)) {
                 continue;
             }
-            let mut facts: Vec<Vec<String>> =
-                key_terms(&line, 2).into_iter().filter(|t| term_score(t, false) >= 2).map(|t| vec![t]).collect();
-            if facts.is_empty() {
-                facts.push(vec![clip_words(&line, 80)]);
-            }
+            let facts = work::cause_facts(&line);
             let during = call
                 .map(|(name, args)| match command_of(args) {
                     Some(cmd) => format!(" when it ran `{}`", clip(cmd.lines().next().unwrap_or_default(), 60)),
@@ -810,6 +811,7 @@ impl<'a> Deriver<'a> {
                 source: i,
                 secondary: false,
                 fact_sources: Vec::new(),
+                tier: Tier::Detail,
             });
         }
         out
@@ -854,6 +856,7 @@ impl<'a> Deriver<'a> {
                 source: at / 1_000_000,
                 secondary: false,
                 fact_sources: Vec::new(),
+                tier: Tier::Detail,
             })
             .collect()
     }
@@ -932,7 +935,7 @@ fn clip_words(text: &str, max: usize) -> String {
 enum Weak {
     Common,
     System,
-    Frequent,
+    NotAFact,
 }
 
 /// A stop word, or a token under 3 characters that is not a number or an id. Several words
@@ -980,7 +983,7 @@ pub fn is_id(token: &str) -> bool {
     }
     if t.contains('/') {
         let segments = t.trim_matches('/').split('/').filter(|s| !s.is_empty()).count();
-        return letters > 1 && (segments >= 2 || is_path(t));
+        return letters > 1 && (segments >= 2 || is_path(t)) && !slashed_words(t);
     }
     if is_path(t) {
         return true;
@@ -1086,14 +1089,14 @@ fn term_score(token: &str, sentence_start: bool) -> u8 {
     let inner = |c: char| t.trim_matches(c).contains(c);
     let camel = t.chars().skip(1).any(|c| c.is_uppercase()) && t.chars().any(|c| c.is_lowercase());
     // `file.ext` or `a.b.c`, not an abbreviation like `e.g`.
-    let dotted = inner('.') && t.split('.').filter(|p| p.chars().count() >= 2).count() >= 2;
+    let dotted = inner('.') && !t.contains("..") && t.split('.').filter(|p| p.chars().count() >= 2).count() >= 2;
     let wordy = t.chars().all(|c| c.is_alphanumeric() || "_-./#:@".contains(c));
     if !wordy {
         return 0;
     }
     if (letters > 0 && digits > 0)
         || (t.contains('_') && letters > 1)
-        || (t.contains('/') && letters > 1)
+        || (t.contains('/') && letters > 1 && !slashed_words(t))
         || (dotted && letters > 1)
         || (t.starts_with('#') && n > 2)
         || (t.starts_with("--") && letters >= 3)
@@ -1141,24 +1144,6 @@ fn tokens(text: &str) -> Vec<(usize, String, String)> {
     out
 }
 
-/// The key terms of `text`: the `max` best-scoring distinct tokens, in text order.
-fn key_terms(text: &str, max: usize) -> Vec<String> {
-    let raw: Vec<&str> = text.split_whitespace().collect();
-    let mut scored: Vec<(u8, usize, String)> = Vec::new();
-    let mut seen = HashSet::new();
-    for (pos, token, _) in tokens(text) {
-        let start = pos == 0 || raw.get(pos - 1).is_some_and(|w| w.ends_with(['.', '!', '?', ':']));
-        let score = term_score(&token, start);
-        if score > 0 && seen.insert(token.to_lowercase()) {
-            scored.push((score, pos, token));
-        }
-    }
-    scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    scored.truncate(max);
-    scored.sort_by_key(|s| s.1);
-    scored.into_iter().map(|s| s.2).collect()
-}
-
 /// The scalar values of a JSON value, in order (strings, and numbers written out).
 fn scalar_values(v: &Value, out: &mut Vec<String>) {
     match v {
@@ -1181,6 +1166,14 @@ fn patched_files(patch: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// Two or three lowercase words joined by `/` (`date/time`, `add/commit/push`): prose, not a
+/// path (a path opens with `/`, `.` or `~`, has more segments, or a file name).
+fn slashed_words(t: &str) -> bool {
+    let parts: Vec<&str> = t.split('/').collect();
+    (2..=3).contains(&parts.len())
+        && parts.iter().all(|p| !p.is_empty() && p.chars().count() <= 12 && p.chars().all(|c| c.is_ascii_lowercase()))
 }
 
 fn basename(path: &str) -> &str {
@@ -1219,6 +1212,8 @@ struct Touch {
     verb: Verb,
     tool: String,
     hint: Option<String>,
+    /// The symbol a change defines or touches (edits and writes only).
+    symbol: Option<String>,
     message: usize,
     first: usize,
 }
@@ -1235,6 +1230,7 @@ fn touches(tool: &str, arguments: &str) -> Vec<Touch> {
         verb,
         tool: tool.to_string(),
         hint,
+        symbol: None,
         message: 0,
         first: 0,
     };
@@ -1255,7 +1251,14 @@ fn touches(tool: &str, arguments: &str) -> Vec<Touch> {
             .find_map(|k| args.get(*k).and_then(Value::as_str))
             .and_then(|t| t.lines().map(str::trim).find(|l| l.chars().count() >= 4))
             .map(|l| format!("its new text includes \"{}\"", clip(l, 50)));
-        out.push(touch(path, verb, if verb == Verb::Read { None } else { hint }));
+        let mut t = touch(path, verb, if verb == Verb::Read { None } else { hint });
+        if verb != Verb::Read {
+            let text = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("");
+            let new = TEXT_KEYS.iter().map(|k| text(k)).find(|t| !t.is_empty()).unwrap_or("");
+            let old = ["old_string", "old_str"].iter().map(|k| text(k)).find(|t| !t.is_empty()).unwrap_or("");
+            t.symbol = work::edit_symbol(old, new);
+        }
+        out.push(t);
         return out;
     }
     if let Some(cmd) = command_of(arguments) {
@@ -1284,7 +1287,11 @@ fn is_path(token: &str) -> bool {
     }
     let base = basename(t);
     let ext = base.rsplit_once('.').map(|(stem, ext)| {
-        !stem.is_empty() && (1..=5).contains(&ext.len()) && ext.chars().all(|c| c.is_ascii_alphanumeric())
+        // `13.84s` is a duration: a file's stem or extension has a letter.
+        !stem.is_empty()
+            && (1..=5).contains(&ext.len())
+            && ext.chars().all(|c| c.is_ascii_alphanumeric())
+            && (stem.chars().any(char::is_alphabetic) || ext.chars().all(char::is_alphabetic))
     });
     ext == Some(true) && base.chars().any(|c| c.is_alphabetic())
 }
@@ -1344,11 +1351,19 @@ fn shell_files(cmd: &str) -> Vec<(String, Verb)> {
 /// an output flagged as an error, its first informative line. A line of a single word (`ERROR:`)
 /// is replaced by the line after it. Outputs of calls that only read files are skipped unless
 /// flagged: file contents mention errors without being errors.
-fn error_line(content: &str, flagged: bool, reads_files: bool) -> Option<String> {
+fn error_line<'a>(content: &'a str, flagged: bool, reads_files: bool) -> Option<String> {
     if reads_files && !flagged {
         return None;
     }
-    let lines: Vec<&str> = content.lines().map(str::trim).filter(|l| !l.is_empty() && l.len() <= 400).collect();
+    // A harness tag opening a line (`<tool_use_error>Found 2 matches...`) is not its text.
+    let untag = |l: &'a str| -> &'a str {
+        match l.strip_prefix('<').and_then(|r| r.split_once('>')) {
+            Some((tag, rest)) if !tag.contains(' ') && !rest.trim().is_empty() => rest.trim(),
+            _ => l,
+        }
+    };
+    let lines: Vec<&str> =
+        content.lines().map(str::trim).map(untag).filter(|l| !l.is_empty() && l.len() <= 400).collect();
     let exception = |l: &str| {
         l.split(':').next().is_some_and(|head| {
             let head = head.trim();
@@ -1370,9 +1385,26 @@ fn error_line(content: &str, flagged: bool, reads_files: bool) -> Option<String>
         .iter()
         .rposition(|l| exception(l))
         .or_else(|| lines.iter().position(|l| marked(l) && !l.starts_with("Traceback")))
-        .or_else(|| if flagged { lines.iter().position(|l| informative(l)) } else { None })?;
+        .or_else(|| {
+            // A flagged output's cause line (`nothing to commit, working tree clean`), else its
+            // first informative line.
+            let cause = work::cause_line(content).and_then(|c| lines.iter().position(|l| *l == c));
+            if flagged {
+                cause.or_else(|| lines.iter().position(|l| informative(l)))
+            } else {
+                None
+            }
+        })?;
     let line = if lines[at].split_whitespace().count() < 2 { lines.get(at + 1).copied()? } else { lines[at] };
     informative(line).then(|| line.to_string())
+}
+
+/// True when a tool result says the user refused the call: not a failure of the command.
+fn is_rejection(content: &str) -> bool {
+    let head: String = content.chars().take(200).collect::<String>().to_lowercase();
+    ["doesn't want to proceed", "tool use was rejected", "user rejected", "user denied"]
+        .iter()
+        .any(|p| head.contains(p))
 }
 
 /// The name of the last failing test a test runner's output reports: pytest's
@@ -1429,6 +1461,10 @@ pub fn count_by_kind<'a>(probes: impl IntoIterator<Item = &'a Probe>) -> BTreeMa
     }
     out
 }
+
+pub mod audit;
+pub mod facts;
+mod work;
 
 #[cfg(test)]
 mod tests;

@@ -320,6 +320,7 @@ fn probe(id: &str, source_message: usize) -> Probe {
         facts: vec![vec!["that".into()]],
         source_message,
         asked_at: None,
+        tier: None,
     }
 }
 

@@ -59,7 +59,7 @@ pub const RESULTS_HEADER: [&str; 38] = [
 ];
 
 /// Columns of `summary.csv`.
-pub const SUMMARY_HEADER: [&str; 50] = [
+pub const SUMMARY_HEADER: [&str; 56] = [
     "config_id",
     "strategy",
     "params",
@@ -110,10 +110,16 @@ pub const SUMMARY_HEADER: [&str; 50] = [
     "fabricated_directives",
     "post_compaction_growth",
     "median_calls_between_compactions",
+    "retention_critical",
+    "retention_useful",
+    "retention_detail",
+    "probes_critical",
+    "probes_useful",
+    "probes_detail",
 ];
 
 /// Columns of `probes.csv`.
-pub const PROBES_HEADER: [&str; 18] = [
+pub const PROBES_HEADER: [&str; 19] = [
     "conversation_id",
     "dataset",
     "config_id",
@@ -132,6 +138,7 @@ pub const PROBES_HEADER: [&str; 18] = [
     "score_spread",
     "scored_repeats",
     "evidence",
+    "tier",
 ];
 
 /// Columns of `compactions.csv`.
@@ -386,6 +393,16 @@ pub struct SummaryRow {
     pub post_compaction_growth: Option<f64>,
     #[serde(serialize_with = "ratio6")]
     pub median_calls_between_compactions: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub retention_critical: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub retention_useful: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub retention_detail: Option<f64>,
+    /// Probe-checkpoint pairs of each tier (the denominators).
+    pub probes_critical: usize,
+    pub probes_useful: usize,
+    pub probes_detail: usize,
 }
 
 impl SummaryRow {
@@ -393,6 +410,7 @@ impl SummaryRow {
         let [task, recall, artifact, decision, continuation] = s.retention_by_kind;
         let [at_risk_task, at_risk_recall, at_risk_artifact, at_risk_decision, at_risk_continuation] =
             s.at_risk_retention_by_kind;
+        let [critical, useful, detail] = s.retention_by_tier;
         SummaryRow {
             config_id: s.config.config_id.clone(),
             dataset: s.dataset.clone(),
@@ -444,6 +462,12 @@ impl SummaryRow {
             fabricated_directives: s.fabricated_directives,
             post_compaction_growth: s.drift.post_compaction_growth,
             median_calls_between_compactions: s.drift.median_calls_between_compactions,
+            retention_critical: critical,
+            retention_useful: useful,
+            retention_detail: detail,
+            probes_critical: s.probes_by_tier[0],
+            probes_useful: s.probes_by_tier[1],
+            probes_detail: s.probes_by_tier[2],
         }
     }
 }
@@ -479,6 +503,8 @@ pub struct ProbeRow {
     /// matched, the message (or context entry) and the character span; empty for a fact lost
     /// and for a judge that records no evidence.
     pub evidence: String,
+    /// `critical`, `useful` or `detail`.
+    pub tier: String,
 }
 
 /// A row of `compactions.csv`: one compaction event with its summary text.
@@ -599,6 +625,7 @@ pub fn probe_rows(records: &[PairRecord]) -> Vec<ProbeRow> {
                     .map(|e| e.as_ref().map(|e| e.describe()).unwrap_or_default())
                     .collect::<Vec<_>>()
                     .join(";"),
+                tier: p.tier().as_str().to_string(),
             });
         }
     }
@@ -738,6 +765,7 @@ mod tests {
         let probe = |llm: Option<serde_json::Value>| runlog::record::ProbeScore {
             probe_id: "p".into(),
             kind: compaction::ProbeKind::Recall,
+            tier: None,
             asked_at: 1,
             checkpoint: 100,
             at_risk: false,

@@ -33,7 +33,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use compaction::ProbeKind;
+use compaction::{ProbeKind, Tier};
 use runlog::experiment::{fnv1a, Configuration};
 use runlog::record::{PairMetrics, PairOutcome, PairRecord};
 
@@ -73,6 +73,12 @@ pub struct ConfigSummary {
     pub at_risk_retention: Estimate,
     /// At-risk probes (scored) the at-risk retention is over.
     pub at_risk_probes: usize,
+    /// Mean retention per tier (over the conversations with probes of that tier), in
+    /// [`Tier::ALL`] order (critical, useful, detail).
+    pub retention_by_tier: [Option<f64>; 3],
+    /// Probe-checkpoint pairs (scored) per tier, in [`Tier::ALL`] order: the denominators of
+    /// `retention_by_tier`.
+    pub probes_by_tier: [usize; 3],
     /// Mean retention per probe kind, in [`ProbeKind::ALL`] order.
     pub retention_by_kind: [Option<f64>; 5],
     /// Mean retention of the at-risk probes per kind (over the conversations with at-risk
@@ -293,7 +299,7 @@ fn paired_sets<'a>(
         let entry = groups.entry((r.dataset.as_str(), *window)).or_default().entry(r.config_id.as_str()).or_default();
         entry.0.insert(r.conversation_id.as_str());
         entry.2 |= m.compactions > 0;
-        for p in m.probes.iter().filter(|p| p.at_risk && counts(p)) {
+        for p in m.probes.iter().filter(|p| p.at_risk && headline(p)) {
             entry.1.insert((r.dataset.as_str(), r.conversation_id.as_str(), p.probe_id.as_str()));
         }
     }
@@ -313,6 +319,11 @@ fn paired_sets<'a>(
 /// A probe score that enters the means: finite and, for the LLM judge, with a verdict.
 fn counts(p: &runlog::record::ProbeScore) -> bool {
     p.score.is_finite() && runlog::record::is_scored(p)
+}
+
+/// A probe score that enters the headline figures: it [`counts`] and is critical or useful.
+fn headline(p: &runlog::record::ProbeScore) -> bool {
+    counts(p) && p.tier().in_headline()
 }
 
 /// The signed estimate error of every trigger check of a pair.
@@ -400,6 +411,17 @@ fn summarize_one<'a>(
         mean(&per_conversation)
     });
     let at_risk_by_kind = ProbeKind::ALL.map(|kind| kind_mean(kind, true));
+    let retention_by_tier = Tier::ALL.map(|tier| {
+        let per_conversation: Vec<f64> = ok
+            .iter()
+            .filter_map(|m| {
+                mean(&m.probes.iter().filter(|p| p.tier() == tier && counts(p)).map(|p| p.score).collect::<Vec<_>>())
+            })
+            .collect();
+        mean(&per_conversation)
+    });
+    let probes_by_tier = Tier::ALL
+        .map(|tier| ok.iter().map(|m| m.probes.iter().filter(|p| p.tier() == tier && counts(p)).count()).sum());
     let mut judges: Vec<&str> = Vec::new();
     for r in &scored_by {
         if !judges.contains(&r.as_str()) {
@@ -426,7 +448,9 @@ fn summarize_one<'a>(
         conversations: ok.len(),
         completion_rate: ratio(ok.iter().filter(|m| m.first_rejected_call.is_none()).count() as u64, ok.len() as u64),
         compacted_conversations: ok.iter().filter(|m| m.compactions > 0).count(),
-        at_risk_probes: ok.iter().map(|m| m.probes.iter().filter(|p| p.at_risk && counts(p)).count()).sum(),
+        at_risk_probes: ok.iter().map(|m| m.probes.iter().filter(|p| p.at_risk && headline(p)).count()).sum(),
+        retention_by_tier,
+        probes_by_tier,
         retention_if_sent: mean(&if_sent),
         paired_at_risk_retention: mean(&paired_scores),
         paired_at_risk_probes: paired_scores.len(),

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use compaction::{ProbeKind, Trigger};
+use compaction::{ProbeKind, Tier, Trigger};
 use serde::{Deserialize, Serialize};
 
 /// One line of `results.jsonl`.
@@ -280,6 +280,10 @@ pub enum FoundIn {
 pub struct ProbeScore {
     pub probe_id: String,
     pub kind: ProbeKind,
+    /// The probe's tier; absent in records written before tiers: [`ProbeScore::tier`] reads
+    /// the default of its kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<Tier>,
     /// How many recorded messages were in the replay when it was asked.
     pub asked_at: usize,
     /// The checkpoint it was asked at: the percentage of the conversation's calls made (25,
@@ -331,6 +335,13 @@ impl Evidence {
             Some(m) => format!("\"{}\" @ message {m} [{}..{}]", self.alias, self.start, self.end),
             None => format!("\"{}\" @ entry {} [{}..{}]", self.alias, self.entry, self.start, self.end),
         }
+    }
+}
+
+impl ProbeScore {
+    /// The probe's tier: the one recorded, else the default of its kind ([`Tier::of_kind`]).
+    pub fn tier(&self) -> Tier {
+        self.tier.unwrap_or_else(|| Tier::of_kind(self.kind))
     }
 }
 

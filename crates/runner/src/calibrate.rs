@@ -258,6 +258,7 @@ pub fn calibrate(items: &[LabelledItem], judge: &dyn Judge) -> CalibrationReport
                 facts: vec![fact.clone()],
                 source_message: 0,
                 asked_at: None,
+                tier: None,
             };
             let score = judge.score(&conversation, &ctx, &probe);
             if !crate::judge::llm::is_scored(&score) {

@@ -204,6 +204,7 @@ impl Judge for NeedsRoles {
         ProbeScore {
             probe_id: probe.id.clone(),
             kind: probe.kind,
+            tier: Some(probe.tier()),
             asked_at: probe.asked_at.unwrap_or(n).min(n),
             checkpoint: 100,
             at_risk: !ctx.entries().iter().any(|e| e.origin().verbatim_index() == Some(probe.source_message)),

@@ -1378,7 +1378,8 @@ impl<'a, 's> Replayer<'a, 's> {
         m.final_tokens = self.ctx.tokens(&self.exact);
         // Probes the LLM judge could not score (no parseable verdict) stay in `probes` but out
         // of the means: their placeholder 0 is not a score.
-        let scored = || m.probes.iter().filter(|p| crate::judge::llm::is_scored(p));
+        // The headline figures are over critical and useful probes; `detail` is reported apart.
+        let scored = || m.probes.iter().filter(|p| crate::judge::llm::is_scored(p) && p.tier().in_headline());
         m.retention = mean(scored().map(|p| p.score));
         m.retention_if_sent = mean(scored().map(|p| p.if_sent.unwrap_or(p.score)));
         m.at_risk_retention = mean(scored().filter(|p| p.at_risk).map(|p| p.score));

@@ -1,4 +1,6 @@
 //! `compactbench probes derive IN --out OUT`: add probes derived from each recording.
+//! `compactbench probes audit DATASET... [--strict]`: what the probes ask, per source (see
+//! `dataset::probes::audit`); `--strict` exits 1 when a source passes the limits.
 //!
 //! Reads a dataset (JSONL), replaces each conversation's derived probes (ids starting with
 //! `derived-`) with fresh ones and keeps every other probe, and writes the result. The
@@ -24,6 +26,22 @@ enum Command {
     /// Derive probes from the recordings themselves: the original task, files touched, errors
     /// and identifiers, the last request and pending todos, gold actions.
     Derive(DeriveArgs),
+    /// Audit datasets' probes per source: probes by kind and tier, fact types (plain word,
+    /// short, digits, date, code fragment, ...), facts tested twice at one checkpoint, and
+    /// conversations of 20+ messages without a critical task probe.
+    Audit(AuditArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct AuditArgs {
+    /// The datasets to audit (JSONL, one conversation per line).
+    #[arg(value_name = "DATASET", required = true)]
+    datasets: Vec<PathBuf>,
+    /// Exit 1 when a source has more than 10% plain-word facts, any code-fragment fact, a fact
+    /// tested twice at one checkpoint, or a conversation of 20+ messages without a critical
+    /// task probe.
+    #[arg(long)]
+    strict: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -34,20 +52,21 @@ struct DeriveArgs {
     /// The dataset to write (not IN itself).
     #[arg(long, value_name = "OUT")]
     out: PathBuf,
-    /// Task probes per conversation [default: 1].
+    /// Task probes per conversation: the first request and later requests with identifiers
+    /// [default: 4].
     #[arg(long, value_name = "N")]
     max_task: Option<usize>,
     /// Artifact probes per conversation, patched files of the gold family included [default: 6].
     #[arg(long, value_name = "N")]
     max_artifact: Option<usize>,
-    /// Recall probes per conversation, a submitted answer included [default: 6].
+    /// Error and user-identifier recall probes per conversation (lessons and the state of the
+    /// tests come on top) [default: 4].
     #[arg(long, value_name = "N")]
     max_recall: Option<usize>,
-    /// Continuation probes per conversation [default: 2].
+    /// Continuation probes per conversation (last request, pending todos, next step) [default: 3].
     #[arg(long, value_name = "N")]
     max_continuation: Option<usize>,
-    /// Gold probes per conversation (gold actions, patched files, submitted answer); also the
-    /// bound of decision probes [default: 8].
+    /// Gold probes per conversation (gold actions, patched files, submitted answer) [default: 8].
     #[arg(long, value_name = "N")]
     max_gold: Option<usize>,
     /// Facts per probe [default: 4].
@@ -58,7 +77,30 @@ struct DeriveArgs {
 pub fn run(args: Args) -> anyhow::Result<u8> {
     match args.command {
         Command::Derive(a) => derive(a),
+        Command::Audit(a) => audit(a),
     }
+}
+
+fn audit(args: AuditArgs) -> anyhow::Result<u8> {
+    let mut audit = probes::audit::Audit::default();
+    let mut problems = 0;
+    for path in &args.datasets {
+        let ds = dataset::load_file(path, &LoadOptions::default());
+        for e in &ds.problems {
+            eprintln!("{}", crate::output::terminal(&e.to_string()));
+        }
+        problems += ds.problems.len();
+        ds.conversations.iter().for_each(|c| audit.add(c));
+    }
+    print!("{}", crate::output::terminal(&audit.render()));
+    let violations = audit.violations();
+    for v in &violations {
+        println!("limit: {}", crate::output::terminal(v));
+    }
+    if problems > 0 {
+        return Ok(crate::exit::USAGE);
+    }
+    Ok(if args.strict && !violations.is_empty() { crate::exit::FAILED } else { crate::exit::OK })
 }
 
 fn derive(args: DeriveArgs) -> anyhow::Result<u8> {
@@ -70,6 +112,7 @@ fn derive(args: DeriveArgs) -> anyhow::Result<u8> {
         max_continuation: args.max_continuation.unwrap_or(d.max_continuation),
         max_gold: args.max_gold.unwrap_or(d.max_gold),
         max_facts: args.max_facts.unwrap_or(d.max_facts),
+        ..d
     };
     if crate::output::same_file(&args.out, &args.input) {
         tell!(

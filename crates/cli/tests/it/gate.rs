@@ -50,6 +50,7 @@ fn conversation(id: &str, turns: usize) -> Conversation {
             facts: vec![vec![format!("cw-{id}-{i}")]],
             source_message: 1 + 2 * i,
             asked_at: None,
+            tier: None,
         })
         .collect();
     c

@@ -1,6 +1,6 @@
 //! Unit tests of derived probes.
 
-use compaction::{Conversation, Message, Probe, ProbeKind, ToolCall};
+use compaction::{Conversation, Message, Probe, ProbeKind, Tier, ToolCall};
 use serde_json::json;
 
 use super::*;
@@ -112,32 +112,32 @@ fn the_task_is_the_first_real_request() {
     let probes = derive(&conv, &DeriveParams::default());
     assert_grounded(&conv, &probes);
     let task = of(&probes, ProbeKind::Task);
-    assert_eq!(task.len(), 1);
+    // The first request, and the later one that carries an identifier of its own.
+    assert_eq!(task.len(), 2);
     assert_eq!(task[0].source_message, 1);
     let facts: Vec<&str> = task[0].facts.iter().map(|f| f[0].as_str()).collect();
     assert_eq!(facts, ["utils.py", "parse_config", "MAX_RETRIES", "250"]);
     assert_eq!(task[0].id, "derived-task-1");
+    assert_eq!(task[1].source_message, 11);
+    assert_eq!(task[1].facts, vec![vec!["--all-targets".to_string()]]);
+    assert!(task.iter().all(|p| p.tier == Some(Tier::Critical)));
 }
 
 #[test]
 fn artifacts_come_from_call_arguments_and_commands() {
     let conv = coding_session();
     let probes = derive(&conv, &DeriveParams::default());
-    let (lists, artifacts): (Vec<&Probe>, Vec<&Probe>) =
-        of(&probes, ProbeKind::Artifact).into_iter().partition(|p| p.id.starts_with("derived-state"));
-    // The files changed so far, newest change first, then one probe per file.
-    assert_eq!(
-        lists.iter().map(|p| (p.answer.as_str(), p.source_message)).collect::<Vec<_>>(),
-        [("src/lib.rs, test.log", 12)]
-    );
+    let artifacts = of(&probes, ProbeKind::Artifact);
     let answers: Vec<(&str, usize)> = artifacts.iter().map(|p| (p.answer.as_str(), p.source_message)).collect();
     // Written and edited files first; `/repo/src/lib.rs` and `src/lib.rs` are one file, last
     // touched by the Edit at message 12 (which names it `src/lib.rs`).
-    assert_eq!(answers, [("/repo/utils.py", 2), ("README.md", 2), ("test.log", 5), ("src/lib.rs", 12)]);
-    // In the short session alone, `src/lib.rs` is in 4 of 14 messages (a quarter): everywhere.
+    assert_eq!(answers, [("/repo/utils.py", 2), ("README.md", 2), ("test.log", 5), ("src/lib.rs (MAX_RETRIES)", 12)]);
+    // In the short session alone, `src/lib.rs` is in 4 of 14 messages: still asked (a fact
+    // found often is still a fact).
     let short = derive(&coding_session_core(), &DeriveParams::default());
-    assert!(of(&short, ProbeKind::Artifact).iter().all(|p| p.answer != "src/lib.rs"), "{short:#?}");
-    let lib = artifacts.iter().find(|p| p.answer == "src/lib.rs").expect("lib.rs");
+    assert!(of(&short, ProbeKind::Artifact).iter().any(|p| p.answer.starts_with("src/lib.rs")), "{short:#?}");
+    // Its change touched MAX_RETRIES, which the task probe already tests: one fact, one probe.
+    let lib = artifacts.iter().find(|p| p.answer == "src/lib.rs (MAX_RETRIES)").expect("lib.rs");
     assert_eq!(lib.facts, vec![vec!["src/lib.rs".to_string(), "lib.rs".to_string()]]);
     assert!(lib.question.starts_with("Which file did the agent edit with the Edit tool at call 4"), "{}", lib.question);
     let read = artifacts.iter().find(|p| p.answer == "/repo/utils.py").expect("utils.py");
@@ -159,11 +159,19 @@ fn recall_takes_errors_and_identifiers_the_user_gave() {
     assert_eq!(errors[0].question, "Why did the last command that failed, `cargo test > test.log`, fail?");
     assert_eq!(errors[0].source_message, 7);
     // Only identifiers the user gave: the path, not the number 250 or the name parse_config.
-    let ids: Vec<&str> =
-        recall.iter().filter(|p| p.question.contains("did the user give")).map(|p| p.answer.as_str()).collect();
-    assert_eq!(ids, ["utils.py"], "{recall:#?}");
-    let path = recall.iter().find(|p| p.answer == "utils.py").expect("the path");
-    assert_eq!(path.question, "Which path did the user give in their message 1, right after \"Port\"?");
+    // The fact is the cause line, with the error code as an alias.
+    assert_eq!(
+        errors[0].facts,
+        vec![vec!["cannot find value `MAX_RETRIES` in this scope".to_string(), "E0425".to_string()]]
+    );
+    assert_eq!(errors[0].tier, Some(Tier::Critical), "nothing ran the tests again");
+    // The user's identifiers are the task's facts: not asked again.
+    assert!(recall.iter().all(|p| !p.question.contains("did the user give")), "{recall:#?}");
+    // In a session where the request is not the only place: a later message's identifier.
+    let mut more = coding_session();
+    more.messages.push(Message::user("The log is in /var/log/build-7.txt, see there."));
+    let probes = derive(&more, &DeriveParams::default());
+    assert!(probes.iter().any(|p| p.facts.iter().flatten().any(|a| a == "/var/log/build-7.txt")), "{probes:#?}");
 }
 
 #[test]
@@ -193,26 +201,31 @@ fn weak_facts_are_dropped_and_counted() {
         assert!(is_common_word(w), "{w}");
     }
     assert!(!is_common_word("42") && !is_common_word("Q69X3R") && !is_common_word("two words"));
-    // `ZX-9` is in the system prompt; `Zebrafish` in every message; `Q69X3R` only in the request.
+    // `ZX-9` is in the system prompt; `multiply_numbers` in every message, which does not
+    // make it less the task's: repetition keeps a fact available, at-risk scoring sees it.
     let mut messages = vec![
         Message::system("Agent policy for ZX-9 devices."),
-        Message::user("About ZX-9: please cancel Q69X3R, Zebrafish."),
+        Message::user("About ZX-9: add multiply_numbers that multiplies numbers together, then cancel Q69X3R."),
     ];
     for i in 0..6 {
-        messages.push(Message::assistant(format!("Zebrafish step {i}")));
+        messages.push(Message::assistant(format!("multiply_numbers step {i}")));
     }
     let conv = Conversation::new("w", messages);
     let (probes, dropped) = derive_counted(&conv, &DeriveParams::default());
     let task = of(&probes, ProbeKind::Task);
-    assert_eq!(task[0].facts, vec![vec!["Q69X3R".to_string()]]);
-    assert!(dropped.in_system_prompt >= 1 && dropped.frequent >= 1, "{dropped:?}");
+    assert_eq!(task[0].facts, vec![vec!["multiply_numbers".to_string()], vec!["Q69X3R".to_string()]]);
+    assert_eq!(task[0].tier, Some(Tier::Critical));
+    assert!(dropped.in_system_prompt >= 1, "{dropped:?}");
     for p in &probes {
         for a in p.facts.iter().flatten() {
-            assert!(!["ZX-9", "Zebrafish"].contains(&a.as_str()), "{a}");
+            assert!(!["ZX-9", "multiplies", "together"].contains(&a.as_str()), "{a}");
         }
     }
     // Nothing left: the probe is dropped and counted.
-    let bare = Conversation::new("b", vec![Message::user("Please help."), Message::assistant("Sure.")]);
+    let bare = Conversation::new(
+        "b",
+        vec![Message::system("Policy for ZX-9."), Message::user("Please fix ZX-9."), Message::assistant("Sure.")],
+    );
     let (probes, dropped) = derive_counted(&bare, &DeriveParams::default());
     assert!(probes.is_empty());
     assert_eq!(dropped.probes, 1, "{dropped:?}");
@@ -253,12 +266,10 @@ fn state_probes_name_the_last_failing_test_and_command() {
     assert_eq!(failing_test("FAILED (errors=1)"), None);
 }
 
-/// The files changed so far: edits, writes and applied patches, newest first, each fact
-/// checked against the message that changed it; a file only read is not one of them.
+/// Work state: each changed file with the symbol its change touched (useful), a file only
+/// read is a detail.
 #[test]
-fn state_probe_lists_the_files_changed_so_far() {
-    let patch =
-        "diff --git a/src/lexer.rs b/src/lexer.rs\n--- a/src/lexer.rs\n+++ b/src/lexer.rs\n@@ -1 +1 @@\n-a\n+b\n";
+fn changed_files_name_the_symbol_the_change_touched() {
     let conv = padded(
         Conversation::new(
             "files",
@@ -271,44 +282,145 @@ fn state_probe_lists_the_files_changed_so_far() {
                     vec![call(
                         "2",
                         "Edit",
-                        json!({"file_path": "src/parser.rs", "old_string": "x", "new_string": "y"}),
+                        json!({"file_path": "src/parser.rs", "old_string": "fn next(&mut self)", "new_string": "fn next_token(&mut self) -> Option<Token>"}),
                     )],
                 ),
                 Message::tool_result("2", "Edit", "The file src/parser.rs has been updated."),
-                Message::assistant_calls("", vec![call("3", "apply_patch", json!({"input": patch}))]),
-                Message::tool_result("3", "apply_patch", "Done."),
-                Message::assistant_calls(
-                    "",
-                    vec![call(
-                        "4",
-                        "Write",
-                        json!({"file_path": "tests/empty_input.rs", "content": "#[test] fn t() {}"}),
-                    )],
-                ),
-                Message::tool_result("4", "Write", "File created."),
             ],
         ),
         16,
     );
     let probes = derive(&conv, &DeriveParams::default());
     assert_grounded(&conv, &probes);
-    let list = probes
-        .iter()
-        .find(|p| p.question.starts_with("Which files has the agent changed so far"))
-        .expect("a files-changed probe");
-    assert_eq!(list.kind, ProbeKind::Artifact);
-    assert_eq!(list.source_message, 7, "the last change");
-    let firsts: Vec<&str> = list.facts.iter().map(|f| f[0].as_str()).collect();
-    assert_eq!(firsts, ["tests/empty_input.rs", "src/lexer.rs", "src/parser.rs"]);
-    assert!(!list.answer.contains("main.rs"), "a file only read was not changed: {}", list.answer);
-    // Each changed file keeps its own artifact probe too.
-    assert!(probes
-        .iter()
-        .any(|p| p.kind == ProbeKind::Artifact && p.facts.len() == 1 && p.facts[0][0] == "src/parser.rs"));
-    // One changed file: no list (its artifact probe says it).
-    let one = Conversation::new("one", conv.messages[..5].to_vec());
-    let probes = derive(&padded(one, 16), &DeriveParams::default());
-    assert!(probes.iter().all(|p| !p.question.starts_with("Which files has the agent changed")));
+    let edit = probes.iter().find(|p| p.kind == ProbeKind::Artifact && p.source_message == 3).expect("the edit");
+    assert_eq!(edit.facts[1], vec!["next_token".to_string()]);
+    assert_eq!(edit.tier, Some(Tier::Useful));
+    let read = probes.iter().find(|p| p.kind == ProbeKind::Artifact && p.source_message == 1).expect("the read");
+    assert_eq!(read.tier, Some(Tier::Detail));
+    assert_eq!(
+        work::edit_symbol("", "func (s *Server) HandleLogin(w http.ResponseWriter) {"),
+        Some("HandleLogin".into())
+    );
+    assert_eq!(work::edit_symbol("a", "See the docs for details."), None);
+}
+
+/// A lesson: the command failed, the same command run differently worked; the fact is the
+/// fix, the answer states the cause line, not the output's first line.
+#[test]
+fn a_lesson_is_the_fix_and_the_cause() {
+    let conv = padded(
+        Conversation::new(
+            "lesson",
+            vec![
+                Message::user("Commit the plan in docs/plans/plan.md."),
+                Message::assistant_calls("", vec![call("1", "Bash", json!({"command": "git add docs/plans/plan.md"}))]),
+                Message::tool_result(
+                    "1",
+                    "Bash",
+                    "Exit code 1\nOn branch main\nThe following paths are ignored by one of your .gitignore files:\ndocs/plans\nhint: Use -f if you really want to add them.",
+                )
+                .with_error(),
+                Message::assistant_calls("", vec![call("2", "Bash", json!({"command": "git add -f docs/plans/plan.md"}))]),
+                Message::tool_result("2", "Bash", "Done."),
+            ],
+        ),
+        12,
+    );
+    let probes = derive(&conv, &DeriveParams::default());
+    assert_grounded(&conv, &probes);
+    let lesson = probes.iter().find(|p| p.id.starts_with("derived-lesson")).expect("a lesson");
+    assert_eq!(lesson.source_message, 3);
+    assert_eq!(lesson.tier, Some(Tier::Useful));
+    assert_eq!(lesson.facts[0], vec!["git add -f".to_string()]);
+    assert!(lesson.answer.contains("ignored by one of your .gitignore files"), "{}", lesson.answer);
+    // The failure is resolved: its state probe, if any, is a detail.
+    for p in probes.iter().filter(|p| p.question.starts_with("Why did the last command")) {
+        assert_eq!(p.tier, Some(Tier::Detail));
+    }
+    assert_eq!(
+        work::cause_facts("fatal: not a git repository (or any of the parent directories): .git"),
+        [vec!["fatal: not a git repository (or any of the parent directories): .git".to_string()]]
+    );
+    assert!(facts::is_code_fragment("error[E0425]:") && facts::is_code_fragment("min(a, b)"));
+    assert!(!facts::is_code_fragment("(or any of them)") && !facts::is_code_fragment("FLAG{d0n3}"));
+    assert_eq!(
+        work::cause_line("Exit code 1\nOn branch master\nnothing to commit, working tree clean").as_deref(),
+        Some("nothing to commit, working tree clean")
+    );
+}
+
+/// A user's confirmation asks for what was proposed in the message it answers.
+#[test]
+fn a_confirmation_asks_for_what_the_user_approved() {
+    let conv = Conversation::new(
+        "choice",
+        vec![
+            Message::user("I want to fly from New York to Seattle on May 20th."),
+            Message::assistant("I found flight HAT136 at 305 dollars, departing 2024-05-20. Shall I book it?"),
+            Message::user("Yes, please book it."),
+            Message::assistant("Booked."),
+        ],
+    );
+    let probes = derive(&conv, &DeriveParams::default());
+    assert_grounded(&conv, &probes);
+    let choice = probes.iter().find(|p| p.id.starts_with("derived-choice")).expect("a choice");
+    assert_eq!(choice.kind, ProbeKind::Decision);
+    assert_eq!(choice.tier, Some(Tier::Critical));
+    assert_eq!(choice.source_message, 1);
+    assert!(choice.facts.contains(&vec!["HAT136".to_string()]), "{:?}", choice.facts);
+}
+
+/// Fact hygiene over every fixture: no lone plain word, no code fragment, every probe with a
+/// tier, and one fact tested by one probe.
+#[test]
+fn derived_facts_keep_to_the_rules() {
+    for conv in [coding_session(), coding_session_core()] {
+        let probes = derive(&conv, &DeriveParams::default());
+        let mut seen = HashSet::new();
+        for p in &probes {
+            assert!(p.tier.is_some(), "{}", p.id);
+            for f in &p.facts {
+                assert!(facts::allowed(&f[0]), "{}: {:?} is {:?}", p.id, f[0], facts::fact_type(&f[0]));
+                for a in f {
+                    assert!(seen.insert(normalize(a)), "{}: {a} is tested twice", p.id);
+                }
+            }
+        }
+    }
+}
+
+/// The audit counts and flags what passes the limits.
+#[test]
+fn the_audit_flags_plain_words_code_and_long_conversations_without_a_task() {
+    let mut conv = padded(Conversation::new("long", vec![Message::user("Hello"), Message::assistant("Hi")]), 24);
+    conv.source = "import/x".into();
+    let probe = |id: &str, kind, facts: &[&str]| Probe {
+        id: id.into(),
+        kind,
+        question: "?".into(),
+        answer: "!".into(),
+        facts: facts.iter().map(|f| vec![f.to_string()]).collect(),
+        source_message: 0,
+        asked_at: None,
+        tier: None,
+    };
+    conv.probes = vec![
+        probe("a", ProbeKind::Recall, &["together", "error ->"]),
+        probe("b", ProbeKind::Recall, &["HAT136"]),
+        probe("c", ProbeKind::Artifact, &["HAT136"]),
+    ];
+    let mut audit = audit::Audit::default();
+    audit.add(&conv);
+    let a = &audit.sources["import/x"];
+    assert_eq!((a.probes, a.facts), (3, 4));
+    assert_eq!(a.fact_types["plain_word"], 1);
+    assert_eq!(a.fact_types["code_fragment"], 1);
+    assert_eq!(a.by_tier["useful"], 3);
+    assert_eq!(a.duplicates.len(), 1);
+    assert_eq!(a.long_without_task, vec!["long".to_string()]);
+    let v = audit.violations();
+    assert_eq!(v.len(), 4, "{v:?}");
+    assert!(audit.render().contains("import/x: 1 conversations, 3 probes, 4 facts"));
 }
 
 #[test]
@@ -316,17 +428,12 @@ fn continuation_is_the_last_request_and_the_pending_todos() {
     let conv = coding_session();
     let probes = derive(&conv, &DeriveParams::default());
     let cont = of(&probes, ProbeKind::Continuation);
-    assert_eq!(cont.len(), 2);
-    assert_eq!(cont[0].source_message, 11, "the recorded summary at 10 is never a source");
-    assert_eq!(cont[0].facts, vec![vec!["--all-targets".to_string()]]);
-    assert_eq!(cont[1].source_message, 8);
-    assert_eq!(
-        cont[1].facts,
-        vec![
-            vec!["Add MAX_RETRIES constant".to_string(), "MAX_RETRIES".to_string()],
-            vec!["Delete utils.py".to_string(), "utils.py".to_string()],
-        ]
-    );
+    // The last request is a task probe of its own (it carries `--all-targets`): the pending
+    // todos remain, each item a phrase; their identifiers are the task's facts already.
+    assert_eq!(cont.len(), 1);
+    assert_eq!(cont[0].source_message, 8);
+    assert_eq!(cont[0].facts, vec![vec!["Add MAX_RETRIES constant".to_string()], vec!["Delete utils.py".to_string()]]);
+    assert_eq!(cont[0].tier, Some(Tier::Critical));
     assert!(probes.iter().all(|p| p.source_message != 10));
 }
 
@@ -336,7 +443,7 @@ fn gold_actions_are_sourced_at_the_matching_call() {
         "t",
         vec![
             Message::system("# Airline policy"),
-            Message::user("Cancel reservation Q69X3R please, my id is mia_li_3668."),
+            Message::user("Cancel my last reservation please, my id is mia_li_3668."),
             Message::assistant_calls(
                 "",
                 vec![call("a", "get_reservation_details", json!({"reservation_id": "Q69X3R"}))],
@@ -376,7 +483,7 @@ fn a_submitted_patch_gives_one_probe_per_changed_file() {
     let conv = Conversation::new(
         "s",
         vec![
-            Message::user("Fix SIZE in widgets/core.py"),
+            Message::user("Fix SIZE in the widgets module"),
             Message::assistant_calls(
                 "",
                 vec![call("1", "bash", json!({"command": "sed -i 's/0/1/' widgets/core.py"}))],
@@ -416,20 +523,11 @@ fn bounds_are_kept_and_selection_spreads_over_the_conversation() {
         messages.push(Message::tool_result(&id, "Write", "ok"));
     }
     let conv = Conversation::new("b", messages);
-    // Four artifact probes: the list of files changed so far (the newest four), then three
-    // files spread over the conversation.
+    // Four artifact probes: files spread over the conversation.
     let params = DeriveParams { max_artifact: 4, ..DeriveParams::default() };
     let probes = derive(&conv, &params);
     let answers: Vec<&str> = of(&probes, ProbeKind::Artifact).iter().map(|p| p.answer.as_str()).collect();
-    assert_eq!(
-        answers,
-        [
-            "out/report_19.txt, out/report_18.txt, out/report_17.txt, out/report_16.txt",
-            "out/report_0.txt",
-            "out/report_10.txt",
-            "out/report_19.txt"
-        ]
-    );
+    assert_eq!(answers, ["out/report_0.txt", "out/report_6.txt", "out/report_13.txt", "out/report_19.txt"]);
     let none = DeriveParams { max_artifact: 0, max_task: 0, ..DeriveParams::default() };
     assert!(derive(&conv, &none).iter().all(|p| p.kind != ProbeKind::Artifact && p.kind != ProbeKind::Task));
     assert_eq!(spread(vec![1, 2, 3, 4, 5], 2), vec![1, 5]);
@@ -447,6 +545,7 @@ fn replacing_derived_probes_keeps_the_others_and_is_deterministic() {
         facts: vec![vec!["Rust".into()]],
         source_message: 1,
         asked_at: None,
+        tier: None,
     });
     let first = replace_derived(&mut conv, &DeriveParams::default());
     let once = conv.probes.clone();
@@ -462,8 +561,12 @@ fn replacing_derived_probes_keeps_the_others_and_is_deterministic() {
 #[test]
 fn terms_and_error_lines() {
     assert_eq!(
-        key_terms("Hi! I'm looking to book a flight from New York to Seattle on May 20th.", 3),
-        ["York", "Seattle", "20th"]
+        work::request_facts("Hi! I'm looking to book a flight from New York to Seattle on May 20th.", 3),
+        [vec!["New York".to_string()], vec!["Seattle".to_string()], vec!["May 20th".to_string()]]
+    );
+    assert_eq!(
+        work::request_facts("Add a function called multiply_numbers that multiplies two numbers together.", 4),
+        [vec!["multiply_numbers".to_string()]]
     );
     assert_eq!(term_score("e.g", false), 0);
     assert_eq!(term_score("config.yaml", false), 3);
@@ -522,8 +625,8 @@ fn each_kind_is_bounded_over_all_families() {
             assert!(n <= params.max_of(kind), "max_artifact {max_artifact}: {n} {kind:?} probes");
         }
         let artifacts = of(&probes, ProbeKind::Artifact);
-        // Ten files, and the list of files changed so far.
-        assert_eq!(artifacts.len(), max_artifact.min(11), "max_artifact {max_artifact}");
+        // Ten files.
+        assert_eq!(artifacts.len(), max_artifact.min(10), "max_artifact {max_artifact}");
         // The gold family comes first: the patched files take the room before the notes.
         let gold = artifacts.iter().filter(|p| p.id.starts_with("derived-gold")).count();
         assert_eq!(gold, max_artifact.min(5), "max_artifact {max_artifact}");

@@ -182,6 +182,7 @@ impl Builder {
             facts: q.facts,
             source_message: source,
             asked_at: None,
+            tier: None,
         });
         id
     }

@@ -41,6 +41,7 @@ fn metrics(retention: f64, summary: &str, lost: bool) -> PairMetrics {
         probes: vec![ProbeScore {
             probe_id: HOSTILE.into(),
             kind: ProbeKind::Recall,
+            tier: None,
             asked_at: 8,
             checkpoint: 100,
             at_risk: true,
@@ -297,6 +298,7 @@ fn fact_aliases_come_from_the_datasets_when_known() {
         facts: vec![vec!["alpha".into()], vec!["8080".into(), "port <8080>".into()]],
         source_message: 0,
         asked_at: None,
+        tier: None,
     }];
     let texts = ProbeTexts::from_conversations([("evil.jsonl", &conversation)]);
     let html = render(&data, &texts);

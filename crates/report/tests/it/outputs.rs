@@ -49,6 +49,7 @@ impl Judge for KeptJudge {
         ProbeScore {
             probe_id: probe.id.clone(),
             kind: probe.kind,
+            tier: Some(probe.tier()),
             asked_at: ctx.len(),
             checkpoint: 100,
             at_risk: retained < facts.len(),
@@ -140,6 +141,7 @@ fn conversation(id: &str, turns: usize) -> Conversation {
             facts: vec![vec![format!("fact-{id}-{i}")], vec![format!("fact-{id}-{}", turns - 1)]],
             source_message: 2 * i + 1,
             asked_at: None,
+            tier: None,
         })
         .collect();
     c
@@ -227,12 +229,13 @@ fn headers_are_pinned() {
          summary_cost_usd_mean,dataset,completion_rate,compacted_conversations,retention_if_sent_mean,\
          paired_at_risk_retention,paired_at_risk_probes,estimate_error_p50,estimate_error_p95,\
          applicable,inapplicable_reason,latest_user_message_dropped,fabricated_directives,post_compaction_growth,\
-         median_calls_between_compactions"
+         median_calls_between_compactions,\
+         retention_critical,retention_useful,retention_detail,probes_critical,probes_useful,probes_detail"
     );
     assert_eq!(
         PROBES_HEADER.join(","),
         "conversation_id,dataset,config_id,strategy,window,probe_id,kind,asked_at,checkpoint,at_risk,score,facts_retained,\
-         facts_total,found_in,judge,score_spread,scored_repeats,evidence"
+         facts_total,found_in,judge,score_spread,scored_repeats,evidence,tier"
     );
     assert_eq!(
         COMPACTIONS_HEADER.join(","),

@@ -541,6 +541,7 @@ impl LlmJudge {
         ProbeScore {
             probe_id: probe.id.clone(),
             kind: probe.kind,
+            tier: Some(probe.tier()),
             asked_at: probe.asked_at.unwrap_or(n).min(n),
             checkpoint: 100,
             at_risk: !ctx.entries().iter().any(|e| e.origin().verbatim_index() == Some(probe.source_message)),
@@ -579,6 +580,7 @@ mod tests {
             facts: vec![vec!["src/parse/grammar.rs".into(), "grammar.rs".into()]],
             source_message: 2,
             asked_at: None,
+            tier: None,
         }
     }
 

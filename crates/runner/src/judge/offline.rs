@@ -45,6 +45,7 @@
 //!     facts: vec![vec!["src/parser.rs".into()], vec!["lexer.rs".into()]],
 //!     source_message: 0,
 //!     asked_at: None,
+//!     tier: None,
 //! };
 //! let conversation = Conversation::new("c", ctx.to_messages());
 //! let score = OfflineJudge.score(&conversation, &ctx, &probe);
@@ -219,6 +220,7 @@ impl OfflineJudge {
         ProbeScore {
             probe_id: probe.id.clone(),
             kind: probe.kind,
+            tier: Some(probe.tier()),
             asked_at: probe.asked_at.unwrap_or(conversation.messages.len()).min(conversation.messages.len()),
             checkpoint: 100,
             at_risk: !rendered.is_verbatim(probe.source_message),
@@ -261,6 +263,7 @@ mod tests {
             facts: facts.iter().map(|f| f.iter().map(|a| a.to_string()).collect()).collect(),
             source_message: source,
             asked_at: None,
+            tier: None,
         }
     }
 

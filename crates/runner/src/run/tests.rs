@@ -39,6 +39,7 @@ impl Judge for TestJudge {
         ProbeScore {
             probe_id: probe.id.clone(),
             kind: probe.kind,
+            tier: Some(probe.tier()),
             asked_at: ctx.len(),
             checkpoint: 100,
             at_risk: !found,
@@ -102,6 +103,7 @@ fn conversation(id: &str, turns: usize, window: Option<u64>) -> Conversation {
             facts: vec![vec![format!("token-{id}-0")]],
             source_message: 1,
             asked_at: None,
+            tier: None,
         },
         Probe {
             id: "p-late".into(),
@@ -111,6 +113,7 @@ fn conversation(id: &str, turns: usize, window: Option<u64>) -> Conversation {
             facts: vec![vec![format!("token-{id}-{}", turns - 1)]],
             source_message: 2 * turns - 1,
             asked_at: None,
+            tier: None,
         },
     ];
     c

@@ -1,8 +1,8 @@
 //! Every conversation file of the shared corpora imports: each file's format is sniffed, the
 //! repairs are counted, `validate` is clean on the output, derived probes exist for at least
 //! 90% of the conversations that use tools, and every derived fact discriminates (no common
-//! word, nothing from the system prompt or from a quarter of the messages; decisions only from
-//! gold actions). Every data file of the folder (walked independently of the
+//! word, nothing from the system prompt, no lone plain word or code fragment, one alias in one
+//! probe; gold decisions only from gold actions). Every data file of the folder (walked independently of the
 //! importer) is imported, each corpus gives the conversation count its SOURCE.md states, and
 //! the Claude Code sessions keep their subagents, compaction side-calls (when asked to) and
 //! recorded compactions. Skipped, with the reason printed, when the corpora folder is absent.
@@ -129,25 +129,45 @@ fn every_corpus_file_imports_and_validates() {
     assert!(without * 10 <= tool_using, "{without} of {tool_using} tool-using conversations have no probe");
 }
 
-/// No fact of a derived probe is a common word, or occurs in the system prompt or in a quarter
-/// of the conversation's messages (at least two); every decision probe is sourced at a call
-/// of its gold action's tool. Checked here from the messages, independently of the derivation.
+/// No fact of a derived probe is a common word, occurs in the system prompt, or is a lone
+/// plain word or a code fragment; every probe has a tier; a gold probe's decision is sourced
+/// at a call of its gold action's tool; one alias is tested by one probe. Checked here from
+/// the messages, independently of the derivation.
 fn assert_discriminating(conv: &compaction::Conversation, probes: &[compaction::Probe]) {
+    use dataset::probes::facts::{fact_type, FactType};
     let rendered: Vec<String> = conv.messages.iter().map(|m| normalize(&render_message(m))).collect();
     let system: Vec<&String> =
         conv.messages.iter().zip(&rendered).filter(|(m, _)| m.role == compaction::Role::System).map(|x| x.1).collect();
-    let quarter = ((conv.messages.len() as f64 * 0.25).ceil() as usize).max(2);
+    let mut tested = BTreeSet::new();
     for p in probes {
+        assert!(p.tier.is_some(), "{} {}: no tier", conv.id, p.id);
+        let mut mine = BTreeSet::new();
         for alias in p.facts.iter().flatten() {
             let a = normalize(alias);
             assert!(!is_common_word(alias), "{} {}: {alias:?} is a common word", conv.id, p.id);
             assert!(!system.iter().any(|s| occurs(s, &a)), "{} {}: {alias:?} is in the system prompt", conv.id, p.id);
-            let n = rendered.iter().filter(|r| occurs(r, &a)).count();
-            assert!(n < quarter, "{} {}: {alias:?} is in {n} of {} messages", conv.id, p.id, rendered.len());
+            mine.insert(a);
         }
-        if p.kind == ProbeKind::Decision {
-            let gold =
-                conv.meta.get("gold_actions").and_then(|g| g.as_array()).expect("decisions come from gold actions");
+        for a in mine {
+            assert!(!tested.contains(&a), "{} {}: {a:?} is tested by two probes", conv.id, p.id);
+            tested.insert(a);
+        }
+        for f in &p.facts {
+            let t = fact_type(&f[0]);
+            assert!(
+                t != FactType::PlainWord && t != FactType::CodeFragment,
+                "{} {}: {:?} is {t:?}",
+                conv.id,
+                p.id,
+                f[0]
+            );
+        }
+        if p.id.starts_with("derived-gold") && p.kind == ProbeKind::Decision {
+            let gold = conv
+                .meta
+                .get("gold_actions")
+                .and_then(|g| g.as_array())
+                .expect("gold decisions come from gold actions");
             let calls = &conv.messages[p.source_message].tool_calls;
             assert!(
                 calls.iter().any(|c| gold.iter().any(|g| g["name"] == c.name.as_str())),

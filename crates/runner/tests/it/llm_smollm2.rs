@@ -104,6 +104,7 @@ fn smollm2_judges_and_replays_from_the_cache() {
         facts: vec![vec!["src/csv/reader.rs".into()]],
         source_message: 2,
         asked_at: None,
+        tier: None,
     };
     let conversation = Conversation::new("c", ctx().to_messages());
     let warm = Arc::new(ResponseCache::new(&dir, CacheMode::Use));

@@ -54,6 +54,7 @@ fn session() -> Conversation {
         facts: vec![vec!["OPS-4711".into()], vec!["8443".into()]],
         source_message: 0,
         asked_at: None,
+        tier: None,
     };
     let mut conv = Conversation::new("s", messages);
     conv.probes.push(probe);

@@ -634,6 +634,7 @@ fn probe(id: &str, facts: Vec<Vec<&str>>, source: usize, asked_at: Option<usize>
         facts: facts.into_iter().map(|f| f.into_iter().map(String::from).collect()).collect(),
         source_message: source,
         asked_at,
+        tier: None,
     }
 }
 

@@ -93,6 +93,7 @@ pub fn conversation(id: &str) -> Conversation {
             facts: vec![vec!["login page".into()], vec!["8443".into()]],
             source_message: 1,
             asked_at: None,
+            tier: None,
         },
         Probe {
             id: "early-identifier".into(),
@@ -102,6 +103,7 @@ pub fn conversation(id: &str) -> Conversation {
             facts: vec![vec!["ident-1-ok".into(), format!("ident-1-ok {}", hostile(91))]],
             source_message: 8,
             asked_at: None,
+            tier: None,
         },
         Probe {
             id: format!("artifact-{}", hostile(92)),
@@ -111,6 +113,7 @@ pub fn conversation(id: &str) -> Conversation {
             facts: vec![vec!["src/page_1.html".into()]],
             source_message: 6,
             asked_at: None,
+            tier: None,
         },
     ];
     c

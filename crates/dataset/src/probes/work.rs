@@ -1,0 +1,588 @@
+//! The families that probe what an agent needs to go on: the facts of a request, the user's
+//! choices, the lessons (an error and its fix), the agent's decisions and its next step.
+
+use compaction::{ProbeKind, Role, Tier};
+
+use super::facts::{self, is_month, FactType};
+use super::{clip, clip_words, command_of, is_common_word, request_text, term_score, tokens, Candidate, Deriver};
+
+/// Capitalized words that never open a named entity.
+const DETERMINERS: [&str; 16] = [
+    "the", "a", "an", "my", "our", "your", "this", "that", "these", "those", "i", "hi", "hello", "hey", "please",
+    "thanks",
+];
+
+/// Words that open a user's confirmation or choice.
+const CONFIRMS: [&str; 18] = [
+    "yes",
+    "yeah",
+    "yep",
+    "sure",
+    "ok",
+    "okay",
+    "confirm",
+    "confirmed",
+    "correct",
+    "proceed",
+    "go ahead",
+    "sounds good",
+    "please do",
+    "that works",
+    "approved",
+    "lgtm",
+    "do it",
+    "i'll go with",
+];
+
+/// Phrases that state a decision and its reason.
+const DECISIONS: [&str; 9] = [
+    "instead of",
+    "rather than",
+    "decided to",
+    "i chose",
+    "we chose",
+    "going with",
+    "the root cause",
+    "the fix is",
+    "so that",
+];
+
+/// Phrases that state the agent's own next step.
+const NEXT: [&str; 8] =
+    ["next step", "next, i", "i'll ", "i will ", "let me ", "we'll ", "still need to", "remaining:"];
+
+/// Lines that state a failure's cause.
+const CAUSES: [&str; 22] = [
+    "nothing to commit",
+    "not found",
+    "no such",
+    "cannot",
+    "can't",
+    "could not",
+    "couldn't",
+    "unable to",
+    "denied",
+    "invalid",
+    "missing",
+    "unknown",
+    "unexpected",
+    "expected",
+    "refused",
+    "timed out",
+    "exceeded",
+    "conflict",
+    "undefined",
+    "not allowed",
+    "ignored by",
+    "does not",
+];
+
+/// The facts of a request, best first, at most `max`: identifiers (ids, paths, symbols,
+/// numbers with units), quoted values, dates, then named entities (several capitalized
+/// words together, or one capitalized word inside a sentence). Never a lone plain word or a
+/// code fragment.
+pub(super) fn request_facts(text: &str, max: usize) -> Vec<Vec<String>> {
+    let raw: Vec<&str> = text.split_whitespace().collect();
+    // (rank, position, fact)
+    let mut found: Vec<(u8, usize, String)> = Vec::new();
+    let toks = tokens(text);
+    for (k, (pos, token, _)) in toks.iter().enumerate() {
+        let start = *pos == 0 || raw.get(pos - 1).is_some_and(|w| w.ends_with(['.', '!', '?', ':']));
+        let score = term_score(token, start);
+        if score == 3 && facts::allowed(token) {
+            found.push((0, *pos, token.clone()));
+        }
+        // A month and its day.
+        if is_month(token) {
+            if let Some((p, next, _)) = toks.get(k + 1).filter(|(p, _, _)| *p == pos + 1) {
+                let date = format!("{token} {next}");
+                if facts::fact_type(&date) == FactType::Date {
+                    found.push((0, *p - 1, date));
+                }
+            }
+        }
+        // Capitalized words together (`New York`), or one inside a sentence; a determiner
+        // does not open an entity.
+        let capital = |t: &str| {
+            t.chars().next().is_some_and(char::is_uppercase)
+                && t.chars().all(char::is_alphabetic)
+                && !is_month(t)
+                && !DETERMINERS.contains(&t.to_lowercase().as_str())
+        };
+        let joined = raw.get(*pos).is_some_and(|w| !w.ends_with([',', '.', ';', ':', '!', '?']));
+        if capital(token) && !(k > 0 && capital(&toks[k - 1].1) && toks[k - 1].0 + 1 == *pos) {
+            let mut words = vec![token.clone()];
+            let mut last_joined = joined;
+            let mut j = k + 1;
+            while let Some((p, t, _)) = toks.get(j) {
+                if *p != pos + words.len() || !capital(t) || !last_joined {
+                    break;
+                }
+                last_joined = raw.get(*p).is_some_and(|w| !w.ends_with([',', '.', ';', ':', '!', '?']));
+                words.push(t.clone());
+                j += 1;
+            }
+            let entity = words.join(" ");
+            let single = words.len() == 1 && !start && token.chars().count() >= 4 && !is_common_word(token);
+            // A run of short capitals (`AM EST`) is units or codes, not a name.
+            let several = words.len() > 1
+                && words.iter().any(|w| !is_common_word(w))
+                && words.iter().any(|w| w.chars().count() > 3);
+            if (single || several) && facts::allowed(&entity) {
+                found.push((2, *pos, entity));
+            }
+        }
+    }
+    for q in quoted(text) {
+        if facts::allowed(&q) && facts::fact_type(&q) != FactType::Digits {
+            found.push((1, text.find(&q).map_or(usize::MAX, |at| text[..at].split_whitespace().count()), q));
+        }
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+    let mut out: Vec<(usize, String)> = Vec::new();
+    for (_, pos, f) in found {
+        let lower = f.to_lowercase();
+        // One fact once: a value inside a longer one already taken (or the reverse) is the same.
+        if out.iter().any(|(_, o)| {
+            let o = o.to_lowercase();
+            o.contains(&lower) || lower.contains(&o)
+        }) {
+            continue;
+        }
+        out.push((pos, f));
+        if out.len() == max {
+            break;
+        }
+    }
+    out.sort_by_key(|o| o.0);
+    out.into_iter().map(|(_, f)| vec![f]).collect()
+}
+
+/// Words that open a request without saying what it is.
+const FILLERS: [&str; 22] = [
+    "hi", "hello", "hey", "there", "please", "can", "could", "would", "you", "let's", "lets", "i'd", "i", "we", "like",
+    "to", "need", "want", "now", "ok", "okay", "so",
+];
+
+/// The key phrase of a request without identifiers: its first sentence of two words or more
+/// once the opening fillers (`Hi! Can you`, `I'd like to`) are left out, at most eight words,
+/// up to its first clause break.
+pub(super) fn key_phrase(text: &str) -> Option<String> {
+    for sentence in text.split(['.', '!', '?', '\n', ';']) {
+        let words: Vec<&str> = sentence
+            .split_whitespace()
+            .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'' && c != '-' && c != '_'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        let start = words
+            .iter()
+            .position(|w| !FILLERS.contains(&w.to_lowercase().replace('’', "'").as_str()))
+            .unwrap_or(words.len());
+        let mut kept: Vec<&str> = words[start..].iter().take(8).copied().collect();
+        // Up to the first clause break.
+        if let Some(at) = sentence.find(',') {
+            let before = sentence[..at].split_whitespace().count().saturating_sub(start);
+            if before >= 3 {
+                kept.truncate(before);
+            }
+        }
+        let phrase = kept.join(" ");
+        if kept.len() >= 2 && facts::allowed(&phrase) {
+            return Some(phrase);
+        }
+    }
+    None
+}
+
+/// Quoted values of `text` (`"..."`, `“...”`, `` `...` ``) of one to eight words.
+fn quoted(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (open, close) in [('"', '"'), ('“', '”'), ('`', '`')] {
+        let mut rest = text;
+        while let Some(a) = rest.find(open) {
+            let after = &rest[a + open.len_utf8()..];
+            let Some(b) = after.find(close) else { break };
+            let inner = after[..b].trim();
+            let words = inner.split_whitespace().count();
+            if (1..=8).contains(&words) && inner.chars().count() <= 80 && !inner.contains('\n') {
+                out.push(inner.to_string());
+            }
+            rest = &after[b + close.len_utf8()..];
+        }
+    }
+    out
+}
+
+/// True when `fact` is an identifier, a date or a quoted value (not a named entity): what a
+/// later request must carry to be a task of its own.
+pub(super) fn is_strong(fact: &str) -> bool {
+    matches!(facts::fact_type(fact), FactType::Identifier | FactType::Date | FactType::Digits | FactType::Phrase)
+}
+
+/// The fact of a failure's cause line: the line itself without code tokens (clipped to whole
+/// words), with its identifiers as further aliases; none when nothing of it may be a fact.
+pub(super) fn cause_facts(line: &str) -> Vec<Vec<String>> {
+    let mut aliases: Vec<String> = Vec::new();
+    // The line from its first prose token up to the next code token (`error[E0425]:` opens
+    // it, `***` is punctuation the judge does not read).
+    let code = |w: &&str| facts::is_code_fragment(w.trim_matches(|c: char| "(),:.'\"`".contains(c)));
+    let words: Vec<&str> = line
+        .split_whitespace()
+        .filter(|w| !crate::text::normalize(w).is_empty())
+        .skip_while(code)
+        .take_while(|w| !code(w))
+        .collect();
+    let phrase = clip_words(&words.join(" "), 80);
+    if phrase.split_whitespace().count() > 1 && facts::allowed(&phrase) {
+        aliases.push(phrase);
+    }
+    for (_, t, _) in tokens(line) {
+        // Identifiers, also those inside code (`error[E0425]:` holds `E0425`).
+        for part in t.split(['[', ']', '(', ')', '{', '}', '`']) {
+            let part = part.trim_matches(|c: char| ":;,.'\"".contains(c));
+            if aliases.len() < 3
+                && term_score(part, false) == 3
+                && facts::allowed(part)
+                && !aliases.iter().any(|a| a == part)
+            {
+                aliases.push(part.to_string());
+            }
+        }
+    }
+    if aliases.is_empty() {
+        Vec::new()
+    } else {
+        vec![aliases]
+    }
+}
+
+/// The line of an output that states its failure's cause: the last line with a cause phrase
+/// (`nothing to commit`, `not found`, `denied`, ...), if any.
+pub(super) fn cause_line(output: &str) -> Option<String> {
+    output
+        .lines()
+        .rev()
+        .map(str::trim)
+        .filter(|l| l.split_whitespace().count() >= 2 && l.len() <= 300)
+        .find(|l| {
+            let lower = l.to_lowercase();
+            CAUSES.iter().any(|c| lower.contains(c))
+        })
+        .map(str::to_string)
+}
+
+/// Keywords that open a definition, in the languages agents edit most.
+const DEFINES: [&str; 14] = [
+    "fn",
+    "func",
+    "def",
+    "class",
+    "struct",
+    "type",
+    "interface",
+    "function",
+    "enum",
+    "trait",
+    "impl",
+    "const",
+    "let",
+    "var",
+];
+
+/// The symbol a change defines or touches: the name after the first definition keyword of its
+/// new text, else the first identifier of the new text that the old text lacks.
+pub(super) fn edit_symbol(old: &str, new: &str) -> Option<String> {
+    let symbol = |t: &str| {
+        let name: String = t.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        (name.chars().count() >= 4 && facts::allowed(&name) && !is_common_word(&name)).then_some(name)
+    };
+    for line in new.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        for (k, w) in words.iter().enumerate() {
+            if !DEFINES.contains(w) {
+                continue;
+            }
+            // Go's receiver: `func (r *T) Name(`.
+            let mut rest = words[k + 1..].iter();
+            let mut next = rest.next();
+            if next.is_some_and(|n| n.starts_with('(')) {
+                next = rest.find(|n| n.ends_with(')'));
+                next = next.and_then(|_| rest.next());
+            }
+            if let Some(s) = next.and_then(|n| symbol(n.trim_start_matches(['*', '&']))) {
+                return Some(s);
+            }
+        }
+    }
+    // Else a code name (`snake_case`, `camelCase`) the change brings in.
+    let code_name = |t: &str| {
+        t.contains('_')
+            || (t.chars().skip(1).any(char::is_uppercase) && t.chars().next().is_some_and(char::is_lowercase))
+    };
+    tokens(new)
+        .into_iter()
+        .map(|(_, t, _)| t)
+        .filter(|t| code_name(t) && t.chars().count() >= 6 && !old.contains(t.as_str()))
+        .find_map(|t| symbol(&t).filter(|s| *s == t))
+}
+
+/// The program of a shell command: its first word after any `cd DIR &&`.
+fn program(cmd: &str) -> Vec<String> {
+    let first = cmd.lines().next().unwrap_or_default();
+    let part = first.split("&&").map(str::trim).find(|p| !p.starts_with("cd ")).unwrap_or(first);
+    part.split_whitespace().take(2).map(str::to_string).collect()
+}
+
+impl Deriver<'_> {
+    /// True when a command run after message `i` by the same program (and subcommand)
+    /// succeeded: the failure at `i` is resolved.
+    pub(super) fn succeeded_later(&self, i: usize, cmd: &str) -> bool {
+        self.fixed_by(i, cmd, usize::MAX).is_some()
+    }
+
+    /// The first later call (within `within` messages) of the same program as `cmd` whose
+    /// result did not fail: (message of the call, its command).
+    fn fixed_by(&self, i: usize, cmd: &str, within: usize) -> Option<(usize, String)> {
+        let prog = program(cmd);
+        let results: std::collections::HashMap<&str, &compaction::Message> = self
+            .conv
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .filter_map(|m| m.tool_call_id.as_deref().map(|id| (id, m)))
+            .collect();
+        let end = self.conv.messages.len().min(i.saturating_add(within));
+        for j in i + 1..end {
+            for call in &self.msg(j).tool_calls {
+                let Some(c) = command_of(&call.arguments) else { continue };
+                if program(&c) != prog {
+                    continue;
+                }
+                let Some(result) = results.get(call.id.as_str()) else { continue };
+                let failed = result.is_error
+                    || result.content.contains("Exit code")
+                    || super::error_line(&result.content, false, false).is_some();
+                if !failed {
+                    return Some((j, c));
+                }
+            }
+        }
+        None
+    }
+
+    /// Lessons: a command that failed, then the same program run differently that worked.
+    /// The facts are what changed (`git add -f`, a new flag or identifier), the answer names
+    /// the line that states the cause; the source is the call that worked.
+    pub(super) fn lessons(&self) -> Vec<Candidate> {
+        let calls = self.calls();
+        let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (i, m) in self.conv.messages.iter().enumerate() {
+            if !self.usable[i] || m.role != Role::Tool {
+                continue;
+            }
+            let Some((_, args)) = m.tool_call_id.as_deref().and_then(|id| calls.get(id)) else { continue };
+            let Some(cmd) = command_of(args) else { continue };
+            let failed = m.is_error || m.content.contains("Exit code");
+            if !failed {
+                continue;
+            }
+            let Some((j, fixed)) = self.fixed_by(i, &cmd, 12) else { continue };
+            let before: Vec<&str> = cmd.lines().next().unwrap_or_default().split_whitespace().collect();
+            let after_line = fixed.lines().next().unwrap_or_default();
+            let after: Vec<&str> = after_line.split_whitespace().collect();
+            let new: Vec<&str> = after.iter().filter(|w| !before.contains(w)).copied().collect();
+            let gone = before.iter().filter(|w| !after.contains(w)).count();
+            // The same command run differently, not another command.
+            if new.is_empty() || new.len() > 3 || gone > 2 {
+                continue;
+            }
+            let mut facts: Vec<Vec<String>> = Vec::new();
+            // The fix: the new flags with the program, or the new identifiers.
+            let flags: Vec<&str> = new.iter().filter(|w| w.starts_with('-') && w.len() >= 2).copied().collect();
+            if !flags.is_empty() {
+                let upto = after.iter().rposition(|w| flags.contains(w)).unwrap_or(0);
+                let fix = after[..=upto].join(" ");
+                if fix.split_whitespace().count() <= 6 && facts::allowed(&fix) {
+                    facts.push(vec![fix]);
+                }
+            }
+            for w in new.iter().filter(|w| !w.starts_with('-') && term_score(w, false) == 3 && facts::allowed(w)) {
+                if facts.len() < 2 {
+                    facts.push(vec![w.to_string()]);
+                }
+            }
+            if facts.is_empty() || !seen.insert(facts[0][0].to_lowercase()) {
+                continue;
+            }
+            // The cause is in the answer; the facts are what the fix call holds.
+            let cause = cause_line(&m.content).or_else(|| super::error_line(&m.content, true, false));
+            out.push(Candidate {
+                kind: ProbeKind::Recall,
+                question: format!(
+                    "`{}` failed; what was the cause, and how did the agent make it work?",
+                    clip(cmd.lines().next().unwrap_or_default(), 60)
+                ),
+                answer: format!("{}; then `{}` worked", cause.unwrap_or_default(), clip(after_line, 120)),
+                facts,
+                source: j,
+                secondary: false,
+                fact_sources: Vec::new(),
+                tier: Tier::Useful,
+            });
+        }
+        out
+    }
+
+    /// The user's choices and confirmations: a short reply that approves or picks ("yes",
+    /// "I'll go with the first option") asks for the identifiers of the assistant message it
+    /// answers. Critical: they are decisions the agent must not take again.
+    pub(super) fn choices(&self) -> Vec<Candidate> {
+        let mut out = Vec::new();
+        for (turn, i) in self.user_requests().into_iter().enumerate() {
+            let text = request_text(&self.msg(i).content);
+            let lower = text.to_lowercase();
+            let words = lower.split_whitespace().count();
+            if words > 10 || !CONFIRMS.iter().any(|c| lower.starts_with(c)) {
+                continue;
+            }
+            let Some(prev) =
+                (0..i).rev().find(|&k| self.msg(k).role == Role::Assistant && !self.msg(k).content.trim().is_empty())
+            else {
+                continue;
+            };
+            // Identifiers only: what was proposed.
+            // The proposal closes the message it answers.
+            let content = &self.msg(prev).content;
+            let tail = content.char_indices().rev().nth(600).map_or(content.as_str(), |(at, _)| &content[at..]);
+            let facts: Vec<Vec<String>> = request_facts(tail, self.params.max_facts * 2)
+                .into_iter()
+                .filter(|f| f.iter().any(|a| is_strong(a)))
+                .take(self.params.max_facts)
+                .collect();
+            if facts.is_empty() {
+                continue;
+            }
+            out.push(Candidate {
+                kind: ProbeKind::Decision,
+                question: format!(
+                    "What did the user approve or choose in their message {} (\"{}\")?",
+                    turn + 1,
+                    clip(&text, 60)
+                ),
+                answer: clip(&self.msg(prev).content, 400),
+                facts,
+                source: prev,
+                secondary: false,
+                fact_sources: Vec::new(),
+                tier: Tier::Critical,
+            });
+        }
+        // The latest first: what stands now.
+        out.reverse();
+        out
+    }
+
+    /// Sentences of the agent's text that state a decision with its reason, with their
+    /// identifiers as facts; the latest first.
+    pub(super) fn decisions(&self) -> Vec<Candidate> {
+        let mut out = Vec::new();
+        for (i, m) in self.conv.messages.iter().enumerate().rev() {
+            if !self.usable[i] || m.role != Role::Assistant {
+                continue;
+            }
+            for sentence in sentences(&m.content) {
+                let lower = sentence.to_lowercase();
+                if !DECISIONS.iter().any(|d| lower.contains(d)) {
+                    continue;
+                }
+                // A bare number in a decision is a reference (a comment id, a line), not what
+                // was decided.
+                let facts: Vec<Vec<String>> = request_facts(&sentence, self.params.max_facts)
+                    .into_iter()
+                    .filter(|f| f.iter().any(|a| is_strong(a) && facts::fact_type(a) != FactType::Digits))
+                    .collect();
+                if facts.is_empty() {
+                    continue;
+                }
+                out.push(Candidate {
+                    kind: ProbeKind::Decision,
+                    question: format!("What did the agent decide at call {}, and why?", self.call_number(i)),
+                    answer: clip(&sentence, 400),
+                    facts,
+                    source: i,
+                    secondary: false,
+                    fact_sources: Vec::new(),
+                    tier: Tier::Useful,
+                });
+            }
+        }
+        out
+    }
+
+    /// The next step the agent last stated: the last sentence of its last text that says what
+    /// comes next, with its identifiers as facts.
+    pub(super) fn next_step(&self) -> Option<Candidate> {
+        let (i, m) = self
+            .conv
+            .messages
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(i, m)| self.usable[*i] && m.role == Role::Assistant && !m.content.trim().is_empty())?;
+        // A structured reply (`{"message": ...}`) is data, not a stated plan.
+        if m.content.trim_start().starts_with(['{', '[']) {
+            return None;
+        }
+        let sentence = sentences(&m.content).into_iter().rev().find(|s| {
+            let lower = s.to_lowercase().replace('’', "'");
+            NEXT.iter().any(|n| lower.contains(n))
+        })?;
+        let facts: Vec<Vec<String>> = request_facts(&sentence, self.params.max_facts)
+            .into_iter()
+            .filter(|f| f.iter().any(|a| is_strong(a)))
+            .collect();
+        if facts.is_empty() {
+            return None;
+        }
+        Some(Candidate {
+            kind: ProbeKind::Continuation,
+            question: "What did the agent say it would do next?".into(),
+            answer: clip(&sentence, 400),
+            facts,
+            source: i,
+            secondary: false,
+            fact_sources: Vec::new(),
+            tier: Tier::Critical,
+        })
+    }
+}
+
+/// The sentences (and list items) of a text, without code blocks.
+fn sentences(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_code = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if in_code {
+            continue;
+        }
+        let mut current = String::new();
+        for w in line.split_whitespace() {
+            if !current.is_empty() {
+                current.push(' ');
+            }
+            current.push_str(w);
+            if w.ends_with(['.', '!', '?']) && !w.contains('/') && w.chars().filter(|c| *c == '.').count() == 1 {
+                out.push(std::mem::take(&mut current));
+            }
+        }
+        if !current.is_empty() {
+            out.push(current);
+        }
+    }
+    out
+}

@@ -1,0 +1,113 @@
+//! The hand-graded probe set, `datasets/calibration/probes.jsonl`: 60 probes derived from the
+//! shared corpora, each graded by reading its source messages (correct: its facts answer its
+//! question; discriminating: a context that kept them can be told from one that did not; the
+//! tier a reader gives it), with the grade's reason.
+//!
+//! Re-derives every corpus the set names and checks that each graded probe still exists (same
+//! conversation, question and first fact), that at least 80% of the set is graded correct and
+//! discriminating, and that the derivation's tier agrees with the graded tier on at least 80%.
+//! A derivation change that drops or rewords a graded probe fails here: grade the new probe.
+//! Skipped, with the reason printed, when the corpora folder is absent.
+
+// The test prints why it skips and the figures it found.
+#![allow(clippy::print_stdout)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use dataset::import::{import, FormatChoice, ImportOptions};
+use dataset::probes::{derive, DeriveParams};
+use serde::Deserialize;
+
+const CORPORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpora");
+const SET: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/calibration/probes.jsonl");
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    id: String,
+    corpus: String,
+    conversation: String,
+    question: String,
+    facts: Vec<Vec<String>>,
+    /// The derivation's tier when graded.
+    tier: String,
+    grade: Grade,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Grade {
+    correct: bool,
+    discriminating: bool,
+    tier: String,
+    reason: String,
+}
+
+fn entries() -> Vec<Entry> {
+    let text = std::fs::read_to_string(SET).expect("datasets/calibration/probes.jsonl");
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(n, l)| serde_json::from_str(l).unwrap_or_else(|e| panic!("probes.jsonl line {}: {e}", n + 1)))
+        .collect()
+}
+
+#[test]
+fn the_graded_set_is_well_formed() {
+    let set = entries();
+    assert_eq!(set.len(), 60);
+    let ids: BTreeSet<&str> = set.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids.len(), set.len(), "ids are unique");
+    for e in &set {
+        assert!(!e.grade.reason.trim().is_empty(), "{}: a grade says why", e.id);
+        for t in [&e.tier, &e.grade.tier] {
+            assert!(["critical", "useful", "detail"].contains(&t.as_str()), "{}: tier {t}", e.id);
+        }
+        assert!(!e.facts.is_empty() && e.facts.iter().all(|f| !f.is_empty()), "{}", e.id);
+    }
+    let good = set.iter().filter(|e| e.grade.correct && e.grade.discriminating).count();
+    let agree = set.iter().filter(|e| e.tier == e.grade.tier).count();
+    println!("graded: {good} of {} correct and discriminating; tier agreement {agree} of {}", set.len(), set.len());
+    assert!(good * 10 >= set.len() * 8, "{good} of {} correct and discriminating (80% needed)", set.len());
+    assert!(agree * 10 >= set.len() * 8, "tier agreement {agree} of {} (80% needed)", set.len());
+}
+
+#[test]
+fn every_graded_probe_is_still_derived_with_its_tier() {
+    let root = Path::new(CORPORA);
+    if !root.is_dir() {
+        println!("skipped: no corpora folder at {CORPORA}");
+        return;
+    }
+    let set = entries();
+    let options = ImportOptions { format: FormatChoice::Auto, strict: false, include_compaction_calls: false };
+    let corpora: BTreeSet<&str> = set.iter().map(|e| e.corpus.as_str()).collect();
+    // conversation id -> its derived probes, over every corpus the set names.
+    let mut derived: BTreeMap<String, Vec<compaction::Probe>> = BTreeMap::new();
+    for corpus in corpora {
+        for file in import(&[root.join(corpus)], &options) {
+            for conv in &file.conversations {
+                derived.insert(conv.id.clone(), derive(conv, &DeriveParams::default()));
+            }
+        }
+    }
+    let mut missing = Vec::new();
+    let mut agree = 0;
+    for e in &set {
+        let found = derived
+            .get(&e.conversation)
+            .and_then(|probes| probes.iter().find(|p| p.question == e.question && p.facts.first() == e.facts.first()));
+        match found {
+            None => missing.push(format!("{} ({}: {:?})", e.id, e.conversation, e.question)),
+            Some(p) => {
+                if p.tier().as_str() == e.grade.tier {
+                    agree += 1;
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "graded probes no longer derived (grade their replacements):\n{}", missing.join("\n"));
+    println!("derived tier agrees with the grade on {agree} of {}", set.len());
+    assert!(agree * 10 >= set.len() * 8, "tier agreement {agree} of {} (80% needed)", set.len());
+}
