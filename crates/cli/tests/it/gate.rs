@@ -476,7 +476,7 @@ fn the_paired_gate_catches_small_losses_and_raises_no_false_alarm() {
     }
     let retention = |t: &ResultsTable, i: usize| t.rows[i].values.get("retention").copied().unwrap_or(0.0);
     let n = base.rows.len();
-    assert_eq!(n, 15, "the CI slice has 15 conversations");
+    assert_eq!(n, 16, "the CI slice has 16 conversations (the five synthetic families and the long one)");
     assert_eq!(rerun, ResultsTable { file: rerun.file.clone(), ..base.clone() }, "an offline rerun is identical");
     let full_loss = (0..n).map(|i| retention(&base, i) - retention(&broken, i)).sum::<f64>() / n as f64;
     assert!(full_loss > 0.10, "the damage loses more than the largest planted loss: {full_loss}");

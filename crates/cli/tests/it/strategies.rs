@@ -77,9 +77,9 @@ fn strategies_json_lists_every_strategy_with_its_family_and_params() {
     assert_eq!(param("codex", "trigger_ratio")["default"], 0.9);
     assert_eq!(param("codex", "user_message_max_tokens")["default"], 20_000);
     assert_eq!(param("goose", "threshold")["default"], 0.8);
-    assert_eq!(param("openhands", "max_size")["default"], 120);
+    assert_eq!(param("openhands", "max_size")["default"], 80);
     assert_eq!(param("openhands", "keep_first")["default"], 4);
-    assert_eq!(param("openhands-masking", "attention_window")["default"], 5);
+    assert_eq!(param("openhands-masking", "attention_window")["default"], 100);
     assert_eq!(param("anthropic-clear-tool-uses", "keep")["default"], 3);
     assert_eq!(param("langchain-summarization", "keep_messages")["default"], 20);
     assert_eq!(param("langchain-summarization", "trim_tokens_to_summarize")["default"], 4_000);
