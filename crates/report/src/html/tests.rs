@@ -278,7 +278,7 @@ fn the_sections_are_all_there() {
     let rows = lost["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 1, "{lost}");
     assert_eq!(rows[0][7], serde_json::Value::Null, "no aliases, so facts are shown by number");
-    assert_eq!(rows[0][8], serde_json::json!([[0, [1], 2]]));
+    assert_eq!(rows[0][8], serde_json::json!([[0, [1], 2, []]]), "no evidence recorded for the kept fact here");
     assert_eq!((rows[0][9].as_u64(), rows[0][10].as_u64()), (Some(1), Some(2)));
     assert!(lost["configs"][0][0].as_str().is_some_and(|id| html.contains(id)));
     assert!(html.contains("<details id=\"lost-details\">"), "drawn when opened");

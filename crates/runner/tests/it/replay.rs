@@ -649,7 +649,9 @@ mod generated {
         let assistants: Vec<&Message> = conversation.messages.iter().filter(|m| m.role == Role::Assistant).collect();
         assert_eq!(m.calls as usize, assistants.len());
         assert_eq!(m.timeline.len(), assistants.len());
-        assert_eq!(m.output_tokens, assistants.iter().map(|a| exact().message_tokens(a)).sum::<u64>());
+        // An assistant message's output counts its thinking blocks too.
+        let thinking = |a: &Message| a.thinking.iter().map(|b| exact().text_tokens(b.text())).sum::<u64>();
+        assert_eq!(m.output_tokens, assistants.iter().map(|a| exact().message_tokens(a) + thinking(a)).sum::<u64>());
         assert_eq!(m.compactions as usize, m.compaction_events.len());
         assert_eq!(m.input_tokens, m.timeline.iter().map(|c| c.request_tokens).sum::<u64>());
         assert_eq!(m.cached_tokens, m.timeline.iter().map(|c| c.cached_tokens).sum::<u64>());
