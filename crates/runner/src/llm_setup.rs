@@ -293,7 +293,11 @@ mod tests {
         let f = VerdictFormat::JsonSchema.response_format(&crate::judge::llm::DIMENSIONS);
         assert_eq!(f["type"], "json_schema");
         let schema = &f["json_schema"]["schema"];
-        assert_eq!(schema["required"].as_array().unwrap().len(), 7, "five grades, the rationale and the quoted facts: {f}");
+        assert_eq!(
+            schema["required"].as_array().unwrap().len(),
+            7,
+            "five grades, the rationale and the quoted facts: {f}"
+        );
         assert_eq!(schema["properties"]["accuracy"]["enum"], serde_json::json!([0, 1, 2, 3, 4, 5]));
         let g = VerdictFormat::JsonObject.response_format(&crate::judge::llm::DIMENSIONS);
         assert_eq!(

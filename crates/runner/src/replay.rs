@@ -554,6 +554,9 @@ struct Replayer<'a, 's> {
     metrics: PairMetrics,
     /// Exact tokens of every recorded message appended so far.
     uncompacted: u64,
+    /// Thinking tokens of the full history's current tool loop (what an uncompacted request
+    /// carries besides `uncompacted`).
+    uncompacted_thinking: u64,
     previous: Option<PreviousRequest>,
     /// The context before this call's first compaction: the previous request is its prefix.
     pre_compaction: Option<Context>,
@@ -709,6 +712,7 @@ impl<'a, 's> Replayer<'a, 's> {
             metrics: PairMetrics::default(),
             deferred: Vec::new(),
             uncompacted: 0,
+            uncompacted_thinking: 0,
             previous: None,
             pre_compaction: None,
             open_violations: BTreeSet::new(),
@@ -808,6 +812,14 @@ impl<'a, 's> Replayer<'a, 's> {
             self.live_dropped = false;
         }
         self.uncompacted += entry.tokens(&self.exact);
+        match entry.role() {
+            Role::User => self.uncompacted_thinking = 0,
+            Role::Assistant if self.thinking_in_use => {
+                self.uncompacted_thinking +=
+                    entry.message().thinking.iter().map(|b| self.exact.text_tokens(b.text())).sum::<u64>();
+            }
+            _ => {}
+        }
         if let Some(h) = &mut self.history {
             h.push_metered(entry.clone(), &[&self.exact, self.strategy.estimator()]);
         }
@@ -970,7 +982,7 @@ impl<'a, 's> Replayer<'a, 's> {
             m.cached_tokens += cached;
             m.cache_write_tokens += written;
             m.output_tokens += output_tokens;
-            m.uncompacted_input_tokens += self.uncompacted;
+            m.uncompacted_input_tokens += self.uncompacted + self.uncompacted_thinking;
         }
         if m.compaction_events.len() > events_before {
             self.compacted_at.push(index);

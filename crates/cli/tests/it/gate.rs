@@ -534,7 +534,7 @@ fn the_paired_gate_catches_small_losses_and_raises_no_false_alarm() {
          the_paired_gate_catches_small_losses_and_raises_no_false_alarm -->\n\
          | loss planted | mean loss realized | paired gate fired | interval gate fired |\n\
          |---|---|---|---|\n{}\n\nThe smallest planted loss the paired gate catches in at least 19 of 20 seeds: \
-         **{:.0} points** (`keep-last-n`, 15 conversations, default tolerance 1 point).\n<!-- /power-table -->",
+         **{:.0} points** (`keep-last-n`, {n} conversations, default tolerance 1 point).\n<!-- /power-table -->",
         rows.join("\n"),
         smallest * 100.0
     );
