@@ -95,20 +95,35 @@ fn sentences(text: &str) -> Vec<&str> {
     out.into_iter().filter(|s| !s.is_empty()).collect()
 }
 
-/// The quoted spans of `sentence` (straight or curly double quotes).
-fn quotes(sentence: &str) -> Vec<&str> {
+/// The quoted spans of `sentence` (straight or curly double quotes), each with the text between
+/// the previous quote (or the sentence's start) and its opening quote.
+fn quotes(sentence: &str) -> Vec<(&str, &str)> {
     let mut out = Vec::new();
     let mut rest = sentence;
-    while let Some(open) = rest.find(['"', '“']) {
+    while let Some(open) = rest.find(['"', '\u{201c}']) {
+        let before = &rest[..open];
         let after = &rest[open + rest[open..].chars().next().map_or(1, char::len_utf8)..];
-        let Some(close) = after.find(['"', '”']) else { break };
+        let Some(close) = after.find(['"', '\u{201d}']) else { break };
         let quoted = after[..close].trim();
         if !quoted.is_empty() {
-            out.push(quoted);
+            out.push((before, quoted));
         }
         rest = &after[close + after[close..].chars().next().map_or(1, char::len_utf8)..];
     }
     out
+}
+
+/// Whether a quote is put in the user's mouth: the words outside quotes between the last
+/// mention of the user and the quote are few (`User asked to "..."`, `the user said: "..."`),
+/// and the quote is not a name the sentence gives something (`an epic titled "..."`).
+fn attributed(gaps: &[&str]) -> bool {
+    let joined = gaps.join(" ").to_lowercase();
+    let Some(at) = joined.rfind("user") else { return false };
+    let words: Vec<&str> = joined[at..].split_whitespace().skip(1).collect();
+    let names = words.last().is_some_and(|w| {
+        matches!(w.trim_matches(|c: char| !c.is_alphabetic()), "titled" | "named" | "called" | "is" | "was" | "reads")
+    });
+    words.len() <= 4 && !names
 }
 
 /// The directives `summary` attributes to the user.
@@ -119,8 +134,12 @@ pub fn directives(summary: &str) -> Vec<Directive> {
         let Some(user_at) = lower.find("user") else { continue };
         let quoted = quotes(sentence);
         if !quoted.is_empty() {
-            for q in quoted {
-                out.push(Directive { text: q.to_string(), sentence: sentence.to_string(), quoted: true });
+            let mut gaps = Vec::new();
+            for (before, q) in quoted {
+                gaps.push(before);
+                if attributed(&gaps) {
+                    out.push(Directive { text: q.to_string(), sentence: sentence.to_string(), quoted: true });
+                }
             }
             continue;
         }
@@ -208,6 +227,18 @@ mod tests {
         assert_eq!(found.len(), 1);
         assert!(found[0].quoted);
         assert_eq!(found[0].text, "deploy to production tonight");
+    }
+
+    #[test]
+    fn a_quoted_title_in_a_sentence_about_the_user_is_not_put_in_the_users_mouth() {
+        let said = users(&["Work on bead spotter-a0y and continue until all are done"]);
+        let summary = "User asked to \"Work on bead spotter-a0y\" and \"continue until all are done\" \
+                       while the epic spotter-a0y is \"Single-session transcript bootstrap sync\". \
+                       The user asked to work on bead `spotter-dov`, a P1 epic titled \"Unified transcript\".";
+        assert_eq!(fabricated(summary, &said), Vec::new());
+        let invented = "User asked to \"Work on bead spotter-a0y\" and \"push to main\".";
+        let found = fabricated(invented, &said);
+        assert_eq!(found.iter().map(|d| d.text.as_str()).collect::<Vec<_>>(), ["push to main"]);
     }
 
     #[test]
