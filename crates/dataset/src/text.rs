@@ -154,7 +154,7 @@ pub fn is_weak_alias(alias: &str) -> bool {
 
 /// `n` (under 100) in English words: `forty-two` and `forty two`; one form below 21 and for
 /// the tens.
-fn number_words(n: u32) -> Vec<String> {
+pub fn number_words(n: u32) -> Vec<String> {
     const ONES: [&str; 20] = [
         "zero",
         "one",

@@ -430,40 +430,9 @@ pub struct Found {
     pub range: Range<usize>,
 }
 
-const ONES: [&str; 20] = [
-    "zero",
-    "one",
-    "two",
-    "three",
-    "four",
-    "five",
-    "six",
-    "seven",
-    "eight",
-    "nine",
-    "ten",
-    "eleven",
-    "twelve",
-    "thirteen",
-    "fourteen",
-    "fifteen",
-    "sixteen",
-    "seventeen",
-    "eighteen",
-    "nineteen",
-];
-const TENS: [&str; 10] = ["", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"];
-
-/// `n` (under 100) in words: `forty-two` and `forty two`.
+/// `n` (under 100) in words: `forty-two` and `forty two` (the probes' own spelling of numbers).
 fn number_words(n: usize) -> Vec<String> {
-    if n < 20 {
-        return vec![ONES[n].to_string()];
-    }
-    let (t, o) = (n / 10, n % 10);
-    if o == 0 {
-        return vec![TENS[t].to_string()];
-    }
-    vec![format!("{}-{}", TENS[t], ONES[o]), format!("{} {}", TENS[t], ONES[o])]
+    u32::try_from(n).map(dataset::text::number_words).unwrap_or_default()
 }
 
 /// A number word (`twelve`, `forty-two`) as its value.
