@@ -204,22 +204,22 @@ pub struct CalibrationReport {
 impl CalibrationReport {
     /// Facts scored.
     pub fn scored(&self) -> usize {
-        self.true_positives + self.false_positives + self.true_negatives + self.false_negatives
+        self.counts().scored()
     }
 
-    /// Share of scored facts where the judge agrees with the label.
+    /// Share of scored facts where the judge agrees with the label ([`Counts::accuracy`]).
     pub fn accuracy(&self) -> Option<f64> {
-        ratio(self.true_positives + self.true_negatives, self.scored())
+        self.counts().accuracy()
     }
 
-    /// Of the facts the judge credits, the share a person credits too.
+    /// Of the facts the judge credits, the share a person credits too ([`Counts::precision`]).
     pub fn precision(&self) -> Option<f64> {
-        ratio(self.true_positives, self.true_positives + self.false_positives)
+        self.counts().precision()
     }
 
-    /// Of the facts a person credits, the share the judge credits too.
+    /// Of the facts a person credits, the share the judge credits too ([`Counts::recall`]).
     pub fn recall(&self) -> Option<f64> {
-        ratio(self.true_positives, self.true_positives + self.false_negatives)
+        self.counts().recall()
     }
 
     /// All facts' counts together.
