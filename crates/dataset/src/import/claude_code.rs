@@ -327,6 +327,18 @@ mod tests {
     }
 
     #[test]
+    fn a_pasted_image_is_a_placeholder_not_its_base64_data() {
+        let lines = [
+            r#"{"type":"user","sessionId":"s","message":{"role":"user","content":[{"type":"text","text":"what is wrong here?"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgoAAAANSUhEUg"}}]}}"#,
+            r#"{"type":"assistant","message":{"id":"m1","model":"claude-x","content":[{"type":"text","text":"the margin"}]}}"#,
+        ];
+        let out = parse(&lines.join("\n"), &FileCtx { key: "s".into() });
+        let d = out[0].as_ref().expect("parses");
+        assert_eq!(d.messages[0].message.content, "what is wrong here?\n[image]");
+        assert!(!d.messages[0].message.content.contains("base64"));
+    }
+
+    #[test]
     fn thinking_lines_of_a_response_are_merged_into_its_message_with_their_signatures() {
         let lines = [
             r#"{"type":"user","sessionId":"s","message":{"role":"user","content":"start"}}"#,

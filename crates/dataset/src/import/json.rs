@@ -33,7 +33,8 @@ pub(crate) fn scalar_string(v: Option<&Value>) -> Option<String> {
 }
 
 /// Message text from a content value: a string as it is; null or absent as empty; a list of
-/// parts as their texts joined by a newline (images become `[image]`); anything else as JSON.
+/// parts as their texts joined by a newline (images become `[image]`); one part on its own as a
+/// part of a list; anything else as JSON.
 pub(crate) fn text(v: Option<&Value>) -> String {
     match v {
         None | Some(Value::Null) => String::new(),
@@ -42,10 +43,9 @@ pub(crate) fn text(v: Option<&Value>) -> String {
             let texts: Vec<String> = parts.iter().filter_map(part_text).collect();
             texts.join("\n")
         }
-        Some(Value::Object(o)) => match o.get("text").and_then(Value::as_str) {
-            Some(t) => t.to_string(),
-            None => Value::Object(o.clone()).to_string(),
-        },
+        // One block on its own reads as a part does: a pasted image is `[image]`, not its
+        // base64 data as text (hundreds of thousands of tokens no model was ever sent).
+        Some(object @ Value::Object(_)) => part_text(object).unwrap_or_else(|| object.to_string()),
         Some(other) => other.to_string(),
     }
 }
