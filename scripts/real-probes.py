@@ -1,21 +1,22 @@
 #!/usr/bin/env python3
 """Real summaries against a summarizing strategy, probe by probe, from a run folder.
 
-    python3 scripts/real-probes.py RUN_DIR [--against STRATEGY] [--tier TIER] [--limit N]
+    python3 scripts/real-probes.py RUN_DIR [--against STRATEGY] [--window N] [--tier TIER] [--limit N]
 
 RUN_DIR is a run that has the `recorded` reference (experiments/real-summaries.toml). Prints
 markdown:
 
 1. the paired retention of `recorded` against every summarizing configuration, from the run's
    real_vs_stand_in.csv (probes at risk under both, critical and useful, with intervals);
-2. one row per probe of TIER (default `critical`) that is at risk under both `recorded` and the
-   STRATEGY configuration of the same window (default `anthropic-compaction`) at the same
-   checkpoint: the probe's question and facts, then per fact what the real summary (the one in
-   the context when the probe was asked) says, the line that states it, or "absent", and the
-   same for the strategy's summary. A fact credited somewhere else than the summary says where
-   (`kept message`: a recorded message still in the context). Scores are the judge's as if
+2. at window N (default: the run's largest), one row per probe of TIER (default `critical`)
+   that is at risk under both `recorded` and the STRATEGY configuration (default
+   `anthropic-compaction`) at the same checkpoint: the probe's question, then per fact what the
+   real summary (the one in the context when the probe was asked) says, the line that states
+   it, or "absent", and the same for the strategy's summary. A fact credited somewhere else
+   than the summary says where (`kept message`: a recorded message still in the context). Scores are the judge's as if
    every request had been sent (as in real_vs_stand_in.csv); `†` marks a probe asked after a
-   rejected call, whose headline score is 0.
+   rejected call, whose headline score is 0 and whose record keeps no per-fact evidence: its
+   facts are looked up in the summary's text instead (`~"line"`, or "not in the summary text").
 
 Reads run.json (the probes' texts) and results.jsonl (scores, evidence, compaction summaries,
 call timeline); the standard library only.
@@ -85,6 +86,14 @@ def says(record, score, text):
             summary = e["summary"]
     evidence = score.get("evidence") or []
     out = []
+    if score.get("if_sent") is not None:
+        # Asked after a rejected call: the record holds the score as if sent, not where each
+        # fact was found, so the summary's text is searched for the facts' aliases instead.
+        for aliases in text["facts"]:
+            span = next((sp for sp in (locate(summary, a) for a in aliases) if sp), None)
+            name = aliases[0] if aliases else "?"
+            out.append(f"`{name}`: ~\"{line_around(summary, span)}\"" if span else f"`{name}`: not in the summary text")
+        return "; ".join(out)
     for i, found in enumerate(score["facts"]):
         aliases = text["facts"][i] if i < len(text["facts"]) else []
         name = aliases[0] if aliases else f"fact {i}"
@@ -113,6 +122,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("run_dir")
     ap.add_argument("--against", default="anthropic-compaction", help="the summarizing strategy shown per probe")
+    ap.add_argument("--window", type=int, help="the window of the probe rows (default: the largest)")
     ap.add_argument("--tier", default="critical", choices=["critical", "useful", "detail"])
     ap.add_argument("--limit", type=int, default=40, help="most probe rows printed (0: all)")
     args = ap.parse_args()
@@ -132,6 +142,10 @@ def main():
     recorded = [c for c in configs if c["strategy"] == "recorded"]
     if not recorded:
         sys.exit(f"real-probes: {args.run_dir}: the run has no `recorded` configuration")
+    window = args.window or max(c.get("window") or 0 for c in recorded)
+    recorded = [c for c in recorded if (c.get("window") or 0) == window]
+    if not recorded:
+        sys.exit(f"real-probes: {args.run_dir}: no `recorded` configuration at window {window}")
 
     print("## Paired retention: real summaries (`recorded`) against each summarizing configuration\n")
     try:
@@ -194,7 +208,7 @@ def main():
                     f"| {r['conversation_id'][:8]} | {p['checkpoint']} | {p['kind']} | {cell(question, 90)} | "
                     f"{score(p)} {cell(says(r, p, text), 300)} | {score(q)} {cell(says(mine, q, text), 300)} |"
                 )
-    print(f"\n## At-risk {args.tier} probes: the real summary against `{args.against}` ({label} summary)\n")
+    print(f"\n## At-risk {args.tier} probes at {window}: the real summary against `{args.against}` ({label} summary)\n")
     print(f"{total} probe-checkpoints at risk under both; {shown} shown.\n")
     print(f"| conv. | ckpt | kind | probe | real summary | {label} summary |")
     print("|---|---|---|---|---|---|")
