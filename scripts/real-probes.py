@@ -10,7 +10,7 @@ markdown:
    real_vs_stand_in.csv (probes at risk under both, critical and useful, with intervals);
 2. at window N (default: the run's largest), one row per probe of TIER (default `critical`)
    that is at risk under both `recorded` and the STRATEGY configuration (default
-   `anthropic-compaction`) at the same checkpoint: the probe's question, then per fact what the
+   `anthropic-compaction`) at the same checkpoint, at the last such checkpoint: the probe's question, then per fact what the
    real summary (the one in the context when the probe was asked) says, the line that states
    it, or "absent", and the same for the strategy's summary. A fact credited somewhere else
    than the summary says where (`kept message`: a recorded message still in the context). Scores are the judge's as if
@@ -181,6 +181,7 @@ def main():
     by = {(r["config_id"], r["dataset"], r["conversation_id"]): r for r in ok}
     shown = 0
     total = 0
+    checkpoints = 0
     lines = []
     for ref in recorded:
         others = [c for c in configs if c["strategy"] == args.against and c.get("window") == ref.get("window")]
@@ -194,10 +195,15 @@ def main():
             if mine is None:
                 continue
             theirs = {(p["probe_id"], p["checkpoint"]): p for p in mine["outcome"]["probes"]}
+            # One row per probe: its last checkpoint at risk under both.
+            last = {}
             for p in r["outcome"]["probes"]:
                 q = theirs.get((p["probe_id"], p["checkpoint"]))
-                if not (p["at_risk"] and q and q["at_risk"] and tier(p) == args.tier):
-                    continue
+                if p["at_risk"] and q and q["at_risk"] and tier(p) == args.tier:
+                    checkpoints += 1
+                    if p["probe_id"] not in last or p["checkpoint"] > last[p["probe_id"]][0]["checkpoint"]:
+                        last[p["probe_id"]] = (p, q)
+            for p, q in last.values():
                 total += 1
                 if args.limit and shown >= args.limit:
                     continue
@@ -209,7 +215,7 @@ def main():
                     f"{score(p)} {cell(says(r, p, text), 300)} | {score(q)} {cell(says(mine, q, text), 300)} |"
                 )
     print(f"\n## At-risk {args.tier} probes at {window}: the real summary against `{args.against}` ({label} summary)\n")
-    print(f"{total} probe-checkpoints at risk under both; {shown} shown.\n")
+    print(f"{checkpoints} probe-checkpoints at risk under both, {total} probes; {shown} shown, each at its last such checkpoint.\n")
     print(f"| conv. | ckpt | kind | probe | real summary | {label} summary |")
     print("|---|---|---|---|---|---|")
     for line in lines:
