@@ -180,7 +180,7 @@ fn decimal<S: Serializer>(value: &Option<f64>, decimals: i32, s: S) -> Result<S:
     }
 }
 
-fn ratio6<S: Serializer>(value: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn ratio6<S: Serializer>(value: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
     decimal(value, 6, s)
 }
 

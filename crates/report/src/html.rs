@@ -41,6 +41,7 @@ use crate::ReportError;
 
 mod evidence;
 mod failures;
+mod real;
 mod stand_in;
 mod svg;
 mod verdict;
@@ -287,6 +288,7 @@ pub fn render(data: &RunData, texts: &ProbeTexts) -> String {
     page.verdict(&mut out);
     page.leaderboard(&mut out);
     failures::section(&mut out, &page.summaries, page.data);
+    real::section(&mut out, page.data);
     page.families(&mut out);
     page.pareto(&mut out);
     page.by_kind(&mut out);

@@ -19,6 +19,7 @@ pub mod csv;
 pub mod drift;
 pub mod gate;
 pub mod html;
+pub mod real;
 pub mod summary;
 pub mod verdict;
 
@@ -40,7 +41,8 @@ pub enum ReportError {
     Run(#[from] runlog::log::RunError),
 }
 
-/// Write `results.csv`, `summary.csv`, `probes.csv` and `compactions.csv` into `dir`.
+/// Write `results.csv`, `summary.csv`, `probes.csv` and `compactions.csv` into `dir`, and
+/// `real_vs_stand_in.csv` when the run has a `recorded` configuration ([`real`]).
 pub fn write_outputs(dir: &Path, data: &RunData) -> Result<(), ReportError> {
     std::fs::create_dir_all(dir).map_err(|source| ReportError::Io { path: dir.to_path_buf(), source })?;
     let experiment = &data.manifest.experiment;
@@ -49,5 +51,9 @@ pub fn write_outputs(dir: &Path, data: &RunData) -> Result<(), ReportError> {
     csv::write_file(&dir.join(SUMMARY_CSV), &csv::SUMMARY_HEADER, &summary)?;
     csv::write_file(&dir.join(PROBES_CSV), &csv::PROBES_HEADER, &csv::probe_rows(&data.records))?;
     csv::write_file(&dir.join(COMPACTIONS_CSV), &csv::COMPACTIONS_HEADER, &csv::compaction_rows(&data.records))?;
+    if real::has_recorded(data) {
+        let rows: Vec<real::RealRow> = real::compare(data).iter().map(real::RealRow::of).collect();
+        csv::write_file(&dir.join(real::REAL_CSV), &real::REAL_HEADER, &rows)?;
+    }
     Ok(())
 }

@@ -322,7 +322,7 @@ fn counts(p: &runlog::record::ProbeScore) -> bool {
 }
 
 /// A probe score that enters the headline figures: it [`counts`] and is critical or useful.
-fn headline(p: &runlog::record::ProbeScore) -> bool {
+pub(crate) fn headline(p: &runlog::record::ProbeScore) -> bool {
     counts(p) && p.tier().in_headline()
 }
 

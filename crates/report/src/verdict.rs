@@ -947,7 +947,7 @@ fn compare(front: &Entry, fs: &Series, other: &Entry, os: &Series, seed: u64, vi
 }
 
 /// A difference from the paired test run both ways (a loss each way).
-fn difference(one: PairedTest, other: PairedTest) -> Difference {
+pub(crate) fn difference(one: PairedTest, other: PairedTest) -> Difference {
     if one.n == 0 {
         return Difference::default();
     }

@@ -2,31 +2,15 @@
 //! leaderboard says which configurations' retention rests on them.
 
 use runlog::log::RunData;
-use runlog::record::PairOutcome;
 
 use super::escape;
-
-/// The configurations whose pairs inserted a summary (the `recorded` reference aside: its
-/// summaries are the recording's own).
-fn summarizing(data: &RunData) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for r in &data.records {
-        let PairOutcome::Ok(m) = &r.outcome else { continue };
-        let summarized = r.strategy != "recorded" && m.compaction_events.iter().any(|e| !e.summary.is_empty());
-        if summarized && !out.contains(&r.config_id) {
-            out.push(r.config_id.clone());
-        }
-    }
-    out.sort();
-    out
-}
 
 /// A note for the leaderboard, empty unless the summaries are a stand-in.
 pub(super) fn note(data: &RunData) -> String {
     if !data.manifest.stand_in_summary {
         return String::new();
     }
-    let configs = summarizing(data);
+    let configs = crate::real::summarizing(data);
     if configs.is_empty() {
         return String::new();
     }
