@@ -36,7 +36,7 @@ fn setup(test: &str, url: &str) -> PathBuf {
     fs::write(
         dir.join("exp.toml"),
         format!(
-            "name = \"gen\"\ndatasets = [\"in.jsonl\"]\njudge = \"llm\"\ncache_dir = \"cache\"\n\n[llm]\nbase_url = \"{url}/v1\"\nmodel = \"writer\"\napi_key_env = \"\"\nmax_retries = 0\n"
+            "name = \"gen\"\ndatasets = [\"in.jsonl\"]\njudge = \"llm\"\ncache_dir = \"cache\"\n\n[llm]\nbase_url = \"{url}/v1\"\nmodel = \"writer\"\napi_key_env = \"\"\nmax_retries = 0\n\n[[strategy]]\nname = \"keep-last-n\"\n"
         ),
     )
     .expect("experiment");
@@ -115,7 +115,7 @@ fn a_reply_that_is_not_a_probe_list_is_a_clear_error_and_nothing_is_written() {
     assert!(stderr.contains("out.jsonl is not written"), "{stderr}");
     assert!(!dir.join("out.jsonl").exists());
     // Without a model in the experiment, it says what is missing.
-    fs::write(dir.join("exp.toml"), "name = \"gen\"\ndatasets = [\"in.jsonl\"]\n").expect("experiment");
+    fs::write(dir.join("exp.toml"), "name = \"gen\"\ndatasets = [\"in.jsonl\"]\n\n[[strategy]]\nname = \"keep-last-n\"\n").expect("experiment");
     let (code, _, stderr) = generate(&dir, &[]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("names no model"), "{stderr}");
