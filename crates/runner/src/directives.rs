@@ -302,7 +302,10 @@ mod tests {
             summary,
             &[
                 // Not a pattern the offline reading knows: the grader finds it.
-                listed("Per the user's request, the fix will be committed and pushed to main.", "commit and push the fix to main"),
+                listed(
+                    "Per the user's request, the fix will be committed and pushed to main.",
+                    "commit and push the fix to main",
+                ),
                 // Quoted in its sentence, and a user said it: held.
                 listed("Following the user's go-ahead, \"ship it\" was done.", "\"ship it\""),
                 // Parsed offline already: the offline verdict stands (held).

@@ -148,7 +148,12 @@ pub fn validate(conversation: &Conversation, items: Vec<serde_json::Value>) -> (
     let mut tested: Vec<String> = Vec::new();
     for (index, item) in items.into_iter().enumerate() {
         let question = item.get("question").and_then(|q| q.as_str()).unwrap_or_default().to_string();
-        let reject = |reason: String| Rejected { conversation: conversation.id.clone(), index, question: question.clone(), reason };
+        let reject = |reason: String| Rejected {
+            conversation: conversation.id.clone(),
+            index,
+            question: question.clone(),
+            reason,
+        };
         let p: Proposed = match serde_json::from_value(item) {
             Ok(p) => p,
             Err(e) => {
@@ -170,7 +175,11 @@ pub fn validate(conversation: &Conversation, items: Vec<serde_json::Value>) -> (
             id: format!("{LLM_PREFIX}{}", kept.len() + 1),
             kind: p.kind,
             question: p.question.trim().to_string(),
-            answer: if p.answer.trim().is_empty() { p.facts[0][0].trim().to_string() } else { p.answer.trim().to_string() },
+            answer: if p.answer.trim().is_empty() {
+                p.facts[0][0].trim().to_string()
+            } else {
+                p.answer.trim().to_string()
+            },
             facts,
             source_message: source,
             asked_at: None,
@@ -278,7 +287,10 @@ mod tests {
         assert_eq!(kept[1].facts, vec![vec!["12 tests".to_string()]]);
         let reasons: Vec<(usize, &str)> = rejected.iter().map(|r| (r.index, r.reason.as_str())).collect();
         assert_eq!(reasons.len(), 5, "{reasons:?}");
-        assert!(reasons[0].0 == 1 && reasons[0].1.contains("\"12 tests\"") && reasons[0].1.contains("[1]"), "{reasons:?}");
+        assert!(
+            reasons[0].0 == 1 && reasons[0].1.contains("\"12 tests\"") && reasons[0].1.contains("[1]"),
+            "{reasons:?}"
+        );
         assert!(reasons[1].1.contains("src/physics.rs"), "{reasons:?}");
         assert!(reasons[2].1.contains("source message 7 does not exist"), "{reasons:?}");
         assert!(reasons[3].1.starts_with("not a probe") && reasons[3].1.contains("trivia"), "{reasons:?}");

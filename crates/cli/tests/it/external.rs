@@ -354,10 +354,21 @@ fn conform_fails_a_strategy_that_drops_the_thinking_blocks_of_a_running_tool_loo
         examples.display(),
         examples.join("keep_last_n.py").display()
     );
-    let (code, stdout) = conform(&dir, &extra, "16");
+    // These two only: the built-in strategies are checked above.
+    fs::write(dir.join("conform.toml"), format!("name = \"conform\"\ndatasets = [\"data\"]\n{extra}"))
+        .expect("experiment");
+    let out = Command::new(BIN)
+        .args(["conform", "--config", "conform.toml", "--cases", "16", "--out", "failures"])
+        .current_dir(&dir)
+        .output()
+        .expect("the binary runs");
+    let (code, stdout) = (out.status.code().expect("exited"), String::from_utf8_lossy(&out.stdout).into_owned());
     assert_eq!(code, 1, "{stdout}");
     let line = stdout.lines().find(|l| l.starts_with("FAIL strips-thinking:")).unwrap_or_else(|| panic!("{stdout}"));
-    assert!(line.contains("anthropic-messages/thinking_modified") && line.contains("call"), "names the rule and the call: {line}");
+    assert!(
+        line.contains("anthropic-messages/thinking_modified") && line.contains("call"),
+        "names the rule and the call: {line}"
+    );
     // The same strategy without the bug passes: the failure is the thinking blocks, nothing else.
     assert!(stdout.lines().any(|l| l.starts_with("ok   py-keep-last-n:")), "{stdout}");
     assert_eq!(stdout.lines().filter(|l| l.starts_with("FAIL")).count(), 1, "only the broken one fails: {stdout}");

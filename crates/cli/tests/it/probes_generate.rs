@@ -77,7 +77,10 @@ fn generated_probes_are_validated_counted_cached_and_kept_beside_the_others() {
     let requests = server.requests();
     assert_eq!(requests.len(), 1, "one request per conversation");
     let body = requests[0].json().to_string();
-    assert!(body.contains("[1] USER: Add a function called multiply_numbers") && body.contains("\"model\":\"writer\""), "{body}");
+    assert!(
+        body.contains("[1] USER: Add a function called multiply_numbers") && body.contains("\"model\":\"writer\""),
+        "{body}"
+    );
     // The invented branch is rejected, listed with its reason and counted; never silently.
     let line = stderr.lines().find(|l| l.starts_with("rejected: conv-1 probe 2")).unwrap_or_else(|| panic!("{stderr}"));
     assert!(line.contains("release/2.4") && line.contains("does not occur in source messages [3, 4]"), "{line}");
@@ -115,7 +118,11 @@ fn a_reply_that_is_not_a_probe_list_is_a_clear_error_and_nothing_is_written() {
     assert!(stderr.contains("out.jsonl is not written"), "{stderr}");
     assert!(!dir.join("out.jsonl").exists());
     // Without a model in the experiment, it says what is missing.
-    fs::write(dir.join("exp.toml"), "name = \"gen\"\ndatasets = [\"in.jsonl\"]\n\n[[strategy]]\nname = \"keep-last-n\"\n").expect("experiment");
+    fs::write(
+        dir.join("exp.toml"),
+        "name = \"gen\"\ndatasets = [\"in.jsonl\"]\n\n[[strategy]]\nname = \"keep-last-n\"\n",
+    )
+    .expect("experiment");
     let (code, _, stderr) = generate(&dir, &[]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("names no model"), "{stderr}");

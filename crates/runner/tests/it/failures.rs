@@ -251,7 +251,11 @@ fn listing_judge(list: &'static str) -> (testkit::server::MockServer, runner::ju
         if r.body.contains("says the user gave") {
             Reply::text(list, 200, 40)
         } else if r.body.contains("accuracy") {
-            Reply::text(r#"{"accuracy": 5, "completeness": 5, "artifact_trail": 5, "continuity": 5, "decisions": 5}"#, 50, 20)
+            Reply::text(
+                r#"{"accuracy": 5, "completeness": 5, "artifact_trail": 5, "continuity": 5, "decisions": 5}"#,
+                50,
+                20,
+            )
         } else {
             Reply::text("an answer", 50, 5)
         }
@@ -294,12 +298,18 @@ fn with_the_llm_judge_the_graders_list_of_directives_is_checked_against_the_user
         per_call,
         [
             ("deploy the release tonight", "The user asked to deploy the release tonight."),
-            ("commit and push the fix to main", "Per the user's request, the fix will be committed and pushed to main."),
+            (
+                "commit and push the fix to main",
+                "Per the user's request, the fix will be committed and pushed to main."
+            ),
         ]
     );
     assert_eq!(m.fabricated_directives.len() as u64, 2 * m.compactions);
     let st = judge.stats();
-    assert_eq!((st.directive_lists, st.unreadable_directive_lists, st.stray_directives), (m.compactions, 0, m.compactions));
+    assert_eq!(
+        (st.directive_lists, st.unreadable_directive_lists, st.stray_directives),
+        (m.compactions, 0, m.compactions)
+    );
     // The offline judge lists nothing: only the offline reading's finding.
     let offline = replay(&conversation, &s, &Paraphrasing, &OfflineJudge).expect("replay runs");
     assert_eq!(offline.fabricated_directives.len() as u64, offline.compactions);
