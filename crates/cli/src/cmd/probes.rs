@@ -176,16 +176,7 @@ fn generate(args: GenerateArgs) -> anyhow::Result<u8> {
         );
         return Ok(crate::exit::FAILED);
     }
-    let mut out: Vec<u8> = Vec::new();
-    for conv in &conversations {
-        serde_json::to_writer(&mut out, conv).context("serializing a conversation")?;
-        out.push(b'\n');
-    }
-    crate::output::write_atomic(&args.out, &out)?;
-    let kinds = probes::count_by_kind(
-        conversations.iter().flat_map(|c| &c.probes).filter(|p| p.id.starts_with(probegen::LLM_PREFIX)),
-    );
-    let by_kind: Vec<String> = kinds.iter().map(|(k, n)| format!("{} {n}", k.as_str())).collect();
+    let by_kind = write_dataset(&args.out, &conversations, probegen::LLM_PREFIX)?;
     say!(
         "{}: {} conversations, {kept} generated probes kept ({}), {rejected} rejected of {} proposed",
         args.out.display(),
@@ -219,6 +210,24 @@ fn audit(args: AuditArgs) -> anyhow::Result<u8> {
         return Ok(crate::exit::USAGE);
     }
     Ok(if args.strict && !violations.is_empty() { crate::exit::FAILED } else { crate::exit::OK })
+}
+
+/// Write `conversations` to `path` atomically; the probes whose ids start with `prefix`, by
+/// kind (`task 3`, ...).
+fn write_dataset(
+    path: &std::path::Path,
+    conversations: &[compaction::Conversation],
+    prefix: &str,
+) -> anyhow::Result<Vec<String>> {
+    let mut out: Vec<u8> = Vec::new();
+    for conv in conversations {
+        serde_json::to_writer(&mut out, conv).context("serializing a conversation")?;
+        out.push(b'\n');
+    }
+    crate::output::write_atomic(path, &out)?;
+    let kinds =
+        probes::count_by_kind(conversations.iter().flat_map(|c| &c.probes).filter(|p| p.id.starts_with(prefix)));
+    Ok(kinds.iter().map(|(k, n)| format!("{} {n}", k.as_str())).collect())
 }
 
 fn derive(args: DeriveArgs) -> anyhow::Result<u8> {
@@ -262,16 +271,7 @@ fn derive(args: DeriveArgs) -> anyhow::Result<u8> {
         );
         return Ok(crate::exit::USAGE);
     }
-    let mut out: Vec<u8> = Vec::new();
-    for conv in &conversations {
-        serde_json::to_writer(&mut out, conv).context("serializing a conversation")?;
-        out.push(b'\n');
-    }
-    crate::output::write_atomic(&args.out, &out)?;
-    let kinds = probes::count_by_kind(
-        conversations.iter().flat_map(|c| &c.probes).filter(|p| p.id.starts_with(probes::DERIVED_PREFIX)),
-    );
-    let by_kind: Vec<String> = kinds.iter().map(|(k, n)| format!("{} {n}", k.as_str())).collect();
+    let by_kind = write_dataset(&args.out, &conversations, probes::DERIVED_PREFIX)?;
     say!(
         "{}: {} conversations, {added} derived probes ({})",
         args.out.display(),
