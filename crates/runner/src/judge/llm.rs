@@ -311,6 +311,8 @@ pub struct LlmJudge {
     repeats: u32,
     /// The `response_format` of grading requests, when the grader is held to a schema.
     verdict_format: Option<Value>,
+    /// The `response_format` of directive-list requests, under the same setting.
+    directive_format: Option<Value>,
     answer_prompt: PromptTemplate,
     grade_prompt: PromptTemplate,
     directive_prompt: PromptTemplate,
@@ -336,6 +338,7 @@ impl LlmJudge {
             grader,
             repeats,
             verdict_format: None,
+            directive_format: None,
             answer_prompt: PromptTemplate::parse("judge_answer.md", builtin::JUDGE_ANSWER, ANSWER_VARS)?,
             grade_prompt: PromptTemplate::parse("judge_grade.md", builtin::JUDGE_GRADE, GRADE_VARS)?,
             directive_prompt: PromptTemplate::parse("judge_directives.md", builtin::JUDGE_DIRECTIVES, DIRECTIVE_VARS)?,
@@ -352,6 +355,7 @@ impl LlmJudge {
     /// Hold the grader to the verdict's schema with `format` (see [`VerdictFormat`]).
     pub fn with_verdict_format(mut self, format: Option<VerdictFormat>) -> LlmJudge {
         self.verdict_format = format.map(|f| f.response_format(&DIMENSIONS));
+        self.directive_format = format.map(directive_list_format);
         self
     }
     pub fn stats(&self) -> JudgeStats {
@@ -425,7 +429,9 @@ impl LlmJudge {
         let mut vars = Vars::default();
         vars.set("summary", summary);
         // The replay waits on it, at the compaction that wrote the summary.
-        ChatRequest::new(self.directive_prompt.render(&vars)).priority(Priority::Urgent)
+        ChatRequest::new(self.directive_prompt.render(&vars))
+            .response_format(self.directive_format.clone())
+            .priority(Priority::Urgent)
     }
 
     async fn judge(&self, ctx: &Context, probe: &Probe) -> (Option<f64>, Value) {
@@ -579,6 +585,20 @@ impl Judge for LlmJudge {
             listed.into_iter().partition(|l| crate::directives::stated_in(summary, l));
         self.stray_directives.fetch_add(stray.len() as u64, Ordering::Relaxed);
         Some(Ok(kept))
+    }
+}
+
+/// The directive list's schema as `format` sends it (see [`VerdictFormat`]).
+fn directive_list_format(format: VerdictFormat) -> Value {
+    let item = json!({"type": "object", "properties": {"sentence": {"type": "string"}, "directive": {"type": "string"}},
+        "required": ["sentence", "directive"], "additionalProperties": false});
+    let schema = json!({"type": "object", "properties": {"directives": {"type": "array", "items": item}},
+        "required": ["directives"], "additionalProperties": false});
+    match format {
+        VerdictFormat::JsonSchema => {
+            json!({"type": "json_schema", "json_schema": {"name": "directives", "strict": true, "schema": schema}})
+        }
+        VerdictFormat::JsonObject => json!({"type": "json_object", "schema": schema}),
     }
 }
 
@@ -762,6 +782,13 @@ mod tests {
         let held = judge.grade_request(&probe(), "x", 0);
         let c = client(&server, Protocol::Openai);
         assert_ne!(c.cache_key(&free).hex(), c.cache_key(&held).hex());
+        // The directive list is held to its own schema under the same setting.
+        let list = judge.directive_request("The user asked to ship.").response_format.unwrap();
+        assert_eq!(
+            (list["type"].as_str(), list["schema"]["required"][0].as_str()),
+            (Some("json_object"), Some("directives"))
+        );
+        assert!(judge.answer_request(&ctx(), &probe()).response_format.is_none());
     }
 
     #[test]
