@@ -407,6 +407,14 @@ pub struct JudgeRunStats {
     pub scored: u64,
     pub unscored: u64,
     pub unparsed_verdicts: u64,
+    /// Summaries whose user directives the grader listed, those lists it could not give (not
+    /// the list's JSON, or the request failed) and listed sentences the summary does not hold.
+    #[serde(default)]
+    pub directive_lists: u64,
+    #[serde(default)]
+    pub unreadable_directive_lists: u64,
+    #[serde(default)]
+    pub stray_directives: u64,
     /// Its client's counters (the answering and the grading calls).
     pub client: ClientStats,
 }

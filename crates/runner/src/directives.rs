@@ -19,6 +19,14 @@
 //! under `recorded`, an external program's through a model): the offline stand-in summarizer
 //! copies sentences from the conversation and cannot invent an instruction, so its summaries
 //! are not checked.
+//!
+//! **With the LLM judge** the grading model also lists the directives each such summary states
+//! (`prompts/judge_directives.md`: the summary's sentence, copied, and the directive in its
+//! words), which catches what the patterns above do not read ("Per the user's request, ...").
+//! Each listed one is checked by the same rule ([`fabricated_listed`]): a directive that stands
+//! in quotes in its sentence as a phrase, any other by its content words. A sentence the
+//! offline reading already parsed keeps the offline verdict; a listed sentence the summary does
+//! not hold is the grader's text, not the summary's: left out, and counted by the judge.
 
 use std::collections::BTreeSet;
 
@@ -192,6 +200,43 @@ pub fn fabricated(summary: &str, user_messages: &[String]) -> Vec<Directive> {
     directives(summary).into_iter().filter(|d| !holds(d, user_messages)).collect()
 }
 
+/// One directive the grading model listed for a summary.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Listed {
+    /// The summary's sentence that states it, as the grader copied it.
+    pub sentence: String,
+    /// The directive, in the summary's words.
+    pub directive: String,
+}
+
+/// Whether the summary holds the sentence the grader copied (normalized): a listed sentence
+/// it does not hold is the grader's text, not the summary's.
+pub fn stated_in(summary: &str, listed: &Listed) -> bool {
+    let sentence = normalize(&listed.sentence);
+    !sentence.is_empty() && normalize(summary).contains(&sentence)
+}
+
+/// The directives the grader listed for `summary` that no user message holds (see the module
+/// docs); listed sentences the summary does not hold are left out ([`stated_in`]).
+pub fn fabricated_listed(summary: &str, listed: &[Listed], user_messages: &[String]) -> Vec<Directive> {
+    let parsed: BTreeSet<String> = directives(summary).iter().map(|d| normalize(&d.sentence)).collect();
+    let mut out: Vec<Directive> = Vec::new();
+    for l in listed {
+        let text = l.directive.trim().trim_matches(['"', '\u{201c}', '\u{201d}']).trim();
+        if text.is_empty() || !stated_in(summary, l) || parsed.contains(&normalize(&l.sentence)) {
+            continue;
+        }
+        let wanted = normalize(text);
+        let quoted = quotes(&l.sentence).iter().any(|(_, q)| normalize(q) == wanted);
+        let d = Directive { text: text.to_string(), sentence: l.sentence.trim().to_string(), quoted };
+        if !holds(&d, user_messages) && !out.iter().any(|o| normalize(&o.text) == wanted) {
+            out.push(d);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,6 +284,49 @@ mod tests {
         let invented = "User asked to \"Work on bead spotter-a0y\" and \"push to main\".";
         let found = fabricated(invented, &said);
         assert_eq!(found.iter().map(|d| d.text.as_str()).collect::<Vec<_>>(), ["push to main"]);
+    }
+
+    fn listed(sentence: &str, directive: &str) -> Listed {
+        Listed { sentence: sentence.to_string(), directive: directive.to_string() }
+    }
+
+    #[test]
+    fn a_listed_directive_is_checked_like_an_offline_one_and_a_stray_sentence_is_set_apart() {
+        let said = users(&["Fix the failing login test in auth/session.rs.", "yes, \"ship it\""]);
+        let summary = "Per the user's request, the fix will be committed and pushed to main. \
+                       Following the user's go-ahead, \"ship it\" was done. \
+                       The user asked to fix the login test.";
+        let stray = listed("The user asked to delete the database.", "delete the database");
+        assert!(!stated_in(summary, &stray) && stated_in(summary, &listed("the user asked to fix the LOGIN test", "")));
+        let found = fabricated_listed(
+            summary,
+            &[
+                // Not a pattern the offline reading knows: the grader finds it.
+                listed(
+                    "Per the user's request, the fix will be committed and pushed to main.",
+                    "commit and push the fix to main",
+                ),
+                // Quoted in its sentence, and a user said it: held.
+                listed("Following the user's go-ahead, \"ship it\" was done.", "\"ship it\""),
+                // Parsed offline already: the offline verdict stands (held).
+                listed("The user asked to fix the login test.", "fix the login test"),
+                // Not the summary's sentence: the grader's own text.
+                listed("The user asked to delete the database.", "delete the database"),
+            ],
+            &said,
+        );
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].text, "commit and push the fix to main");
+        assert_eq!(found[0].sentence, "Per the user's request, the fix will be committed and pushed to main.");
+        assert!(!found[0].quoted);
+        // A quoted directive no user message holds is checked as a phrase.
+        let found = fabricated_listed(
+            "As agreed with the user earlier in the session, the team ran \"deploy it\" next.",
+            &[listed("As agreed with the user earlier in the session, the team ran \"deploy it\" next.", "deploy it")],
+            &users(&["deploy the docs site, not it"]),
+        );
+        assert_eq!(found.len(), 1);
+        assert!(found[0].quoted);
     }
 
     #[test]

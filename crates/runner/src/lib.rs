@@ -6,6 +6,7 @@ pub mod directives;
 pub mod external;
 pub mod judge;
 pub mod llm_setup;
+pub mod probegen;
 pub mod replay;
 pub mod run;
 pub mod summarize;

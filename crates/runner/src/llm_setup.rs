@@ -119,6 +119,9 @@ impl LlmRoles {
                     scored: st.scored,
                     unscored: st.unscored,
                     unparsed_verdicts: st.unparsed_verdicts,
+                    directive_lists: st.directive_lists,
+                    unreadable_directive_lists: st.unreadable_directive_lists,
+                    stray_directives: st.stray_directives,
                     client: st.client,
                 }
             }),

@@ -128,8 +128,9 @@
 //! - `latest_user_message_dropped`: requests without the most recent user message a person
 //!   typed (not a tool result, not harness text), neither verbatim nor as a copy of its text.
 //! - `fabricated_directives`: user directives a summary a model wrote states that no user
-//!   message so far holds ([`crate::directives`]); the offline stand-in's summaries are not
-//!   checked (they copy sentences: it cannot invent).
+//!   message so far holds ([`crate::directives`]), read offline and, with the LLM judge, listed
+//!   by its grader; the offline stand-in's summaries are not checked (they copy sentences: it
+//!   cannot invent).
 //! - `inapplicable_reason`: [`Strategy::can_operate`] at the window, asked once.
 //!
 //! # Cost per call
@@ -782,12 +783,28 @@ impl<'a, 's> Replayer<'a, 's> {
         compaction::thinking_rejection(&tail, Some(&recorded.thinking)).is_some()
     }
 
-    /// Record the user directives `summaries` state that no user message so far holds.
+    /// Record the user directives `summaries` state that no user message so far holds: those
+    /// the offline reading finds and, with the LLM judge, those its grader lists.
     fn check_directives(&mut self, call: u32, summaries: &[String]) {
         let said: Vec<String> =
             self.user_messages.iter().map(|i| self.conversation.messages[*i].content.clone()).collect();
         for summary in summaries {
-            for d in crate::directives::fabricated(summary, &said) {
+            let mut found = crate::directives::fabricated(summary, &said);
+            // With the LLM judge, the grader's list too (a list it could not give is counted by
+            // the judge; a cache miss or an endpoint fault counts against the pair as a probe's).
+            match self.judge.list_directives(summary) {
+                None => {}
+                Some(Ok(listed)) => found.extend(crate::directives::fabricated_listed(summary, &listed, &said)),
+                Some(Err(crate::judge::ListError::CacheMiss(_))) => self.metrics.cache_misses += 1,
+                Some(Err(crate::judge::ListError::Endpoint(e))) => {
+                    self.metrics.endpoint_failures += 1;
+                    if self.metrics.endpoint_error.is_none() {
+                        self.metrics.endpoint_error = Some(format!("directive list: {e}"));
+                    }
+                }
+                Some(Err(crate::judge::ListError::Unreadable(_))) => {}
+            }
+            for d in found {
                 self.metrics.fabricated_directives.push(runlog::record::FabricatedDirective {
                     call,
                     directive: d.text,

@@ -7,7 +7,9 @@
 //! a few hundred), each replayed at a window of 20% to 90% of its own size with the offline
 //! summarizer, so every strategy compacts. A strategy fails when a compaction leaves a tool
 //! result without its call or a call without its result, when either provider would refuse a
-//! request for a rule the strategy's document does not break on purpose, or when an external
+//! request for a rule the strategy's document does not break on purpose (Anthropic's included:
+//! the thinking blocks of a running tool loop's latest assistant message lost or changed, on the
+//! generated conversations recorded with extended thinking), or when an external
 //! program fails. The failing case is shrunk (fewer turns, shorter texts) and the smallest one
 //! is written as a dataset line (`context_window` set to the failing window) that `run`
 //! replays. Exit code 1 when any strategy fails, 2 for a bad experiment.

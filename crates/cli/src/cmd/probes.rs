@@ -1,6 +1,8 @@
 //! `compactbench probes derive IN --out OUT`: add probes derived from each recording.
 //! `compactbench probes audit DATASET... [--strict]`: what the probes ask, per source (see
 //! `dataset::probes::audit`); `--strict` exits 1 when a source passes the limits.
+//! `compactbench probes generate IN --config F --out OUT`: probes the experiment's model writes
+//! (see `runner::probegen`), validated against their source messages, beside the others.
 //!
 //! Reads a dataset (JSONL), replaces each conversation's derived probes (ids starting with
 //! `derived-`) with fresh ones and keeps every other probe, and writes the result. The
@@ -30,6 +32,31 @@ enum Command {
     /// short, digits, date, code fragment, ...), facts tested twice at one checkpoint, and
     /// conversations of 20+ messages without a critical task probe.
     Audit(AuditArgs),
+    /// Have the experiment's model (its judge's endpoint, else its summarizer's) write probes
+    /// in the schema of the derived ones; each fact must occur in the probe's source messages.
+    /// Rejected probes are listed and counted. The probes (ids `llm-N`) replace earlier
+    /// generated ones and sit beside derived and hand-written probes.
+    Generate(GenerateArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct GenerateArgs {
+    /// The dataset to read (JSONL, one conversation per line).
+    #[arg(value_name = "IN")]
+    input: PathBuf,
+    /// The experiment whose model, cache and key are used (its `[llm]`, `[judge]` or
+    /// `[summarizer]` endpoint).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// The dataset to write (not IN itself).
+    #[arg(long, value_name = "OUT")]
+    out: PathBuf,
+    /// Probes asked of the model per conversation.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    max_probes: usize,
+    /// Override the experiment's `cache_mode`.
+    #[arg(long, value_name = "MODE")]
+    cache_mode: Option<runner::llm_setup::CacheMode>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -78,7 +105,89 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     match args.command {
         Command::Derive(a) => derive(a),
         Command::Audit(a) => audit(a),
+        Command::Generate(a) => generate(a),
     }
+}
+
+fn generate(args: GenerateArgs) -> anyhow::Result<u8> {
+    use runner::probegen::{self, ProbeWriter};
+    if crate::output::same_file(&args.out, &args.input) {
+        tell!("error: --out {} is the input; write the dataset elsewhere", args.out.display());
+        return Ok(crate::exit::USAGE);
+    }
+    let experiment = match runner::experiment::Experiment::load(&args.config) {
+        Ok(e) => e,
+        Err(e) => {
+            tell!("error: {e}");
+            return Ok(crate::exit::USAGE);
+        }
+    };
+    let roles = match runner::llm_setup::LlmRoles::build(&experiment, &|name| std::env::var(name).ok(), args.cache_mode)
+    {
+        Ok(r) => r,
+        Err(e) => {
+            tell!("error: {e}");
+            return Ok(crate::exit::USAGE);
+        }
+    };
+    let client = match (&roles.judge, &roles.summarizer) {
+        (Some(j), _) => j.answerer(),
+        (None, Some(s)) => s.client(),
+        (None, None) => {
+            tell!(
+                "error: {} names no model: probes generate needs `judge = \"llm\"` or `summarizer = \"llm\"` with an [llm] table",
+                args.config.display()
+            );
+            return Ok(crate::exit::USAGE);
+        }
+    };
+    let writer = ProbeWriter::new(client, args.max_probes)?;
+    let ds = dataset::load_file(&args.input, &LoadOptions::default());
+    for e in &ds.problems {
+        tell!("{e}");
+    }
+    let mut conversations = ds.conversations;
+    if conversations.is_empty() {
+        tell!("error: no conversation loaded from {}; {} is not written", args.input.display(), args.out.display());
+        return Ok(crate::exit::USAGE);
+    }
+    let (mut kept, mut rejected, mut failed) = (0usize, 0usize, 0usize);
+    for conv in &mut conversations {
+        match writer.generate(conv) {
+            Ok((probes, bad)) => {
+                kept += probes.len();
+                rejected += bad.len();
+                for r in &bad {
+                    tell!("rejected: {} probe {} ({:?}): {}", r.conversation, r.index, r.question, r.reason);
+                }
+                probegen::replace_generated(conv, probes);
+            }
+            Err(e) => {
+                failed += 1;
+                tell!("error: {e}");
+            }
+        }
+    }
+    if failed > 0 {
+        tell!(
+            "error: {failed} of {} conversations got no probes; {} is not written (replies already received are cached)",
+            conversations.len(),
+            args.out.display()
+        );
+        return Ok(crate::exit::FAILED);
+    }
+    let by_kind = write_dataset(&args.out, &conversations, probegen::LLM_PREFIX)?;
+    say!(
+        "{}: {} conversations, {kept} generated probes kept ({}), {rejected} rejected of {} proposed",
+        args.out.display(),
+        conversations.len(),
+        by_kind.join(", "),
+        kept + rejected
+    );
+    if rejected > 0 {
+        tell!("warning: {rejected} of {} proposed probes were rejected (listed above)", kept + rejected);
+    }
+    Ok(if ds.problems.is_empty() { crate::exit::OK } else { crate::exit::USAGE })
 }
 
 fn audit(args: AuditArgs) -> anyhow::Result<u8> {
@@ -101,6 +210,24 @@ fn audit(args: AuditArgs) -> anyhow::Result<u8> {
         return Ok(crate::exit::USAGE);
     }
     Ok(if args.strict && !violations.is_empty() { crate::exit::FAILED } else { crate::exit::OK })
+}
+
+/// Write `conversations` to `path` atomically; the probes whose ids start with `prefix`, by
+/// kind (`task 3`, ...).
+fn write_dataset(
+    path: &std::path::Path,
+    conversations: &[compaction::Conversation],
+    prefix: &str,
+) -> anyhow::Result<Vec<String>> {
+    let mut out: Vec<u8> = Vec::new();
+    for conv in conversations {
+        serde_json::to_writer(&mut out, conv).context("serializing a conversation")?;
+        out.push(b'\n');
+    }
+    crate::output::write_atomic(path, &out)?;
+    let kinds =
+        probes::count_by_kind(conversations.iter().flat_map(|c| &c.probes).filter(|p| p.id.starts_with(prefix)));
+    Ok(kinds.iter().map(|(k, n)| format!("{} {n}", k.as_str())).collect())
 }
 
 fn derive(args: DeriveArgs) -> anyhow::Result<u8> {
@@ -144,16 +271,7 @@ fn derive(args: DeriveArgs) -> anyhow::Result<u8> {
         );
         return Ok(crate::exit::USAGE);
     }
-    let mut out: Vec<u8> = Vec::new();
-    for conv in &conversations {
-        serde_json::to_writer(&mut out, conv).context("serializing a conversation")?;
-        out.push(b'\n');
-    }
-    crate::output::write_atomic(&args.out, &out)?;
-    let kinds = probes::count_by_kind(
-        conversations.iter().flat_map(|c| &c.probes).filter(|p| p.id.starts_with(probes::DERIVED_PREFIX)),
-    );
-    let by_kind: Vec<String> = kinds.iter().map(|(k, n)| format!("{} {n}", k.as_str())).collect();
+    let by_kind = write_dataset(&args.out, &conversations, probes::DERIVED_PREFIX)?;
     say!(
         "{}: {} conversations, {added} derived probes ({})",
         args.out.display(),

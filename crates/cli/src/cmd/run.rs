@@ -402,6 +402,12 @@ pub fn llm_summary(stats: &runner::llm_setup::LlmRunStats) -> Vec<String> {
             why.insert("unparsed_verdict".into(), j.unparsed_verdicts);
         }
         lines.push(format!("llm judge {}: {} probes, {} unscored{}", j.model, j.probes, j.unscored, reasons(&why)));
+        if j.directive_lists > 0 {
+            lines.push(format!(
+                "llm judge {}: user directives listed for {} summaries, {} lists unreadable, {} listed sentences not in their summary",
+                j.model, j.directive_lists, j.unreadable_directive_lists, j.stray_directives
+            ));
+        }
     }
     lines
 }

