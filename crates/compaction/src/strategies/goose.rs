@@ -49,12 +49,20 @@
 //! - A failed compaction ends the reply upstream: the model calls the rest of that reply would
 //!   make never happen. A replay cannot drop recorded calls, so they go on with the context
 //!   unchanged, and the event's `reply_ended` fallback marks where the reply would have ended.
-//! - `maybe_summarize_tool_pairs` (current upstream: in the background, tool-call pairs beyond
-//!   `clamp(window x 0.8 / 10,000, 10, 500)` outside the current turn are replaced one per
-//!   model call by a summary of that pair, the pair made agent-invisible) is not modelled: it
-//!   needs a second prompt and one summary request per pair per call, and it is newer than the
-//!   compaction path read here. Without it the module keeps every tool pair until a compaction,
-//!   which favours retention between compactions over Goose's.
+//! - Tool-pair summarization is not modelled. At 43025f88 `reply_internal` starts
+//!   `maybe_summarize_tool_pair` before every model call (always on): when the conversation holds
+//!   more than `GOOSE_TOOL_CALL_CUTOFF` (10) agent-visible tool calls, the oldest call and its
+//!   response (Goose splits each call into its own assistant message) are summarized by a
+//!   second prompt ("[Historical tool call summary] ..."), made agent-invisible after the
+//!   response, and the summary is appended after that call's new messages. `context_mgmt/mod.rs`
+//!   at 331a8429 has the later form (`maybe_summarize_tool_pairs`: cutoff
+//!   `clamp(window x 0.8 / 10,000, 10, 500)`, batches of `max(cutoff / 5, 3)` pairs, the current
+//!   turn protected); the two commits read disagree on the cutoff, the batch and the
+//!   protection (and later versions put it behind a `GOOSE_TOOL_PAIR_SUMMARIZATION` switch),
+//!   so there is no one shipped behaviour to follow. Modelling either needs a summary prompt of its own (a new prompt kind in the shared strategy
+//!   interface) and one summary request per call beyond the cutoff. Without it the module keeps
+//!   every tool pair verbatim until a compaction: between compactions it keeps more than Goose
+//!   does (higher retention, fewer summarizer calls, larger requests).
 //! - The summary's output cap (`summary_max_tokens`, 4,096) is a benchmark choice; Goose sets
 //!   none. The preserved user message is kept whole (Goose copies its text parts; a message here
 //!   is text only). Continuation texts are in the project's words.

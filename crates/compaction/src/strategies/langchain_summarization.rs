@@ -1,24 +1,31 @@
 //! `langchain-summarization`: LangChain's `SummarizationMiddleware`, as released in
-//! langchain 1.0.
+//! langchain 1.2.0.
 //!
-//! Pinned release: langchain 1.0 (`libs/langchain_v1`, the release line whose `trigger` /
-//! `keep` tuples this module takes). Source: langchain-ai/langchain
-//! `libs/langchain_v1/langchain/agents/middleware/summarization.py` (`_should_summarize`,
-//! `_find_safe_cutoff`, `_find_safe_cutoff_point`, `_trim_messages_for_summary`,
-//! `_create_summary`, `_build_new_messages`) and its tests (`test_summarization_middleware_*`
-//! safe-cutoff cases), read with the code search; the stored revision of the file,
-//! d13823043d84754f9136137ab71ef5569d792102, is an earlier one of the same line (a single
-//! `max_tokens_before_summary` trigger) with the same prompt, summary message, trimming and
-//! failure behaviour.
+//! Pinned release: langchain 1.2.0 (`libs/langchain_v1`, `__version__ = "1.2.0"` in
+//! `langchain/__init__.py` at the same commit). Source:
+//! `libs/langchain_v1/langchain/agents/middleware/summarization.py` (`before_model`,
+//! `_should_summarize`, `_determine_cutoff_index`, `_find_safe_cutoff`,
+//! `_find_safe_cutoff_point`, `_create_summary`, `_trim_messages_for_summary`,
+//! `_build_new_messages`), read with the code search in the copy of that release at
+//! rizer0507/lang-chain 298b69c427eea4a13ca571fbc295663dbfa5a67d: the only copy of a numbered
+//! release the search holds. That copy adds Chinese translations to the docstrings and comments
+//! and appends one to `DEFAULT_SUMMARY_PROMPT` (with a `{消息}` field the release's
+//! `.format(messages=...)` could not fill); the module follows the English text. The stored
+//! revisions of langchain-ai/langchain itself (d13823043d84754f9136137ab71ef5569d792102,
+//! 01b1122a81c4ae9257363d853980bc2f046bc1ea) are pre-release ones (a single
+//! `max_tokens_before_summary` trigger, a cut searched backwards for a point that separates no
+//! call from its results).
 //!
-//! - **Trigger**: any configured condition: `("fraction", f)`: tokens `>=` f x the model's
-//!   input limit (the window here); `("tokens", n)`: tokens `>= n`; `("messages", n)`: messages
-//!   `>= n`. The middleware has no default trigger (without one it never summarizes); the
-//!   benchmark's default is `("fraction", 0.8)`, the documentation's example fraction.
+//! - **Trigger**: any configured condition: `("fraction", f)`: tokens `>=` `int(f x` the
+//!   model's `max_input_tokens)` (the window here); `("tokens", n)`: tokens `>= n`;
+//!   `("messages", n)`: messages `>= n`. The middleware has no default trigger (without one it
+//!   never summarizes); the benchmark's default is `("fraction", 0.8)`, the documentation's
+//!   example fraction.
 //! - **Keep**: `("messages", 20)`: the cut is `len - 20` over the conversation messages (the
-//!   system prompt is not one of them), moved by `_find_safe_cutoff_point`: when it lands on a
-//!   tool message, back to the AI message whose calls those tool messages answer, or, when no
-//!   such message precedes it, forward past the tool messages.
+//!   agent's system prompt is not one of them: `create_agent` sends it apart), moved by
+//!   `_find_safe_cutoff_point`: when it lands on a tool message, forward past every tool
+//!   message there (summarizing more), so a call and its results stay on one side. A cut at 0
+//!   summarizes nothing.
 //! - **Summarizer input**: the messages before the cut, trimmed to their newest 4,000 tokens
 //!   (`trim_tokens_to_summarize`) starting on a human message (`trim_messages(strategy="last",
 //!   start_on="human")`). Nothing left after trimming is the fixed text "Previous conversation
@@ -26,14 +33,15 @@
 //!   messages: it survives only if it is within the newest 4,000 tokens.
 //! - **Prompt** (`langchain_summary.md`): `DEFAULT_SUMMARY_PROMPT`'s structure: a role (a
 //!   context-extraction assistant), the primary objective, why (the input limit is near and the
-//!   result overwrites the history), instructions (reply with the extracted context only), then
-//!   the messages.
-//! - **Result**: every message is removed and replaced by one human message, "Here is a summary
-//!   of the conversation to date:" and the summary, then the kept messages.
-//! - **Failure**: in the pinned release an exception in the summary call becomes the summary
-//!   text: "Error generating summary: <error>" (the known failure mode: the context is replaced
-//!   by the error). Later releases raise after three consecutive failures and keep the
-//!   history; the pinned release does not, and neither does this module.
+//!   result overwrites the history), instructions (record what matters so no completed action
+//!   is repeated; reply with the extracted context only), then the messages.
+//! - **Result**: every message is removed (`REMOVE_ALL_MESSAGES`) and replaced by one human
+//!   message, "Here is a summary of the conversation to date:" and the summary, then the kept
+//!   messages.
+//! - **Failure**: an exception in the summary call becomes the summary text: "Error generating
+//!   summary: <error>" (the context is replaced by the error). Later revisions raise after
+//!   three consecutive failures and keep the history; 1.2.0 does not, and neither does this
+//!   module.
 //!
 //! **Token units**: the middleware counts with its default `token_counter`,
 //! `count_tokens_approximately` (langchain_core: per message, the characters of its content,
@@ -42,10 +50,20 @@
 //! a fraction of the window in those units, as LangChain compares its estimate with the model's
 //! input limit.
 //!
-//! Departures, each kept for a reason: a tool call's characters are its name, arguments and id
-//! plus a fixed 50 for the Python `repr` of the call's dict around them (the recordings hold
-//! the call, not LangChain's object). Partial messages (`allow_partial`) are not cut: the
-//! summarizer input here is whole messages.
+//! Departures, each kept for a reason:
+//! - With an Anthropic chat model (`_llm_type == "anthropic-chat"`) 1.2.0 counts 3.3
+//!   characters per token instead of 4, so it triggers at about 83% of the characters this
+//!   module waits for. A strategy here is not told which model the replay prices (the corpora
+//!   slice prices Claude Sonnet 4), so the module keeps the default for every other model.
+//! - A tool call's characters are its name, arguments and id plus a fixed 50 for the Python
+//!   `repr` of the call's dict around them (the recordings hold the call, not LangChain's
+//!   object).
+//! - Partial messages (`allow_partial`) are not cut: the summarizer input here is whole
+//!   messages.
+//! - The prompt is in the project's words, and its instructions and the messages go as a
+//!   system and a user message; 1.2.0 sends the whole formatted prompt as one human message
+//!   with the messages as `get_buffer_string` lines. The summarizers here render every
+//!   strategy's span the same way.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -139,28 +157,12 @@ impl TokenCounter for ApproxCounter {
     }
 }
 
-/// `_find_safe_cutoff_point` over `messages` (context entries `base..`), `cut` relative to it.
+/// `_find_safe_cutoff_point` over `messages` (context entries `base..`), `cut` relative to it:
+/// a cut on a tool message moves forward past every tool message there.
 pub fn safe_cutoff_point(ctx: &Context, base: usize, cut: usize) -> usize {
     let e = ctx.entries();
     let n = ctx.len() - base;
-    if cut >= n || e[base + cut].role() != Role::Tool {
-        return cut;
-    }
-    let mut ids = Vec::new();
-    let mut idx = cut;
-    while idx < n && e[base + idx].role() == Role::Tool {
-        if let Some(id) = e[base + idx].message().tool_call_id.as_deref() {
-            ids.push(id);
-        }
-        idx += 1;
-    }
-    for i in (0..cut).rev() {
-        let m = e[base + i].message();
-        if m.role == Role::Assistant && m.tool_calls.iter().any(|c| ids.contains(&c.id.as_str())) {
-            return i;
-        }
-    }
-    idx
+    (cut..n).find(|&i| e[base + i].role() != Role::Tool).unwrap_or(n.max(cut))
 }
 
 impl LangchainSummarization {
@@ -312,8 +314,8 @@ mod tests {
         ToolCall { id: id.into(), name: "search".into(), arguments: "{}".into() }
     }
 
-    /// The safe-cutoff cases of the middleware's tests: a cut on a tool message moves back to
-    /// the AI message with the matching call; a cut elsewhere stays.
+    /// `_find_safe_cutoff_point` in 1.2.0: a cut on a tool message advances past every tool
+    /// message there (the call goes into the summary with its results); a cut elsewhere stays.
     #[test]
     fn safe_cutoff_cases() {
         // [human, ai(call 1), tool 1, ai, human, ai(calls 2, 3), tool 2, tool 3, ai]
@@ -328,19 +330,46 @@ mod tests {
             Message::tool_result("3", "search", "r3"),
             Message::assistant("a2"),
         ]);
-        assert_eq!(safe_cutoff_point(&ctx, 0, 2), 1);
-        assert_eq!(safe_cutoff_point(&ctx, 0, 6), 5);
-        assert_eq!(safe_cutoff_point(&ctx, 0, 7), 5);
+        assert_eq!(safe_cutoff_point(&ctx, 0, 2), 3);
+        assert_eq!(safe_cutoff_point(&ctx, 0, 6), 8);
+        assert_eq!(safe_cutoff_point(&ctx, 0, 7), 8);
+        assert_eq!(safe_cutoff_point(&ctx, 0, 5), 5);
         assert_eq!(safe_cutoff_point(&ctx, 0, 3), 3);
         assert_eq!(safe_cutoff_point(&ctx, 0, 9), 9);
-        // Orphan tool messages with no matching AI message: forward past them.
-        let orphan = Context::from_messages(vec![
+        // Tool messages to the end: the cut goes past them all (nothing kept after it).
+        let tail = Context::from_messages(vec![
             Message::user("q"),
+            Message::assistant_calls("", vec![call("x"), call("y")]),
             Message::tool_result("x", "search", "r"),
             Message::tool_result("y", "search", "r"),
-            Message::assistant("a"),
         ]);
-        assert_eq!(safe_cutoff_point(&orphan, 0, 1), 3);
+        assert_eq!(safe_cutoff_point(&tail, 0, 2), 4);
+        // Relative to the first message after a system prompt.
+        let mut with_system = vec![Message::system("s")];
+        with_system.extend(ctx.entries().iter().map(|e| e.message().clone()));
+        let with_system = Context::from_messages(with_system);
+        assert_eq!(safe_cutoff_point(&with_system, 1, 6), 8);
+    }
+
+    /// A keep cut that lands on results moves past them: the kept messages start after the
+    /// results, and no kept result lacks its call.
+    #[test]
+    fn the_keep_cut_moves_forward_past_tool_results() {
+        let s = LangchainSummarization::new(Params { keep_messages: 3, ..Params::default() }).unwrap();
+        // system, then [human, ai(call 1), tool 1, ai, human, ai(calls 2, 3), tool 2, tool 3, ai]
+        let mut m = vec![Message::system("s"), Message::user("q1"), Message::assistant_calls("", vec![call("1")])];
+        m.push(Message::tool_result("1", "search", "r1"));
+        m.extend([Message::assistant("a1"), Message::user("q2")]);
+        m.push(Message::assistant_calls("", vec![call("2"), call("3")]));
+        m.extend([Message::tool_result("2", "search", "r2"), Message::tool_result("3", "search", "r3")]);
+        m.push(Message::assistant("a2"));
+        let ctx = Context::from_messages(m);
+        // 9 messages, keep 3: the cut is at 6 (tool 3), moved to 8 (the answer): one kept.
+        assert_eq!(s.cutoff(&ctx), Some(1 + 8));
+        let plan = s.plan(&ctx, &Budget::new(10), Trigger::Overflow).unwrap();
+        let out = s.apply(&ctx, &Budget::new(10), &plan, &[Ok("S".into())]);
+        assert_eq!(out.context.len(), 3);
+        assert_eq!(out.context.get(2).unwrap().message().content, "a2");
     }
 
     fn long_chat(n: usize) -> Context {

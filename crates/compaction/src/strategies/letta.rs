@@ -27,8 +27,15 @@
 //!   message (`summarize_all`: nothing else is kept; a trailing approval request would be, and
 //!   recordings have none). Step `all`.
 //! - **Still over the trigger after sliding**: `compact_messages` counts the compacted
-//!   messages (the summary among them) and summarizes them again in mode `all` when they reach
-//!   the trigger. Not modelled (see the departures).
+//!   messages (the system message, the new summary, the kept messages) and, when they are at
+//!   or above `trigger_threshold`, summarizes them again with `summarize_all` (the same
+//!   sliding prompt and `clip_chars`; only the system message and the second summary stay).
+//!   Here [`Strategy::plan_with`] writes the sliding summary first, counts the compacted
+//!   context exactly, and asks for the second summary over that context; the plan it returns
+//!   carries the summary written (step `sliding_window_then_all`, or `sliding_window` when one
+//!   was enough). A second summary that fails, or whose request does not fit, leaves the
+//!   context unchanged (upstream the exception ends the compaction). Still over after it:
+//!   upstream logs and goes on; so does the replay.
 //! - **Summary request too long** (`simple_summary`): first the tool returns in the transcript
 //!   are clamped to 5,000 characters (`TOOL_RETURN_TRUNCATION_CHARS`), then the transcript is
 //!   truncated in the middle. Here the request is checked against the window before it is made:
@@ -40,31 +47,34 @@
 //!   identifiers verbatim, errors and fixes, lookup hints — first person, at most 300 words),
 //!   clipped to `clip_chars` (50,000) characters plus `... [summary truncated to fit]`; placed
 //!   as a user message right after the system prompt, then the kept messages.
-//! - **Failure**: a failed summary fails the step; the context is unchanged.
+//! - **Failure**: a sliding summary that fails (an error, or an empty text) sends
+//!   `compact_messages` to mode `all` over the same messages (step
+//!   `all_after_sliding_failed`); a failed summary there fails the step and the context is
+//!   unchanged.
 //!
 //! Departures, each kept for a reason: Letta's memory messages (core memory blocks
 //! re-injected after compaction) have no counterpart in a recording. The token count is exact
 //! `o200k_base` (Letta's provider counter) rather than its bytes/4 x 1.3 fallback, since the
 //! replay's models report usage. Mode `all` uses the sliding prompt rather than Letta's
-//! `ALL_PROMPT` (the same sections with a next-step one): the prompt kinds are shared with the
-//! summarizers and one Letta kind keeps that surface small. The second pass in mode `all` when
-//! the written summary leaves the context over the trigger is not modelled: the plan is made
-//! before the summary is written. The kept messages are under 70% of the window and the summary
-//! at most `summary_max_tokens` (4,096), so the compacted context stays under the 90% trigger
-//! whenever the window is above 20,480 tokens; only smaller windows (the corpora slice's 16k)
-//! can reach that pass upstream. The middle truncation removes whole messages (the summarizer input is a list of
+//! `ALL_PROMPT` (the same sections with a next-step one) where the sliding window fails or finds
+//! no cut: the prompt kinds are shared with the summarizers and one Letta kind keeps that
+//! surface small (the second pass after a sliding window uses the sliding prompt upstream too).
+//! The second pass compares the compacted context with the trigger (90% of the window):
+//! `trigger_threshold` is the caller's, and the call site was not in the version read. The
+//! count leaves out the tool schemas (`count_tokens_with_tools`), which a recording does not
+//! carry. The middle truncation removes whole messages (the summarizer input is a list of
 //! messages here), where Letta cuts the transcript's text.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{prod, ParamError};
-use crate::context::Context;
+use crate::context::{Context, Entry, Inserted, Origin};
 use crate::invariants::ViolationKind;
-use crate::message::Role;
+use crate::message::{Message, Role};
 use crate::strategy::{
-    apply_layout, Budget, Compacted, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
-    SummaryRequest, Trigger,
+    apply_layout, covered, Budget, Compacted, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy,
+    SummaryFailure, SummaryOutcome, SummaryRequest, Trigger,
 };
 use crate::tokens::{Exact, TokenCounter};
 
@@ -78,6 +88,13 @@ pub const CLIP_MARKER: &str = "... [summary truncated to fit]";
 
 /// `TOOL_RETURN_TRUNCATION_CHARS`: tool returns in an over-long summary request are cut to this.
 pub const TOOL_RETURN_CHARS: usize = 5_000;
+
+/// The plan note holding the recorded messages a summary written while planning stands for.
+const WRITTEN_COVERS: &str = "summary_covers";
+/// The plan note holding the round of a summary written while planning.
+const WRITTEN_ROUND: &str = "summary_round";
+/// The plan note holding why a summary written while planning failed (the context stays).
+const WRITTEN_FAILURE: &str = "summary_failed";
 
 /// Parameters of `letta`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -231,6 +248,61 @@ impl Letta {
             Some(c) => (c.cut, "sliding_window"),
         }
     }
+
+    /// Mode `all` over `ctx` (everything after the system message), for `step`.
+    fn plan_all(&self, ctx: &Context, budget: &Budget, trigger: Trigger, step: &str) -> Option<Plan> {
+        let base = prod::body_start(ctx);
+        if ctx.len() <= base {
+            return None;
+        }
+        let fitted = self.fit(ctx, (base..ctx.len()).collect(), budget)?;
+        let mut request = SummaryRequest::new(
+            fitted.span,
+            PromptKind::LettaSummary,
+            self.params.summary_max_tokens,
+            prod::next_round(ctx),
+        );
+        request.input = fitted.input;
+        let mut notes = serde_json::Map::new();
+        notes.insert("cut".into(), ctx.len().into());
+        notes.insert("summary_input".into(), fitted.how.into());
+        if fitted.removed > 0 {
+            notes.insert("middle_removed".into(), fitted.removed.into());
+        }
+        let mut layout: Vec<Slot> = prod::keep(0..base).collect();
+        layout.push(Slot::Summary { request: 0, role: Role::User, prefix: String::new(), suffix: String::new() });
+        Some(Plan { trigger, layout, requests: vec![request], fallback: Fallback::Unchanged, step: step.into(), notes })
+    }
+
+    /// `plan` with the summary already written: the summary slot becomes the clipped `text`
+    /// (a user message), standing for `covers`, and the plan asks for nothing more.
+    fn written(mut plan: Plan, text: &str, covers: Vec<usize>, round: u32) -> Plan {
+        for slot in &mut plan.layout {
+            if matches!(slot, Slot::Summary { .. }) {
+                *slot = Slot::insert(Message::user(text), Inserted::Other);
+            }
+        }
+        plan.requests.clear();
+        plan.notes.insert(WRITTEN_COVERS.into(), covers.into());
+        plan.notes.insert(WRITTEN_ROUND.into(), round.into());
+        plan
+    }
+
+    /// `plan` failed while planning: applying it leaves the context unchanged, saying why.
+    fn failed(mut plan: Plan, reason: &str) -> Plan {
+        plan.requests.clear();
+        plan.notes.insert(WRITTEN_FAILURE.into(), reason.into());
+        plan
+    }
+}
+
+/// The outcome's text, or why it is no summary (an empty text is a failed summary).
+fn summary_text(outcome: SummaryOutcome) -> Result<String, String> {
+    match outcome {
+        Ok(t) if t.trim().is_empty() => Err("empty summary".into()),
+        Ok(t) => Ok(t),
+        Err(e) => Err(e.reason),
+    }
 }
 
 impl Strategy for Letta {
@@ -274,17 +346,107 @@ impl Strategy for Letta {
         }
         Some(Plan { trigger, layout, requests: vec![request], fallback: Fallback::Unchanged, step: step.into(), notes })
     }
-    /// The standard layout, with the summary clipped to `clip_chars`.
+    /// `compact_messages` around the plan: the sliding window's summary is written first; when
+    /// it fails, everything is summarized instead (mode `all`, made by the caller); when the
+    /// compacted messages, the summary among them, are still at the trigger, they are
+    /// summarized again in mode `all` (`summarize_all` over them: only the system message and
+    /// the new summary stay). The summaries written here are in the plan it returns.
+    fn plan_with(
+        &self,
+        ctx: &Context,
+        budget: &Budget,
+        trigger: Trigger,
+        summarize: &mut dyn FnMut(&Context, &SummaryRequest) -> SummaryOutcome,
+    ) -> Option<Plan> {
+        let plan = self.plan(ctx, budget, trigger)?;
+        if plan.step != "sliding_window" {
+            return Some(plan);
+        }
+        let first = plan.requests.first()?;
+        let (covers, round) = (covered(ctx, &first.span), first.round);
+        let text = match summary_text(summarize(ctx, first)) {
+            Ok(t) => self.clip(&t),
+            Err(reason) => {
+                // A sliding window that raises falls back to mode `all` over the same messages.
+                let mut all = self.plan_all(ctx, budget, trigger, "all_after_sliding_failed")?;
+                all.notes.insert("sliding_failure".into(), reason.into());
+                return Some(all);
+            }
+        };
+        let sliding = Letta::written(plan, &text, covers, round);
+        let compacted = self.apply(ctx, budget, &sliding, &[]);
+        let trigger_at = prod::fraction_of(budget.context_window, self.params.trigger_ratio);
+        if compacted.context.tokens(&self.meter) < trigger_at {
+            return Some(sliding);
+        }
+        // Still at the trigger: `summarize_all` over the compacted messages.
+        let mut again = sliding.clone();
+        again.step = "sliding_window_then_all".into();
+        let next = &compacted.context;
+        let base = prod::body_start(next);
+        let Some(fitted) = self.fit(next, (base..next.len()).collect(), budget) else {
+            return Some(Letta::failed(again, "the second summary request does not fit the window"));
+        };
+        again.notes.insert("second_summary_input".into(), fitted.how.into());
+        let mut request =
+            SummaryRequest::new(fitted.span, PromptKind::LettaSummary, self.params.summary_max_tokens, round);
+        request.input = fitted.input;
+        let covers = covered(next, &request.span);
+        match summary_text(summarize(next, &request)) {
+            Err(reason) => Some(Letta::failed(again, &reason)),
+            Ok(t) => {
+                again.layout = prod::keep(0..base).collect();
+                again.layout.push(Slot::Summary {
+                    request: 0,
+                    role: Role::User,
+                    prefix: String::new(),
+                    suffix: String::new(),
+                });
+                again.notes.insert("cut".into(), ctx.len().into());
+                Some(Letta::written(again, &self.clip(&t), covers, round))
+            }
+        }
+    }
+    /// The standard layout, with the summary clipped to `clip_chars`; a summary written while
+    /// planning becomes the summary entry it is.
     fn apply(&self, ctx: &Context, budget: &Budget, plan: &Plan, summaries: &[SummaryOutcome]) -> Compacted {
+        if let Some(reason) = plan.notes.get(WRITTEN_FAILURE).and_then(|v| v.as_str()) {
+            let asked = Plan {
+                requests: vec![SummaryRequest::new(Vec::new(), PromptKind::LettaSummary, 1, 1)],
+                ..plan.clone()
+            };
+            return apply_layout(self, ctx, budget, &asked, &[Err(SummaryFailure { reason: reason.to_string() })]);
+        }
         let clipped: Vec<SummaryOutcome> =
             summaries.iter().map(|s| s.as_ref().map(|t| self.clip(t)).map_err(Clone::clone)).collect();
-        apply_layout(self, ctx, budget, plan, &clipped)
+        let mut out = apply_layout(self, ctx, budget, plan, &clipped);
+        let Some(covers) = plan.notes.get(WRITTEN_COVERS).and_then(|v| v.as_array()) else {
+            return out;
+        };
+        let covers: Vec<usize> = covers.iter().filter_map(|c| c.as_u64()).map(|c| c as usize).collect();
+        let round = plan.notes.get(WRITTEN_ROUND).and_then(|v| v.as_u64()).map_or(1, |r| r as u32);
+        // The written summary sits right after the system message.
+        let at = prod::body_start(&out.context);
+        let mut entries: Vec<Entry> = out.context.entries().to_vec();
+        if let Some(e) = entries.get_mut(at).filter(|e| matches!(e.origin(), Origin::Inserted { .. })) {
+            out.event.summaries.push(e.message().content.clone());
+            *e = Entry::new(e.message().clone(), Origin::Summary { round, covers });
+            out.event.round = Some(round);
+            out.context = Context::from_entries(entries);
+        }
+        out
     }
     fn promises(&self, ctx: &Context, budget: &Budget) -> Promises {
         let (cut, _) = self.first_kept(ctx, budget);
+        // When the kept messages and a summary at its cap could reach the trigger, the second
+        // pass in mode `all` may keep nothing.
+        let base = prod::body_start(ctx);
+        let kept = ctx.range_tokens(0..base, &self.meter) + ctx.range_tokens(cut..ctx.len(), &self.meter);
+        let second_pass = kept + u64::from(self.params.summary_max_tokens)
+            >= prod::fraction_of(budget.context_window, self.params.trigger_ratio);
         Promises {
             keeps_system_prompt: true,
-            recent_window: ctx.len() - cut,
+            recent_window: if second_pass { 0 } else { ctx.len() - cut },
             documented_deviations: vec![ViolationKind::RoleAlternation],
         }
     }
@@ -406,6 +568,128 @@ mod tests {
         assert_eq!(middle.span.first(), span.first());
         assert_eq!(middle.span.last(), span.last());
         assert_eq!(middle.span.len() + middle.removed, span.len());
+    }
+
+    /// A summarizer for `compact` that answers the `n`th request with `answers[n]` and records
+    /// each context it was handed with its request.
+    fn answering<'a>(
+        answers: &'a [SummaryOutcome],
+        seen: &'a mut Vec<(Context, SummaryRequest)>,
+    ) -> impl FnMut(&Context, &[SummaryRequest]) -> crate::driver::Summaries + 'a {
+        move |ctx, requests| {
+            let outcomes = requests
+                .iter()
+                .map(|r| {
+                    seen.push((ctx.clone(), r.clone()));
+                    answers.get(seen.len() - 1).cloned().unwrap_or_else(|| Ok("extra".into()))
+                })
+                .collect();
+            crate::driver::Summaries::of(outcomes)
+        }
+    }
+
+    /// `compact_messages`: the compacted messages (the sliding summary among them) still at
+    /// the trigger are summarized again in mode `all`; only the system message and that second
+    /// summary stay, and it stands for every message the first one and the kept ones stood for.
+    #[test]
+    fn a_sliding_summary_that_leaves_the_context_at_the_trigger_is_summarized_again_with_everything() {
+        // A small output cap: every summary request fits whole.
+        let s = Letta::new(Params { summary_max_tokens: 10, ..Params::default() }).unwrap();
+        let ctx = session(10, 100);
+        let budget = Budget::new(ctx.tokens(&Exact::o200k()));
+        // A first summary of a third of the window: with the kept messages under 70% of it,
+        // the compacted context reaches 90%.
+        let long = "alpha ".repeat(budget.context_window as usize / 3);
+        let answers = [Ok(long.clone()), Ok("the second summary".to_string())];
+        let mut seen = Vec::new();
+        let step =
+            crate::driver::compact(&s, &ctx, &budget, Trigger::Proactive, answering(&answers, &mut seen)).unwrap();
+        assert_eq!(seen.len(), 2, "the sliding summary, then the summary of everything");
+        let (first_ctx, first) = &seen[0];
+        assert_eq!(first_ctx.len(), ctx.len());
+        let cut = s.cut(&ctx, &budget).unwrap().cut;
+        assert_eq!(first.span, (1..cut).collect::<Vec<_>>());
+        // The second request reads the compacted messages: the system message, the first
+        // summary, the kept messages; it summarizes all but the system message.
+        let (second_ctx, second) = &seen[1];
+        assert_eq!(second_ctx.len(), 2 + (ctx.len() - cut));
+        assert_eq!(second_ctx.get(1).unwrap().message().content, long);
+        assert!(second_ctx.get(1).unwrap().origin().is_summary());
+        assert!(second_ctx.tokens(&Exact::o200k()) >= s.threshold(&ctx, &budget).unwrap());
+        assert_eq!(second.span, (1..second_ctx.len()).collect::<Vec<_>>());
+        let out = step.compacted;
+        assert_eq!(step.plan.step, "sliding_window_then_all");
+        assert_eq!(out.context.len(), 2);
+        assert_eq!(out.context.get(0).unwrap().message().content, "s");
+        let summary = out.context.get(1).unwrap();
+        assert_eq!(summary.message().content, "the second summary");
+        assert_eq!(summary.message().role, Role::User);
+        match summary.origin() {
+            Origin::Summary { round, covers } => {
+                assert_eq!(*round, 1);
+                assert_eq!(covers, &(1..ctx.len()).collect::<Vec<_>>());
+            }
+            other => panic!("not a summary: {other:?}"),
+        }
+        assert_eq!(out.event.summaries, vec!["the second summary".to_string()]);
+        assert_eq!(out.event.removed, ctx.len() - 1);
+    }
+
+    /// A sliding summary that brings the context under the trigger is the whole compaction:
+    /// one request, and the same context the plan and its summary build.
+    #[test]
+    fn a_sliding_summary_under_the_trigger_is_the_compaction() {
+        // A small output cap: every summary request fits whole.
+        let s = Letta::new(Params { summary_max_tokens: 10, ..Params::default() }).unwrap();
+        let ctx = session(10, 100);
+        let budget = Budget::new(ctx.tokens(&Exact::o200k()));
+        let answers = [Ok("short summary".to_string())];
+        let mut seen = Vec::new();
+        let step =
+            crate::driver::compact(&s, &ctx, &budget, Trigger::Proactive, answering(&answers, &mut seen)).unwrap();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(step.plan.step, "sliding_window");
+        let plan = s.plan(&ctx, &budget, Trigger::Proactive).unwrap();
+        let direct = s.apply(&ctx, &budget, &plan, &[Ok("short summary".into())]);
+        let (a, b) = (&step.compacted, &direct);
+        assert_eq!(a.context.len(), b.context.len());
+        for (x, y) in a.context.entries().iter().zip(b.context.entries()) {
+            assert_eq!(x.message(), y.message());
+            assert_eq!(x.origin(), y.origin());
+        }
+        assert_eq!(a.event.summaries, b.event.summaries);
+        assert_eq!(a.event.round, b.event.round);
+        assert_eq!(a.event.removed, b.event.removed);
+    }
+
+    /// A sliding window that raises sends `compact_messages` to mode `all` over the same
+    /// messages; a second summary that fails leaves the context as it was.
+    #[test]
+    fn failures_fall_back_to_all_and_then_keep_the_context() {
+        // A small output cap: every summary request fits whole.
+        let s = Letta::new(Params { summary_max_tokens: 10, ..Params::default() }).unwrap();
+        let ctx = session(10, 100);
+        // Room for the request of everything, whole.
+        let budget = Budget::new(ctx.tokens(&Exact::o200k()) + 50);
+        let down = || Err(SummaryFailure { reason: "provider down".into() });
+        let answers = [down(), Ok("everything".to_string())];
+        let mut seen = Vec::new();
+        let step =
+            crate::driver::compact(&s, &ctx, &budget, Trigger::Proactive, answering(&answers, &mut seen)).unwrap();
+        assert_eq!(step.plan.step, "all_after_sliding_failed");
+        assert_eq!(seen[1].1.span, (1..ctx.len()).collect::<Vec<_>>());
+        assert_eq!(step.compacted.context.len(), 2);
+        assert_eq!(step.compacted.context.get(1).unwrap().message().content, "everything");
+
+        let long = "alpha ".repeat(budget.context_window as usize / 3);
+        let answers = [Ok(long), down()];
+        let mut seen = Vec::new();
+        let step =
+            crate::driver::compact(&s, &ctx, &budget, Trigger::Proactive, answering(&answers, &mut seen)).unwrap();
+        assert_eq!(seen.len(), 2);
+        assert_eq!(step.compacted.event.fallback.as_deref(), Some("unchanged: provider down"));
+        assert_eq!(step.compacted.context.len(), ctx.len());
+        assert!(step.compacted.event.summaries.is_empty());
     }
 
     #[test]
