@@ -1,8 +1,19 @@
 //! `anthropic-compaction`: the Anthropic Messages API's server-side compaction
 //! (`compact_20260112`).
 //!
-//! Source: the API's compaction documentation (context management, "compaction"), as
-//! PRODUCTION.md summarizes it:
+//! Source: the API documentation, "Compaction"
+//! (<https://platform.claude.com/docs/en/build-with-claude/compaction>, read 2026-11-28 in its
+//! stored Spanish rendering, `docs/es/...`, and Amazon Bedrock's copy,
+//! `bedrock/latest/userguide/claude-messages-compaction`). Read there: the beta header
+//! `compact-2026-01-12`, the `compact_20260112` edit in `context_management.edits`, the summary
+//! returned as a `compaction` block, and the API dropping every message block before that block
+//! on later requests. The trigger's default and floor below are PRODUCTION.md's figures; the
+//! stored excerpts of the page do not show them, so they are not confirmed here.
+//!
+//! Departure: the Bedrock copy names a second, newer mechanism (`compact-2026-09-04`, a top-level
+//! `compaction` parameter: an explicit compaction request and signed-block adoption). The module
+//! models the threshold-triggered `compact_20260112` edit only; the newer one is called by the
+//! client when it chooses, which a replay of recorded calls has no rule for.
 //!
 //! - **Trigger**: input tokens above `trigger`, 150,000 by default, at least 50,000. Departure:
 //!   without an explicit `trigger` the default is scaled to the replay's window: 150,000 of
