@@ -795,6 +795,21 @@ impl Page<'_> {
         out.push_str("</tbody>\n</table></div></div>\n");
     }
 
+    /// The conversations' indices taken in turn from each dataset (the first of each, then the
+    /// second of each, ...): the order in which detail is embedded under a size bound, so every
+    /// dataset keeps some.
+    fn interleaved(&self) -> Vec<usize> {
+        let mut by_dataset: Vec<(&str, Vec<usize>)> = Vec::new();
+        for (i, c) in self.conversations.iter().enumerate() {
+            match by_dataset.iter_mut().find(|(d, _)| *d == c.dataset) {
+                Some((_, list)) => list.push(i),
+                None => by_dataset.push((c.dataset, vec![i])),
+            }
+        }
+        let longest = by_dataset.iter().map(|(_, l)| l.len()).max().unwrap_or(0);
+        (0..longest).flat_map(|k| by_dataset.iter().filter_map(move |(_, l)| l.get(k).copied())).collect()
+    }
+
     /// The attribute that ties a conversation's element to its dataset, so the dataset switch
     /// hides it when another dataset is chosen (none in a run of one dataset).
     fn of_dataset(&self, dataset: &str) -> String {
@@ -981,7 +996,10 @@ impl Page<'_> {
         let mut rows = Vec::new();
         let mut total = 0usize;
         let mut rows_bytes = 0usize;
-        for c in &self.conversations {
+        // Taken in turn from each dataset, so a bound reached early still leaves every dataset
+        // its rows; listed in page order.
+        for ci in self.interleaved() {
+            let c = &self.conversations[ci];
             // Probe order: as the records list them.
             let mut probe_ids: Vec<(&str, u32)> = Vec::new();
             for r in &c.records {
@@ -1050,9 +1068,11 @@ impl Page<'_> {
                     scored
                 ]);
                 rows_bytes += row.to_string().len();
-                rows.push(row);
+                rows.push((ci, row));
             }
         }
+        rows.sort_by_key(|(ci, _)| *ci);
+        let rows: Vec<serde_json::Value> = rows.into_iter().map(|(_, row)| row).collect();
         if total == 0 {
             out.push_str("<p>No probe lost a fact under any configuration.</p>\n");
             return;

@@ -16,12 +16,13 @@
 //!   `call, tokens before, tokens after` triples of the first [`MAX_TIMELINE_MARKERS`]
 //!   compactions, overflows drawn are flat `call, tokens` pairs, and event rows are the listed
 //!   events (see [`events_shown`]) as `[index, call, trigger, step, tokens before, tokens after,
-//!   messages before, messages after, removed, masked, round, fallback, violations, summary,
-//!   summary characters, characters cut]`.
+//!   messages before, messages after, removed, masked, round, fallback, violations, summary
+//!   (`null` when its text is left out for the size bound), summary characters, characters cut]`.
 //!
-//! The page's size bound: conversations are embedded in page order while the whole page stays
-//! under [`MAX_REPORT_BYTES`]; the page names how many it embedded, and results.jsonl and
-//! compactions.csv always hold every one.
+//! The page's size bound: conversations are embedded, taken in turn from each dataset, while the
+//! whole page stays under [`MAX_REPORT_BYTES`]; first their timelines and event rows, then, while
+//! room is left, the text of their summaries. The page names what it left out, and results.jsonl
+//! and compactions.csv always hold all of it.
 
 use runlog::record::{CompactionRecord, PairOutcome};
 
@@ -45,9 +46,10 @@ pub(super) fn events_shown(n: usize) -> Vec<usize> {
 }
 
 /// One listed event as the page draws it.
-fn event_row(i: usize, e: &CompactionRecord) -> serde_json::Value {
+/// Without `summary`, the summary's text is `null` (left out for the page's size bound).
+fn event_row(i: usize, e: &CompactionRecord, summary: bool) -> serde_json::Value {
     let chars = e.summary.chars().count();
-    let shown: String = e.summary.chars().take(MAX_SUMMARY_CHARS).collect();
+    let shown = summary.then(|| plain(&e.summary.chars().take(MAX_SUMMARY_CHARS).collect::<String>()));
     serde_json::json!([
         i,
         e.call,
@@ -62,7 +64,7 @@ fn event_row(i: usize, e: &CompactionRecord) -> serde_json::Value {
         e.round,
         e.fallback.as_deref().map(plain),
         plain(&e.violations.join(", ")),
-        plain(&shown),
+        shown,
         chars,
         chars.saturating_sub(MAX_SUMMARY_CHARS)
     ])
@@ -83,6 +85,8 @@ pub(super) struct Detail {
     events_listed: usize,
     /// Pairs shown by their first and last events only.
     pairs_cut: usize,
+    /// Listed events whose summary text was left out for the size bound.
+    summaries_left_out: usize,
 }
 
 impl Page<'_> {
@@ -91,6 +95,7 @@ impl Page<'_> {
         &self,
         c: &ConversationView<'_>,
         configs: &[&str],
+        summaries: bool,
     ) -> (serde_json::Value, usize, usize, usize) {
         let (mut total, mut listed, mut cut) = (0usize, 0usize, 0usize);
         let mut pairs = Vec::new();
@@ -130,7 +135,8 @@ impl Page<'_> {
             if shown.len() < m.compaction_events.len() {
                 cut += 1;
             }
-            let rows: Vec<serde_json::Value> = shown.iter().map(|&i| event_row(i, &m.compaction_events[i])).collect();
+            let rows: Vec<serde_json::Value> =
+                shown.iter().map(|&i| event_row(i, &m.compaction_events[i], summaries)).collect();
             let thresholds: Vec<serde_json::Value> =
                 m.thresholds.iter().map(|(l, t)| serde_json::json!([plain(l), t])).collect();
             pairs.push(serde_json::json!([
@@ -151,6 +157,29 @@ impl Page<'_> {
         }
         let value = serde_json::json!([c.dataset, plain(&format!("{} / {}", c.dataset, c.id)), total, pairs]);
         (value, total, listed, cut)
+    }
+
+    /// The picker's option of conversation `c`, number `k` in the data.
+    fn option(&self, k: usize, c: &ConversationView<'_>, selected: bool) -> String {
+        let compactions: u64 = c.records.iter().filter_map(|r| metrics(r)).map(|m| m.compactions).sum();
+        format!(
+            "<option value=\"{k}\"{}{}>{}</option>",
+            if selected { " selected" } else { "" },
+            self.of_dataset(c.dataset),
+            escape(&format!("{} / {} ({} compactions)", c.dataset, c.id, compactions))
+        )
+    }
+
+    /// The folded event list of conversation `c`, number `k` in the data (none without events).
+    fn event_list(&self, k: usize, c: &ConversationView<'_>, events: usize) -> String {
+        if events == 0 {
+            return String::new();
+        }
+        format!(
+            "<details class=\"events\" data-detail=\"{k}\"{}><summary>{}</summary></details>\n",
+            self.of_dataset(c.dataset),
+            escape(&format!("{} / {}: {} events", c.dataset, c.id, events))
+        )
     }
 
     /// The conversations' detail, as many as fit in `budget` bytes (with the picker option and
@@ -176,7 +205,6 @@ impl Page<'_> {
         }
         let head = serde_json::json!({ "c": config_rows }).to_string();
         let mut used = head.len() + 64;
-        let mut conversations = Vec::new();
         let mut detail = Detail {
             embedded: 0,
             block: String::new(),
@@ -185,40 +213,53 @@ impl Page<'_> {
             events_embedded: 0,
             events_listed: 0,
             pairs_cut: 0,
+            summaries_left_out: 0,
         };
-        for (i, c) in self.conversations.iter().enumerate() {
-            let (value, total, listed, cut) = self.conversation_data(c, &configs);
-            let compactions: u64 = c.records.iter().filter_map(|r| metrics(r)).map(|m| m.compactions).sum();
-            let option = format!(
-                "<option value=\"{i}\"{}{}>{}</option>",
-                if i == 0 { " selected" } else { "" },
-                self.of_dataset(c.dataset),
-                escape(&format!("{} / {} ({} compactions)", c.dataset, c.id, compactions))
-            );
-            let events = if total == 0 {
-                String::new()
-            } else {
-                format!(
-                    "<details class=\"events\" data-detail=\"{i}\"{}><summary>{}</summary></details>\n",
-                    self.of_dataset(c.dataset),
-                    escape(&format!("{} / {}: {} events", c.dataset, c.id, total))
-                )
-            };
-            // Escaping `<`, `>` and `&` in the block makes each up to six bytes.
-            let json = value.to_string();
-            let escaped = json.len() + 5 * json.bytes().filter(|b| matches!(b, b'<' | b'>' | b'&')).count();
-            let cost = escaped + 1 + option.len() + events.len();
+        // Taken in turn from each dataset, so every dataset keeps some when the bound is reached;
+        // shown in page order. A conversation's place in the data is the number its picker
+        // option and event list carry; the page's pieces are sized with the largest.
+        let mut chosen = Vec::new();
+        let last = self.conversations.len();
+        // Bytes of a value in the block (escaping `<`, `>` and `&` makes each up to six bytes).
+        let size = |v: &serde_json::Value| {
+            let json = v.to_string();
+            json.len() + 5 * json.bytes().filter(|b| matches!(b, b'<' | b'>' | b'&')).count() + 1
+        };
+        // First the timelines and event rows, summaries aside: they are what the summaries'
+        // text would otherwise crowd out.
+        for i in self.interleaved() {
+            let c = &self.conversations[i];
+            let (value, total, listed, cut) = self.conversation_data(c, &configs, false);
+            let cost = size(&value) + self.option(last, c, true).len() + self.event_list(last, c, total).len();
             if used + cost > budget {
                 break;
             }
             used += cost;
-            conversations.push(value);
-            detail.options.push(option);
-            detail.events.push(events);
+            chosen.push((i, value, total));
             detail.embedded += 1;
             detail.events_embedded += total;
             detail.events_listed += listed;
             detail.pairs_cut += cut;
+        }
+        // Then the summaries' text, conversation by conversation in the same order, while it fits.
+        detail.summaries_left_out = detail.events_listed;
+        for (i, value, _) in &mut chosen {
+            let (full, _, listed, _) = self.conversation_data(&self.conversations[*i], &configs, true);
+            let extra = size(&full).saturating_sub(size(value));
+            if used + extra > budget {
+                continue;
+            }
+            used += extra;
+            *value = full;
+            detail.summaries_left_out -= listed;
+        }
+        chosen.sort_by_key(|(i, ..)| *i);
+        let mut conversations = Vec::with_capacity(chosen.len());
+        for (k, (i, value, total)) in chosen.into_iter().enumerate() {
+            let c = &self.conversations[i];
+            conversations.push(value);
+            detail.options.push(self.option(k, c, k == 0));
+            detail.events.push(self.event_list(k, c, total));
         }
         detail.block = json_block(
             DETAIL_DATA,
@@ -234,8 +275,8 @@ impl Page<'_> {
             return String::new();
         }
         format!(
-            " <span id=\"detail-left-out\">Embedded: the first {} of {all} conversations, as many as keep the page under \
-             its size bound of {:.1} MB; results.jsonl and compactions.csv have every one.</span>",
+            " <span id=\"detail-left-out\">Embedded: {} of {all} conversations, taken in turn from each dataset, as many \
+             as keep the page under its size bound of {:.1} MB; results.jsonl and compactions.csv have every one.</span>",
             d.embedded,
             MAX_REPORT_BYTES as f64 / 1e6
         )
@@ -301,6 +342,13 @@ impl Page<'_> {
                  compactions.csv has them all.</p>\n",
                 d.events_listed,
                 why.join("; ")
+            ));
+        }
+        if d.summaries_left_out > 0 {
+            out.push_str(&format!(
+                "<p class=\"note\" id=\"summaries-left-out\">The text of {} of the {} summaries listed is left out to \
+                 keep the page under its size bound; compactions.csv has it.</p>\n",
+                d.summaries_left_out, d.events_listed
             ));
         }
         for e in &d.events {

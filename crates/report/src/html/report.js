@@ -309,7 +309,9 @@
         } else {
           var fold = element("details");
           fold.appendChild(element("summary", null, e[14] + " characters"));
-          fold.appendChild(element("pre", null, e[13] + (e[15] > 0 ? "\n… (" + e[15] + " more characters)" : "")));
+          fold.appendChild(element("pre", null, e[13] === null
+            ? "(not embedded: the page reached its size bound; compactions.csv has it)"
+            : e[13] + (e[15] > 0 ? "\n… (" + e[15] + " more characters)" : "")));
           summary.appendChild(fold);
         }
         tr.appendChild(summary);

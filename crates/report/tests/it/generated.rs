@@ -213,7 +213,7 @@ pub fn run() -> RunData {
             });
         }
     }
-    let pairs = records.len() as u64;
+    let pairs = records.len();
     let manifest = Manifest {
         format: MANIFEST_FORMAT,
         experiment_id: format!("{NAME}-00000000"),
@@ -270,7 +270,12 @@ fn the_report_of_36_configurations_by_120_conversations_stays_under_its_bound() 
     let embedded = html.matches("<details class=\"events\" data-detail=").count();
     assert!(embedded > 0, "some conversations' events are embedded");
     if embedded < CONVERSATIONS {
-        assert!(html.contains(&format!("Embedded: the first {embedded} of {CONVERSATIONS} conversations")));
+        assert!(html.contains(&format!("Embedded: {embedded} of {CONVERSATIONS} conversations, taken in turn")));
+        // Every dataset keeps some of its conversations.
+        for d in 0..DATASETS {
+            let events = format!("data-of=\"set-{d}.jsonl\"><summary>");
+            assert!(html.contains(&events), "set-{d}.jsonl has no embedded conversation");
+        }
     }
     // Every configuration is ranked in the pooled leaderboard and the verdict opens the page.
     let table = &html[html.find("id=\"leaderboard-table\"").expect("table")..];
