@@ -45,6 +45,19 @@ pub(super) fn events_shown(n: usize) -> Vec<usize> {
     }
 }
 
+/// Bytes a timeline point takes in the data, about: a call step, the request tokens and the
+/// estimate's difference, with their commas.
+const BYTES_PER_POINT: usize = 13;
+/// Points per timeline at least, however many pairs a run has: 20 teeth of the sawtooth.
+const MIN_TIMELINE_POINTS: usize = 40;
+
+/// Points per timeline: [`MAX_TIMELINE_POINTS`], fewer when the run has so many pairs that two
+/// thirds of the detail's `budget` would not hold every pair's timeline at that many (never
+/// under [`MIN_TIMELINE_POINTS`]).
+fn points_per_timeline(budget: usize, pairs: usize) -> usize {
+    (budget * 2 / 3 / (pairs.max(1) * BYTES_PER_POINT)).clamp(MIN_TIMELINE_POINTS, MAX_TIMELINE_POINTS)
+}
+
 /// One listed event as the page draws it.
 /// Without `summary`, the summary's text is `null` (left out for the page's size bound).
 fn event_row(i: usize, e: &CompactionRecord, summary: bool) -> serde_json::Value {
@@ -87,6 +100,8 @@ pub(super) struct Detail {
     pairs_cut: usize,
     /// Listed events whose summary text was left out for the size bound.
     summaries_left_out: usize,
+    /// Points per timeline at most.
+    points: usize,
 }
 
 impl Page<'_> {
@@ -96,6 +111,7 @@ impl Page<'_> {
         c: &ConversationView<'_>,
         configs: &[&str],
         summaries: bool,
+        max_points: usize,
     ) -> (serde_json::Value, usize, usize, usize) {
         let (mut total, mut listed, mut cut) = (0usize, 0usize, 0usize);
         let mut pairs = Vec::new();
@@ -110,7 +126,7 @@ impl Page<'_> {
             };
             let mut points = Vec::new();
             let mut last = 0u32;
-            for p in svg::downsample(&m.timeline, MAX_TIMELINE_POINTS) {
+            for p in svg::downsample(&m.timeline, max_points) {
                 points.push(i64::from(p.call) - i64::from(last));
                 points.push(p.request_tokens as i64);
                 points.push(p.estimate as i64 - p.request_tokens as i64);
@@ -214,6 +230,7 @@ impl Page<'_> {
             events_listed: 0,
             pairs_cut: 0,
             summaries_left_out: 0,
+            points: points_per_timeline(budget, self.data.records.len()),
         };
         // Taken in turn from each dataset, so every dataset keeps some when the bound is reached;
         // shown in page order. A conversation's place in the data is the number its picker
@@ -229,7 +246,7 @@ impl Page<'_> {
         // text would otherwise crowd out.
         for i in self.interleaved() {
             let c = &self.conversations[i];
-            let (value, total, listed, cut) = self.conversation_data(c, &configs, false);
+            let (value, total, listed, cut) = self.conversation_data(c, &configs, false, detail.points);
             let cost = size(&value) + self.option(last, c, true).len() + self.event_list(last, c, total).len();
             if used + cost > budget {
                 break;
@@ -244,7 +261,7 @@ impl Page<'_> {
         // Then the summaries' text, conversation by conversation in the same order, while it fits.
         detail.summaries_left_out = detail.events_listed;
         for (i, value, _) in &mut chosen {
-            let (full, _, listed, _) = self.conversation_data(&self.conversations[*i], &configs, true);
+            let (full, _, listed, _) = self.conversation_data(&self.conversations[*i], &configs, true, detail.points);
             let extra = size(&full).saturating_sub(size(value));
             if used + extra > budget {
                 continue;
@@ -289,9 +306,10 @@ impl Page<'_> {
              exact tokenizer), the strategy's own estimate (grey, dotted), the window (red) and each of the strategy's \
              trigger thresholds (orange, dashed, labelled; on the estimate's scale), each compaction as a green drop \
              from the tokens before to the tokens after, overflowing calls as red dots. Long timelines are drawn with \
-             at most {MAX_TIMELINE_POINTS} points (the smallest and largest request of each stretch of calls, so peaks \
+             at most {} points (the smallest and largest request of each stretch of calls, so peaks \
              and troughs stay). The charts are drawn from the data embedded in the page when a conversation is \
              picked.{}</p>\n",
+            d.points,
             self.left_out(d)
         ));
         out.push_str(
@@ -354,5 +372,18 @@ impl Page<'_> {
         for e in &d.events {
             out.push_str(e);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timelines_thin_out_only_for_runs_with_many_pairs() {
+        assert_eq!(points_per_timeline(2_000_000, 256), MAX_TIMELINE_POINTS, "a default-sized run keeps them all");
+        let many = points_per_timeline(1_500_000, 1_000);
+        assert!(many > MIN_TIMELINE_POINTS && many < MAX_TIMELINE_POINTS, "{many}");
+        assert_eq!(points_per_timeline(0, 4_320), MIN_TIMELINE_POINTS, "never under the floor");
     }
 }
