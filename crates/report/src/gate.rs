@@ -882,6 +882,8 @@ fn judge(metric: Metric, base: &SummaryEntry, cur: &SummaryEntry, tolerance: Tol
 
 /// Below this many pairs the paired test is a sign test, from there on a bootstrap.
 pub const SIGN_TEST_BELOW: usize = 10;
+/// The sign test counts a difference only when its one-sided p-value is under this.
+pub const SIGN_TEST_ALPHA: f64 = 0.025;
 
 /// The paired test of one metric of one configuration.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -944,7 +946,13 @@ fn paired(pairs: &[(f64, f64)], weights: Option<&[f64]>, higher_is_better: bool,
     let moved = diffs.iter().filter(|d| d.abs() > EPSILON).count();
     let losses = diffs.iter().filter(|d| loss(**d)).count();
     let p = sign_test_p(losses, moved);
-    PairedTest { n, mean_difference, interval: None, sign_p: Some(p), significant_loss: moved > 0 && p < 0.025 }
+    PairedTest {
+        n,
+        mean_difference,
+        interval: None,
+        sign_p: Some(p),
+        significant_loss: moved > 0 && p < SIGN_TEST_ALPHA,
+    }
 }
 
 /// P(X >= k) for X ~ Binomial(n, 1/2).

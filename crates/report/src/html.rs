@@ -14,13 +14,14 @@
 //! not run even if escaping failed; and escaping does not fail: every string that comes from a
 //! conversation, a dataset, a parameter or an error message goes through [`escape`].
 //!
-//! Size: the page stays small for large runs by drawing at most [`MAX_TIMELINE_POINTS`] points
-//! per timeline (min/max per bucket, so every peak and trough of the sawtooth survives), the
-//! timelines of the first [`MAX_TIMELINE_CONVERSATIONS`] conversations, at most
-//! [`MAX_PROBE_ROWS`] lost-fact rows, the first and last [`MAX_COMPACTION_EVENTS_PER_PAIR`]
-//! compaction events of each (conversation, configuration) pair up to [`MAX_COMPACTION_BYTES`]
-//! for the whole section, and summaries cut at [`MAX_SUMMARY_CHARS`] characters. The page says
-//! when it left something out; the CSV files always hold everything.
+//! Size: the page knows its bound, [`MAX_REPORT_BYTES`]. Per-conversation detail (timelines,
+//! compaction events, lost facts) is embedded once as compact JSON and drawn by the script on
+//! demand ([`detail`], and the lost facts' block); a timeline keeps at most
+//! [`MAX_TIMELINE_POINTS`] points (min/max per bucket, so every peak and trough of the sawtooth
+//! survives), a pair lists its first and last [`MAX_COMPACTION_EVENTS_PER_PAIR`] compaction
+//! events with summaries cut at [`MAX_SUMMARY_CHARS`] characters, and the lost facts keep at most
+//! [`MAX_PROBE_ROWS`] rows and [`MAX_LOST_BYTES`] bytes. Conversations are embedded in page order while the page stays under
+//! its bound. The page says when it left something out; the CSV files always hold everything.
 //!
 //! ```no_run
 //! let path = report::html::write_report(std::path::Path::new("reports/default-20250101-000000")).unwrap();
@@ -39,6 +40,7 @@ use sha2::{Digest, Sha256};
 use crate::summary::{self, ConfigSummary};
 use crate::ReportError;
 
+mod detail;
 mod evidence;
 mod failures;
 mod real;
@@ -50,18 +52,17 @@ mod verdict;
 pub const REPORT_HTML: &str = "report.html";
 /// Points drawn per timeline line at most.
 pub const MAX_TIMELINE_POINTS: usize = 240;
-/// Conversations whose timelines are drawn (the first ones, by dataset then id).
-pub const MAX_TIMELINE_CONVERSATIONS: usize = 30;
+/// The page's size bound in bytes: conversations' detail is embedded while the page stays under it.
+pub const MAX_REPORT_BYTES: usize = 4_000_000;
 /// Compaction and overflow markers drawn per timeline at most.
 pub const MAX_TIMELINE_MARKERS: usize = 200;
 /// Rows of the lost-facts table at most.
 pub const MAX_PROBE_ROWS: usize = 2_000;
+/// Bytes of the lost-facts data after which further rows are left out (counted, not listed).
+pub const MAX_LOST_BYTES: usize = MAX_REPORT_BYTES / 4;
 /// Compaction events listed with their summaries per (conversation, configuration) pair: the
 /// first and the last this many (all of them when a pair has at most twice as many).
 pub const MAX_COMPACTION_EVENTS_PER_PAIR: usize = 3;
-/// Bytes of the compaction section after which further pairs are named with their event
-/// count but not listed.
-pub const MAX_COMPACTION_BYTES: usize = 4 * 1024 * 1024;
 /// Characters of one summary shown at most.
 pub const MAX_SUMMARY_CHARS: usize = 4_000;
 /// Failed pairs listed at most.
@@ -292,15 +293,27 @@ pub fn render(data: &RunData, texts: &ProbeTexts) -> String {
     page.families(&mut out);
     page.pareto(&mut out);
     page.by_kind(&mut out);
-    page.timelines(&mut out);
-    page.lost_facts(&mut out);
-    page.compactions(&mut out);
-    page.manifest(&mut out);
-    page.problems(&mut out);
-    out.push_str("</main>\n");
-    out.push_str(&format!("<script>{SCRIPT}</script>\n</body>\n</html>\n"));
+    let mut lost = String::new();
+    page.lost_facts(&mut lost);
+    let mut tail = String::new();
+    page.manifest(&mut tail);
+    page.problems(&mut tail);
+    tail.push_str("</main>\n");
+    tail.push_str(&format!("<script>{SCRIPT}</script>\n</body>\n</html>\n"));
+    // What is left of the bound, less room for the two detail sections' own text, goes to the
+    // conversations' detail.
+    let budget = MAX_REPORT_BYTES.saturating_sub(out.len() + lost.len() + tail.len() + DETAIL_SECTIONS_BYTES);
+    let detail = page.detail(budget);
+    page.timelines(&mut out, &detail);
+    out.push_str(&lost);
+    page.compactions(&mut out, &detail);
+    out.push_str(&detail.block);
+    out.push_str(&tail);
     out
 }
+
+/// Room kept for the text of the timeline and compaction sections around their embedded data.
+const DETAIL_SECTIONS_BYTES: usize = 8 * 1024;
 
 /// A signed share as a percentage with its sign (`+4.2%`, `-35.0%`), `–` for none.
 fn signed_pct(v: Option<f64>) -> String {
@@ -355,52 +368,6 @@ fn metrics(r: &PairRecord) -> Option<&PairMetrics> {
         PairOutcome::Ok(m) => Some(m),
         PairOutcome::Failed { .. } => None,
     }
-}
-
-/// Indices of a pair's events listed on the page: all of them when there are at most twice
-/// [`MAX_COMPACTION_EVENTS_PER_PAIR`], otherwise the first and the last that many.
-fn events_shown(n: usize) -> Vec<usize> {
-    let k = MAX_COMPACTION_EVENTS_PER_PAIR;
-    if n <= 2 * k {
-        (0..n).collect()
-    } else {
-        (0..k).chain(n - k..n).collect()
-    }
-}
-
-/// One row of a pair's compaction table.
-fn compaction_row(e: &runlog::record::CompactionRecord) -> String {
-    let summary = if e.summary.is_empty() {
-        "–".to_string()
-    } else {
-        let chars = e.summary.chars().count();
-        let shown: String = e.summary.chars().take(MAX_SUMMARY_CHARS).collect();
-        let cut = if chars > MAX_SUMMARY_CHARS {
-            format!("\n… ({} more characters)", chars - MAX_SUMMARY_CHARS)
-        } else {
-            String::new()
-        };
-        format!("<details><summary>{chars} characters</summary><pre>{}{}</pre></details>", escape(&shown), escape(&cut))
-    };
-    format!(
-        "<tr><td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"num\">{} → {}</td>\
-         <td class=\"num\">{} → {}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-         <td>{}</td><td class=\"{}\">{}</td><td>{}</td></tr>\n",
-        e.call,
-        e.trigger.as_str(),
-        escape(&e.step),
-        e.tokens_before,
-        e.tokens_after,
-        e.messages_before,
-        e.messages_after,
-        e.removed,
-        e.masked,
-        e.round.map(|r| r.to_string()).unwrap_or_else(|| "–".into()),
-        escape(e.fallback.as_deref().unwrap_or("–")),
-        if e.violations.is_empty() { "" } else { "bad" },
-        escape(&e.violations.join(", ")),
-        summary
-    )
 }
 
 /// A value's serde name (`o200k_base`, `openai`).
@@ -500,10 +467,13 @@ impl Page<'_> {
         ));
         rows.push((
             "summarizer",
-            if m.summarizer == "offline" {
-                "offline: an extractive stand-in, not a model. Retention under it measures what verbatim extraction \
-                 keeps; comparing summary quality needs summarizer = \"llm\"."
-                    .to_string()
+            if m.stand_in_summary || m.summarizer == "offline" {
+                format!(
+                    "{}: a stand-in summary (an extractive summarizer, not a model). Retention under it measures what \
+                     verbatim extraction keeps; ranking a summarizer against masking or truncation needs {}.",
+                    m.summarizer,
+                    crate::verdict::STAND_IN_REMEDY
+                )
             } else {
                 m.summarizer.clone()
             },
@@ -827,6 +797,21 @@ impl Page<'_> {
         out.push_str("</tbody>\n</table></div></div>\n");
     }
 
+    /// The conversations' indices taken in turn from each dataset (the first of each, then the
+    /// second of each, ...): the order in which detail is embedded under a size bound, so every
+    /// dataset keeps some.
+    fn interleaved(&self) -> Vec<usize> {
+        let mut by_dataset: Vec<(&str, Vec<usize>)> = Vec::new();
+        for (i, c) in self.conversations.iter().enumerate() {
+            match by_dataset.iter_mut().find(|(d, _)| *d == c.dataset) {
+                Some((_, list)) => list.push(i),
+                None => by_dataset.push((c.dataset, vec![i])),
+            }
+        }
+        let longest = by_dataset.iter().map(|(_, l)| l.len()).max().unwrap_or(0);
+        (0..longest).flat_map(|k| by_dataset.iter().filter_map(move |(_, l)| l.get(k).copied())).collect()
+    }
+
     /// The attribute that ties a conversation's element to its dataset, so the dataset switch
     /// hides it when another dataset is chosen (none in a run of one dataset).
     fn of_dataset(&self, dataset: &str) -> String {
@@ -962,15 +947,17 @@ impl Page<'_> {
              the conversation's calls (those after the message that holds its answer), the same calls for every \
              strategy.</p>\n",
         );
-        out.push_str(
-            "<div class=\"scroll\"><table id=\"checkpoints-table\" class=\"sortable\">\n<thead><tr><th>configuration</th>\
+        out.push_str(&format!(
+            "<div class=\"scroll\"{}><table id=\"checkpoints-table{suffix}\" class=\"sortable\">\n<thead><tr><th>configuration</th>\
              <th>strategy</th>",
-        );
+            self.view_attrs(view, i)
+        ));
         for c in runlog::settings::CHECKPOINTS {
             out.push_str(&format!("<th class=\"num\">at {c}%</th>"));
         }
         out.push_str("</tr></thead>\n<tbody>\n");
-        for s in &self.summaries {
+        // The view's rows only: every view used to repeat every dataset's rows.
+        for s in self.rows(view) {
             out.push_str(&format!(
                 "<tr><td class=\"mono\">{}</td><td>{}{}</td>",
                 escape(&s.config.config_id),
@@ -989,87 +976,6 @@ impl Page<'_> {
             out.push_str("</tr>\n");
         }
         out.push_str("</tbody>\n</table></div>\n");
-    }
-
-    fn timelines(&self, out: &mut String) {
-        out.push_str("<h2 id=\"timelines\">Context size per call</h2>\n");
-        out.push_str(&format!(
-            "<p class=\"note\">For each conversation, one chart per configuration: request tokens per call (blue, exact \
-             tokenizer), the strategy's own estimate (grey, dotted), the window (red) and each of the strategy's \
-             trigger thresholds (orange, dashed, labelled; on the estimate's scale), each compaction as a green drop from the tokens \
-             before to the tokens after, overflowing calls as red dots. Long timelines are drawn with at most {} \
-             points (the smallest and largest request of each stretch of calls, so peaks and troughs stay).{}</p>\n",
-            MAX_TIMELINE_POINTS,
-            if self.conversations.len() > MAX_TIMELINE_CONVERSATIONS {
-                format!(
-                    " Only the first {MAX_TIMELINE_CONVERSATIONS} of {} conversations are drawn; every call is in results.jsonl.",
-                    self.conversations.len()
-                )
-            } else {
-                String::new()
-            }
-        ));
-        out.push_str(
-            "<div class=\"legend\"><span><svg width=\"18\" height=\"8\" style=\"display:inline;width:18px\"><line class=\"tokens\" \
-             x1=\"0\" x2=\"18\" y1=\"4\" y2=\"4\"/></svg> request tokens</span><span><svg width=\"18\" height=\"8\" \
-             style=\"display:inline;width:18px\"><line class=\"estimate\" x1=\"0\" x2=\"18\" y1=\"4\" y2=\"4\"/></svg> \
-             estimate</span><span><svg width=\"18\" height=\"8\" style=\"display:inline;width:18px\"><line class=\"window\" \
-             x1=\"0\" x2=\"18\" y1=\"4\" y2=\"4\"/></svg> window</span><span><svg width=\"18\" height=\"8\" \
-             style=\"display:inline;width:18px\"><line class=\"threshold\" x1=\"0\" x2=\"18\" y1=\"4\" y2=\"4\"/></svg> \
-             trigger</span><span><svg width=\"18\" height=\"8\" style=\"display:inline;width:18px\"><line class=\"event\" \
-             x1=\"9\" x2=\"9\" y1=\"0\" y2=\"8\"/></svg> compaction</span></div>\n",
-        );
-        let shown = &self.conversations[..self.conversations.len().min(MAX_TIMELINE_CONVERSATIONS)];
-        out.push_str(
-            "<label>Conversation: <select id=\"timeline-select\"><option value=\"\">all conversations</option>",
-        );
-        for (i, c) in shown.iter().enumerate() {
-            let compactions: u64 = c.records.iter().filter_map(|r| metrics(r)).map(|m| m.compactions).sum();
-            out.push_str(&format!(
-                "<option value=\"{i}\"{}{}>{}</option>",
-                if i == 0 { " selected" } else { "" },
-                self.of_dataset(c.dataset),
-                escape(&format!("{} / {} ({} compactions)", c.dataset, c.id, compactions))
-            ));
-        }
-        out.push_str("</select></label>\n");
-        for (i, c) in shown.iter().enumerate() {
-            out.push_str(&format!(
-                "<div class=\"conversation\" data-conversation=\"{i}\"{}>\n",
-                self.of_dataset(c.dataset)
-            ));
-            out.push_str(&format!("<h3>{}</h3>\n<div class=\"grid\">\n", escape(&format!("{} / {}", c.dataset, c.id))));
-            for r in &c.records {
-                out.push_str(&format!(
-                    "<div class=\"chart\"><h4>{}{}</h4>",
-                    self.swatch(&r.strategy),
-                    escape(&r.config_id)
-                ));
-                match &r.outcome {
-                    PairOutcome::Failed { error } => {
-                        out.push_str(&format!("<p class=\"bad\">failed: {}</p>", escape(error)));
-                    }
-                    PairOutcome::Ok(m) => {
-                        out.push_str(&format!(
-                            "<div class=\"note\">{} calls · {} compactions · {} overflows · peak {} · window {}</div>",
-                            m.calls, m.compactions, m.overflows, m.peak_tokens, r.window
-                        ));
-                        out.push_str(&svg::timeline_chart(&svg::Timeline {
-                            points: &m.timeline,
-                            events: &m.compaction_events,
-                            window: r.window,
-                            // As the pair recorded them: a report of an old run shows the
-                            // thresholds it ran with, not today's code's.
-                            thresholds: &m.thresholds.iter().map(|(l, t)| (l.as_str(), *t)).collect::<Vec<_>>(),
-                            max_points: MAX_TIMELINE_POINTS,
-                            max_events: MAX_TIMELINE_MARKERS,
-                        }));
-                    }
-                }
-                out.push_str("</div>\n");
-            }
-            out.push_str("</div>\n</div>\n");
-        }
     }
 
     fn lost_facts(&self, out: &mut String) {
@@ -1091,7 +997,11 @@ impl Page<'_> {
         let mut config_rows = Vec::new();
         let mut rows = Vec::new();
         let mut total = 0usize;
-        for c in &self.conversations {
+        let mut rows_bytes = 0usize;
+        // Taken in turn from each dataset, so a bound reached early still leaves every dataset
+        // its rows; listed in page order.
+        for ci in self.interleaved() {
+            let c = &self.conversations[ci];
             // Probe order: as the records list them.
             let mut probe_ids: Vec<(&str, u32)> = Vec::new();
             for r in &c.records {
@@ -1142,11 +1052,11 @@ impl Page<'_> {
                     continue;
                 }
                 total += 1;
-                if rows.len() >= MAX_PROBE_ROWS {
+                if rows.len() >= MAX_PROBE_ROWS || rows_bytes >= MAX_LOST_BYTES {
                     continue;
                 }
                 let kept_all = scored - losses.len();
-                rows.push(serde_json::json!([
+                let row = serde_json::json!([
                     c.dataset,
                     plain(&format!("{} / {}", c.dataset, c.id)),
                     plain(probe_id),
@@ -1158,9 +1068,13 @@ impl Page<'_> {
                     losses,
                     kept_all,
                     scored
-                ]));
+                ]);
+                rows_bytes += row.to_string().len();
+                rows.push((ci, row));
             }
         }
+        rows.sort_by_key(|(ci, _)| *ci);
+        let rows: Vec<serde_json::Value> = rows.into_iter().map(|(_, row)| row).collect();
         if total == 0 {
             out.push_str("<p>No probe lost a fact under any configuration.</p>\n");
             return;
@@ -1180,94 +1094,6 @@ impl Page<'_> {
             rows.len()
         ));
         out.push_str(&json_block("lost-data", &serde_json::json!({ "configs": config_rows, "rows": rows })));
-    }
-
-    fn compactions(&self, out: &mut String) {
-        out.push_str("<h2 id=\"compactions\">Compaction events</h2>\n");
-        let total: usize = self.data.records.iter().filter_map(metrics).map(|m| m.compaction_events.len()).sum();
-        if total == 0 {
-            out.push_str("<p>No compaction ran.</p>\n");
-            return;
-        }
-        let mut section = String::new();
-        let mut listed = 0usize;
-        // Pairs whose events were left out entirely because the section reached its size bound.
-        let mut pairs_over_bound = 0usize;
-        let mut pairs_cut = 0usize;
-        for c in &self.conversations {
-            let n: usize = c.records.iter().filter_map(|r| metrics(r)).map(|m| m.compaction_events.len()).sum();
-            if n == 0 {
-                continue;
-            }
-            section.push_str(&format!(
-                "<details{}><summary>{}</summary>\n",
-                self.of_dataset(c.dataset),
-                escape(&format!("{} / {}: {} events", c.dataset, c.id, n))
-            ));
-            for r in &c.records {
-                let Some(m) = metrics(r) else { continue };
-                let events = &m.compaction_events;
-                if events.is_empty() {
-                    continue;
-                }
-                section.push_str(&format!(
-                    "<h4 class=\"pair-events\">{}<span class=\"mono\">{}</span> <span class=\"ci\">({} events)</span></h4>\n",
-                    self.swatch(&r.strategy),
-                    escape(&r.config_id),
-                    events.len()
-                ));
-                if section.len() >= MAX_COMPACTION_BYTES {
-                    pairs_over_bound += 1;
-                    section.push_str(
-                        "<p class=\"note omitted\">Not listed: the page reached its size bound; compactions.csv has \
-                         these events.</p>\n",
-                    );
-                    continue;
-                }
-                section.push_str(
-                    "<div class=\"scroll\"><table><thead><tr><th class=\"num\">call</th><th>trigger</th><th>step</th><th class=\"num\">tokens</th>\
-                     <th class=\"num\">messages</th><th class=\"num\">removed</th><th class=\"num\">masked</th><th class=\"num\">round</th>\
-                     <th>fallback</th><th>violations</th><th>summary</th></tr></thead>\n<tbody>\n",
-                );
-                let shown = events_shown(events.len());
-                for (k, &i) in shown.iter().enumerate() {
-                    if k > 0 && shown[k - 1] + 1 != i {
-                        let gap = i - shown[k - 1] - 1;
-                        pairs_cut += 1;
-                        section.push_str(&format!(
-                            "<tr class=\"omitted\"><td colspan=\"11\" class=\"note\">… {gap} events left out (the first \
-                             and last {MAX_COMPACTION_EVENTS_PER_PAIR} of each pair are listed; compactions.csv has them \
-                             all) …</td></tr>\n"
-                        ));
-                    }
-                    listed += 1;
-                    section.push_str(&compaction_row(&events[i]));
-                }
-                section.push_str("</tbody></table></div>\n");
-            }
-            section.push_str("</details>\n");
-        }
-        out.push_str(&format!(
-            "<p class=\"note\">Per conversation and configuration, the compactions with the summaries they inserted: \
-             all of them when a pair has at most {}, otherwise its first and last {MAX_COMPACTION_EVENTS_PER_PAIR} \
-             (summaries cut at {MAX_SUMMARY_CHARS} characters). compactions.csv has every event with its full text.</p>\n",
-            2 * MAX_COMPACTION_EVENTS_PER_PAIR
-        ));
-        if listed < total {
-            let mut why = Vec::new();
-            if pairs_cut > 0 {
-                why.push(format!("{pairs_cut} pairs are shown by their first and last events"));
-            }
-            if pairs_over_bound > 0 {
-                why.push(format!("{pairs_over_bound} pairs are not listed because the page reached its size bound"));
-            }
-            out.push_str(&format!(
-                "<p class=\"note\" id=\"compactions-left-out\">Listed {listed} of {total} compaction events: {}; \
-                 compactions.csv has them all.</p>\n",
-                why.join("; ")
-            ));
-        }
-        out.push_str(&section);
     }
 
     /// Requests a provider would refuse and findings both accept, apart, per configuration and

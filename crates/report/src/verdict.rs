@@ -59,6 +59,10 @@ pub const MIN_EVIDENCE: usize = 20;
 
 /// The manifest's file name in a run folder.
 pub const RUN_JSON: &str = "run.json";
+/// What a run needs before its summarizing strategies can be ranked against masking or
+/// truncation: a model writing the summaries. The verdict and the report's manifest say it
+/// whenever the summaries come from the stand-in.
+pub const STAND_IN_REMEDY: &str = "summarizer = \"llm\"";
 
 /// Why a verdict could not be computed.
 #[derive(Debug, thiserror::Error)]
@@ -416,7 +420,7 @@ impl Verdict {
             warnings.push(Warning {
                 kind: WarningKind::StandInSummarizer,
                 message: format!(
-                    "summaries come from a stand-in (`{summarizer}`, extractive), not a model: retention measures what verbatim extraction keeps, not what a model's summary would"
+                    "summaries come from a stand-in (`{summarizer}`, extractive), not a model: retention measures what verbatim extraction keeps, not what a model's summary would; ranking a summarizer against masking or truncation needs `{STAND_IN_REMEDY}`"
                 ),
                 configurations: Vec::new(),
             });

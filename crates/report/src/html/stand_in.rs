@@ -17,8 +17,8 @@ pub(super) fn note(data: &RunData) -> String {
     format!(
         "<p class=\"note stand-in\"><b>stand-in summary</b>: the summaries of {} are written by the offline \
          stand-in (an extractive summarizer, not a model), so their retention measures the stand-in, not the \
-         strategy's prompt. Ranking a summarizer against masking or truncation needs <code>summarizer = \
-         \"llm\"</code>.</p>\n",
-        configs.iter().map(|c| format!("<span class=\"mono\">{}</span>", escape(c))).collect::<Vec<_>>().join(", ")
+         strategy's prompt. Ranking a summarizer against masking or truncation needs <code>{}</code>.</p>\n",
+        configs.iter().map(|c| format!("<span class=\"mono\">{}</span>", escape(c))).collect::<Vec<_>>().join(", "),
+        escape(crate::verdict::STAND_IN_REMEDY)
     )
 }

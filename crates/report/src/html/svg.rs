@@ -1,8 +1,9 @@
-//! Inline SVG charts: the Pareto scatter with its frontier, and the context-size timeline (the
-//! sawtooth). Plain strings, no script: every mark carries a `<title>` the browser shows as a
-//! tooltip. Every label goes through [`escape`].
+//! Inline SVG charts: the Pareto scatter with its frontier; and the downsampling of the
+//! context-size timeline (the sawtooth), which the page's script draws. Plain strings, no
+//! script: every mark carries a `<title>` the browser shows as a tooltip. Every label goes
+//! through [`escape`].
 
-use runlog::record::{CallPoint, CompactionRecord};
+use runlog::record::CallPoint;
 
 use super::escape;
 
@@ -36,26 +37,6 @@ pub(crate) fn nice_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     let first = (lo / step).ceil() as i64;
     let last = (hi / step).floor() as i64;
     (first..=last).map(|i| i as f64 * step).collect()
-}
-
-/// Tokens in a short form: `950`, `12.5k`, `1.2M`.
-pub(crate) fn short_tokens(v: f64) -> String {
-    let a = v.abs();
-    if a >= 1e6 {
-        format!("{}M", trim_zeros(&format!("{:.2}", v / 1e6)))
-    } else if a >= 1e3 {
-        format!("{}k", trim_zeros(&format!("{:.1}", v / 1e3)))
-    } else {
-        format!("{}", v.round())
-    }
-}
-
-fn trim_zeros(s: &str) -> String {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s.to_string()
-    }
 }
 
 fn px(v: f64) -> String {
@@ -249,141 +230,6 @@ pub(crate) fn downsample(points: &[CallPoint], max: usize) -> Vec<CallPoint> {
     out
 }
 
-/// What one timeline shows.
-pub(crate) struct Timeline<'a> {
-    pub points: &'a [CallPoint],
-    pub events: &'a [CompactionRecord],
-    pub window: u64,
-    /// The strategy's proactive triggers with their labels, on its own estimate's scale.
-    pub thresholds: &'a [(&'a str, u64)],
-    /// At most this many points are drawn per line.
-    pub max_points: usize,
-    /// At most this many compaction markers are drawn.
-    pub max_events: usize,
-}
-
-/// The sawtooth of one conversation under one configuration: request tokens per call (exact),
-/// the strategy's estimate, the window and the trigger threshold as lines, compaction events as
-/// vertical drops, overflowing calls as red dots.
-pub(crate) fn timeline_chart(t: &Timeline<'_>) -> String {
-    let (w, h) = (420.0, 170.0);
-    let (left, right, top, bottom) = (46.0, 8.0, 8.0, 22.0);
-    let peak = t.points.iter().map(|p| p.request_tokens.max(p.estimate)).max().unwrap_or(0);
-    let highest_threshold = t.thresholds.iter().map(|(_, v)| *v).max().unwrap_or(0);
-    let y_top = [peak, t.window, highest_threshold].into_iter().max().unwrap_or(0).max(1) as f64 * 1.06;
-    let last_call = t.points.iter().map(|p| p.call).max().unwrap_or(0).max(1) as f64;
-    let xs = Scale { d0: 0.0, d1: last_call, r0: left, r1: w - right };
-    let ys = Scale { d0: 0.0, d1: y_top, r0: h - bottom, r1: top };
-    let mut s = format!(r#"<svg viewBox="0 0 {w} {h}" role="img" aria-label="context size per call">"#);
-    for tick in nice_ticks(0.0, y_top, 4) {
-        let y = ys.at(tick);
-        s.push_str(&format!(
-            r#"<line class="gridline" x1="{}" x2="{}" y1="{y}" y2="{y}"/><text x="{}" y="{}" text-anchor="end">{}</text>"#,
-            px(left),
-            px(w - right),
-            px(left - 4.0),
-            px(ys.at(tick) + 4.0),
-            short_tokens(tick),
-            y = px(y)
-        ));
-    }
-    for tick in nice_ticks(0.0, last_call, 5) {
-        s.push_str(&format!(
-            r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
-            px(xs.at(tick)),
-            px(h - 6.0),
-            tick.round()
-        ));
-    }
-    s.push_str(&format!(r#"<text x="{}" y="{}" text-anchor="end">call</text>"#, px(w - right), px(h - 6.0)));
-    s.push_str(&format!(
-        r#"<line class="axis" x1="{l}" x2="{r}" y1="{b}" y2="{b}"/><line class="axis" x1="{l}" x2="{l}" y1="{t}" y2="{b}"/>"#,
-        l = px(left),
-        r = px(w - right),
-        b = px(h - bottom),
-        t = px(top)
-    ));
-    if t.window > 0 {
-        let y = px(ys.at(t.window as f64));
-        s.push_str(&format!(
-            r#"<line class="window" x1="{}" x2="{}" y1="{y}" y2="{y}"><title>window {}</title></line>"#,
-            px(left),
-            px(w - right),
-            t.window
-        ));
-    }
-    for (k, (label, th)) in t.thresholds.iter().enumerate() {
-        let y = ys.at(*th as f64);
-        s.push_str(&format!(
-            r#"<line class="threshold" data-label="{}" x1="{}" x2="{}" y1="{}" y2="{}"><title>{}</title></line>"#,
-            escape(label),
-            px(left),
-            px(w - right),
-            px(y),
-            px(y),
-            escape(&format!("{label} threshold {th} (strategy estimate)"))
-        ));
-        // The label sits just above its line at the right end; with several lines, alternate
-        // the ends so close thresholds do not print over each other.
-        let (x, anchor) = if k % 2 == 0 { (w - right - 2.0, "end") } else { (left + 2.0, "start") };
-        s.push_str(&format!(
-            r#"<text class="threshold-label" x="{}" y="{}" text-anchor="{anchor}">{}</text>"#,
-            px(x),
-            px(y - 2.0),
-            escape(label)
-        ));
-    }
-    let drawn = downsample(t.points, t.max_points);
-    let line = |value: fn(&CallPoint) -> u64| -> String {
-        drawn
-            .iter()
-            .map(|p| format!("{},{}", px(xs.at(f64::from(p.call))), px(ys.at(value(p) as f64))))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    if !drawn.is_empty() {
-        s.push_str(&format!(
-            r#"<polyline class="estimate" points="{}"><title>strategy estimate</title></polyline>"#,
-            line(|p| p.estimate)
-        ));
-        s.push_str(&format!(
-            r#"<polyline class="tokens" points="{}"><title>request tokens (exact)</title></polyline>"#,
-            line(|p| p.request_tokens)
-        ));
-    }
-    for e in t.events.iter().take(t.max_events) {
-        let x = px(xs.at(f64::from(e.call)));
-        s.push_str(&format!(
-            r#"<line class="event" x1="{x}" x2="{x}" y1="{}" y2="{}"><title>{}</title></line>"#,
-            px(ys.at(e.tokens_before as f64)),
-            px(ys.at(e.tokens_after as f64)),
-            escape(&format!(
-                "compaction before call {}: {} {}, {} -> {} tokens",
-                e.call,
-                e.trigger.as_str(),
-                e.step,
-                e.tokens_before,
-                e.tokens_after
-            ))
-        ));
-        s.push_str(&format!(
-            r#"<circle class="event-dot" cx="{x}" cy="{}" r="2.2"/>"#,
-            px(ys.at(e.tokens_after as f64))
-        ));
-    }
-    for p in t.points.iter().filter(|p| p.overflow).take(t.max_events) {
-        s.push_str(&format!(
-            r#"<circle class="overflow" cx="{}" cy="{}" r="3"><title>overflow at call {}: {} tokens</title></circle>"#,
-            px(xs.at(f64::from(p.call))),
-            px(ys.at(p.request_tokens as f64)),
-            p.call,
-            p.request_tokens
-        ));
-    }
-    s.push_str("</svg>");
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -412,14 +258,6 @@ mod tests {
         assert_eq!(t.first(), Some(&0.0));
         assert!(t.iter().all(|v| v % 50_000.0 == 0.0), "{t:?}");
         assert_eq!(nice_ticks(3.0, 3.0, 4), vec![3.0]);
-    }
-
-    #[test]
-    fn short_token_labels() {
-        assert_eq!(short_tokens(950.0), "950");
-        assert_eq!(short_tokens(12_500.0), "12.5k");
-        assert_eq!(short_tokens(128_000.0), "128k");
-        assert_eq!(short_tokens(1_250_000.0), "1.25M");
     }
 
     #[test]
@@ -459,44 +297,5 @@ mod tests {
         assert_eq!(max, Some(1_960), "the highest tooth survives");
         assert_eq!(min, Some(1_000), "the lowest trough survives");
         assert!(kept.windows(2).all(|w| w[0].call < w[1].call), "call order is kept");
-    }
-
-    #[test]
-    fn a_timeline_draws_window_threshold_events_and_overflows() {
-        let mut points: Vec<CallPoint> = (0..10).map(|i| point(i, 100 + u64::from(i) * 100)).collect();
-        points[9].overflow = true;
-        let events = vec![CompactionRecord {
-            call: 5,
-            trigger: compaction::Trigger::Proactive,
-            step: "summarize".into(),
-            tokens_before: 600,
-            tokens_after: 200,
-            estimate_before: 600,
-            estimate_after: 200,
-            messages_before: 10,
-            messages_after: 3,
-            removed: 7,
-            masked: 0,
-            round: Some(1),
-            fallback: None,
-            shortfall: None,
-            summary: "s".into(),
-            violations: Vec::new(),
-        }];
-        let svg = timeline_chart(&Timeline {
-            points: &points,
-            events: &events,
-            window: 1_000,
-            thresholds: &[("trigger", 800)],
-            max_points: 100,
-            max_events: 100,
-        });
-        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
-        assert!(svg.contains(r#"class="window""#) && svg.contains("window 1000"));
-        assert!(svg.contains("trigger threshold 800"));
-        assert!(svg.contains(r#"class="threshold-label""#));
-        assert!(svg.contains("compaction before call 5: proactive summarize, 600 -&gt; 200 tokens"));
-        assert_eq!(svg.matches(r#"class="overflow""#).count(), 1);
-        assert_eq!(svg.matches("<polyline").count(), 2);
     }
 }

@@ -201,21 +201,28 @@ fn hostile_text_renders_as_text_everywhere() {
     // Only the page's own tags: no injected element survives. The one script runs; the others
     // are data blocks, each closed once.
     let data_blocks = html.matches("<script type=\"application/json\" id=\"").count();
-    assert_eq!(data_blocks, 1, "the lost facts' data");
+    assert_eq!(data_blocks, 2, "the lost facts' data and the conversations' detail");
     assert_eq!(html.matches("<script").count(), 1 + data_blocks);
     assert_eq!(html.matches("</script>").count(), 1 + data_blocks);
     let lost = lost_data(&html);
     assert!(lost["rows"].as_array().expect("rows").iter().any(|r| r[2] == HOSTILE), "the probe id, as text: {lost}");
+    // The step and the summary are data the script puts in the page as text.
+    let detail = detail_data(&html);
+    let row = &detail["v"][0][3][0][12][0];
+    assert_eq!((&row[3], &row[13]), (&serde_json::json!(HOSTILE), &serde_json::json!(HOSTILE)), "{row}");
     assert_eq!(html.matches("<img").count(), 0);
     assert!(tags(&html).iter().filter(|t| t.starts_with("a ")).all(|t| t.starts_with("a href=\"#")));
-    assert!(tags(&html).iter().all(|t| !t.contains(" on")), "no event handler attribute");
+    // The page's own script is code, not markup: its comparisons are not tags.
+    let markup = html.replace(SCRIPT, "");
+    assert!(tags(&markup).iter().all(|t| !t.contains(" on")), "no event handler attribute");
     assert_eq!(html.matches("<style").count(), 1);
     assert_eq!(html.matches("</style>").count(), 1);
     assert!(!html.contains("javascript:alert(1)\""));
-    // The hostile text is there, escaped, in each place it reaches: conversation id, probe id,
-    // step, summary, error, description, commit, dataset problem.
+    // The hostile text is there, escaped, in each place it reaches in the markup: conversation
+    // id (the picker, the events list), error, description, commit (header and manifest),
+    // dataset problem.
     let escaped = escape(HOSTILE);
-    assert!(html.matches(escaped.as_str()).count() >= 8, "{}", html.matches(escaped.as_str()).count());
+    assert!(html.matches(escaped.as_str()).count() >= 7, "{}", html.matches(escaped.as_str()).count());
 }
 
 #[test]
@@ -268,10 +275,21 @@ fn the_sections_are_all_there() {
             .collect::<std::collections::BTreeSet<_>>()
             .len()
     );
-    // A timeline per configuration of the replayed conversation, with the window and the trigger.
-    assert_eq!(html.matches("aria-label=\"context size per call\"").count(), 2);
-    assert!(html.contains("window 2000"));
-    assert!(html.contains("trigger threshold"), "truncate has a threshold");
+    // The timelines are data, drawn on demand: a pair per configuration of the replayed
+    // conversation, with its window and every call; the failed pair with its error.
+    let detail = detail_data(&html);
+    let conversations = detail["v"].as_array().expect("conversations");
+    assert_eq!(conversations.len(), 2, "{detail}");
+    assert!(!html.contains("id=\"detail-left-out\""), "everything is embedded");
+    let pairs = conversations[0][3].as_array().expect("pairs");
+    assert_eq!(pairs.len(), 2);
+    for p in pairs {
+        assert_eq!((&p[1], &p[2], &p[3]), (&serde_json::json!(2000), &serde_json::Value::Null, &serde_json::json!(4)));
+        // Calls 0..4 as steps, request tokens, estimate - request tokens.
+        assert_eq!(p[8], serde_json::json!([0, 500, -20, 1, 1200, -50, 1, 600, -20, 1, 1000, -50]));
+    }
+    assert_eq!(conversations[1][3][0][2], HOSTILE, "the failed pair's error");
+    assert_eq!(html.matches("<option value=\"").count() - html.matches("<option value=\"all\"").count(), 2, "picker");
     // The lost fact is embedded by number (no aliases known), under the configuration that lost
     // it: one row, one losing configuration, its second fact lost of two, one of two kept all.
     let lost = lost_data(&html);
@@ -391,10 +409,11 @@ fn both_pareto_charts_draw_the_frontier_and_the_page_shows_kinds_and_markers() {
     let configurations = data.manifest.experiment.configurations.len();
     assert_eq!(kinds.matches("class=\"heat\"").count(), configurations * (ProbeKind::ALL.len() + 1));
     assert!(kinds.contains(">recall<"), "the kind is a column");
-    // Compaction markers on the timelines: a drop and its dot per event.
-    let charts = &html[html.find("id=\"timeline-select\"").expect("picker")..];
-    assert_eq!(charts.matches("<line class=\"event\" x1=").count(), configurations);
-    assert_eq!(charts.matches("class=\"event-dot\"").count(), configurations);
+    // Compaction markers on the timelines: call, tokens before and after, per event.
+    let detail = detail_data(&html);
+    let pairs = detail["v"][0][3].as_array().expect("pairs");
+    assert_eq!(pairs.len(), configurations);
+    assert!(pairs.iter().all(|p| p[9] == serde_json::json!([2, 1_900, 600])), "{detail}");
 }
 
 #[test]
@@ -440,19 +459,15 @@ name = "truncate"
         .collect();
     data.manifest.experiment = experiment;
     let html = render(&data, &ProbeTexts::default());
-    let charts: Vec<&str> = html.split("aria-label=\"context size per call\"").skip(1).collect();
-    assert_eq!(charts.len(), 2);
-    let chart = |i: usize| &charts[i][..charts[i].find("</svg>").expect("closed")];
+    let detail = detail_data(&html);
+    let pairs = detail["v"][0][3].as_array().expect("pairs");
+    assert_eq!(pairs.len(), 2);
     // priority-chain: the prune at 80% and the chain at 85% of 2,000 tokens, each labelled.
-    let chain = chart(0);
-    assert_eq!(chain.matches("<line class=\"threshold\"").count(), 2, "{chain}");
-    assert!(chain.contains("<title>prune (P5) threshold 1600 (strategy estimate)</title>"), "{chain}");
-    assert!(chain.contains("<title>chain trigger threshold 1700 (strategy estimate)</title>"), "{chain}");
-    assert!(chain.contains(">prune (P5)</text>") && chain.contains(">chain trigger</text>"));
+    assert_eq!(pairs[0][7], serde_json::json!([["prune (P5)", 1600], ["chain trigger", 1700]]), "{detail}");
     // truncate: its one trigger.
-    let truncate = chart(1);
-    assert_eq!(truncate.matches("<line class=\"threshold\"").count(), 1, "{truncate}");
-    assert!(truncate.contains(">trigger</text>"));
+    let truncate = pairs[1][7].as_array().expect("thresholds");
+    assert_eq!(truncate.len(), 1, "{detail}");
+    assert_eq!(truncate[0][0], "trigger");
 }
 
 /// A compaction event at `call` with a summary naming it.
@@ -504,16 +519,27 @@ fn every_pair_lists_its_first_and_last_compactions_and_the_page_says_what_it_lef
     data.records.push(small);
     let html = render(&data, &ProbeTexts::default());
     let section = &html[html.find("id=\"compactions\"").expect("section")..html.find("id=\"problems\"").expect("end")];
-    // Every pair has its table, with the first k and the last k events.
-    assert_eq!(section.matches("class=\"pair-events\"").count(), 41);
-    for call in (0..k).chain(many - k..many) {
-        assert_eq!(section.matches(&format!(">summary-of-call-{call}<")).count(), 40, "call {call}");
+    // Every conversation has its folded list, drawn from the data when opened; every pair has
+    // its first k and last k events there.
+    assert_eq!(section.matches("<details class=\"events\" data-detail=").count(), 41);
+    let detail = detail_data(&html);
+    let pairs: Vec<&serde_json::Value> =
+        detail["v"].as_array().expect("conversations").iter().map(|c| &c[3][0]).collect();
+    assert_eq!(pairs.len(), 41);
+    let summaries = |p: &serde_json::Value| -> Vec<String> {
+        p[12].as_array().expect("rows").iter().map(|r| r[13].as_str().unwrap_or("").to_string()).collect()
+    };
+    let ends: Vec<String> = (0..k).chain(many - k..many).map(|c| format!("summary-of-call-{c}")).collect();
+    let mut cut = 0;
+    for p in &pairs {
+        if p[11] == many {
+            assert_eq!(summaries(p), ends, "the first and last {k}");
+            cut += 1;
+        } else {
+            assert_eq!(summaries(p), ["summary-of-call-100", "summary-of-call-101"], "a small pair lists all");
+        }
     }
-    for call in k..many - k {
-        assert!(!section.contains(&format!(">summary-of-call-{call}<")), "call {call} is in the left-out middle");
-    }
-    assert!(section.contains(">summary-of-call-100<") && section.contains(">summary-of-call-101<"));
-    assert_eq!(section.matches(&format!("… {} events left out", many - 2 * k)).count(), 40);
+    assert_eq!(cut, 40);
     let listed = 40 * 2 * k + 2;
     let total = 40 * many + 2;
     assert!(
@@ -524,12 +550,12 @@ fn every_pair_lists_its_first_and_last_compactions_and_the_page_says_what_it_lef
 }
 
 #[test]
-fn the_compaction_section_stops_listing_at_its_size_bound() {
+fn the_page_stays_under_its_size_bound_and_names_what_it_left_out() {
     let mut data = run_data();
     let template = data.records[0].clone();
-    // Summaries of MAX_SUMMARY_CHARS each: enough pairs to pass the byte bound.
+    // Summaries of MAX_SUMMARY_CHARS each: enough conversations to pass the page's bound.
     let per_pair = 2 * MAX_COMPACTION_EVENTS_PER_PAIR * MAX_SUMMARY_CHARS;
-    let pairs = MAX_COMPACTION_BYTES / per_pair + 10;
+    let pairs = MAX_REPORT_BYTES / per_pair + 20;
     data.records = (0..pairs)
         .map(|i| {
             let mut r = template.clone();
@@ -543,13 +569,24 @@ fn the_compaction_section_stops_listing_at_its_size_bound() {
         })
         .collect();
     let html = render(&data, &ProbeTexts::default());
-    let section = &html[html.find("id=\"compactions\"").expect("section")..html.find("id=\"problems\"").expect("end")];
-    assert!(section.len() < MAX_COMPACTION_BYTES + 2 * per_pair, "{} bytes", section.len());
-    let omitted = section.matches("Not listed: the page reached its size bound").count();
-    assert!(omitted >= 5, "{omitted} pairs left out");
-    assert!(section.contains(&format!("{omitted} pairs are not listed because the page reached its size bound")));
-    // Every pair is still named with its count.
-    assert_eq!(section.matches("class=\"pair-events\"").count(), pairs);
+    assert!(html.len() < MAX_REPORT_BYTES, "{} bytes", html.len());
+    assert!(html.len() > MAX_REPORT_BYTES - 2 * per_pair, "the bound is used, not left empty: {} bytes", html.len());
+    // Every conversation's timelines and event rows fit; the summaries' text fills what is left
+    // and the page says how many it left out.
+    let detail = detail_data(&html);
+    let conversations = detail["v"].as_array().expect("conversations");
+    let embedded = conversations.len();
+    assert_eq!(embedded, pairs, "the timelines and rows come first");
+    let rows: Vec<&serde_json::Value> =
+        conversations.iter().flat_map(|c| c[3][0][12].as_array().expect("rows").iter()).collect();
+    let without = rows.iter().filter(|r| r[13].is_null()).count();
+    assert!(without > 10 && without + 10 < rows.len(), "{without} of {} summaries left out", rows.len());
+    assert!(html.contains(&format!(
+        "The text of {without} of the {} summaries listed is left out to keep the page under its size bound",
+        rows.len()
+    )));
+    // Only embedded conversations are offered: the picker and the event lists name them.
+    assert_eq!(html.matches("<details class=\"events\" data-detail=").count(), embedded);
 }
 
 #[test]
@@ -582,6 +619,14 @@ fn an_inapplicable_configuration_is_listed_with_its_reason_and_never_ranked() {
     assert!(section.contains(&escape(&format!("max_output_tokens is at least the window {HOSTILE}"))));
     assert!(section.contains(&escape(&format!("The user asked to push to main {HOSTILE}."))));
     assert_eq!(html.matches("<script>").count(), 1, "only the page's own script tag is real");
+}
+
+/// The conversations' detail block of a page.
+fn detail_data(html: &str) -> serde_json::Value {
+    let open = "<script type=\"application/json\" id=\"detail-data\">";
+    let start = html.find(open).expect("detail-data block") + open.len();
+    let end = start + html[start..].find("</script>").expect("block closed");
+    serde_json::from_str(&html[start..end]).expect("detail-data is JSON")
 }
 
 /// The lost-facts data block of a page.

@@ -2,6 +2,7 @@
 //! the same [`Verdict`], with the same labels and numbers.
 
 use super::{Comparison, Difference, Entry, Figure, Standing, Verdict, View, Warning};
+use crate::gate::SIGN_TEST_ALPHA;
 
 /// A window as people say it: `32k`, `128k`, `1500`, or `own window`.
 pub fn window_label(window: Option<u64>) -> String {
@@ -99,7 +100,13 @@ pub fn difference(d: &Difference, money: bool) -> String {
     let unit = if money { "" } else { " pt" };
     let spread = match (d.interval, d.sign_p) {
         (Some((lo, hi)), _) => format!(" [{}, {}]", f(lo), f(hi)),
-        (None, Some(p)) => format!(" (sign test p={p:.2}, {} conv.)", d.pairs),
+        // The threshold is stated: a p of 0.03 beside "no detectable difference" would read oddly.
+        (None, Some(p)) => format!(
+            " (one-sided sign test p={p:.3}, {} {}; {} conv.)",
+            if p < SIGN_TEST_ALPHA { "under" } else { "not under" },
+            SIGN_TEST_ALPHA,
+            d.pairs
+        ),
         _ => String::new(),
     };
     let reading = if d.detectable { "" } else { ", no detectable difference" };

@@ -233,3 +233,22 @@ fn text_markdown_and_json_tell_the_same_verdict() {
     assert!(markdown.contains("| `b` | `a` |"), "{markdown}");
     assert!(short.contains("32k front: a, c"), "{short}");
 }
+
+#[test]
+fn a_sign_test_states_its_threshold_beside_its_p() {
+    let d = |p: f64, detectable: bool| Difference {
+        pairs: 8,
+        mean: Some(0.013),
+        interval: None,
+        sign_p: Some(p),
+        detectable,
+    };
+    assert_eq!(
+        render::difference(&d(0.03125, false), false),
+        "+1.3 pt (one-sided sign test p=0.031, not under 0.025; 8 conv.), no detectable difference"
+    );
+    assert_eq!(
+        render::difference(&d(0.0039, true), false),
+        "+1.3 pt (one-sided sign test p=0.004, under 0.025; 8 conv.)"
+    );
+}

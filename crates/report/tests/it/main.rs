@@ -3,6 +3,7 @@
 mod browser;
 mod ci_gate;
 mod common;
+mod generated;
 mod outputs;
 mod python_csv;
 mod readme;

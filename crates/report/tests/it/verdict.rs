@@ -79,6 +79,25 @@ fn the_verdict_of_a_folder_is_the_verdict_of_the_run_and_its_figures_are_the_sum
     // The offline summarizer is a stand-in, and the synthetic set has under 20 conversations.
     assert!(verdict.stand_in_summary);
     assert!(verdict.windows[0].views[0].warnings.iter().any(|w| w.message.contains("too little evidence to rank")));
+    // The stand-in caveat, from the one computation, in all three outputs: ranking a summarizer
+    // against masking or truncation needs an LLM summarizer. The report's manifest states it too.
+    let remedy = "ranking a summarizer against masking or truncation needs `summarizer = \"llm\"`";
+    assert!(verdict.text().contains(remedy), "{}", verdict.text());
+    assert!(verdict.markdown().contains(remedy), "{}", verdict.markdown());
+    let html = std::fs::read_to_string(dir.join("report.html")).expect("report.html");
+    let warning = html.find("<p class=\"warning\">").expect("the verdict's first warning");
+    assert!(
+        html[warning..]
+            .starts_with(&format!("<p class=\"warning\">⚠ {}", report::html::escape(&verdict.warnings[0].message))),
+        "{}",
+        &html[warning..warning + 400]
+    );
+    assert!(html[warning..].contains(&report::html::escape(remedy)));
+    let manifest = &html[html.find("id=\"manifest\"").expect("manifest")..];
+    let summarizer = &manifest[manifest.find("<dt>summarizer</dt>").expect("the summarizer row")..];
+    let summarizer = &summarizer[..summarizer.find("</dd>").expect("end")];
+    assert!(summarizer.contains("stand-in summary"), "{summarizer}");
+    assert!(summarizer.contains(&report::html::escape("needs summarizer = \"llm\"")), "{summarizer}");
     let _ = std::fs::remove_dir_all(&root);
 }
 
