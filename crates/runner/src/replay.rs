@@ -271,6 +271,10 @@ pub fn replay(
 pub struct Recorded {
     conversation: std::sync::Arc<Conversation>,
     entries: Vec<Entry>,
+    /// What the offline judge keeps for the conversation's messages.
+    judge: crate::judge::offline::Shared,
+    /// What the offline summarizer keeps for them.
+    summarizer: crate::summarize::offline::Shared,
 }
 
 thread_local! {
@@ -292,7 +296,30 @@ impl Recorded {
                 e
             })
             .collect();
-        Recorded { conversation, entries }
+        let judge = crate::judge::offline::Shared::new(entries.len());
+        let summarizer = crate::summarize::offline::Shared::new(entries.len());
+        Recorded { conversation, entries, judge, summarizer }
+    }
+
+    /// The offline summarizer's store for this conversation.
+    pub(crate) fn summarizer(&self) -> &crate::summarize::offline::Shared {
+        &self.summarizer
+    }
+
+    /// The entries lent to this thread's replays, whatever their conversation.
+    pub(crate) fn lent() -> Option<std::sync::Arc<Recorded>> {
+        LENT.with(|l| l.borrow().clone())
+    }
+
+    /// The offline judge's store for this conversation.
+    pub(crate) fn judge(&self) -> &crate::judge::offline::Shared {
+        &self.judge
+    }
+
+    /// `Some(self)` when `message` is recorded message `index`'s own, as these entries hold it
+    /// (not a copy, nor a message a strategy changed): what is kept for the message applies.
+    pub(crate) fn shared_entry(&self, index: usize, message: &Message) -> Option<&Recorded> {
+        self.entries.get(index).filter(|e| std::ptr::eq(e.message(), message)).map(|_| self)
     }
 
     /// Run `f` with these entries lent to the replays it makes on this thread of this
@@ -311,7 +338,7 @@ impl Recorded {
     }
 
     /// The entries lent for `conversation`, when they are.
-    fn lent_for(conversation: &Conversation) -> Option<std::sync::Arc<Recorded>> {
+    pub(crate) fn lent_for(conversation: &Conversation) -> Option<std::sync::Arc<Recorded>> {
         LENT.with(|l| {
             l.borrow().as_ref().filter(|r| std::ptr::eq(std::sync::Arc::as_ptr(&r.conversation), conversation)).cloned()
         })

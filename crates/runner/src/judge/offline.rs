@@ -54,8 +54,9 @@
 //! ```
 
 use std::cell::RefCell;
-use std::collections::HashSet;
-use std::rc::Rc;
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use compaction::{Context, Conversation, Message, Origin, Probe};
 
@@ -63,13 +64,96 @@ pub use dataset::text::{
     expand_aliases, is_weak_alias, matches, normalize, occurs, render_message, ENTRY_SEPARATOR, SHORT_WORD,
 };
 
-use super::text::{find, Alias, Prepared};
+use super::text::{find, Alias, Prepared, Variant};
 use super::Judge;
 use crate::record::{Evidence, FoundIn, ProbeScore};
+use crate::replay::Recorded;
 
 /// The offline judge (see the module docs).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OfflineJudge;
+
+/// A message rendered and normalized for matching. A recorded message's is shared by every
+/// checkpoint and configuration of its conversation, and keeps where each of the
+/// conversation's alias variants was found in it ([`Shared`]): the same probes are asked of
+/// the same messages at every later checkpoint, under every configuration.
+#[derive(Debug, Default)]
+pub(crate) struct PreparedMessage {
+    text: String,
+    prepared: Prepared,
+    /// [`find`]'s answers by variant id ([`Facts`]) and `code_counts`; `None` for a message
+    /// prepared for one context only.
+    found: Option<Mutex<HashMap<(u32, bool), Option<Range<usize>>>>>,
+}
+
+impl PreparedMessage {
+    fn new(message: &Message, shared: bool) -> PreparedMessage {
+        let text = render_message(message);
+        let prepared = Prepared::new(&text);
+        PreparedMessage { text, prepared, found: shared.then(Mutex::default) }
+    }
+
+    /// Where `variant` (id `id` among the shared variants, when it has one) matches first.
+    fn find(&self, id: Option<u32>, variant: &Variant, code_counts: bool) -> Option<Range<usize>> {
+        let (Some(id), Some(found)) = (id, &self.found) else { return find(&self.prepared, variant, code_counts) };
+        let key = (id, code_counts);
+        if let Some(range) = lock(found).get(&key) {
+            return range.clone();
+        }
+        let range = find(&self.prepared, variant, code_counts);
+        lock(found).insert(key, range.clone());
+        range
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A fact's aliases, shared by every checkpoint of a conversation; variant `k` (in the order
+/// of `aliases`, flattened) has id `first + k` (no ids, and nothing kept, once a
+/// conversation's variants would overflow them).
+#[derive(Debug)]
+pub(crate) struct Facts {
+    aliases: Vec<Alias>,
+    first: Option<u32>,
+}
+
+/// What the offline judge keeps for a conversation while its pairs run (in [`Recorded`],
+/// shared by every worker): each recorded message prepared once, and each fact's aliases.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    messages: Vec<OnceLock<Arc<PreparedMessage>>>,
+    facts: Mutex<(HashMap<Vec<String>, Arc<Facts>>, Option<u32>)>,
+}
+
+impl Shared {
+    pub(crate) fn new(messages: usize) -> Shared {
+        Shared { messages: (0..messages).map(|_| OnceLock::new()).collect(), facts: Mutex::new((HashMap::new(), Some(0))) }
+    }
+
+    /// The slot of recorded message `index`.
+    pub(crate) fn slot(&self, index: usize) -> Option<&OnceLock<Arc<PreparedMessage>>> {
+        self.messages.get(index)
+    }
+
+    /// The aliases of `fact`, made once per conversation.
+    fn facts<S: AsRef<str>>(&self, fact: &[S]) -> Arc<Facts> {
+        let key: Vec<String> = fact.iter().map(|a| a.as_ref().to_string()).collect();
+        let mut kept = lock(&self.facts);
+        let (map, next) = &mut *kept;
+        if let Some(f) = map.get(&key) {
+            return f.clone();
+        }
+        let aliases = Alias::of(fact);
+        let n = aliases.iter().map(|a| a.variants.len()).sum::<usize>();
+        let end = u32::try_from(n).ok().and_then(|n| next.and_then(|first| first.checked_add(n)));
+        let f = Arc::new(Facts { aliases, first: end.and(*next) });
+        *next = end;
+        map.insert(key, f.clone());
+        f
+    }
+}
 
 /// One entry of a context, prepared for matching.
 #[derive(Debug, Clone)]
@@ -77,34 +161,43 @@ struct Prepared1 {
     entry: usize,
     found: FoundIn,
     recorded: Option<usize>,
-    rendered: Rc<(String, Prepared)>,
+    rendered: Arc<PreparedMessage>,
 }
 
 /// A context prepared once per checkpoint: each entry's text normalized (a recorded message's
-/// once per conversation and thread, [`prepared_message`]), grouped by where a fact can be found.
+/// once per conversation, [`prepared_message`]), grouped by where a fact can be found.
 #[derive(Debug, Clone, Default)]
 pub struct RenderedContext {
     /// The recorded messages the context holds verbatim.
     recorded: HashSet<usize>,
     /// Verbatim entries first, then summaries, then other entries.
     entries: Vec<Prepared1>,
+    /// The conversation's shared store, when its recorded entries are lent to this thread.
+    shared: Option<Arc<Recorded>>,
 }
 
-/// The recorded messages of the conversation last judged on this thread, prepared.
-type Cache = Option<(usize, String, usize, Vec<Option<Rc<(String, Prepared)>>>)>;
+/// The recorded messages of the conversation last judged on this thread, prepared (for a
+/// replay whose conversation's entries are not shared).
+type Cache = Option<(usize, String, usize, Vec<Option<Arc<PreparedMessage>>>)>;
 
 thread_local! {
     static MESSAGES: RefCell<Cache> = const { RefCell::new(None) };
 }
 
-/// Recorded message `index` of `conversation`, rendered and normalized once per conversation
-/// on this thread: every checkpoint and configuration that keeps it reuses the work.
-fn prepared_message(conversation: &Conversation, index: usize, message: &Message) -> Rc<(String, Prepared)> {
-    let fresh = || {
-        let text = render_message(message);
-        let p = Prepared::new(&text);
-        Rc::new((text, p))
-    };
+/// Recorded message `index` of `conversation`, rendered and normalized once per conversation:
+/// every checkpoint and configuration that keeps it reuses the work. When the conversation's
+/// entries are shared ([`Recorded`]) and `message` is the shared entry's, the work is shared by
+/// every worker; otherwise it is kept on this thread.
+fn prepared_message(
+    conversation: &Conversation,
+    shared: Option<&Recorded>,
+    index: usize,
+    message: &Message,
+) -> Arc<PreparedMessage> {
+    if let Some(slot) = shared.and_then(|r| r.shared_entry(index, message)).and_then(|r| r.judge().slot(index)) {
+        return slot.get_or_init(|| Arc::new(PreparedMessage::new(message, true))).clone();
+    }
+    let fresh = || Arc::new(PreparedMessage::new(message, false));
     let same = conversation
         .messages
         .get(index)
@@ -136,7 +229,7 @@ impl RenderedContext {
     }
 
     fn build(conversation: Option<&Conversation>, ctx: &Context) -> RenderedContext {
-        let mut r = RenderedContext::default();
+        let mut r = RenderedContext { shared: conversation.and_then(Recorded::lent_for), ..Default::default() };
         for (k, e) in ctx.entries().iter().enumerate() {
             let (found, recorded) = match e.origin() {
                 Origin::Recorded { index } => {
@@ -147,12 +240,8 @@ impl RenderedContext {
                 Origin::Masked { .. } | Origin::Inserted { .. } => (FoundIn::Other, None),
             };
             let rendered = match (conversation, recorded) {
-                (Some(c), Some(i)) => prepared_message(c, i, e.message()),
-                _ => {
-                    let text = render_message(e.message());
-                    let p = Prepared::new(&text);
-                    Rc::new((text, p))
-                }
+                (Some(c), Some(i)) => prepared_message(c, r.shared.as_deref(), i, e.message()),
+                _ => Arc::new(PreparedMessage::new(e.message(), false)),
             };
             r.entries.push(Prepared1 { entry: k, found, recorded, rendered });
         }
@@ -178,11 +267,31 @@ impl RenderedContext {
 
     /// Where `aliases` are found first (verbatim, summary, other), and the evidence.
     pub fn locate_with_evidence(&self, aliases: &[Alias]) -> (FoundIn, Option<Evidence>) {
+        self.locate_ids(aliases, None)
+    }
+
+    /// [`RenderedContext::locate_with_evidence`] for the aliases of `fact`, made once per
+    /// conversation when its store is shared.
+    fn locate_fact<S: AsRef<str>>(&self, fact: &[S]) -> (FoundIn, Option<Evidence>) {
+        match &self.shared {
+            Some(r) => {
+                let facts = r.judge().facts(fact);
+                self.locate_ids(&facts.aliases, facts.first)
+            }
+            None => self.locate_with_evidence(&Alias::of(fact)),
+        }
+    }
+
+    /// The search behind [`RenderedContext::locate_with_evidence`]; with `first`, the
+    /// variants have ids from `first` on ([`Facts`]) and the shared messages keep the answers.
+    fn locate_ids(&self, aliases: &[Alias], first: Option<u32>) -> (FoundIn, Option<Evidence>) {
         for e in &self.entries {
-            let (text, prepared) = &*e.rendered;
+            let text = &e.rendered.text;
+            let prepared = &e.rendered.prepared;
             let code_counts = e.found == FoundIn::Verbatim;
-            for v in aliases.iter().flat_map(|a| &a.variants) {
-                if let Some(range) = find(prepared, v, code_counts) {
+            for (k, v) in aliases.iter().flat_map(|a| &a.variants).enumerate() {
+                let id = first.and_then(|f| u32::try_from(k).ok().and_then(|k| f.checked_add(k)));
+                if let Some(range) = e.rendered.find(id, v, code_counts) {
                     let span = prepared.source_span(&range);
                     let chars = |b: usize| text.get(..b).map_or(0, |t| t.chars().count());
                     let evidence = Evidence {
@@ -210,9 +319,9 @@ impl OfflineJudge {
     /// Score `probe` against an already rendered context.
     pub fn score_rendered(&self, conversation: &Conversation, rendered: &RenderedContext, probe: &Probe) -> ProbeScore {
         let located: Vec<(FoundIn, Option<Evidence>)> = if probe.facts.is_empty() {
-            vec![rendered.locate_with_evidence(&Alias::of(std::slice::from_ref(&probe.answer)))]
+            vec![rendered.locate_fact(std::slice::from_ref(&probe.answer))]
         } else {
-            probe.facts.iter().map(|f| rendered.locate_with_evidence(&Alias::of(f))).collect()
+            probe.facts.iter().map(|f| rendered.locate_fact(f)).collect()
         };
         let (facts, evidence): (Vec<FoundIn>, Vec<Option<Evidence>>) = located.into_iter().unzip();
         let retained = facts.iter().filter(|f| **f != FoundIn::Lost).count();
