@@ -275,6 +275,9 @@ pub struct Recorded {
     judge: crate::judge::offline::Shared,
     /// What the offline summarizer keeps for them.
     summarizer: crate::summarize::offline::Shared,
+    encoding: Encoding,
+    /// The first entry no worker has started metering ([`Recorded::meter`]).
+    next: std::sync::atomic::AtomicUsize,
 }
 
 thread_local! {
@@ -285,20 +288,37 @@ thread_local! {
 impl Recorded {
     /// Every recorded message of `conversation` as an entry, metered with `encoding`.
     pub fn new(conversation: std::sync::Arc<Conversation>, encoding: Encoding) -> Recorded {
-        let exact = Exact::new(encoding);
-        let entries: Vec<Entry> = conversation
-            .messages
-            .iter()
-            .enumerate()
-            .map(|(i, m)| {
-                let e = Entry::recorded(i, m.clone());
-                e.units(&exact);
-                e
-            })
-            .collect();
+        let recorded = Recorded::unmetered(conversation, encoding);
+        recorded.meter();
+        recorded
+    }
+
+    /// The entries, not metered yet: each worker that will replay them calls
+    /// [`Recorded::meter`], and the workers share the metering instead of one waiting for it.
+    pub fn unmetered(conversation: std::sync::Arc<Conversation>, encoding: Encoding) -> Recorded {
+        let entries: Vec<Entry> =
+            conversation.messages.iter().enumerate().map(|(i, m)| Entry::recorded(i, m.clone())).collect();
         let judge = crate::judge::offline::Shared::new(entries.len());
         let summarizer = crate::summarize::offline::Shared::new(entries.len());
-        Recorded { conversation, entries, judge, summarizer }
+        Recorded { conversation, entries, judge, summarizer, encoding, next: Default::default() }
+    }
+
+    /// Meter the entries no other worker has taken yet, a few at a time; returns when every
+    /// entry is taken (another worker may still be metering its last few: a replay that
+    /// reaches one first meters it too, to the same count).
+    pub fn meter(&self) {
+        const AT_ONCE: usize = 8;
+        let exact = Exact::new(self.encoding);
+        loop {
+            let start = self.next.fetch_add(AT_ONCE, std::sync::atomic::Ordering::Relaxed);
+            let Some(entries) = self.entries.get(start..) else { return };
+            if entries.is_empty() {
+                return;
+            }
+            for e in entries.iter().take(AT_ONCE) {
+                e.units(&exact);
+            }
+        }
     }
 
     /// The offline summarizer's store for this conversation.

@@ -734,7 +734,8 @@ type SharedConversation = (Arc<replay::Recorded>, Fnv);
 /// What the pairs of one conversation share while any of them is left to run: its recorded
 /// messages as entries metered once ([`replay::Recorded`]), and the hash of its text. Made
 /// by the first of its pairs to start (another worker that wants it meanwhile waits for it,
-/// rather than doing the same work), dropped when the last one finishes.
+/// rather than doing the same work; the entries are then metered by every worker that takes
+/// one of its pairs, sharing the work), dropped when the last one finishes.
 struct SharedConversations<'p> {
     plan: &'p Plan,
     slots: Vec<Mutex<Option<SharedConversation>>>,
@@ -755,13 +756,17 @@ impl<'p> SharedConversations<'p> {
     }
 
     fn get(&self, conversation: usize) -> SharedConversation {
-        let mut slot = lock(&self.slots[conversation]);
-        slot.get_or_insert_with(|| {
-            let c = &self.plan.conversations[conversation].conversation;
-            let recorded = replay::Recorded::new(c.clone(), self.plan.experiment.tokenizer);
-            (Arc::new(recorded), conversation_hash(c))
-        })
-        .clone()
+        let shared = lock(&self.slots[conversation])
+            .get_or_insert_with(|| {
+                let c = &self.plan.conversations[conversation].conversation;
+                let recorded = replay::Recorded::unmetered(c.clone(), self.plan.experiment.tokenizer);
+                (Arc::new(recorded), conversation_hash(c))
+            })
+            .clone();
+        // Every worker that starts one of its pairs meters what is left of it, rather than
+        // one metering while the others wait.
+        shared.0.meter();
+        shared
     }
 
     /// One of the conversation's pairs finished.

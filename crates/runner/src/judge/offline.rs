@@ -81,9 +81,10 @@ pub struct OfflineJudge;
 pub(crate) struct PreparedMessage {
     text: String,
     prepared: Prepared,
-    /// [`find`]'s answers by variant id ([`Facts`]) and `code_counts`; `None` for a message
-    /// prepared for one context only.
-    found: Option<Mutex<HashMap<(u32, bool), Option<Range<usize>>>>>,
+    /// By fact id ([`Facts`]) and `code_counts`: the first of the fact's variants found in
+    /// the message, and where ([`PreparedMessage::first_match`]); `None` for a message prepared
+    /// for one context only.
+    found: Option<Mutex<HashMap<(u32, bool), Option<(usize, Range<usize>)>>>>,
 }
 
 impl PreparedMessage {
@@ -93,16 +94,36 @@ impl PreparedMessage {
         PreparedMessage { text, prepared, found: shared.then(Mutex::default) }
     }
 
-    /// Where `variant` (id `id` among the shared variants, when it has one) matches first.
-    fn find(&self, id: Option<u32>, variant: &Variant, code_counts: bool) -> Option<Range<usize>> {
-        let (Some(id), Some(found)) = (id, &self.found) else { return find(&self.prepared, variant, code_counts) };
+    /// The first variant of `aliases` (in order) that [`find`] finds in the message, and
+    /// where; kept under `id` (a shared fact's id) when given.
+    fn first_match<'v>(
+        &self,
+        id: Option<u32>,
+        aliases: &'v [Alias],
+        code_counts: bool,
+    ) -> Option<(&'v Variant, Range<usize>)> {
+        let mut variants = aliases.iter().flat_map(|a| &a.variants);
+        let search = || {
+            aliases
+                .iter()
+                .flat_map(|a| &a.variants)
+                .enumerate()
+                .find_map(|(k, v)| find(&self.prepared, v, code_counts).map(|r| (k, r)))
+        };
+        let (Some(id), Some(found)) = (id, &self.found) else {
+            return search().and_then(|(k, r)| Some((variants.nth(k)?, r)));
+        };
         let key = (id, code_counts);
-        if let Some(range) = lock(found).get(&key) {
-            return range.clone();
-        }
-        let range = find(&self.prepared, variant, code_counts);
-        lock(found).insert(key, range.clone());
-        range
+        let kept = lock(found).get(&key).cloned();
+        let hit = match kept {
+            Some(hit) => hit,
+            None => {
+                let hit = search();
+                lock(found).insert(key, hit.clone());
+                hit
+            }
+        };
+        hit.and_then(|(k, r)| Some((variants.nth(k)?, r)))
     }
 }
 
@@ -110,13 +131,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// A fact's aliases, shared by every checkpoint of a conversation; variant `k` (in the order
-/// of `aliases`, flattened) has id `first + k` (no ids, and nothing kept, once a
-/// conversation's variants would overflow them).
+/// A fact's aliases, shared by every checkpoint of a conversation, and the fact's id there
+/// (none, and nothing kept, past `u32::MAX` facts).
 #[derive(Debug)]
 pub(crate) struct Facts {
     aliases: Vec<Alias>,
-    first: Option<u32>,
+    id: Option<u32>,
 }
 
 /// What the offline judge keeps for a conversation while its pairs run (in [`Recorded`],
@@ -145,11 +165,8 @@ impl Shared {
         if let Some(f) = map.get(&key) {
             return f.clone();
         }
-        let aliases = Alias::of(fact);
-        let n = aliases.iter().map(|a| a.variants.len()).sum::<usize>();
-        let end = u32::try_from(n).ok().and_then(|n| next.and_then(|first| first.checked_add(n)));
-        let f = Arc::new(Facts { aliases, first: end.and(*next) });
-        *next = end;
+        let f = Arc::new(Facts { aliases: Alias::of(fact), id: *next });
+        *next = next.and_then(|n| n.checked_add(1));
         map.insert(key, f.clone());
         f
     }
@@ -276,33 +293,29 @@ impl RenderedContext {
         match &self.shared {
             Some(r) => {
                 let facts = r.judge().facts(fact);
-                self.locate_ids(&facts.aliases, facts.first)
+                self.locate_ids(&facts.aliases, facts.id)
             }
             None => self.locate_with_evidence(&Alias::of(fact)),
         }
     }
 
-    /// The search behind [`RenderedContext::locate_with_evidence`]; with `first`, the
-    /// variants have ids from `first` on ([`Facts`]) and the shared messages keep the answers.
-    fn locate_ids(&self, aliases: &[Alias], first: Option<u32>) -> (FoundIn, Option<Evidence>) {
+    /// The search behind [`RenderedContext::locate_with_evidence`]; with `id` (a shared
+    /// fact's, [`Facts`]), the shared messages keep their answers.
+    fn locate_ids(&self, aliases: &[Alias], id: Option<u32>) -> (FoundIn, Option<Evidence>) {
         for e in &self.entries {
             let text = &e.rendered.text;
-            let prepared = &e.rendered.prepared;
             let code_counts = e.found == FoundIn::Verbatim;
-            for (k, v) in aliases.iter().flat_map(|a| &a.variants).enumerate() {
-                let id = first.and_then(|f| u32::try_from(k).ok().and_then(|k| f.checked_add(k)));
-                if let Some(range) = e.rendered.find(id, v, code_counts) {
-                    let span = prepared.source_span(&range);
-                    let chars = |b: usize| text.get(..b).map_or(0, |t| t.chars().count());
-                    let evidence = Evidence {
-                        alias: v.text.clone(),
-                        entry: e.entry,
-                        message: e.recorded,
-                        start: chars(span.start),
-                        end: chars(span.end),
-                    };
-                    return (e.found, Some(evidence));
-                }
+            if let Some((v, range)) = e.rendered.first_match(id, aliases, code_counts) {
+                let span = e.rendered.prepared.source_span(&range);
+                let chars = |b: usize| text.get(..b).map_or(0, |t| t.chars().count());
+                let evidence = Evidence {
+                    alias: v.text.clone(),
+                    entry: e.entry,
+                    message: e.recorded,
+                    start: chars(span.start),
+                    end: chars(span.end),
+                };
+                return (e.found, Some(evidence));
             }
         }
         (FoundIn::Lost, None)

@@ -469,6 +469,9 @@ name = "keep-last-n"
 
 [[strategy]]
 name = "observation-mask"
+
+[[strategy]]
+name = "cut-point"
 "#,
         Path::new("shared.toml"),
     )
