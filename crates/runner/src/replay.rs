@@ -331,6 +331,11 @@ impl Recorded {
         LENT.with(|l| l.borrow().clone())
     }
 
+    /// The entries, one per recorded message.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
     /// The offline judge's store for this conversation.
     pub(crate) fn judge(&self) -> &crate::judge::offline::Shared {
         &self.judge

@@ -711,7 +711,10 @@ pub struct Built {
 }
 
 /// The pairs to run, the largest conversations first (by the bytes of their messages), each
-/// conversation's pairs together in plan order.
+/// conversation's pairs together: each strategy's first configuration (in plan order), then
+/// each one's second, and so on. Two workers on one conversation then rarely run one strategy
+/// at once: its configurations (mostly the same strategy at other windows) meter the shared
+/// entries with the same counter, and two of them at once would both count what neither had.
 fn longest_first(plan: &Plan, todo: &[Pair]) -> Vec<Pair> {
     let size = |c: usize| -> usize {
         plan.conversations[c]
@@ -722,9 +725,16 @@ fn longest_first(plan: &Plan, todo: &[Pair]) -> Vec<Pair> {
             .sum()
     };
     let sizes: Vec<usize> = (0..plan.conversations.len()).map(size).collect();
+    let configurations = &plan.experiment.configurations;
+    // How many configurations of the same strategy come before each one.
+    let rank: Vec<usize> = configurations
+        .iter()
+        .enumerate()
+        .map(|(i, c)| configurations[..i].iter().filter(|o| o.strategy == c.strategy).count())
+        .collect();
     let mut order = todo.to_vec();
     // Stable: ties keep the plan's order.
-    order.sort_by_key(|p| (std::cmp::Reverse(sizes[p.conversation]), p.conversation));
+    order.sort_by_key(|p| (std::cmp::Reverse(sizes[p.conversation]), p.conversation, rank.get(p.config).copied()));
     order
 }
 

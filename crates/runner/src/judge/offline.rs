@@ -149,7 +149,10 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(messages: usize) -> Shared {
-        Shared { messages: (0..messages).map(|_| OnceLock::new()).collect(), facts: Mutex::new((HashMap::new(), Some(0))) }
+        Shared {
+            messages: (0..messages).map(|_| OnceLock::new()).collect(),
+            facts: Mutex::new((HashMap::new(), Some(0))),
+        }
     }
 
     /// The slot of recorded message `index`.
@@ -374,7 +377,47 @@ impl Judge for OfflineJudge {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use compaction::{Entry, Inserted, Message, ProbeKind, ToolCall};
+    use compaction::{Encoding, Entry, Inserted, Message, ProbeKind, ToolCall};
+
+    #[test]
+    fn a_conversations_shared_messages_answer_as_a_fresh_render_does() {
+        let conversation = Arc::new(Conversation::new(
+            "c",
+            vec![
+                Message::user("Fix the crash in (SRC\\Parser.rs) for ticket PAY-4411."),
+                Message::assistant("Twelve files changed; lib/parser.rs is another file."),
+                Message::user("cancelReservation still fails"),
+            ],
+        ));
+        let recorded = Arc::new(Recorded::new(conversation.clone(), Encoding::O200kBase));
+        let mut ctx = Context::new();
+        for e in recorded.entries() {
+            ctx.push(e.clone());
+        }
+        ctx.push(Entry::new(Message::user("a summary naming PAY-4411"), Origin::Summary { round: 1, covers: vec![0] }));
+        let facts: [&[&str]; 6] = [
+            &["src/parser.rs"],
+            &["12"],
+            &["cancel_reservation"],
+            &["PAY-4411"],
+            &["nowhere", "absent"],
+            &["parser.rs"],
+        ];
+        let fresh = RenderedContext::new(&ctx);
+        let expected: Vec<(FoundIn, Option<Evidence>)> =
+            facts.iter().map(|f| fresh.locate_with_evidence(&Alias::of(f))).collect();
+        assert_eq!(expected[4].0, FoundIn::Lost);
+        assert_eq!(expected[1].1.as_ref().map(|e| e.alias.as_str()), Some("twelve"));
+        // Twice: the second time every answer comes from the shared store.
+        for _ in 0..2 {
+            let shared = recorded.lend(|| RenderedContext::for_conversation(&conversation, &ctx));
+            assert!(shared.shared.is_some(), "the lent entries are used");
+            let got: Vec<(FoundIn, Option<Evidence>)> = facts.iter().map(|f| shared.locate_fact(f)).collect();
+            assert_eq!(got, expected);
+        }
+        let kept = recorded.judge().slot(0).and_then(|s| s.get()).and_then(|m| m.found.as_ref().map(|f| lock(f).len()));
+        assert_eq!(kept, Some(facts.len()), "each fact's answer is kept with the message");
+    }
 
     fn probe(facts: &[&[&str]], source: usize) -> Probe {
         Probe {

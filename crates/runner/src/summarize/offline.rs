@@ -1202,7 +1202,11 @@ impl OfflineSummarizer {
 
     /// [`OfflineSummarizer::summary_text`], with the text's exact tokens when they were
     /// counted on the way.
-    fn summary_counted(&self, ctx: &Context, request: &SummaryRequest) -> Result<(String, Option<u64>), SummaryFailure> {
+    fn summary_counted(
+        &self,
+        ctx: &Context,
+        request: &SummaryRequest,
+    ) -> Result<(String, Option<u64>), SummaryFailure> {
         if request.max_tokens == 0 {
             return Err(SummaryFailure { reason: "max_tokens is 0".to_string() });
         }
@@ -1382,6 +1386,31 @@ mod tests {
 
     fn call(id: &str, name: &str, args: &str) -> ToolCall {
         ToolCall { id: id.into(), name: name.into(), arguments: args.into() }
+    }
+
+    #[test]
+    fn a_conversations_shared_messages_summarize_as_fresh_ones_do() {
+        let conversation = std::sync::Arc::new(compaction::Conversation::new("c", session().to_messages()));
+        let recorded = std::sync::Arc::new(Recorded::new(conversation.clone(), compaction::Encoding::O200kBase));
+        let mut ctx = Context::new();
+        for e in recorded.entries() {
+            ctx.push(e.clone());
+        }
+        let summarizer = OfflineSummarizer::new();
+        let cut = InputCuts { message_chars: Some(40), tool_result_chars: Some(20) };
+        for cuts in [InputCuts::NONE, cut] {
+            let mut request = SummaryRequest::new((0..ctx.len()).collect(), PromptKind::SessionSummary, 300, 1);
+            request.input = cuts;
+            let fresh = summarizer.summarize(&ctx, &request).unwrap();
+            // The ticket id is past the cut.
+            assert_eq!(fresh.text.contains("PAY-4411"), cuts == InputCuts::NONE, "{}", fresh.text);
+            // Twice: the second time the scans, cut sizes and line counts come from the store.
+            for _ in 0..2 {
+                assert_eq!(recorded.lend(|| summarizer.summarize(&ctx, &request)).unwrap(), fresh);
+            }
+        }
+        let kept = lock(&recorded.summarizer().messages[1]);
+        assert_eq!((kept.scans.len(), kept.tokens.len()), (2, 2), "one scan and size per input cut");
     }
 
     /// A small coding session touching every section.
