@@ -73,6 +73,13 @@ use crate::replay::Recorded;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OfflineJudge;
 
+/// By fact id and `code_counts`: the index of the first variant found (in the fact's
+/// aliases, flattened) and where, or `None` when none is.
+type FirstMatches = HashMap<(u32, bool), Option<(usize, Range<usize>)>>;
+
+/// Each fact's aliases by its text, and the next fact's id.
+type FactIds = (HashMap<Vec<String>, Arc<Facts>>, Option<u32>);
+
 /// A message rendered and normalized for matching. A recorded message's is shared by every
 /// checkpoint and configuration of its conversation, and keeps where each of the
 /// conversation's alias variants was found in it ([`Shared`]): the same probes are asked of
@@ -84,7 +91,7 @@ pub(crate) struct PreparedMessage {
     /// By fact id ([`Facts`]) and `code_counts`: the first of the fact's variants found in
     /// the message, and where ([`PreparedMessage::first_match`]); `None` for a message prepared
     /// for one context only.
-    found: Option<Mutex<HashMap<(u32, bool), Option<(usize, Range<usize>)>>>>,
+    found: Option<Mutex<FirstMatches>>,
 }
 
 impl PreparedMessage {
@@ -144,7 +151,7 @@ pub(crate) struct Facts {
 #[derive(Debug, Default)]
 pub(crate) struct Shared {
     messages: Vec<OnceLock<Arc<PreparedMessage>>>,
-    facts: Mutex<(HashMap<Vec<String>, Arc<Facts>>, Option<u32>)>,
+    facts: Mutex<FactIds>,
 }
 
 impl Shared {
