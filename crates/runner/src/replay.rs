@@ -272,6 +272,13 @@ pub fn replay(
 pub struct Recorded {
     conversation: std::sync::Arc<Conversation>,
     entries: Vec<Entry>,
+    /// What the offline judge keeps for the conversation's messages.
+    judge: crate::judge::offline::Shared,
+    /// What the offline summarizer keeps for them.
+    summarizer: crate::summarize::offline::Shared,
+    encoding: Encoding,
+    /// The first entry no worker has started metering ([`Recorded::meter`]).
+    next: std::sync::atomic::AtomicUsize,
 }
 
 thread_local! {
@@ -282,18 +289,63 @@ thread_local! {
 impl Recorded {
     /// Every recorded message of `conversation` as an entry, metered with `encoding`.
     pub fn new(conversation: std::sync::Arc<Conversation>, encoding: Encoding) -> Recorded {
-        let exact = Exact::new(encoding);
-        let entries: Vec<Entry> = conversation
-            .messages
-            .iter()
-            .enumerate()
-            .map(|(i, m)| {
-                let e = Entry::recorded(i, m.clone());
+        let recorded = Recorded::unmetered(conversation, encoding);
+        recorded.meter();
+        recorded
+    }
+
+    /// The entries, not metered yet: each worker that will replay them calls
+    /// [`Recorded::meter`], and the workers share the metering instead of one waiting for it.
+    pub fn unmetered(conversation: std::sync::Arc<Conversation>, encoding: Encoding) -> Recorded {
+        let entries: Vec<Entry> =
+            conversation.messages.iter().enumerate().map(|(i, m)| Entry::recorded(i, m.clone())).collect();
+        let judge = crate::judge::offline::Shared::new(entries.len());
+        let summarizer = crate::summarize::offline::Shared::new(entries.len());
+        Recorded { conversation, entries, judge, summarizer, encoding, next: Default::default() }
+    }
+
+    /// Meter the entries no other worker has taken yet, a few at a time; returns when every
+    /// entry is taken (another worker may still be metering its last few: a replay that
+    /// reaches one first meters it too, to the same count).
+    pub fn meter(&self) {
+        const AT_ONCE: usize = 8;
+        let exact = Exact::new(self.encoding);
+        loop {
+            let start = self.next.fetch_add(AT_ONCE, std::sync::atomic::Ordering::Relaxed);
+            let Some(entries) = self.entries.get(start..) else { return };
+            if entries.is_empty() {
+                return;
+            }
+            for e in entries.iter().take(AT_ONCE) {
                 e.units(&exact);
-                e
-            })
-            .collect();
-        Recorded { conversation, entries }
+            }
+        }
+    }
+
+    /// The offline summarizer's store for this conversation.
+    pub(crate) fn summarizer(&self) -> &crate::summarize::offline::Shared {
+        &self.summarizer
+    }
+
+    /// The entries lent to this thread's replays, whatever their conversation.
+    pub(crate) fn lent() -> Option<std::sync::Arc<Recorded>> {
+        LENT.with(|l| l.borrow().clone())
+    }
+
+    /// The entries, one per recorded message.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// The offline judge's store for this conversation.
+    pub(crate) fn judge(&self) -> &crate::judge::offline::Shared {
+        &self.judge
+    }
+
+    /// `Some(self)` when `message` is recorded message `index`'s own, as these entries hold it
+    /// (not a copy, nor a message a strategy changed): what is kept for the message applies.
+    pub(crate) fn shared_entry(&self, index: usize, message: &Message) -> Option<&Recorded> {
+        self.entries.get(index).filter(|e| std::ptr::eq(e.message(), message)).map(|_| self)
     }
 
     /// Run `f` with these entries lent to the replays it makes on this thread of this
@@ -312,7 +364,7 @@ impl Recorded {
     }
 
     /// The entries lent for `conversation`, when they are.
-    fn lent_for(conversation: &Conversation) -> Option<std::sync::Arc<Recorded>> {
+    pub(crate) fn lent_for(conversation: &Conversation) -> Option<std::sync::Arc<Recorded>> {
         LENT.with(|l| {
             l.borrow().as_ref().filter(|r| std::ptr::eq(std::sync::Arc::as_ptr(&r.conversation), conversation)).cloned()
         })

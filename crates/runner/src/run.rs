@@ -711,7 +711,10 @@ pub struct Built {
 }
 
 /// The pairs to run, the largest conversations first (by the bytes of their messages), each
-/// conversation's pairs together in plan order.
+/// conversation's pairs together: each strategy's first configuration (in plan order), then
+/// each one's second, and so on. Two workers on one conversation then rarely run one strategy
+/// at once: its configurations (mostly the same strategy at other windows) meter the shared
+/// entries with the same counter, and two of them at once would both count what neither had.
 fn longest_first(plan: &Plan, todo: &[Pair]) -> Vec<Pair> {
     let size = |c: usize| -> usize {
         plan.conversations[c]
@@ -722,9 +725,16 @@ fn longest_first(plan: &Plan, todo: &[Pair]) -> Vec<Pair> {
             .sum()
     };
     let sizes: Vec<usize> = (0..plan.conversations.len()).map(size).collect();
+    let configurations = &plan.experiment.configurations;
+    // How many configurations of the same strategy come before each one.
+    let rank: Vec<usize> = configurations
+        .iter()
+        .enumerate()
+        .map(|(i, c)| configurations[..i].iter().filter(|o| o.strategy == c.strategy).count())
+        .collect();
     let mut order = todo.to_vec();
     // Stable: ties keep the plan's order.
-    order.sort_by_key(|p| (std::cmp::Reverse(sizes[p.conversation]), p.conversation));
+    order.sort_by_key(|p| (std::cmp::Reverse(sizes[p.conversation]), p.conversation, rank.get(p.config).copied()));
     order
 }
 
@@ -734,7 +744,8 @@ type SharedConversation = (Arc<replay::Recorded>, Fnv);
 /// What the pairs of one conversation share while any of them is left to run: its recorded
 /// messages as entries metered once ([`replay::Recorded`]), and the hash of its text. Made
 /// by the first of its pairs to start (another worker that wants it meanwhile waits for it,
-/// rather than doing the same work), dropped when the last one finishes.
+/// rather than doing the same work; the entries are then metered by every worker that takes
+/// one of its pairs, sharing the work), dropped when the last one finishes.
 struct SharedConversations<'p> {
     plan: &'p Plan,
     slots: Vec<Mutex<Option<SharedConversation>>>,
@@ -755,13 +766,17 @@ impl<'p> SharedConversations<'p> {
     }
 
     fn get(&self, conversation: usize) -> SharedConversation {
-        let mut slot = lock(&self.slots[conversation]);
-        slot.get_or_insert_with(|| {
-            let c = &self.plan.conversations[conversation].conversation;
-            let recorded = replay::Recorded::new(c.clone(), self.plan.experiment.tokenizer);
-            (Arc::new(recorded), conversation_hash(c))
-        })
-        .clone()
+        let shared = lock(&self.slots[conversation])
+            .get_or_insert_with(|| {
+                let c = &self.plan.conversations[conversation].conversation;
+                let recorded = replay::Recorded::unmetered(c.clone(), self.plan.experiment.tokenizer);
+                (Arc::new(recorded), conversation_hash(c))
+            })
+            .clone();
+        // Every worker that starts one of its pairs meters what is left of it, rather than
+        // one metering while the others wait.
+        shared.0.meter();
+        shared
     }
 
     /// One of the conversation's pairs finished.

@@ -54,8 +54,9 @@
 //! ```
 
 use std::cell::RefCell;
-use std::collections::HashSet;
-use std::rc::Rc;
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use compaction::{Context, Conversation, Message, Origin, Probe};
 
@@ -63,13 +64,123 @@ pub use dataset::text::{
     expand_aliases, is_weak_alias, matches, normalize, occurs, render_message, ENTRY_SEPARATOR, SHORT_WORD,
 };
 
-use super::text::{find, Alias, Prepared};
+use super::text::{find, Alias, Prepared, Variant};
 use super::Judge;
 use crate::record::{Evidence, FoundIn, ProbeScore};
+use crate::replay::Recorded;
 
 /// The offline judge (see the module docs).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OfflineJudge;
+
+/// By fact id and `code_counts`: the index of the first variant found (in the fact's
+/// aliases, flattened) and where, or `None` when none is.
+type FirstMatches = HashMap<(u32, bool), Option<(usize, Range<usize>)>>;
+
+/// Each fact's aliases by its text, and the next fact's id.
+type FactIds = (HashMap<Vec<String>, Arc<Facts>>, Option<u32>);
+
+/// A message rendered and normalized for matching. A recorded message's is shared by every
+/// checkpoint and configuration of its conversation, and keeps where each of the
+/// conversation's alias variants was found in it ([`Shared`]): the same probes are asked of
+/// the same messages at every later checkpoint, under every configuration.
+#[derive(Debug, Default)]
+pub(crate) struct PreparedMessage {
+    text: String,
+    prepared: Prepared,
+    /// By fact id ([`Facts`]) and `code_counts`: the first of the fact's variants found in
+    /// the message, and where ([`PreparedMessage::first_match`]); `None` for a message prepared
+    /// for one context only.
+    found: Option<Mutex<FirstMatches>>,
+}
+
+impl PreparedMessage {
+    fn new(message: &Message, shared: bool) -> PreparedMessage {
+        let text = render_message(message);
+        let prepared = Prepared::new(&text);
+        PreparedMessage { text, prepared, found: shared.then(Mutex::default) }
+    }
+
+    /// The first variant of `aliases` (in order) that [`find`] finds in the message, and
+    /// where; kept under `id` (a shared fact's id) when given.
+    fn first_match<'v>(
+        &self,
+        id: Option<u32>,
+        aliases: &'v [Alias],
+        code_counts: bool,
+    ) -> Option<(&'v Variant, Range<usize>)> {
+        let mut variants = aliases.iter().flat_map(|a| &a.variants);
+        let search = || {
+            aliases
+                .iter()
+                .flat_map(|a| &a.variants)
+                .enumerate()
+                .find_map(|(k, v)| find(&self.prepared, v, code_counts).map(|r| (k, r)))
+        };
+        let (Some(id), Some(found)) = (id, &self.found) else {
+            return search().and_then(|(k, r)| Some((variants.nth(k)?, r)));
+        };
+        let key = (id, code_counts);
+        let kept = lock(found).get(&key).cloned();
+        let hit = match kept {
+            Some(hit) => hit,
+            None => {
+                let hit = search();
+                lock(found).insert(key, hit.clone());
+                hit
+            }
+        };
+        hit.and_then(|(k, r)| Some((variants.nth(k)?, r)))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A fact's aliases, shared by every checkpoint of a conversation, and the fact's id there
+/// (none, and nothing kept, past `u32::MAX` facts).
+#[derive(Debug)]
+pub(crate) struct Facts {
+    aliases: Vec<Alias>,
+    id: Option<u32>,
+}
+
+/// What the offline judge keeps for a conversation while its pairs run (in [`Recorded`],
+/// shared by every worker): each recorded message prepared once, and each fact's aliases.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    messages: Vec<OnceLock<Arc<PreparedMessage>>>,
+    facts: Mutex<FactIds>,
+}
+
+impl Shared {
+    pub(crate) fn new(messages: usize) -> Shared {
+        Shared {
+            messages: (0..messages).map(|_| OnceLock::new()).collect(),
+            facts: Mutex::new((HashMap::new(), Some(0))),
+        }
+    }
+
+    /// The slot of recorded message `index`.
+    pub(crate) fn slot(&self, index: usize) -> Option<&OnceLock<Arc<PreparedMessage>>> {
+        self.messages.get(index)
+    }
+
+    /// The aliases of `fact`, made once per conversation.
+    fn facts<S: AsRef<str>>(&self, fact: &[S]) -> Arc<Facts> {
+        let key: Vec<String> = fact.iter().map(|a| a.as_ref().to_string()).collect();
+        let mut kept = lock(&self.facts);
+        let (map, next) = &mut *kept;
+        if let Some(f) = map.get(&key) {
+            return f.clone();
+        }
+        let f = Arc::new(Facts { aliases: Alias::of(fact), id: *next });
+        *next = next.and_then(|n| n.checked_add(1));
+        map.insert(key, f.clone());
+        f
+    }
+}
 
 /// One entry of a context, prepared for matching.
 #[derive(Debug, Clone)]
@@ -77,34 +188,43 @@ struct Prepared1 {
     entry: usize,
     found: FoundIn,
     recorded: Option<usize>,
-    rendered: Rc<(String, Prepared)>,
+    rendered: Arc<PreparedMessage>,
 }
 
 /// A context prepared once per checkpoint: each entry's text normalized (a recorded message's
-/// once per conversation and thread, [`prepared_message`]), grouped by where a fact can be found.
+/// once per conversation, [`prepared_message`]), grouped by where a fact can be found.
 #[derive(Debug, Clone, Default)]
 pub struct RenderedContext {
     /// The recorded messages the context holds verbatim.
     recorded: HashSet<usize>,
     /// Verbatim entries first, then summaries, then other entries.
     entries: Vec<Prepared1>,
+    /// The conversation's shared store, when its recorded entries are lent to this thread.
+    shared: Option<Arc<Recorded>>,
 }
 
-/// The recorded messages of the conversation last judged on this thread, prepared.
-type Cache = Option<(usize, String, usize, Vec<Option<Rc<(String, Prepared)>>>)>;
+/// The recorded messages of the conversation last judged on this thread, prepared (for a
+/// replay whose conversation's entries are not shared).
+type Cache = Option<(usize, String, usize, Vec<Option<Arc<PreparedMessage>>>)>;
 
 thread_local! {
     static MESSAGES: RefCell<Cache> = const { RefCell::new(None) };
 }
 
-/// Recorded message `index` of `conversation`, rendered and normalized once per conversation
-/// on this thread: every checkpoint and configuration that keeps it reuses the work.
-fn prepared_message(conversation: &Conversation, index: usize, message: &Message) -> Rc<(String, Prepared)> {
-    let fresh = || {
-        let text = render_message(message);
-        let p = Prepared::new(&text);
-        Rc::new((text, p))
-    };
+/// Recorded message `index` of `conversation`, rendered and normalized once per conversation:
+/// every checkpoint and configuration that keeps it reuses the work. When the conversation's
+/// entries are shared ([`Recorded`]) and `message` is the shared entry's, the work is shared by
+/// every worker; otherwise it is kept on this thread.
+fn prepared_message(
+    conversation: &Conversation,
+    shared: Option<&Recorded>,
+    index: usize,
+    message: &Message,
+) -> Arc<PreparedMessage> {
+    if let Some(slot) = shared.and_then(|r| r.shared_entry(index, message)).and_then(|r| r.judge().slot(index)) {
+        return slot.get_or_init(|| Arc::new(PreparedMessage::new(message, true))).clone();
+    }
+    let fresh = || Arc::new(PreparedMessage::new(message, false));
     let same = conversation
         .messages
         .get(index)
@@ -136,7 +256,7 @@ impl RenderedContext {
     }
 
     fn build(conversation: Option<&Conversation>, ctx: &Context) -> RenderedContext {
-        let mut r = RenderedContext::default();
+        let mut r = RenderedContext { shared: conversation.and_then(Recorded::lent_for), ..Default::default() };
         for (k, e) in ctx.entries().iter().enumerate() {
             let (found, recorded) = match e.origin() {
                 Origin::Recorded { index } => {
@@ -147,12 +267,8 @@ impl RenderedContext {
                 Origin::Masked { .. } | Origin::Inserted { .. } => (FoundIn::Other, None),
             };
             let rendered = match (conversation, recorded) {
-                (Some(c), Some(i)) => prepared_message(c, i, e.message()),
-                _ => {
-                    let text = render_message(e.message());
-                    let p = Prepared::new(&text);
-                    Rc::new((text, p))
-                }
+                (Some(c), Some(i)) => prepared_message(c, r.shared.as_deref(), i, e.message()),
+                _ => Arc::new(PreparedMessage::new(e.message(), false)),
             };
             r.entries.push(Prepared1 { entry: k, found, recorded, rendered });
         }
@@ -178,22 +294,38 @@ impl RenderedContext {
 
     /// Where `aliases` are found first (verbatim, summary, other), and the evidence.
     pub fn locate_with_evidence(&self, aliases: &[Alias]) -> (FoundIn, Option<Evidence>) {
+        self.locate_ids(aliases, None)
+    }
+
+    /// [`RenderedContext::locate_with_evidence`] for the aliases of `fact`, made once per
+    /// conversation when its store is shared.
+    fn locate_fact<S: AsRef<str>>(&self, fact: &[S]) -> (FoundIn, Option<Evidence>) {
+        match &self.shared {
+            Some(r) => {
+                let facts = r.judge().facts(fact);
+                self.locate_ids(&facts.aliases, facts.id)
+            }
+            None => self.locate_with_evidence(&Alias::of(fact)),
+        }
+    }
+
+    /// The search behind [`RenderedContext::locate_with_evidence`]; with `id` (a shared
+    /// fact's, [`Facts`]), the shared messages keep their answers.
+    fn locate_ids(&self, aliases: &[Alias], id: Option<u32>) -> (FoundIn, Option<Evidence>) {
         for e in &self.entries {
-            let (text, prepared) = &*e.rendered;
+            let text = &e.rendered.text;
             let code_counts = e.found == FoundIn::Verbatim;
-            for v in aliases.iter().flat_map(|a| &a.variants) {
-                if let Some(range) = find(prepared, v, code_counts) {
-                    let span = prepared.source_span(&range);
-                    let chars = |b: usize| text.get(..b).map_or(0, |t| t.chars().count());
-                    let evidence = Evidence {
-                        alias: v.text.clone(),
-                        entry: e.entry,
-                        message: e.recorded,
-                        start: chars(span.start),
-                        end: chars(span.end),
-                    };
-                    return (e.found, Some(evidence));
-                }
+            if let Some((v, range)) = e.rendered.first_match(id, aliases, code_counts) {
+                let span = e.rendered.prepared.source_span(&range);
+                let chars = |b: usize| text.get(..b).map_or(0, |t| t.chars().count());
+                let evidence = Evidence {
+                    alias: v.text.clone(),
+                    entry: e.entry,
+                    message: e.recorded,
+                    start: chars(span.start),
+                    end: chars(span.end),
+                };
+                return (e.found, Some(evidence));
             }
         }
         (FoundIn::Lost, None)
@@ -210,9 +342,9 @@ impl OfflineJudge {
     /// Score `probe` against an already rendered context.
     pub fn score_rendered(&self, conversation: &Conversation, rendered: &RenderedContext, probe: &Probe) -> ProbeScore {
         let located: Vec<(FoundIn, Option<Evidence>)> = if probe.facts.is_empty() {
-            vec![rendered.locate_with_evidence(&Alias::of(std::slice::from_ref(&probe.answer)))]
+            vec![rendered.locate_fact(std::slice::from_ref(&probe.answer))]
         } else {
-            probe.facts.iter().map(|f| rendered.locate_with_evidence(&Alias::of(f))).collect()
+            probe.facts.iter().map(|f| rendered.locate_fact(f)).collect()
         };
         let (facts, evidence): (Vec<FoundIn>, Vec<Option<Evidence>>) = located.into_iter().unzip();
         let retained = facts.iter().filter(|f| **f != FoundIn::Lost).count();
@@ -252,7 +384,47 @@ impl Judge for OfflineJudge {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use compaction::{Entry, Inserted, Message, ProbeKind, ToolCall};
+    use compaction::{Encoding, Entry, Inserted, Message, ProbeKind, ToolCall};
+
+    #[test]
+    fn a_conversations_shared_messages_answer_as_a_fresh_render_does() {
+        let conversation = Arc::new(Conversation::new(
+            "c",
+            vec![
+                Message::user("Fix the crash in (SRC\\Parser.rs) for ticket PAY-4411."),
+                Message::assistant("Twelve files changed; lib/parser.rs is another file."),
+                Message::user("cancelReservation still fails"),
+            ],
+        ));
+        let recorded = Arc::new(Recorded::new(conversation.clone(), Encoding::O200kBase));
+        let mut ctx = Context::new();
+        for e in recorded.entries() {
+            ctx.push(e.clone());
+        }
+        ctx.push(Entry::new(Message::user("a summary naming PAY-4411"), Origin::Summary { round: 1, covers: vec![0] }));
+        let facts: [&[&str]; 6] = [
+            &["src/parser.rs"],
+            &["12"],
+            &["cancel_reservation"],
+            &["PAY-4411"],
+            &["nowhere", "absent"],
+            &["parser.rs"],
+        ];
+        let fresh = RenderedContext::new(&ctx);
+        let expected: Vec<(FoundIn, Option<Evidence>)> =
+            facts.iter().map(|f| fresh.locate_with_evidence(&Alias::of(f))).collect();
+        assert_eq!(expected[4].0, FoundIn::Lost);
+        assert_eq!(expected[1].1.as_ref().map(|e| e.alias.as_str()), Some("twelve"));
+        // Twice: the second time every answer comes from the shared store.
+        for _ in 0..2 {
+            let shared = recorded.lend(|| RenderedContext::for_conversation(&conversation, &ctx));
+            assert!(shared.shared.is_some(), "the lent entries are used");
+            let got: Vec<(FoundIn, Option<Evidence>)> = facts.iter().map(|f| shared.locate_fact(f)).collect();
+            assert_eq!(got, expected);
+        }
+        let kept = recorded.judge().slot(0).and_then(|s| s.get()).and_then(|m| m.found.as_ref().map(|f| lock(f).len()));
+        assert_eq!(kept, Some(facts.len()), "each fact's answer is kept with the message");
+    }
 
     fn probe(facts: &[&[&str]], source: usize) -> Probe {
         Probe {

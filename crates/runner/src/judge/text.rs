@@ -29,7 +29,9 @@
 //! Each recorded message is normalized once per conversation ([`Prepared`]); the map from
 //! every normalized token back to its bytes in the rendered message gives the evidence's span.
 
+use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::LazyLock;
 
 use dataset::text::{is_weak_alias, SHORT_WORD};
 
@@ -435,9 +437,19 @@ fn number_words(n: usize) -> Vec<String> {
     u32::try_from(n).map(dataset::text::number_words).unwrap_or_default()
 }
 
-/// A number word (`twelve`, `forty-two`) as its value.
+/// A number word (`twelve`, `forty-two`) as its value: the smallest number under a hundred
+/// spelled so, looked up in a table built once.
 fn word_number(t: &str) -> Option<usize> {
-    (0..100).find(|&n| number_words(n).iter().any(|w| w == t))
+    static WORDS: LazyLock<HashMap<String, usize>> = LazyLock::new(|| {
+        let mut words = HashMap::new();
+        for n in 0..100 {
+            for w in number_words(n) {
+                words.entry(w).or_insert(n);
+            }
+        }
+        words
+    });
+    WORDS.get(t).copied()
 }
 
 /// The words of an identifier: `cancel_reservation`, `cancel-reservation`, `cancelReservation`

@@ -469,6 +469,9 @@ name = "keep-last-n"
 
 [[strategy]]
 name = "observation-mask"
+
+[[strategy]]
+name = "cut-point"
 "#,
         Path::new("shared.toml"),
     )
@@ -568,6 +571,14 @@ fn pairs_run_largest_conversation_first_each_conversations_pairs_together() {
     // "l" and "l2" hold the same number of bytes but for their ids' lengths: "l2" is larger.
     let expected: Vec<&str> = ["l2", "l", "m", "s"].iter().flat_map(|id| std::iter::repeat_n(*id, per)).collect();
     assert_eq!(ids, expected);
-    // Within a conversation, the plan's order of configurations.
-    assert!(order[..per].windows(2).all(|w| w[0].config < w[1].config));
+    // Within a conversation, each strategy's first configuration in the plan's order, then
+    // each one's second...: no two configurations of one strategy next to each other.
+    let configurations = &plan.experiment.configurations;
+    let strategies: Vec<&str> = order[..per].iter().map(|p| configurations[p.config].strategy.as_str()).collect();
+    assert_eq!(strategies, ["none", "truncate", "none", "truncate", "truncate", "truncate"]);
+    let first: Vec<usize> = order[..2].iter().map(|p| p.config).collect();
+    let none_first = configurations.iter().position(|c| c.strategy == "none");
+    let truncate_first = configurations.iter().position(|c| c.strategy == "truncate");
+    assert_eq!(first, [none_first.expect("none"), truncate_first.expect("truncate")]);
+    assert!(order[..per].iter().all(|p| order[..per].iter().filter(|o| o.config == p.config).count() == 1));
 }

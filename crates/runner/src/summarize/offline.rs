@@ -74,14 +74,17 @@
 //! assert!(summary.output_tokens <= 200);
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 
 use compaction::strategies::split_fraction::SUMMARY_PREFIX;
 use compaction::{
-    Context, Exact, Inserted, Message, Origin, PromptKind, Role, SummaryFailure, SummaryRequest, TokenCounter,
+    Context, Entry, Exact, InputCuts, Inserted, Message, Origin, PromptKind, Role, SummaryFailure, SummaryRequest,
+    TokenCounter,
 };
 
 use super::{Summarizer, Summary};
+use crate::replay::Recorded;
 
 /// The length an offline summary aims at when its request names only a cap, in tokens: the
 /// largest summary budget a seed states (004's 2,000).
@@ -610,8 +613,14 @@ fn split_number(t: &str) -> Option<(bool, &str)> {
     Some((currency, &rest[number.len()..]))
 }
 
-/// Numbers with units in `text`.
+/// Numbers with units in `text`, each added to `notes`.
+#[cfg(test)]
 fn numbers(text: &str, notes: &mut Notes) {
+    numbers_into(text, &mut |item| notes.add(Section::Numbers, &item));
+}
+
+/// Numbers with units in `text`, each passed to `found`, in order (at most 20).
+fn numbers_into(text: &str, each: &mut dyn FnMut(String)) {
     let words: Vec<&str> = text
         .split_whitespace()
         .map(|w| w.trim_matches(|c: char| "()[]{}\"'`,;:*".contains(c)))
@@ -632,7 +641,7 @@ fn numbers(text: &str, notes: &mut Notes) {
             })
         };
         if let Some(item) = item {
-            notes.add(Section::Numbers, &item);
+            each(item);
             found += 1;
             if found >= 20 {
                 return;
@@ -715,6 +724,117 @@ fn arg_strings<'a>(value: &'a serde_json::Value, out: &mut Vec<&'a str>) {
     }
 }
 
+/// What [`Gatherer::scan_text`] notes for a text, in order: paths, identifiers, numbers. A
+/// function of the text alone, so a recorded message's is made once per conversation and
+/// input cut ([`Shared`]).
+#[derive(Debug, Default)]
+pub(crate) struct Scan(Vec<(Section, String)>);
+
+impl Scan {
+    fn of(text: &str) -> Scan {
+        let text = head(text, SCAN_BYTES);
+        let mut out = Vec::new();
+        for t in tokens(text) {
+            if is_path(t) {
+                out.push((Section::FilesMentioned, t.replace('\\', "/")));
+            } else if is_identifier(t) && !is_noise_identifier(t) {
+                out.push((Section::Identifiers, t.to_string()));
+            }
+        }
+        numbers_into(text, &mut |item| out.push((Section::Numbers, item)));
+        Scan(out)
+    }
+}
+
+/// What the offline summarizer keeps for a conversation's recorded messages while its pairs
+/// run (in [`Recorded`], shared by every worker): per message and input cut, the scan of its
+/// text and its tokens as cut. Every configuration summarizes the same messages, and a
+/// strategy that summarizes its history again each round rereads them.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    messages: Vec<Mutex<Kept>>,
+    /// The exact tokens of summary lines (`- line\n`): a chained summary carries its
+    /// predecessor's lines, and every configuration writes many of the same lines.
+    lines: Mutex<HashMap<String, u64>>,
+}
+
+/// One message's [`Shared`] part.
+#[derive(Debug, Default)]
+struct Kept {
+    scans: Vec<(InputCuts, Arc<Scan>)>,
+    tokens: Vec<(InputCuts, u64)>,
+}
+
+impl Shared {
+    pub(crate) fn new(messages: usize) -> Shared {
+        Shared { messages: (0..messages).map(|_| Mutex::default()).collect(), lines: Mutex::default() }
+    }
+
+    /// The exact tokens of `line`, counted once per conversation.
+    fn line_tokens(&self, line: &str, count: impl FnOnce() -> u64) -> u64 {
+        if let Some(n) = lock(&self.lines).get(line) {
+            return *n;
+        }
+        let n = count();
+        lock(&self.lines).insert(line.to_string(), n);
+        n
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A span entry's message as cut, with where its shared work is kept when it has any.
+struct Read<'a> {
+    kept: Option<&'a Mutex<Kept>>,
+    cuts: InputCuts,
+    message: std::borrow::Cow<'a, Message>,
+}
+
+impl<'a> Read<'a> {
+    fn new(recorded: Option<&'a Recorded>, e: &'a Entry, cuts: InputCuts) -> Read<'a> {
+        Read { kept: Read::kept(recorded, e), cuts, message: cuts.apply(e.message()) }
+    }
+
+    /// The exact tokens of `e`'s message as `cuts` cut it (kept with a shared message's).
+    fn tokens(recorded: Option<&Recorded>, e: &Entry, cuts: InputCuts, exact: &Exact) -> u64 {
+        let kept = Read::kept(recorded, e);
+        if let Some((_, n)) = kept.and_then(|k| lock(k).tokens.iter().find(|(c, _)| *c == cuts).copied()) {
+            return n;
+        }
+        let n = match cuts.apply(e.message()) {
+            std::borrow::Cow::Borrowed(_) => e.tokens(exact),
+            std::borrow::Cow::Owned(m) => exact.message_tokens(&m),
+        };
+        if let Some(k) = kept {
+            lock(k).tokens.push((cuts, n));
+        }
+        n
+    }
+
+    /// Where the work on `e`'s message is kept, when it is a shared recorded message.
+    fn kept(recorded: Option<&'a Recorded>, e: &'a Entry) -> Option<&'a Mutex<Kept>> {
+        match (recorded, e.origin()) {
+            (Some(r), Origin::Recorded { index }) => {
+                r.shared_entry(*index, e.message()).and_then(|r| r.summarizer().messages.get(*index))
+            }
+            _ => None,
+        }
+    }
+
+    /// The scan of the message's content as cut.
+    fn scan(&self) -> Arc<Scan> {
+        let Some(kept) = self.kept else { return Arc::new(Scan::of(&self.message.content)) };
+        if let Some((_, s)) = lock(kept).scans.iter().find(|(c, _)| *c == self.cuts) {
+            return s.clone();
+        }
+        let scan = Arc::new(Scan::of(&self.message.content));
+        lock(kept).scans.push((self.cuts, scan.clone()));
+        scan
+    }
+}
+
 /// Gathers notes from a span, message by message.
 #[derive(Debug, Default)]
 struct Gatherer {
@@ -770,19 +890,18 @@ impl Gatherer {
 
     /// Paths, identifiers and numbers in `text`.
     fn scan_text(&mut self, text: &str) {
-        let text = head(text, SCAN_BYTES);
-        for t in tokens(text) {
-            if is_path(t) {
-                self.notes.add(Section::FilesMentioned, &t.replace('\\', "/"));
-            } else if is_identifier(t) && !is_noise_identifier(t) {
-                self.notes.add(Section::Identifiers, t);
-            }
+        self.add_scan(&Scan::of(text));
+    }
+
+    /// The notes of a scan, in its order.
+    fn add_scan(&mut self, scan: &Scan) {
+        for (section, item) in &scan.0 {
+            self.notes.add(*section, item);
         }
-        numbers(text, &mut self.notes);
     }
 
     /// A user message: the task when none is known yet, else a later request.
-    fn user(&mut self, m: &Message, task_known: bool) {
+    fn user(&mut self, m: &Message, task_known: bool, scan: &dyn Fn() -> Arc<Scan>) {
         self.at += 1;
         let injected = m.meta_flag("injected") || dataset::import::is_harness_text(&m.content);
         if !injected && !m.content.trim().is_empty() {
@@ -802,7 +921,7 @@ impl Gatherer {
                 self.errors.push(ErrorNote::new(clip(line, 200), None));
             }
         }
-        self.scan_text(&m.content);
+        self.add_scan(&scan());
     }
 
     /// Constraint sentences of `text`.
@@ -834,7 +953,7 @@ impl Gatherer {
         }
     }
 
-    fn assistant(&mut self, m: &Message) {
+    fn assistant(&mut self, m: &Message, scan: &dyn Fn() -> Arc<Scan>) {
         self.at += 1;
         if !m.content.trim().is_empty() {
             self.decisions_and_pending(&m.content, false);
@@ -853,7 +972,7 @@ impl Gatherer {
                 }
             }
         }
-        self.scan_text(&m.content);
+        self.add_scan(&scan());
         for call in &m.tool_calls {
             self.call_names.insert(call.id.clone(), call.name.clone());
             let Ok(args) = serde_json::from_str::<serde_json::Value>(&call.arguments) else {
@@ -928,7 +1047,7 @@ impl Gatherer {
         }
     }
 
-    fn tool(&mut self, m: &Message) {
+    fn tool(&mut self, m: &Message, scan: &dyn Fn() -> Arc<Scan>) {
         self.at += 1;
         let tool = m.name.clone().or_else(|| m.tool_call_id.as_ref().and_then(|id| self.call_names.get(id).cloned()));
         let id = m.tool_call_id.clone().unwrap_or_default();
@@ -972,7 +1091,7 @@ impl Gatherer {
                 self.errors.push(ErrorNote::new(clip(&format!("{label}{line}"), 200), tool.clone()));
             }
         }
-        self.scan_text(&m.content);
+        self.add_scan(&scan());
     }
 
     fn finish(mut self) -> Notes {
@@ -1078,6 +1197,16 @@ impl OfflineSummarizer {
     /// The summary text for `request` over `ctx`, within `request.max_tokens` and
     /// `request.target_tokens` when set.
     pub fn summary_text(&self, ctx: &Context, request: &SummaryRequest) -> Result<String, SummaryFailure> {
+        self.summary_counted(ctx, request).map(|(text, _)| text)
+    }
+
+    /// [`OfflineSummarizer::summary_text`], with the text's exact tokens when they were
+    /// counted on the way.
+    fn summary_counted(
+        &self,
+        ctx: &Context,
+        request: &SummaryRequest,
+    ) -> Result<(String, Option<u64>), SummaryFailure> {
         if request.max_tokens == 0 {
             return Err(SummaryFailure { reason: "max_tokens is 0".to_string() });
         }
@@ -1109,55 +1238,64 @@ impl OfflineSummarizer {
                 g.notes.add(Section::Task, task);
             }
         }
+        let recorded = Recorded::lent();
         for &i in &request.span {
             let Some(e) = ctx.get(i) else { continue };
             // The span as the document cuts it before summarizing (`request.input`).
-            let cut = request.input.apply(e.message());
-            let m: &Message = &cut;
+            let read = Read::new(recorded.as_deref(), e, request.input);
+            let m: &Message = &read.message;
             if !matches!(e.origin(), Origin::Recorded { .. } | Origin::Masked { .. }) || m.meta_flag("compact_summary")
             {
                 continue;
             }
+            let scan = || read.scan();
             match m.role {
-                Role::System => g.scan_text(&m.content),
+                Role::System => g.add_scan(&scan()),
                 Role::User => {
                     let known = g.notes.has(Section::Task);
-                    g.user(m, known);
+                    g.user(m, known, &scan);
                 }
-                Role::Assistant => g.assistant(m),
-                Role::Tool => g.tool(m),
+                Role::Assistant => g.assistant(m, &scan),
+                Role::Tool => g.tool(m, &scan),
             }
         }
         let notes = g.finish();
         let limit = request.target_tokens.unwrap_or(DEFAULT_TARGET_TOKENS).clamp(1, request.max_tokens);
         let title = title(request);
+        let shared = recorded.as_deref().map(Recorded::summarizer);
         let Some(chars) = request.target_chars.map(|c| c.max(1) as usize) else {
-            return Ok(self.fit(&title, notes, u64::from(limit)));
+            return Ok(self.fit(&title, notes, u64::from(limit), shared));
         };
         // A target in characters (000's "Max 500 karakter total"): shrink the token budget
         // until the text fits it, then cut what no line drop could.
         let mut max = u64::from(limit);
         loop {
-            let text = self.fit(&title, notes.clone(), max);
+            let (text, tokens) = self.fit(&title, notes.clone(), max, shared);
             let len = text.chars().count();
             if len <= chars {
-                return Ok(text);
+                return Ok((text, tokens));
             }
             if max <= 1 {
-                return Ok(text.chars().take(chars).collect());
+                return Ok((text.chars().take(chars).collect(), None));
             }
             max = (max * chars as u64 / len as u64).min(max - 1).max(1);
         }
     }
 
-    /// Render `notes` under `title` within `max` tokens, dropping the lowest-priority lines first.
-    fn fit(&self, title: &str, notes: Notes, max: u64) -> String {
+    /// Render `notes` under `title` within `max` tokens, dropping the lowest-priority lines
+    /// first; with the text's exact tokens when it was not cut. Line counts are kept in
+    /// `shared` when given.
+    fn fit(&self, title: &str, notes: Notes, max: u64, shared: Option<&Shared>) -> (String, Option<u64>) {
         let mut lines = Vec::new();
         let mut order = 0;
         for (section, items) in notes.lines {
             let n = items.len();
             for (k, text) in items.into_iter().enumerate() {
-                let tokens = self.exact.count(&format!("- {text}\n"));
+                let line = format!("- {text}\n");
+                let tokens = match shared {
+                    Some(s) => s.line_tokens(&line, || self.exact.count(&line)),
+                    None => self.exact.count(&line),
+                };
                 lines.push(Line { section, text, priority: section.priority(k, n), order, tokens, kept: true });
                 order += 1;
             }
@@ -1193,12 +1331,12 @@ impl OfflineSummarizer {
             let text = render(title, &lines);
             let actual = self.exact.count(&text);
             if actual <= max {
-                return text;
+                return (text, Some(actual));
             }
             // Lines are not exactly additive: drop at least one more line and measure again.
             let target = estimate.saturating_sub(actual - max);
             if !drop_one(&mut lines, &mut estimate) {
-                return self.cut_to(&text, max);
+                return (self.cut_to(&text, max), None);
             }
             while estimate > target && drop_one(&mut lines, &mut estimate) {}
         }
@@ -1227,17 +1365,15 @@ impl Summarizer for OfflineSummarizer {
         "offline".to_string()
     }
     fn summarize(&self, ctx: &Context, request: &SummaryRequest) -> Result<Summary, SummaryFailure> {
-        let text = self.summary_text(ctx, request)?;
+        let (text, counted) = self.summary_counted(ctx, request)?;
+        let recorded = Recorded::lent();
         let input_tokens = request
             .span
             .iter()
             .filter_map(|&i| ctx.get(i))
-            .map(|e| match request.input.apply(e.message()) {
-                std::borrow::Cow::Borrowed(_) => e.tokens(&self.exact),
-                std::borrow::Cow::Owned(m) => self.exact.message_tokens(&m),
-            })
+            .map(|e| Read::tokens(recorded.as_deref(), e, request.input, &self.exact))
             .sum();
-        let output_tokens = self.exact.count(&text);
+        let output_tokens = counted.unwrap_or_else(|| self.exact.count(&text));
         Ok(Summary { text, input_tokens, output_tokens, cached_tokens: 0 })
     }
 }
@@ -1250,6 +1386,31 @@ mod tests {
 
     fn call(id: &str, name: &str, args: &str) -> ToolCall {
         ToolCall { id: id.into(), name: name.into(), arguments: args.into() }
+    }
+
+    #[test]
+    fn a_conversations_shared_messages_summarize_as_fresh_ones_do() {
+        let conversation = std::sync::Arc::new(compaction::Conversation::new("c", session().to_messages()));
+        let recorded = std::sync::Arc::new(Recorded::new(conversation.clone(), compaction::Encoding::O200kBase));
+        let mut ctx = Context::new();
+        for e in recorded.entries() {
+            ctx.push(e.clone());
+        }
+        let summarizer = OfflineSummarizer::new();
+        let cut = InputCuts { message_chars: Some(40), tool_result_chars: Some(20) };
+        for cuts in [InputCuts::NONE, cut] {
+            let mut request = SummaryRequest::new((0..ctx.len()).collect(), PromptKind::SessionSummary, 300, 1);
+            request.input = cuts;
+            let fresh = summarizer.summarize(&ctx, &request).unwrap();
+            // The ticket id is past the cut.
+            assert_eq!(fresh.text.contains("PAY-4411"), cuts == InputCuts::NONE, "{}", fresh.text);
+            // Twice: the second time the scans, cut sizes and line counts come from the store.
+            for _ in 0..2 {
+                assert_eq!(recorded.lend(|| summarizer.summarize(&ctx, &request)).unwrap(), fresh);
+            }
+        }
+        let kept = lock(&recorded.summarizer().messages[1]);
+        assert_eq!((kept.scans.len(), kept.tokens.len()), (2, 2), "one scan and size per input cut");
     }
 
     /// A small coding session touching every section.
