@@ -164,9 +164,9 @@ use std::time::Instant;
 use compaction::{
     check_compaction, check_masks, check_messages, mask_in_place, Budget, Context, ContextShape, Conversation,
     Encoding, Entry, Exact, IncrementalCheck, MaskAnswer, MaskPlan, Message, Origin, Probe, Provider, Rejection,
-    RequestRule, Role, Strategy, StrategyConfig, Summaries, SummaryOutcome, TokenCounter, Trigger, Violation,
-    ViolationKind,
+    RequestRule, Role, Strategy, Summaries, SummaryOutcome, TokenCounter, Trigger, Violation, ViolationKind,
 };
+use compaction_strategies::StrategyConfig;
 
 use compaction::pairing::ToolPairing;
 
@@ -211,7 +211,7 @@ pub use crate::summarize::{FailureKind, Summarizer, Summary, SummaryError};
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
     #[error(transparent)]
-    Params(#[from] compaction::ParamError),
+    Params(#[from] compaction_strategies::ParamError),
     #[error("conversation {id}: {problem}")]
     Conversation { id: String, problem: String },
     /// An external strategy's process failed (it exited, hung, or broke the protocol).
@@ -222,7 +222,8 @@ pub enum ReplayError {
 /// Replay `conversation` under `settings`.
 ///
 /// ```
-/// use compaction::{Conversation, Encoding, Message, StrategyConfig};
+/// use compaction::{Conversation, Encoding, Message};
+/// use compaction_strategies::StrategyConfig;
 /// use runner::judge::OfflineJudge;
 /// use runner::replay::{replay, CacheProfile, OverflowPolicy, ReplaySettings};
 /// use runner::summarize::OfflineSummarizer;

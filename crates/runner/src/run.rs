@@ -278,7 +278,7 @@ impl Plan {
 /// The recording holds a compaction its agent made (a summary flagged
 /// `meta.compact_summary`), which the `recorded` reference replays.
 pub fn holds_compaction(conversation: &Conversation) -> bool {
-    conversation.messages.iter().any(|m| m.meta_flag(compaction::strategies::recorded::SUMMARY_FLAG))
+    conversation.messages.iter().any(|m| m.meta_flag(compaction_strategies::recorded::SUMMARY_FLAG))
 }
 
 /// `--shard K/N`: the K-th of N disjoint slices of the pairs (1-based), chosen by a hash of
@@ -705,7 +705,7 @@ pub fn build_strategies(experiment: &Experiment) -> Vec<Built> {
 /// A configuration's strategy, built.
 pub struct Built {
     /// The strategy, or why its parameters do not build.
-    pub strategy: Result<Arc<dyn Strategy>, compaction::ParamError>,
+    pub strategy: Result<Arc<dyn Strategy>, compaction_strategies::ParamError>,
     /// The same, when it is an external strategy (for its program's name and version).
     pub external: Option<Arc<ExternalStrategy>>,
 }
@@ -776,7 +776,7 @@ impl<'p> SharedConversations<'p> {
 fn run_pair(
     plan: &Plan,
     engine: &Engine<'_>,
-    strategy: &Result<Arc<dyn Strategy>, compaction::ParamError>,
+    strategy: &Result<Arc<dyn Strategy>, compaction_strategies::ParamError>,
     pair: Pair,
     shared: &SharedConversations<'_>,
 ) -> PairRecord {
@@ -788,7 +788,7 @@ fn run_pair(
 fn run_shared_pair(
     plan: &Plan,
     engine: &Engine<'_>,
-    strategy: &Result<Arc<dyn Strategy>, compaction::ParamError>,
+    strategy: &Result<Arc<dyn Strategy>, compaction_strategies::ParamError>,
     pair: Pair,
     shared: &SharedConversation,
 ) -> PairRecord {

@@ -823,7 +823,7 @@ mod tests {
         second.asked_at = Some(end);
         conversation.probes = vec![first, second];
         let settings = ReplaySettings {
-            strategy: compaction::StrategyConfig::default_for("none").unwrap(),
+            strategy: compaction_strategies::StrategyConfig::default_for("none").unwrap(),
             window: 128_000,
             encoding: compaction::Encoding::O200kBase,
             cache: CacheProfile::None,

@@ -263,7 +263,8 @@ impl Summarizer for LlmSummarizer {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use compaction::{Budget, Message, StrategyConfig, Trigger};
+    use compaction::{Budget, Message, Trigger};
+    use compaction_strategies::StrategyConfig;
     use llm::{LlmConfig, Protocol};
     use testkit::server::{MockServer, Reply};
 

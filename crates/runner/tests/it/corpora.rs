@@ -184,8 +184,8 @@ fn assert_discriminating(conv: &compaction::Conversation, probes: &[compaction::
 fn the_corpora_experiments_run_every_strategy_and_the_recorded_reference() {
     use runner::experiment::Experiment;
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
-    let mut want: Vec<&str> = compaction::strategies::NAMES.to_vec();
-    want.extend(compaction::strategies::REFERENCE_NAMES);
+    let mut want: Vec<&str> = compaction_strategies::NAMES.to_vec();
+    want.extend(compaction_strategies::REFERENCE_NAMES);
     want.sort_unstable();
     for file in ["corpora.toml", "ci-corpora.toml"] {
         let exp = Experiment::load(&root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));

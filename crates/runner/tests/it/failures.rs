@@ -3,9 +3,10 @@
 //! thinking blocks, and directives a summary puts in the user's mouth.
 
 use compaction::{
-    check_request, Context, Conversation, Encoding, Message, Provider, RequestRule, StrategyConfig, SummaryFailure,
-    SummaryRequest, ThinkingBlock, ThinkingKind,
+    check_request, Context, Conversation, Encoding, Message, Provider, RequestRule, SummaryFailure, SummaryRequest,
+    ThinkingBlock, ThinkingKind,
 };
+use compaction_strategies::StrategyConfig;
 use runner::judge::OfflineJudge;
 use runner::record::PairMetrics;
 use runner::replay::{replay, CacheProfile, OverflowPolicy, ReplaySettings, Summarizer, Summary};

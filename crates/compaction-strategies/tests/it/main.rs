@@ -1,0 +1,7 @@
+//! The strategy catalog's integration tests: one binary, one module per topic.
+
+mod applicability;
+mod conformance;
+mod driver;
+mod masking;
+mod snapshots;
