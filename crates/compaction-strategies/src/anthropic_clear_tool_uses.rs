@@ -13,7 +13,7 @@
 //! - **Server-side, per request**: "context editing is applied server-side before the prompt
 //!   reaches Claude; your client application maintains the full, unmodified conversation
 //!   history". So the replay keeps the full history and every request is the edited view of
-//!   it ([`Strategy::rebuilds_from_history`]): the trigger is tested on the unedited input on
+//!   it ([`Profile::rebuilds_from_history`](compaction::Profile::rebuilds_from_history)): the trigger is tested on the unedited input on
 //!   every request, and once past it (the history only grows) every later request is edited,
 //!   the cleared boundary moving forward with each new tool use. Each new clearing changes the
 //!   request from the first newly cleared result on, which the prefix-cache metering charges,
@@ -59,7 +59,7 @@ use compaction::context::{Context, Inserted, Origin};
 use compaction::message::Role;
 use compaction::tokens::{Exact, TokenCounter};
 use compaction::ViolationKind;
-use compaction::{masked_entry, MaskAnswer, MaskPlan};
+use compaction::{masked_entry, MaskAnswer, MaskPlan, Profile};
 use compaction::{Budget, Plan, Promises, Slot, Strategy, Trigger};
 
 /// One line for the catalog: what the strategy does.
@@ -241,8 +241,8 @@ impl Strategy for AnthropicClearToolUses {
         })
     }
     /// The API edits each request server-side; the client sends the full history every time.
-    fn rebuilds_from_history(&self) -> bool {
-        true
+    fn profile(&self) -> Profile {
+        Profile { rebuilds_from_history: true, ..Profile::default() }
     }
     fn promises(&self, ctx: &Context, _budget: &Budget) -> Promises {
         // Everything from the oldest kept tool result on stays verbatim (unless its call's

@@ -106,10 +106,11 @@ use crate::common::ParamError;
 use compaction::context::{Context, Origin};
 use compaction::message::{Message, Role};
 use compaction::pairing::{call_of_result, tool_pairs};
+use compaction::request::{Provider, RequestRule};
 use compaction::tokens::{CharsOver4Role4, TokenCounter};
 use compaction::ViolationKind;
 use compaction::{
-    apply_layout, Budget, Compacted, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
+    apply_layout, Budget, Compacted, Fallback, Plan, Profile, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
     SummaryRequest, Trigger,
 };
 
@@ -664,9 +665,11 @@ impl CutPoint {
 }
 
 impl Strategy for CutPoint {
-    fn documented_rejections(&self) -> Vec<(compaction::request::Provider, compaction::request::RequestRule)> {
-        use compaction::request::{Provider, RequestRule};
-        vec![(Provider::AnthropicMessages, RequestRule::FirstNotUser)]
+    fn profile(&self) -> Profile {
+        Profile {
+            documented_rejections: vec![(Provider::AnthropicMessages, RequestRule::FirstNotUser)],
+            ..Profile::default()
+        }
     }
     fn name(&self) -> &'static str {
         "cut-point"

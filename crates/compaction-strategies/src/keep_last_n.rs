@@ -64,10 +64,11 @@ use serde::{Deserialize, Serialize};
 use crate::common::ParamError;
 use compaction::context::{Context, Entry, Origin};
 use compaction::message::Role;
+use compaction::request::{Provider, RequestRule};
 use compaction::tokens::{CharsOver4Plus2, TokenCounter};
 use compaction::ViolationKind;
 use compaction::{
-    apply_layout, covered, Budget, Compacted, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy,
+    apply_layout, covered, Budget, Compacted, Fallback, InputCuts, Plan, Profile, Promises, PromptKind, Slot, Strategy,
     SummaryOutcome, SummaryRequest, Trigger,
 };
 
@@ -287,9 +288,11 @@ pub fn original_task(ctx: &Context) -> String {
 }
 
 impl Strategy for KeepLastN {
-    fn documented_rejections(&self) -> Vec<(compaction::request::Provider, compaction::request::RequestRule)> {
-        use compaction::request::{Provider, RequestRule};
-        vec![(Provider::AnthropicMessages, RequestRule::FirstNotUser)]
+    fn profile(&self) -> Profile {
+        Profile {
+            documented_rejections: vec![(Provider::AnthropicMessages, RequestRule::FirstNotUser)],
+            ..Profile::default()
+        }
     }
     fn name(&self) -> &'static str {
         "keep-last-n"

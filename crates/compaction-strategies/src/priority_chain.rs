@@ -71,7 +71,7 @@
 //!   `keep_tool_pairs = false` cuts at the document's raw counts.
 //! - **Each request starts from the full history** (`rebuild_from_history`, default true): the
 //!   route rebuilds the message list from the database on every request, so the replay hands
-//!   the chain the full history before every call ([`Strategy::rebuilds_from_history`]) and
+//!   the chain the full history before every call ([`Profile::rebuilds_from_history`](compaction::Profile::rebuilds_from_history)) and
 //!   the chain, with its P3 model call, runs again on every call whose (trimmed) history is
 //!   over the trigger; every such call is counted. `rebuild_from_history = false` carries the
 //!   compacted context from call to call instead: an earlier digest is merged into the new one
@@ -115,11 +115,12 @@ use crate::common::ParamError;
 use compaction::context::{Context, Entry, Inserted, Origin};
 use compaction::message::{Message, Role};
 use compaction::pairing::{call_of_result, result_of_call, tool_pairs};
+use compaction::request::{Provider, RequestRule};
 use compaction::tokens::{js_len, CharsOver4, TokenCounter};
 use compaction::ViolationKind;
 use compaction::{
-    apply_layout, build_layout, Budget, Built, Compacted, CompactionEvent, Fallback, Plan, Promises, PromptKind, Slot,
-    Strategy, SummaryOutcome, SummaryRequest, Trigger,
+    apply_layout, build_layout, Budget, Built, Compacted, CompactionEvent, Fallback, Plan, Profile, Promises,
+    PromptKind, Slot, Strategy, SummaryOutcome, SummaryRequest, Trigger,
 };
 
 /// One line for the catalog: what the strategy does.
@@ -1028,19 +1029,26 @@ impl PriorityChain {
 }
 
 impl Strategy for PriorityChain {
-    fn documented_rejections(&self) -> Vec<(compaction::request::Provider, compaction::request::RequestRule)> {
-        use compaction::request::{Provider, RequestRule};
-        let mut rules = vec![(Provider::AnthropicMessages, RequestRule::FirstNotUser)];
-        if !self.params.keep_tool_pairs {
-            for provider in Provider::ALL {
-                for rule in
-                    [RequestRule::OrphanToolResult, RequestRule::UnansweredToolCall, RequestRule::MisplacedToolResult]
-                {
-                    rules.push((provider, rule));
+    fn profile(&self) -> Profile {
+        Profile {
+            documented_rejections: {
+                let mut rules = vec![(Provider::AnthropicMessages, RequestRule::FirstNotUser)];
+                if !self.params.keep_tool_pairs {
+                    for provider in Provider::ALL {
+                        for rule in [
+                            RequestRule::OrphanToolResult,
+                            RequestRule::UnansweredToolCall,
+                            RequestRule::MisplacedToolResult,
+                        ] {
+                            rules.push((provider, rule));
+                        }
+                    }
                 }
-            }
+                rules
+            },
+            rebuilds_from_history: self.params.rebuild_from_history,
+            ..Profile::default()
         }
-        rules
     }
     fn name(&self) -> &'static str {
         "priority-chain"
@@ -1063,9 +1071,6 @@ impl Strategy for PriorityChain {
     }
     fn reacts_to(&self, trigger: Trigger) -> bool {
         trigger == Trigger::Overflow && self.params.react_to_overflow
-    }
-    fn rebuilds_from_history(&self) -> bool {
-        self.params.rebuild_from_history
     }
     /// Over the threshold, or in paper mode with more conversation messages than the trim keeps
     /// (the route trims every such request before it estimates).
@@ -2041,8 +2046,8 @@ pub(crate) mod tests {
     #[test]
     fn task_7_rebuilds_from_the_full_history_by_default() {
         assert!(Params::default().rebuild_from_history);
-        assert!(chain().rebuilds_from_history());
-        assert!(!with(|p| p.rebuild_from_history = false).rebuilds_from_history());
+        assert!(chain().profile().rebuilds_from_history);
+        assert!(!with(|p| p.rebuild_from_history = false).profile().rebuilds_from_history);
     }
 
     /// Task 5: "Max 500 karakter total" is the summary's target, under `maxTokens: 200`.

@@ -92,7 +92,9 @@ use compaction::context::{Context, Entry, Inserted, Origin, ToolResults};
 use compaction::message::{Message, Role};
 use compaction::tokens::{BpeRole4, TokenCounter};
 use compaction::ViolationKind;
-use compaction::{Budget, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
+use compaction::{
+    Budget, Fallback, InputCuts, Plan, Profile, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger,
+};
 
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Seed 004 (OpenCode-style): once 4 + o200k tokens per message passes the window minus a \
@@ -514,8 +516,11 @@ impl Strategy for PruneThenSummarize {
         }
         Ok(())
     }
-    fn operating_condition(&self) -> &'static str {
-        "output_reserve (4,096) and the prune's protected tail, prune_protect (40,000), are below the window - output_reserve"
+    fn profile(&self) -> Profile {
+        Profile {
+            operating_condition: "output_reserve (4,096) and the prune's protected tail, prune_protect (40,000), are below the window - output_reserve",
+            ..Profile::default()
+        }
     }
     fn should_compact(&self, ctx: &Context, budget: &Budget) -> bool {
         let over = !Self::last_finished_is_summary(ctx) && self.prune_budget(budget).is_overflow(self.estimate(ctx));

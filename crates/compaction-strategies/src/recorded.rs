@@ -15,7 +15,7 @@
 //! without a compaction it never compacts (it behaves as `none`).
 //!
 //! Recorded summaries are only seen by this strategy: a replay hides them from every other
-//! strategy ([`Strategy::sees_recorded_summaries`]), which replays the history as if the
+//! strategy ([`Profile::sees_recorded_summaries`](compaction::Profile::sees_recorded_summaries)), which replays the history as if the
 //! recording had not been compacted.
 
 use schemars::JsonSchema;
@@ -25,7 +25,9 @@ use serde_json::json;
 use crate::common::ParamError;
 use compaction::context::{Context, Entry, Origin};
 use compaction::tokens::{CharsOver4Role4, TokenCounter};
-use compaction::{apply_layout, covered, Budget, Compacted, Plan, Promises, Slot, Strategy, SummaryOutcome, Trigger};
+use compaction::{
+    apply_layout, covered, Budget, Compacted, Plan, Profile, Promises, Slot, Strategy, SummaryOutcome, Trigger,
+};
 
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Reference: replays the compaction recorded in the conversation (Claude Code's own cut and \
@@ -82,8 +84,8 @@ impl Strategy for Recorded {
     fn reacts_to(&self, _trigger: Trigger) -> bool {
         false
     }
-    fn sees_recorded_summaries(&self) -> bool {
-        true
+    fn profile(&self) -> Profile {
+        Profile { sees_recorded_summaries: true, ..Profile::default() }
     }
     fn plan(&self, ctx: &Context, _budget: &Budget, trigger: Trigger) -> Option<Plan> {
         let at = cut(ctx)?;
@@ -214,7 +216,7 @@ mod tests {
         // A summary at the very start has nothing before it to drop.
         let ctx = Context::from_messages(vec![summary("s"), Message::assistant("a")]);
         assert!(!s.should_compact(&ctx, &budget));
-        assert!(s.sees_recorded_summaries());
+        assert!(s.profile().sees_recorded_summaries);
     }
 
     #[test]

@@ -59,7 +59,7 @@ use compaction::context::{Context, Inserted, Origin};
 use compaction::message::{Message, Role};
 use compaction::tokens::{LenOver4Plus4, TokenCounter};
 use compaction::ViolationKind;
-use compaction::{Budget, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
+use compaction::{Budget, Fallback, Plan, Profile, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
 
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "When message tokens (len/4 + 4 each) pass 80% of the window left after the system prompt and \
@@ -256,8 +256,11 @@ impl Strategy for SplitFraction {
         }
         Ok(())
     }
-    fn operating_condition(&self) -> &'static str {
-        "max_output_tokens (16,384 by default) is below the window"
+    fn profile(&self) -> Profile {
+        Profile {
+            operating_condition: "max_output_tokens (16,384 by default) is below the window",
+            ..Profile::default()
+        }
     }
     fn estimator(&self) -> &dyn TokenCounter {
         &self.estimator

@@ -34,9 +34,10 @@ use serde::{Deserialize, Serialize};
 use crate::common::{Counter, Meter, ParamError};
 use compaction::context::Context;
 use compaction::message::Role;
+use compaction::request::{Provider, RequestRule};
 use compaction::tokens::TokenCounter;
 use compaction::ViolationKind;
-use compaction::{Budget, Plan, Promises, Slot, Strategy, Trigger};
+use compaction::{Budget, Plan, Profile, Promises, Slot, Strategy, Trigger};
 
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Baseline: once the estimate (exact o200k_base by default) is above 80% of the window or \
@@ -139,9 +140,11 @@ impl Truncate {
 }
 
 impl Strategy for Truncate {
-    fn documented_rejections(&self) -> Vec<(compaction::request::Provider, compaction::request::RequestRule)> {
-        use compaction::request::{Provider, RequestRule};
-        vec![(Provider::AnthropicMessages, RequestRule::FirstNotUser)]
+    fn profile(&self) -> Profile {
+        Profile {
+            documented_rejections: vec![(Provider::AnthropicMessages, RequestRule::FirstNotUser)],
+            ..Profile::default()
+        }
     }
     fn name(&self) -> &'static str {
         "truncate"

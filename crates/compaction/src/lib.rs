@@ -59,5 +59,5 @@ pub use plan::{
 pub use request::{
     check_messages, check_request, thinking_rejection, IncrementalCheck, Provider, Rejection, RequestRule,
 };
-pub use strategy::{apply_layout, Strategy};
+pub use strategy::{apply_layout, Profile, Strategy};
 pub use tokens::{Encoding, Exact, TokenCounter};

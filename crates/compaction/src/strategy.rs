@@ -14,11 +14,52 @@ use crate::plan::{
 use crate::request::{Provider, RequestRule};
 use crate::tokens::TokenCounter;
 
+/// A strategy's harness hints, answered once per strategy value ([`Strategy::profile`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    /// Provider request rules ([`crate::check_request`]) the strategy's own document breaks
+    /// as written, with its parameters: a finding about the document, stated in the
+    /// strategy's module header. The conformance suite holds every other strategy to every
+    /// rule of both providers.
+    pub documented_rejections: Vec<(Provider, RequestRule)>,
+    /// Whether summaries the recorded agent wrote (messages flagged `meta.compact_summary`)
+    /// enter the context when a recording is replayed. Only the `recorded` reference sees
+    /// them; every other strategy replays the history as if the recording had not been
+    /// compacted.
+    pub sees_recorded_summaries: bool,
+    /// Whether each request starts again from the full history rather than from the context
+    /// the previous compaction left (000's route rebuilds its message list from the stored
+    /// conversation on every call). A caller that honours it hands [`Strategy::plan`] the full
+    /// history before every call.
+    pub rebuilds_from_history: bool,
+    /// The condition [`Strategy::can_operate`] checks, in words, for `compactbench strategies`.
+    pub operating_condition: &'static str,
+}
+
+impl Default for Profile {
+    /// Every built-in hint off: no documented rejection, recorded summaries hidden, each request
+    /// from the context the previous compaction left, and the default operating condition.
+    fn default() -> Profile {
+        Profile {
+            documented_rejections: Vec::new(),
+            sees_recorded_summaries: false,
+            rebuilds_from_history: false,
+            operating_condition: "its trigger threshold, if it has one, is at most the window",
+        }
+    }
+}
+
 /// A compaction strategy. Implementations are stateless: everything they need to know about
 /// earlier compactions is in the context (summaries carry their round and coverage).
 pub trait Strategy: Send + Sync {
     /// The strategy's name (`keep-last-n`, ...).
     fn name(&self) -> &'static str;
+    /// What a harness needs to know beyond planning: the request rules the strategy's document
+    /// breaks, whether it sees recorded summaries or rebuilds from the full history, and its
+    /// operating condition in words. Default: [`Profile::default`].
+    fn profile(&self) -> Profile {
+        Profile::default()
+    }
     /// The token estimator the strategy's own document uses.
     fn estimator(&self) -> &dyn TokenCounter;
     /// The strategy's estimate of the request, as its document computes it.
@@ -48,10 +89,6 @@ pub trait Strategy: Send + Sync {
             )),
             _ => Ok(()),
         }
-    }
-    /// The condition [`Strategy::can_operate`] checks, in words, for `compactbench strategies`.
-    fn operating_condition(&self) -> &'static str {
-        "its trigger threshold, if it has one, is at most the window"
     }
     /// The strategy's proactive trigger.
     fn should_compact(&self, ctx: &Context, budget: &Budget) -> bool {
@@ -109,27 +146,6 @@ pub trait Strategy: Send + Sync {
     }
     /// What the conformance checker may hold the strategy to.
     fn promises(&self, ctx: &Context, budget: &Budget) -> Promises;
-    /// Provider request rules ([`crate::check_request`]) the strategy's own document breaks
-    /// as written, with its parameters: a finding about the document, stated in the
-    /// strategy's module header. The conformance suite holds every other strategy to every
-    /// rule of both providers.
-    fn documented_rejections(&self) -> Vec<(Provider, RequestRule)> {
-        Vec::new()
-    }
-    /// Whether summaries the recorded agent wrote (messages flagged `meta.compact_summary`)
-    /// enter the context when a recording is replayed. Only the `recorded` reference sees
-    /// them; every other strategy replays the history as if the recording had not been
-    /// compacted.
-    fn sees_recorded_summaries(&self) -> bool {
-        false
-    }
-    /// Whether each request starts again from the full history rather than from the context
-    /// the previous compaction left (000's route rebuilds its message list from the stored
-    /// conversation on every call). A caller that honours it hands [`Strategy::plan`] the full
-    /// history before every call.
-    fn rebuilds_from_history(&self) -> bool {
-        false
-    }
     /// Where the strategy places prompt-cache breakpoints in `ctx`: the indices of the entries
     /// a breakpoint follows, in order. `None`: the caller's default rule (002 recomputes its
     /// own cache points after every render).

@@ -32,7 +32,7 @@
 //! A compaction whose summary failed and whose strategy keeps the context unchanged is still a
 //! compaction event (with its `fallback`), and counts in `compactions`.
 //!
-//! A strategy that [rebuilds from history](Strategy::rebuilds_from_history) (`priority-chain`,
+//! A strategy that [rebuilds from history](compaction::Profile::rebuilds_from_history) (`priority-chain`,
 //! whose route rebuilds its message list from the stored conversation on every request) starts
 //! each call from the full history rather than from the context its last compaction left, so
 //! its chain, and every summary the chain asks for, runs again on each call that needs it; each
@@ -64,7 +64,7 @@
 //! A recording may hold the compactions its agent made: imported Claude Code sessions carry,
 //! right after each cut, the summary Claude Code wrote (a message flagged
 //! `meta.compact_summary`). Only a strategy that [sees recorded
-//! summaries](Strategy::sees_recorded_summaries) (the `recorded` reference, which cuts there)
+//! summaries](compaction::Profile::sees_recorded_summaries) (the `recorded` reference, which cuts there)
 //! gets those messages; every other strategy replays the history as if the recording had not
 //! been compacted, so no strategy is scored on Claude Code's summary.
 //!
@@ -163,8 +163,8 @@ use std::time::Instant;
 
 use compaction::{
     check_compaction, check_masks, check_messages, mask_in_place, Budget, Context, ContextShape, Conversation,
-    Encoding, Entry, Exact, IncrementalCheck, MaskAnswer, MaskPlan, Message, Origin, Probe, Provider, Rejection,
-    RequestRule, Role, Strategy, Summaries, SummaryOutcome, TokenCounter, Trigger, Violation, ViolationKind,
+    Encoding, Entry, Exact, IncrementalCheck, MaskAnswer, MaskPlan, Message, Origin, Probe, Profile, Provider,
+    Rejection, RequestRule, Role, Strategy, Summaries, SummaryOutcome, TokenCounter, Trigger, Violation, ViolationKind,
 };
 use compaction_strategies::StrategyConfig;
 
@@ -363,7 +363,7 @@ pub fn replay_built(
     std::thread::scope(|scope| {
         let mut r = Replayer::new(conversation, settings, strategy, summarizer, judge, scope);
         r.metrics.inapplicable_reason = strategy.can_operate(&budget).err();
-        if r.strategy.rebuilds_from_history() {
+        if r.profile.rebuilds_from_history {
             r.history = Some(Context::new());
         }
         if let Some(probes) = checkpoints.get(&0) {
@@ -384,7 +384,7 @@ pub fn replay_built(
             }
             // A summary the recorded agent wrote (see "Recorded compactions" above) enters the
             // context only for a strategy that sees recorded summaries.
-            let hidden = m.meta_flag("compact_summary") && !r.strategy.sees_recorded_summaries();
+            let hidden = m.meta_flag("compact_summary") && !r.profile.sees_recorded_summaries;
             if !hidden {
                 r.append(entry);
             }
@@ -547,6 +547,8 @@ struct Replayer<'a, 's> {
     conversation: &'a Conversation,
     settings: &'a ReplaySettings,
     strategy: &'a dyn Strategy,
+    /// The strategy's harness hints ([`Strategy::profile`]), asked once.
+    profile: Profile,
     summarizer: &'a dyn Summarizer,
     judge: &'a dyn Judge,
     exact: Exact,
@@ -583,7 +585,7 @@ struct Replayer<'a, 's> {
     /// The last recorded assistant message stopped at its output limit.
     length_stop: bool,
     /// The full history, for a strategy that rebuilds every request from it
-    /// ([`Strategy::rebuilds_from_history`]).
+    /// ([`Profile::rebuilds_from_history`]).
     history: Option<Context>,
     /// The context differs from the history (a compaction ran since the last rebuild).
     diverged: bool,
@@ -705,6 +707,7 @@ impl<'a, 's> Replayer<'a, 's> {
             conversation,
             settings,
             strategy,
+            profile: strategy.profile(),
             summarizer,
             judge,
             exact: Exact::new(settings.encoding),
@@ -1261,7 +1264,7 @@ impl<'a, 's> Replayer<'a, 's> {
         // here. (An external program's summaries were made, and billed, through the
         // summarizer.)
         let recorded_summary =
-            (plan.requests.is_empty() && !out.event.summaries.is_empty() && self.strategy.sees_recorded_summaries())
+            (plan.requests.is_empty() && !out.event.summaries.is_empty() && self.profile.sees_recorded_summaries)
                 .then(|| recorded_summary_tokens(source, &self.exact, &plan, &out));
         let violations = check_compaction(self.strategy, source, &self.budget, trigger, &out);
         let tokens_before = source.tokens(&self.exact);

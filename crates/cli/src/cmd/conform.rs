@@ -161,7 +161,8 @@ fn check(strategy: &dyn Strategy, conversation: &Conversation, settings: ReplayS
             return Err(format!("rule {kind} broken by {at}"));
         }
     }
-    let allowed: Vec<String> = strategy.documented_rejections().iter().map(|(p, r)| format!("{p}/{r}")).collect();
+    let allowed: Vec<String> =
+        strategy.profile().documented_rejections.iter().map(|(p, r)| format!("{p}/{r}")).collect();
     let refused: Vec<&String> = m.rejections_by_rule.keys().filter(|k| !allowed.contains(k)).collect();
     if !refused.is_empty() {
         let at = match &m.first_rule_rejection {

@@ -94,7 +94,7 @@ fn operates_when(name: &str) -> String {
         .filter(|w| strategy.can_operate(&compaction::Budget::new(**w)).is_err())
         .map(|w| format!("{}k", w / 1_000))
         .collect();
-    let condition = strategy.operating_condition();
+    let condition = strategy.profile().operating_condition;
     if cannot.is_empty() {
         format!("Operates when {condition}.")
     } else {

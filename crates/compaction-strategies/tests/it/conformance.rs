@@ -311,7 +311,7 @@ fn check_result(
     prop_assert!(structural.is_empty(), "{}: check_context: {:?}\n{}", scene.header(), structural, shape());
     // What a provider refuses: no rule of either provider newly broken, beyond those the
     // strategy's document breaks as written (declared in `documented_rejections`).
-    let documented = strategy.documented_rejections();
+    let documented = strategy.profile().documented_rejections;
     for provider in Provider::ALL {
         let key = |r: &Rejection| (r.rule, r.call_id.clone());
         let known: Vec<_> = check_request(ctx, provider).iter().map(key).collect();
