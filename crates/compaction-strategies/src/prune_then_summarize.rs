@@ -254,7 +254,8 @@ pub fn is_error_only(m: &Message) -> bool {
 
 /// A previous summary as the pruner sees it: an assistant summary (`isSummary`).
 fn is_previous_summary(e: &Entry) -> bool {
-    e.role() == Role::Assistant && (e.origin().is_summary() || e.message().meta_flag("compact_summary"))
+    e.role() == Role::Assistant
+        && (e.origin().is_summary() || e.message().meta_flag(compaction::message::COMPACT_SUMMARY))
 }
 
 /// A tool output the pruner already cleared (`compactedAt`).

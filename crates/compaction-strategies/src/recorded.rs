@@ -33,9 +33,6 @@ use compaction::{
 pub const SUMMARY: &str = "Reference: replays the compaction recorded in the conversation (Claude Code's own cut and \
                            summary), so the recorded agent's retention is scored beside the strategies.";
 
-/// The message metadata flag of a summary the recorded agent wrote.
-pub const SUMMARY_FLAG: &str = "compact_summary";
-
 /// `recorded` has no parameters.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
@@ -64,7 +61,9 @@ pub fn cut(ctx: &Context) -> Option<usize> {
     let start = body_start(ctx);
     ctx.entries()
         .iter()
-        .rposition(|e| matches!(e.origin(), Origin::Recorded { .. }) && e.message().meta_flag(SUMMARY_FLAG))
+        .rposition(|e| {
+            matches!(e.origin(), Origin::Recorded { .. }) && e.message().meta_flag(compaction::message::COMPACT_SUMMARY)
+        })
         .filter(|&i| i > start)
 }
 
@@ -109,7 +108,8 @@ impl Strategy for Recorded {
         let round = ctx.last_round() + 1;
         let covers = covered(ctx, &(start..at).collect::<Vec<_>>());
         let mut entries = out.context.entries().to_vec();
-        if let Some(e) = entries.get_mut(start).filter(|e| e.message().meta_flag(SUMMARY_FLAG)) {
+        if let Some(e) = entries.get_mut(start).filter(|e| e.message().meta_flag(compaction::message::COMPACT_SUMMARY))
+        {
             let text = e.message().content.clone();
             *e = Entry::new(e.message().clone(), Origin::Summary { round, covers });
             out.event.summaries = vec![text];
@@ -135,7 +135,7 @@ mod tests {
 
     fn summary(text: &str) -> Message {
         Message::user(text)
-            .with_meta(SUMMARY_FLAG, true.into())
+            .with_meta(compaction::message::COMPACT_SUMMARY, true.into())
             .with_meta("compact_boundary", json!({"trigger": "auto", "pre_tokens": 167117}))
     }
 

@@ -170,8 +170,8 @@ use compaction_strategies::StrategyConfig;
 
 use compaction::pairing::ToolPairing;
 
-use crate::record::{CallPoint, CompactionRecord, PairMetrics, ProbeScore};
 use crate::timing::{within, Step};
+use runlog::record::{CallPoint, CompactionRecord, PairMetrics, ProbeScore};
 
 /// Forced compactions tried per call while the request is over the window.
 pub const MAX_REACTIVE_ATTEMPTS: usize = 3;
@@ -384,7 +384,7 @@ pub fn replay_built(
             }
             // A summary the recorded agent wrote (see "Recorded compactions" above) enters the
             // context only for a strategy that sees recorded summaries.
-            let hidden = m.meta_flag("compact_summary") && !r.profile.sees_recorded_summaries;
+            let hidden = m.meta_flag(compaction::message::COMPACT_SUMMARY) && !r.profile.sees_recorded_summaries;
             if !hidden {
                 r.append(entry);
             }
@@ -623,7 +623,10 @@ struct Replayer<'a, 's> {
 /// A user message a person typed: not a tool result, not text the agent harness injected,
 /// not a summary the recorded agent wrote.
 fn is_live_request(m: &Message) -> bool {
-    m.role == Role::User && !m.meta_flag("injected") && !m.meta_flag("compact_summary") && !m.meta_flag("synthetic")
+    m.role == Role::User
+        && !m.meta_flag("injected")
+        && !m.meta_flag(compaction::message::COMPACT_SUMMARY)
+        && !m.meta_flag("synthetic")
 }
 
 /// The exact tokens of what a recorded summary replaced in `ctx` (every entry `plan` does not
@@ -1382,7 +1385,7 @@ impl<'a, 's> Replayer<'a, 's> {
                 s.if_sent = Some(s.score);
                 s.score = 0.0;
                 s.at_risk = true;
-                s.facts.iter_mut().for_each(|f| *f = crate::record::FoundIn::Lost);
+                s.facts.iter_mut().for_each(|f| *f = runlog::record::FoundIn::Lost);
             }
         }
         self.metrics.probes.extend(scores);

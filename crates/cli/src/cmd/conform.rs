@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 use compaction::{Context, Conversation, Exact, Strategy, TokenCounter};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
-use runner::experiment::Experiment;
+use runlog::experiment::Experiment;
 use runner::judge::OfflineJudge;
 use runner::replay::{replay_built, CacheProfile, OverflowPolicy, ReplayError, ReplaySettings};
 use runner::summarize::offline::OfflineSummarizer;

@@ -15,9 +15,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use dataset::LoadOptions;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use runner::experiment::Experiment;
+use runlog::experiment::Experiment;
+use runlog::record::PairOutcome;
 use runner::llm_setup::LlmRoles;
-use runner::record::PairOutcome;
 use runner::replay::{Judge, Summarizer};
 use runner::run::{self, Engine, Plan, Progress, Provenance, RunData, RunOptions, Shard, Timings};
 use runner::timing::Stopwatch;

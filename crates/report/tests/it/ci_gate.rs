@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use runner::experiment::{Experiment, JudgeSpec, SummarizerSpec};
+use runlog::experiment::{Experiment, JudgeSpec, SummarizerSpec};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 

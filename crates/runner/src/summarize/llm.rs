@@ -425,7 +425,7 @@ mod tests {
         }
     }
 
-    fn replay_long(s: &LlmSummarizer, settings: &crate::replay::ReplaySettings) -> crate::record::PairMetrics {
+    fn replay_long(s: &LlmSummarizer, settings: &crate::replay::ReplaySettings) -> runlog::record::PairMetrics {
         let conversation =
             compaction::Conversation::new("c", long_context().entries().iter().map(|e| e.message().clone()).collect());
         crate::replay::replay(&conversation, settings, s, &crate::judge::OfflineJudge).unwrap()

@@ -1096,7 +1096,9 @@ impl OfflineSummarizer {
             match e.origin() {
                 Origin::Inserted { what: Inserted::Acknowledgement } => {}
                 Origin::Summary { .. } | Origin::Inserted { .. } => g.previous(&m.content),
-                Origin::Recorded { .. } | Origin::Masked { .. } if m.meta_flag("compact_summary") => {
+                Origin::Recorded { .. } | Origin::Masked { .. }
+                    if m.meta_flag(compaction::message::COMPACT_SUMMARY) =>
+                {
                     g.previous(&m.content)
                 }
                 Origin::Recorded { .. } | Origin::Masked { .. } => {}
@@ -1114,7 +1116,8 @@ impl OfflineSummarizer {
             // The span as the document cuts it before summarizing (`request.input`).
             let cut = request.input.apply(e.message());
             let m: &Message = &cut;
-            if !matches!(e.origin(), Origin::Recorded { .. } | Origin::Masked { .. }) || m.meta_flag("compact_summary")
+            if !matches!(e.origin(), Origin::Recorded { .. } | Origin::Masked { .. })
+                || m.meta_flag(compaction::message::COMPACT_SUMMARY)
             {
                 continue;
             }

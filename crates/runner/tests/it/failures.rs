@@ -7,8 +7,8 @@ use compaction::{
     ThinkingBlock, ThinkingKind,
 };
 use compaction_strategies::StrategyConfig;
+use runlog::record::PairMetrics;
 use runner::judge::OfflineJudge;
-use runner::record::PairMetrics;
 use runner::replay::{replay, CacheProfile, OverflowPolicy, ReplaySettings, Summarizer, Summary};
 use runner::summarize::OfflineSummarizer;
 use serde_json::json;

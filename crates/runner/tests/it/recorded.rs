@@ -8,8 +8,8 @@
 
 use compaction::{Conversation, Encoding, Message, Probe, ProbeKind, TokenCounter, ToolCall};
 use compaction_strategies::StrategyConfig;
+use runlog::record::{FoundIn, PairMetrics};
 use runner::judge::OfflineJudge;
-use runner::record::{FoundIn, PairMetrics};
 use runner::replay::{replay, CacheProfile, ReplaySettings};
 use runner::summarize::OfflineSummarizer;
 use serde_json::json;

@@ -7,8 +7,8 @@ use compaction::{
     Context, Conversation, Encoding, Message, Probe, ProbeKind, SummaryFailure, SummaryRequest, TokenCounter, Trigger,
 };
 use compaction_strategies::StrategyConfig;
+use runlog::record::{FoundIn, PairMetrics};
 use runner::judge::OfflineJudge;
-use runner::record::{FoundIn, PairMetrics};
 use runner::replay::{replay, CacheProfile, OverflowPolicy, Price, ReplayError, ReplaySettings, Summarizer, Summary};
 use runner::summarize::OfflineSummarizer;
 use serde_json::json;
