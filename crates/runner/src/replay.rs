@@ -1211,24 +1211,8 @@ impl<'a, 's> Replayer<'a, 's> {
             }
         }
         let e = &masked.event;
-        let record = CompactionRecord {
-            call,
-            trigger: plan.trigger,
-            step: e.step.clone(),
-            tokens_before,
-            tokens_after: self.ctx.tokens(&self.exact),
-            estimate_before: e.estimate_before,
-            estimate_after: e.estimate_after,
-            messages_before: e.messages_before,
-            messages_after: e.messages_after,
-            removed: e.removed,
-            masked: e.masked,
-            round: e.round,
-            fallback: e.fallback.clone(),
-            shortfall: e.shortfall,
-            summary: String::new(),
-            violations: violations.iter().map(|v| format!("{}: {v}", v.kind().as_str())).collect(),
-        };
+        let tokens_after = self.ctx.tokens(&self.exact);
+        let record = CompactionRecord::from_event(call, plan.trigger, e, (tokens_before, tokens_after), &violations);
         let changed = !e.is_noop();
         self.diverged |= changed;
         self.metrics.compactions += 1;
@@ -1287,24 +1271,8 @@ impl<'a, 's> Replayer<'a, 's> {
             }
         }
         let e = &out.event;
-        let record = CompactionRecord {
-            call,
-            trigger,
-            step: e.step.clone(),
-            tokens_before,
-            tokens_after: out.context.tokens(&self.exact),
-            estimate_before: e.estimate_before,
-            estimate_after: e.estimate_after,
-            messages_before: e.messages_before,
-            messages_after: e.messages_after,
-            removed: e.removed,
-            masked: e.masked,
-            round: e.round,
-            fallback: e.fallback.clone(),
-            shortfall: e.shortfall,
-            summary: e.summaries.join("\n\n"),
-            violations: violations.iter().map(|v| format!("{}: {v}", v.kind().as_str())).collect(),
-        };
+        let tokens_after = out.context.tokens(&self.exact);
+        let record = CompactionRecord::from_event(call, trigger, e, (tokens_before, tokens_after), &violations);
         let changed = !out.event.is_noop();
         self.diverged |= changed;
         self.metrics.compactions += 1;

@@ -24,7 +24,7 @@
 //!
 //! ```
 //! use compaction::ProbeKind;
-//! use dataset::synth::{self, Family};
+//! use synth::{self, Family};
 //!
 //! let conv = synth::generate(7, Family::Support, 0);
 //! assert_eq!(conv.source, "synthetic/support");

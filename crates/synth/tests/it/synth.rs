@@ -7,8 +7,8 @@
 use std::sync::OnceLock;
 
 use compaction::{Conversation, Exact, ProbeKind, Role, TokenCounter};
-use dataset::synth::{self, Family};
 use dataset::{self, LoadOptions};
+use synth::{self, Family};
 
 const SEED: u64 = 42;
 const PER_FAMILY: usize = 3;
