@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use dataset::LoadOptions;
-use runner::experiment::Experiment;
+use runlog::experiment::Experiment;
 use runner::run::{run, Engine, Plan, Progress, Provenance, RunOptions};
 
 /// The experiment file, from this package's folder.

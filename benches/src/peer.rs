@@ -17,8 +17,9 @@
 use std::path::Path;
 
 use anyhow::Context as _;
-use compaction::strategies::truncate::{self, Counter, Truncate};
 use compaction::{check_context, Budget, Context, Entry, Message, Role, Strategy, TokenCounter, Trigger, Violation};
+use compaction_strategies::common::Counter;
+use compaction_strategies::truncate::{self, Truncate};
 use serde::{Deserialize, Serialize};
 
 use crate::conversations::{generate, Shape};

@@ -12,8 +12,9 @@
 
 use std::path::PathBuf;
 
-use compaction::{Budget, Context, Conversation, Encoding, Exact, Plan, Promises, Role, Strategy, StrategyConfig};
+use compaction::{Budget, Context, Conversation, Encoding, Exact, Plan, Promises, Role, Strategy};
 use compaction::{TokenCounter, Trigger};
+use compaction_strategies::StrategyConfig;
 use criterion::{BenchmarkId, Criterion, Throughput};
 use runner::external::ExternalStrategy;
 use runner::judge::OfflineJudge;

@@ -14,8 +14,9 @@
 //! 10k one is "one long conversation" replayed through each strategy.
 
 use compactbench_benches::conversations::{generate, Shape};
-use compaction::strategies::NAMES;
-use compaction::{Conversation, Encoding, StrategyConfig};
+use compaction::{Conversation, Encoding};
+use compaction_strategies::StrategyConfig;
+use compaction_strategies::NAMES;
 use criterion::{BenchmarkId, Criterion, Throughput};
 use runner::judge::OfflineJudge;
 use runner::replay::{replay, CacheProfile, ReplaySettings};

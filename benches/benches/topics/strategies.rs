@@ -25,8 +25,9 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use compactbench_benches::conversations;
-use compaction::strategies::NAMES;
-use compaction::{mask_in_place, Budget, Context, Entry, MaskAnswer, Strategy, StrategyConfig, Trigger};
+use compaction::{mask_in_place, Budget, Context, Entry, MaskAnswer, Strategy, Trigger};
+use compaction_strategies::StrategyConfig;
+use compaction_strategies::NAMES;
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
 use testkit::summaries::{fulfil, Length};
 

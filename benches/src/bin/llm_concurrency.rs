@@ -20,9 +20,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use dataset::LoadOptions;
-use runner::experiment::Experiment;
+use runlog::experiment::Experiment;
+use runlog::record::PairOutcome;
 use runner::llm_setup::LlmRoles;
-use runner::record::PairOutcome;
 use runner::run::{run, Engine, Plan, Provenance, RunOptions};
 use testkit::server::{MockServer, Recorded, Reply};
 

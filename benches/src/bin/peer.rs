@@ -15,8 +15,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Context as _};
 use compactbench_benches::peer;
-use compaction::strategies::truncate::Counter;
 use compaction::{Exact, Strategy};
+use compaction_strategies::common::Counter;
 use serde_json::json;
 
 fn main() -> anyhow::Result<()> {

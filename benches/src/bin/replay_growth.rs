@@ -18,8 +18,9 @@
 use std::time::{Duration, Instant};
 
 use compactbench_benches::conversations::{generate, Shape};
-use compaction::strategies::NAMES;
-use compaction::{Encoding, StrategyConfig};
+use compaction::Encoding;
+use compaction_strategies::StrategyConfig;
+use compaction_strategies::NAMES;
 use runner::judge::OfflineJudge;
 use runner::replay::{replay, CacheProfile, OverflowPolicy, ReplaySettings};
 use runner::summarize::OfflineSummarizer;

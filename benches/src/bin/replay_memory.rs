@@ -11,7 +11,8 @@
 #![allow(clippy::print_stdout)]
 
 use compactbench_benches::conversations::{generate, Shape};
-use compaction::{Encoding, StrategyConfig};
+use compaction::Encoding;
+use compaction_strategies::StrategyConfig;
 use runner::judge::OfflineJudge;
 use runner::replay::{replay, CacheProfile, OverflowPolicy, ReplaySettings};
 use runner::summarize::OfflineSummarizer;

@@ -327,7 +327,7 @@ impl Context {
     /// `other` keeps: built from `other`'s entries (each metered where `other`'s total is
     /// known) and from new entries metered with the same counters, its totals stay known
     /// without a second pass over it.
-    pub(crate) fn with_totals_of(other: &Context, capacity: usize) -> Context {
+    pub fn with_totals_of(other: &Context, capacity: usize) -> Context {
         Context {
             entries: Vec::with_capacity(capacity),
             totals: other.totals.zero_where_known(),

@@ -11,60 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::{Context, Origin};
 use crate::message::Role;
-use crate::strategy::{Budget, Compacted, Strategy, Trigger};
-
-/// The kinds of violation, for counting and for strategies' documented deviations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ViolationKind {
-    /// A tool result whose call is not before it.
-    OrphanToolResult,
-    /// A tool call with no result after it.
-    UnansweredToolCall,
-    /// The system prompt was changed, moved or removed.
-    SystemPromptChanged,
-    /// Recorded messages kept out of their recorded order.
-    OutOfOrder,
-    /// The recent window was not kept verbatim.
-    RecentWindowNotVerbatim,
-    /// A proactive compaction below the threshold.
-    CompactedBelowThreshold,
-    /// More than one live summary.
-    MultipleSummaries,
-    /// Two same-role messages side by side, or a non-user first message.
-    RoleAlternation,
-    /// Over the threshold with no shortfall reported.
-    OverBudgetUnreported,
-}
-
-impl ViolationKind {
-    /// Every kind, in report order.
-    pub const ALL: [ViolationKind; 9] = [
-        ViolationKind::OrphanToolResult,
-        ViolationKind::UnansweredToolCall,
-        ViolationKind::SystemPromptChanged,
-        ViolationKind::OutOfOrder,
-        ViolationKind::RecentWindowNotVerbatim,
-        ViolationKind::CompactedBelowThreshold,
-        ViolationKind::MultipleSummaries,
-        ViolationKind::RoleAlternation,
-        ViolationKind::OverBudgetUnreported,
-    ];
-    /// The name used in files and reports (`orphan_tool_result`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ViolationKind::OrphanToolResult => "orphan_tool_result",
-            ViolationKind::UnansweredToolCall => "unanswered_tool_call",
-            ViolationKind::SystemPromptChanged => "system_prompt_changed",
-            ViolationKind::OutOfOrder => "out_of_order",
-            ViolationKind::RecentWindowNotVerbatim => "recent_window_not_verbatim",
-            ViolationKind::CompactedBelowThreshold => "compacted_below_threshold",
-            ViolationKind::MultipleSummaries => "multiple_summaries",
-            ViolationKind::RoleAlternation => "role_alternation",
-            ViolationKind::OverBudgetUnreported => "over_budget_unreported",
-        }
-    }
-}
+use crate::plan::{Budget, Compacted, Trigger, ViolationKind};
+use crate::strategy::Strategy;
 
 /// One broken invariant, with the data that shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

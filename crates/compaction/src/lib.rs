@@ -1,13 +1,15 @@
 //! Context compaction for LLM agents.
 //!
 //! When a conversation nears the model's window, an agent must drop, mask or summarize old
-//! messages. This crate holds the message model, token meters, the compaction strategies and
-//! the invariant checker. It is pure and synchronous: no I/O, no async, no HTTP. A strategy
+//! messages. This crate is the kernel: the message model, token meters, plans and layouts, the
+//! pairing rule, the invariant checker, provider checks, the [`compact`] driver and the
+//! [`Strategy`] trait (the strategies themselves are the `compaction-strategies` crate). It is pure and synchronous: no I/O, no async, no HTTP. A strategy
 //! never calls a model; it plans, the caller summarizes, the strategy applies, and
 //! [`compact`] drives the three (with a re-plan when the summarizer's own request is too long):
 //!
 //! ```
-//! use compaction::{compact, Budget, Context, Message, StrategyConfig, Summaries, Trigger};
+//! use compaction::{compact, Budget, Context, Message, Summaries, Trigger};
+//! use compaction_strategies::StrategyConfig;
 //!
 //! let mut messages = vec![Message::system("You are a coding agent.")];
 //! for i in 0..40 {
@@ -33,27 +35,29 @@
 pub mod context;
 pub mod driver;
 pub mod invariants;
+pub mod layout;
 pub mod masking;
 pub mod message;
 pub mod pairing;
+pub mod plan;
 pub mod request;
-pub mod strategies;
 pub mod strategy;
 pub mod tokens;
 
 pub use context::{Context, Entry, Inserted, Origin, ToolResults};
 pub use driver::{compact, Step, Summaries};
-pub use invariants::{check_compaction, check_context, Violation, ViolationKind};
-pub use masking::{check_masks, mask_in_place, ContextShape, MaskAnswer, MaskPlan, Masked};
+pub use invariants::{check_compaction, check_context, Violation};
+pub use layout::{build_layout, covered, Built};
+pub use masking::{check_masks, mask_in_place, masked_entry, ContextShape, Masked};
 #[cfg(feature = "dataset")]
 pub use message::{Conversation, Probe, ProbeKind, Tier};
 pub use message::{Message, Role, ThinkingBlock, ThinkingKind, ToolCall};
+pub use plan::{
+    Budget, Compacted, CompactionEvent, Fallback, InputCuts, MaskAnswer, MaskPlan, Plan, Promises, PromptKind, Slot,
+    SummaryFailure, SummaryOutcome, SummaryRequest, Trigger, ViolationKind,
+};
 pub use request::{
     check_messages, check_request, thinking_rejection, IncrementalCheck, Provider, Rejection, RequestRule,
 };
-pub use strategies::{catalog, ParamError, StrategyConfig, StrategyInfo};
-pub use strategy::{
-    apply_layout, Budget, Compacted, CompactionEvent, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy,
-    SummaryFailure, SummaryOutcome, SummaryRequest, Trigger,
-};
+pub use strategy::{apply_layout, Profile, Strategy};
 pub use tokens::{Encoding, Exact, TokenCounter};

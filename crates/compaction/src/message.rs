@@ -92,6 +92,11 @@ impl ThinkingBlock {
     }
 }
 
+/// The metadata flag (`meta.compact_summary = true`) on a summary the recorded agent wrote
+/// when it compacted: set by the importers, read by the replay, the `recorded` reference and
+/// probe derivation.
+pub const COMPACT_SUMMARY: &str = "compact_summary";
+
 /// One message of a conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Message {

@@ -7,8 +7,12 @@
 //! only when it belongs to the last assistant message and nothing but tool results follow it:
 //! the agent is waiting for its tools.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::BuildHasherDefault;
 
+use seeded::Fnv;
+
+use crate::context::Context;
 use crate::message::{Message, Role};
 
 /// What pushing a tool result found.
@@ -112,6 +116,122 @@ impl ToolPairing {
         out.sort();
         out
     }
+}
+
+// The same rule over a [`Context`], written for speed: the replay asks it on every request of a
+// long history.
+
+/// A map keyed by call ids: FNV-1a rather than SipHash (ids are short, and the map is built
+/// once per request over the whole history).
+type IdMap<'a, V> = HashMap<&'a str, V, BuildHasherDefault<Fnv>>;
+
+/// `(call entry, result entry)` pairs, paired as the invariant checker pairs them (a result
+/// answers the most recent unanswered call of its id before it).
+pub fn tool_pairs(ctx: &Context) -> Vec<(usize, usize)> {
+    const NONE: usize = usize::MAX;
+    /// Open calls kept in the short list before they move to the map.
+    const RECENT: usize = 16;
+    // The open calls, oldest first: the newest few in `recent` (a result almost always answers
+    // one of them, found without hashing), the older ones in a stack per id, `open` holding the
+    // top node of each id and each node being `(call entry, node below it)`. Every call in
+    // `recent` is newer than every call in the stacks, so a result answers the newest call of
+    // its id in `recent`, or else the top of its id's stack.
+    let mut recent: VecDeque<(u64, &str, usize)> = VecDeque::with_capacity(RECENT);
+    let mut open: IdMap<usize> = HashMap::default();
+    let mut nodes: Vec<(usize, usize)> = Vec::new();
+    let mut out = Vec::new();
+    for (i, e) in ctx.entries().iter().enumerate() {
+        let m = e.message();
+        for c in &m.tool_calls {
+            if recent.len() == RECENT {
+                if let Some((_, id, call)) = recent.pop_front() {
+                    let below = open.insert(id, nodes.len()).unwrap_or(NONE);
+                    nodes.push((call, below));
+                }
+            }
+            recent.push_back((id_key(&c.id), c.id.as_str(), i));
+        }
+        if m.role != Role::Tool {
+            continue;
+        }
+        let Some(id) = m.tool_call_id.as_deref() else { continue };
+        let key = id_key(id);
+        if let Some(p) = recent.iter().rposition(|(k, x, _)| *k == key && *x == id) {
+            if let Some((_, _, call)) = recent.remove(p) {
+                out.push((call, i));
+            }
+        } else if let Some(top) = open.get_mut(id) {
+            if *top != NONE {
+                let (call, below) = nodes[*top];
+                *top = below;
+                out.push((call, i));
+            }
+        }
+    }
+    out
+}
+
+/// A call id's length and last seven bytes: ids that differ there compare unequal without a
+/// byte-by-byte comparison.
+fn id_key(id: &str) -> u64 {
+    let b = id.as_bytes();
+    b[b.len().saturating_sub(7)..].iter().fold(b.len() as u64, |k, &x| (k << 8) | u64::from(x))
+}
+
+/// The result that answers call `t` of entry `c`, as [`tool_pairs`] pairs them: the call is on
+/// top of its id's stack when the results above it are gone, so it is answered by the first
+/// result of its id at which no later call of that id is still open. `None` when `budget`
+/// (entries looked at) runs out first.
+pub fn result_of_call(ctx: &Context, c: usize, t: usize, budget: &mut usize) -> Option<Option<usize>> {
+    let e = ctx.entries();
+    let m = e[c].message();
+    let id = m.tool_calls[t].id.as_str();
+    // Later calls of the same id, pushed over this one and not answered yet.
+    let mut above = m.tool_calls[t + 1..].iter().filter(|x| x.id == id).count();
+    for (j, entry) in e.iter().enumerate().skip(c) {
+        let m = entry.message();
+        if j > c {
+            *budget = budget.checked_sub(1)?;
+            above += m.tool_calls.iter().filter(|x| x.id == id).count();
+        }
+        if m.role == Role::Tool && m.tool_call_id.as_deref() == Some(id) {
+            if above == 0 {
+                return Some(Some(j));
+            }
+            above -= 1;
+        }
+    }
+    Some(None)
+}
+
+/// The call entry that result `r` answers, as [`tool_pairs`] pairs them, found walking back:
+/// each result of the same id met on the way answers one call of that id before it, and the
+/// first call of the id left over is the one `r` answers. A result that found no open call
+/// (its id had none) answers nothing and every call before it was answered before it, so the
+/// walk never takes one of those calls. `None` when `budget` (entries looked at) runs out first.
+pub fn call_of_result(ctx: &Context, r: usize, budget: &mut usize) -> Option<Option<usize>> {
+    let e = ctx.entries();
+    let m = e[r].message();
+    let Some(id) = m.tool_call_id.as_deref().filter(|_| m.role == Role::Tool) else { return Some(None) };
+    // Results of the id between a call and `r`, each answering a call after that one.
+    let mut answered = 0usize;
+    for j in (0..=r).rev() {
+        let m = e[j].message();
+        if j < r {
+            *budget = budget.checked_sub(1)?;
+            if m.role == Role::Tool && m.tool_call_id.as_deref() == Some(id) {
+                answered += 1;
+            }
+        }
+        // An entry's calls come before its own result: newest first.
+        for _ in m.tool_calls.iter().rev().filter(|x| x.id == id) {
+            if answered == 0 {
+                return Some(Some(j));
+            }
+            answered -= 1;
+        }
+    }
+    Some(None)
 }
 
 #[cfg(test)]

@@ -50,7 +50,6 @@ pub mod import;
 mod lines;
 pub mod probes;
 mod schema;
-pub mod synth;
 #[cfg(test)]
 mod tests;
 pub mod text;

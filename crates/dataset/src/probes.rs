@@ -69,7 +69,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::import::is_harness_text;
-use crate::text::{normalize, occurs, render_message};
+use crate::text::{is_common_word, normalize, occurs, render_message, STOPWORDS};
 
 /// State probes per conversation: the last failing test, the last failed command.
 const STATE_PROBES: usize = 2;
@@ -325,8 +325,11 @@ struct Deriver<'a> {
 impl<'a> Deriver<'a> {
     fn new(conv: &'a Conversation, params: &'a DeriveParams) -> Deriver<'a> {
         let rendered = conv.messages.iter().map(|m| normalize(&render_message(m))).collect();
-        let usable =
-            conv.messages.iter().map(|m| !m.meta_flag("compact_summary") && !m.meta_flag("synthetic")).collect();
+        let usable = conv
+            .messages
+            .iter()
+            .map(|m| !m.meta_flag(compaction::message::COMPACT_SUMMARY) && !m.meta_flag("synthetic"))
+            .collect();
         let system = conv
             .messages
             .iter()
@@ -871,7 +874,7 @@ fn best(messages: &[usize], hits: impl Fn(usize) -> usize) -> Option<usize> {
 fn is_real_user(m: &Message) -> bool {
     m.role == Role::User
         && !m.meta_flag("injected")
-        && !m.meta_flag("compact_summary")
+        && !m.meta_flag(compaction::message::COMPACT_SUMMARY)
         && !m.meta_flag("demo")
         && !is_harness_text(&m.content)
         && !request_text(&m.content).trim().is_empty()
@@ -938,28 +941,6 @@ enum Weak {
     NotAFact,
 }
 
-/// A stop word, or a token under 3 characters that is not a number or an id. Several words
-/// are never common as a whole.
-pub fn is_common_word(alias: &str) -> bool {
-    let t = alias.trim();
-    if t.split_whitespace().count() > 1 {
-        return false;
-    }
-    let lower = t.to_lowercase();
-    let n = lower.chars().count();
-    if n < 3 {
-        return !lower.chars().any(|c| c.is_ascii_digit());
-    }
-    lower.chars().all(char::is_alphabetic) && common_words().contains(lower.as_str())
-}
-
-/// [`STOPWORDS`] and [`COMMON`] as one set, built once: the judge asks for every alias it
-/// expands, at every checkpoint.
-fn common_words() -> &'static HashSet<&'static str> {
-    static WORDS: std::sync::OnceLock<HashSet<&'static str>> = std::sync::OnceLock::new();
-    WORDS.get_or_init(|| STOPWORDS.iter().chain(COMMON).copied().collect())
-}
-
 /// True when `token` is an identifier a question may ask for by itself: a reservation, user
 /// or order number (letters with digits, `_`-joined names with digits, `#` numbers, numbers of
 /// five digits or more), a hash of 7+ hex characters, a path (a file name with an extension,
@@ -1013,67 +994,6 @@ pub fn is_id(token: &str) -> bool {
         || (t.contains("_") && digits > 0)
         || (t.starts_with("ERR_") && letters > 4)
 }
-
-/// Frequent English words: never facts on their own (a general list, not drawn from any
-/// recording).
-#[rustfmt::skip]
-const COMMON: &[&str] = &[
-    "able", "about", "above", "account", "accounts", "across", "add", "added", "adding", "after", "again", "all",
-    "allow", "allowed", "allows", "almost", "along", "already", "also", "although", "always", "among", "and",
-    "another", "any", "are", "around", "ask", "asked", "asking", "asks", "back", "bad", "because", "been", "before",
-    "behind", "below", "beside", "best", "better", "between", "beyond", "big", "both", "boy", "business", "but",
-    "call", "called", "calling", "calls", "came", "can", "case", "cases", "change", "changed", "changing", "check",
-    "checked", "checking", "class", "classes", "code", "come", "comes", "coming", "confirm", "confirmed",
-    "confirming", "contain", "containing", "contains", "correct", "could", "create", "created", "creating",
-    "current", "customer", "customers", "data", "date", "dates", "day", "delete", "deleted", "detail", "details",
-    "did", "difference", "different", "done", "during", "each", "either", "empty", "enough", "error", "errors",
-    "even", "ever", "every", "false", "few", "file", "files", "find", "finding", "finds", "fine", "first", "fix",
-    "fixed", "fixing", "follow", "followed", "following", "follows", "for", "found", "from", "full", "function",
-    "functions", "gave", "get", "gets", "getting", "give", "given", "gives", "giving", "go", "goes", "going", "gone",
-    "good", "got", "great", "group", "groups", "had", "has", "have", "help", "helped", "helping", "her", "here",
-    "high", "him", "his", "hour", "hours", "how", "important", "impossible", "include", "included", "including",
-    "incorrect", "information", "input", "into", "issue", "issues", "item", "items", "its", "just", "keep",
-    "keeping", "keeps", "kept", "kind", "knew", "know", "knowing", "known", "knows", "large", "last", "least",
-    "left", "less", "let", "lets", "life", "like", "liked", "line", "list", "little", "long", "look", "looking",
-    "looks", "low", "made", "make", "makes", "making", "man", "many", "maybe", "method", "methods", "might",
-    "minute", "minutes", "month", "more", "most", "move", "moved", "moving", "much", "must", "name", "names", "need",
-    "needed", "needs", "neither", "never", "new", "next", "none", "not", "note", "notes", "now", "null", "number",
-    "numbers", "object", "objects", "often", "okay", "old", "once", "one", "only", "onto", "open", "option",
-    "options", "order", "orders", "other", "our", "out", "output", "over", "part", "parts", "people", "perhaps",
-    "person", "place", "places", "point", "points", "possible", "previous", "probably", "problem", "problems",
-    "process", "provide", "provided", "providing", "put", "quite", "ran", "rather", "read", "reading", "reads",
-    "ready", "really", "remove", "removed", "removing", "request", "requested", "requests", "require", "required",
-    "requires", "response", "result", "results", "right", "run", "running", "same", "saw", "say", "second", "see",
-    "seeing", "seem", "seen", "sees", "send", "sending", "sent", "service", "services", "set", "sets", "setting",
-    "several", "shall", "she", "short", "should", "show", "showed", "showing", "shown", "shows", "side", "since",
-    "small", "some", "sometimes", "sorry", "sound", "start", "started", "starting", "starts", "state", "step",
-    "steps", "still", "string", "strings", "such", "sure", "system", "systems", "take", "taken", "takes", "taking",
-    "tell", "telling", "tells", "test", "tested", "testing", "tests", "text", "than", "thank", "thanks", "that",
-    "the", "them", "then", "there", "they", "thing", "things", "think", "thinking", "thinks", "third", "this",
-    "though", "thought", "three", "through", "time", "times", "today", "told", "tomorrow", "too", "took", "tried",
-    "tries", "true", "try", "trying", "turn", "two", "type", "types", "unable", "under", "unless", "until", "update",
-    "updated", "updating", "upon", "use", "used", "user", "users", "uses", "using", "usually", "value", "values",
-    "version", "very", "want", "wanted", "wants", "was", "water", "way", "ways", "week", "welcome", "well", "went",
-    "were", "what", "when", "where", "whether", "which", "while", "who", "whom", "whose", "why", "will", "with",
-    "within", "without", "word", "words", "work", "worked", "working", "works", "world", "worse", "worst", "would",
-    "write", "writes", "writing", "written", "wrong", "wrote", "year", "years", "yes", "yesterday", "yet", "you",
-    "your",
-];
-
-/// Common words that are never facts.
-#[rustfmt::skip]
-const STOPWORDS: &[&str] = &[
-    "about", "above", "absolutely", "actually", "after", "again", "against", "already", "also", "although", "always",
-    "another", "anymore", "anything", "appreciate", "around", "assistance", "available", "basically", "because",
-    "before", "being", "below", "between", "cannot", "certainly", "change", "changes", "complete", "completed",
-    "consider", "continue", "continuing", "could", "currently", "definitely", "description", "different", "directory",
-    "during", "either", "ensure", "everything", "example", "finished", "following", "further", "great", "having",
-    "hello", "however", "information", "instead", "itself", "looking", "making", "might", "myself", "need", "needs",
-    "nothing", "other", "perfect", "please", "possible", "probably", "provide", "question", "questions", "really",
-    "regarding", "repository", "requirements", "should", "similar", "since", "something", "specifically", "still",
-    "subtasks", "thank", "thanks", "their", "there", "these", "thing", "things", "think", "those", "though",
-    "through", "under", "until", "using", "whether", "which", "while", "within", "without", "would", "yourself",
-];
 
 /// How much a token looks like a fact worth keeping: 3 for identifiers (digits with letters,
 /// `_`, `/`, `file.ext`, `#id`, `--flag`, long CamelCase) and numbers of three digits or more; 2 for a

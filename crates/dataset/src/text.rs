@@ -5,6 +5,8 @@
 //! message, so the two never disagree on what a fact's text is. The rules are stated in the
 //! offline judge's module documentation.
 
+use std::collections::HashSet;
+
 use compaction::Message;
 
 /// Leading punctuation stripped from every token.
@@ -145,11 +147,11 @@ pub fn expand_aliases<S: AsRef<str>>(fact: &[S]) -> Vec<String> {
 }
 
 /// An alias that says little alone: a common word (the derivation's stop-word list and
-/// tokens under 3 characters that are not numbers, [`crate::probes::is_common_word`]) or a
+/// tokens under 3 characters that are not numbers, [`is_common_word`]) or a
 /// bare number under a hundred.
 pub fn is_weak_alias(alias: &str) -> bool {
     let t = alias.trim();
-    crate::probes::is_common_word(t) || t.parse::<u32>().is_ok_and(|n| n < 100)
+    is_common_word(t) || t.parse::<u32>().is_ok_and(|n| n < 100)
 }
 
 /// `n` (under 100) in English words: `forty-two` and `forty two`; one form below 21 and for
@@ -202,3 +204,86 @@ pub fn matches(haystack: &str, alias: &str) -> bool {
 
 /// The longest alias matched token by token ([`matches`]).
 pub const SHORT_WORD: usize = 5;
+
+/// A stop word, or a token under 3 characters that is not a number or an id. Several words
+/// are never common as a whole.
+pub fn is_common_word(alias: &str) -> bool {
+    let t = alias.trim();
+    if t.split_whitespace().count() > 1 {
+        return false;
+    }
+    let lower = t.to_lowercase();
+    let n = lower.chars().count();
+    if n < 3 {
+        return !lower.chars().any(|c| c.is_ascii_digit());
+    }
+    lower.chars().all(char::is_alphabetic) && common_words().contains(lower.as_str())
+}
+
+/// [`STOPWORDS`] and [`COMMON`] as one set, built once: the judge asks for every alias it
+/// expands, at every checkpoint.
+fn common_words() -> &'static HashSet<&'static str> {
+    static WORDS: std::sync::OnceLock<HashSet<&'static str>> = std::sync::OnceLock::new();
+    WORDS.get_or_init(|| STOPWORDS.iter().chain(COMMON).copied().collect())
+}
+
+/// Frequent English words: never facts on their own (a general list, not drawn from any
+/// recording).
+#[rustfmt::skip]
+const COMMON: &[&str] = &[
+    "able", "about", "above", "account", "accounts", "across", "add", "added", "adding", "after", "again", "all",
+    "allow", "allowed", "allows", "almost", "along", "already", "also", "although", "always", "among", "and",
+    "another", "any", "are", "around", "ask", "asked", "asking", "asks", "back", "bad", "because", "been", "before",
+    "behind", "below", "beside", "best", "better", "between", "beyond", "big", "both", "boy", "business", "but",
+    "call", "called", "calling", "calls", "came", "can", "case", "cases", "change", "changed", "changing", "check",
+    "checked", "checking", "class", "classes", "code", "come", "comes", "coming", "confirm", "confirmed",
+    "confirming", "contain", "containing", "contains", "correct", "could", "create", "created", "creating",
+    "current", "customer", "customers", "data", "date", "dates", "day", "delete", "deleted", "detail", "details",
+    "did", "difference", "different", "done", "during", "each", "either", "empty", "enough", "error", "errors",
+    "even", "ever", "every", "false", "few", "file", "files", "find", "finding", "finds", "fine", "first", "fix",
+    "fixed", "fixing", "follow", "followed", "following", "follows", "for", "found", "from", "full", "function",
+    "functions", "gave", "get", "gets", "getting", "give", "given", "gives", "giving", "go", "goes", "going", "gone",
+    "good", "got", "great", "group", "groups", "had", "has", "have", "help", "helped", "helping", "her", "here",
+    "high", "him", "his", "hour", "hours", "how", "important", "impossible", "include", "included", "including",
+    "incorrect", "information", "input", "into", "issue", "issues", "item", "items", "its", "just", "keep",
+    "keeping", "keeps", "kept", "kind", "knew", "know", "knowing", "known", "knows", "large", "last", "least",
+    "left", "less", "let", "lets", "life", "like", "liked", "line", "list", "little", "long", "look", "looking",
+    "looks", "low", "made", "make", "makes", "making", "man", "many", "maybe", "method", "methods", "might",
+    "minute", "minutes", "month", "more", "most", "move", "moved", "moving", "much", "must", "name", "names", "need",
+    "needed", "needs", "neither", "never", "new", "next", "none", "not", "note", "notes", "now", "null", "number",
+    "numbers", "object", "objects", "often", "okay", "old", "once", "one", "only", "onto", "open", "option",
+    "options", "order", "orders", "other", "our", "out", "output", "over", "part", "parts", "people", "perhaps",
+    "person", "place", "places", "point", "points", "possible", "previous", "probably", "problem", "problems",
+    "process", "provide", "provided", "providing", "put", "quite", "ran", "rather", "read", "reading", "reads",
+    "ready", "really", "remove", "removed", "removing", "request", "requested", "requests", "require", "required",
+    "requires", "response", "result", "results", "right", "run", "running", "same", "saw", "say", "second", "see",
+    "seeing", "seem", "seen", "sees", "send", "sending", "sent", "service", "services", "set", "sets", "setting",
+    "several", "shall", "she", "short", "should", "show", "showed", "showing", "shown", "shows", "side", "since",
+    "small", "some", "sometimes", "sorry", "sound", "start", "started", "starting", "starts", "state", "step",
+    "steps", "still", "string", "strings", "such", "sure", "system", "systems", "take", "taken", "takes", "taking",
+    "tell", "telling", "tells", "test", "tested", "testing", "tests", "text", "than", "thank", "thanks", "that",
+    "the", "them", "then", "there", "they", "thing", "things", "think", "thinking", "thinks", "third", "this",
+    "though", "thought", "three", "through", "time", "times", "today", "told", "tomorrow", "too", "took", "tried",
+    "tries", "true", "try", "trying", "turn", "two", "type", "types", "unable", "under", "unless", "until", "update",
+    "updated", "updating", "upon", "use", "used", "user", "users", "uses", "using", "usually", "value", "values",
+    "version", "very", "want", "wanted", "wants", "was", "water", "way", "ways", "week", "welcome", "well", "went",
+    "were", "what", "when", "where", "whether", "which", "while", "who", "whom", "whose", "why", "will", "with",
+    "within", "without", "word", "words", "work", "worked", "working", "works", "world", "worse", "worst", "would",
+    "write", "writes", "writing", "written", "wrong", "wrote", "year", "years", "yes", "yesterday", "yet", "you",
+    "your",
+];
+
+/// Common words that are never facts.
+#[rustfmt::skip]
+pub(crate) const STOPWORDS: &[&str] = &[
+    "about", "above", "absolutely", "actually", "after", "again", "against", "already", "also", "although", "always",
+    "another", "anymore", "anything", "appreciate", "around", "assistance", "available", "basically", "because",
+    "before", "being", "below", "between", "cannot", "certainly", "change", "changes", "complete", "completed",
+    "consider", "continue", "continuing", "could", "currently", "definitely", "description", "different", "directory",
+    "during", "either", "ensure", "everything", "example", "finished", "following", "further", "great", "having",
+    "hello", "however", "information", "instead", "itself", "looking", "making", "might", "myself", "need", "needs",
+    "nothing", "other", "perfect", "please", "possible", "probably", "provide", "question", "questions", "really",
+    "regarding", "repository", "requirements", "should", "similar", "since", "something", "specifically", "still",
+    "subtasks", "thank", "thanks", "their", "there", "these", "thing", "things", "think", "those", "though",
+    "through", "under", "until", "using", "whether", "which", "while", "within", "without", "would", "yourself",
+];

@@ -94,7 +94,7 @@ fn family_palette(family: &str) -> &'static [&'static str] {
 /// A strategy's family (`seed`, `production`, `baseline`, `reference`), or `external` for a
 /// name the catalog does not know (an external strategy's label).
 pub fn family_of(strategy: &str) -> &'static str {
-    compaction::strategies::family(strategy).unwrap_or("external")
+    compaction_strategies::family(strategy).unwrap_or("external")
 }
 
 /// Escape text for HTML element content and double- or single-quoted attribute values.

@@ -44,7 +44,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use compaction::{Encoding, StrategyConfig};
+use compaction::Encoding;
+use compaction_strategies::StrategyConfig;
 use serde::{Deserialize, Serialize};
 
 use crate::external::{ExternalSpec, EXTERNAL};
@@ -450,10 +451,10 @@ fn expand_table(
         return Err(err(
             &name,
             Some("name"),
-            format!("unknown strategy (known: {}, {EXTERNAL})", compaction::strategies::NAMES.join(", ")),
+            format!("unknown strategy (known: {}, {EXTERNAL})", compaction_strategies::NAMES.join(", ")),
         ));
     }
-    let known: Vec<String> = compaction::catalog()
+    let known: Vec<String> = compaction_strategies::catalog()
         .into_iter()
         .find(|s| s.name == name)
         .map(|s| s.params.into_iter().map(|p| p.name).collect())

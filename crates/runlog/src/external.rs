@@ -58,7 +58,7 @@ impl ExternalSpec {
         if !label_ok {
             return Err(problem("label", "1 to 64 letters, digits, `-`, `_` or `.` (it names files and CSV rows)"));
         }
-        if label != EXTERNAL && compaction::strategies::NAMES.contains(&label.as_str()) {
+        if label != EXTERNAL && compaction_strategies::NAMES.contains(&label.as_str()) {
             return Err(problem("label", "is a built-in strategy's name; pick another so the rows are told apart"));
         }
         let timeout_s = match table.get("timeout_s") {

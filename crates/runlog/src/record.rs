@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use compaction::{ProbeKind, Tier, Trigger};
+use compaction::{CompactionEvent, ProbeKind, Tier, Trigger, Violation};
 use serde::{Deserialize, Serialize};
 
 /// One line of `results.jsonl`.
@@ -259,6 +259,38 @@ pub struct CompactionRecord {
     pub summary: String,
     /// Violations this compaction introduced.
     pub violations: Vec<String>,
+}
+
+impl CompactionRecord {
+    /// The record of a compaction before call `call`: what the strategy's `event` says it did,
+    /// with the exact tokens of the context before and after (`tokens`) and the violations
+    /// the compaction introduced.
+    pub fn from_event(
+        call: u32,
+        trigger: Trigger,
+        event: &CompactionEvent,
+        tokens: (u64, u64),
+        violations: &[Violation],
+    ) -> CompactionRecord {
+        CompactionRecord {
+            call,
+            trigger,
+            step: event.step.clone(),
+            tokens_before: tokens.0,
+            tokens_after: tokens.1,
+            estimate_before: event.estimate_before,
+            estimate_after: event.estimate_after,
+            messages_before: event.messages_before,
+            messages_after: event.messages_after,
+            removed: event.removed,
+            masked: event.masked,
+            round: event.round,
+            fallback: event.fallback.clone(),
+            shortfall: event.shortfall,
+            summary: event.summaries.join("\n\n"),
+            violations: violations.iter().map(|v| format!("{}: {v}", v.kind().as_str())).collect(),
+        }
+    }
 }
 
 /// Where a fact was found in the compacted context.

@@ -11,6 +11,3 @@ pub mod replay;
 pub mod run;
 pub mod summarize;
 pub mod timing;
-
-// The run log's types, where the runner's own modules and its callers name them.
-pub use runlog::{experiment, folder, record};

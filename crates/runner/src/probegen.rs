@@ -26,9 +26,9 @@ use llm::{ChatRequest, Client, LlmError};
 use serde::Deserialize;
 
 use crate::judge::{OfflineJudge, RenderedContext};
-use crate::record::FoundIn;
 use crate::summarize::llm::{runtime, LlmSetupError};
 use crate::summarize::prompts::{builtin, PromptTemplate, Vars, PROBE_VARS};
+use runlog::record::FoundIn;
 
 /// The id prefix of a generated probe.
 pub const LLM_PREFIX: &str = "llm-";

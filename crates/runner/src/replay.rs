@@ -32,7 +32,7 @@
 //! A compaction whose summary failed and whose strategy keeps the context unchanged is still a
 //! compaction event (with its `fallback`), and counts in `compactions`.
 //!
-//! A strategy that [rebuilds from history](Strategy::rebuilds_from_history) (`priority-chain`,
+//! A strategy that [rebuilds from history](compaction::Profile::rebuilds_from_history) (`priority-chain`,
 //! whose route rebuilds its message list from the stored conversation on every request) starts
 //! each call from the full history rather than from the context its last compaction left, so
 //! its chain, and every summary the chain asks for, runs again on each call that needs it; each
@@ -64,7 +64,7 @@
 //! A recording may hold the compactions its agent made: imported Claude Code sessions carry,
 //! right after each cut, the summary Claude Code wrote (a message flagged
 //! `meta.compact_summary`). Only a strategy that [sees recorded
-//! summaries](Strategy::sees_recorded_summaries) (the `recorded` reference, which cuts there)
+//! summaries](compaction::Profile::sees_recorded_summaries) (the `recorded` reference, which cuts there)
 //! gets those messages; every other strategy replays the history as if the recording had not
 //! been compacted, so no strategy is scored on Claude Code's summary.
 //!
@@ -164,15 +164,15 @@ use std::time::Instant;
 
 use compaction::{
     check_compaction, check_masks, check_messages, mask_in_place, Budget, Context, ContextShape, Conversation,
-    Encoding, Entry, Exact, IncrementalCheck, MaskAnswer, MaskPlan, Message, Origin, Probe, Provider, Rejection,
-    RequestRule, Role, Strategy, StrategyConfig, Summaries, SummaryOutcome, TokenCounter, Trigger, Violation,
-    ViolationKind,
+    Encoding, Entry, Exact, IncrementalCheck, MaskAnswer, MaskPlan, Message, Origin, Probe, Profile, Provider,
+    Rejection, RequestRule, Role, Strategy, Summaries, SummaryOutcome, TokenCounter, Trigger, Violation, ViolationKind,
 };
+use compaction_strategies::StrategyConfig;
 
 use compaction::pairing::ToolPairing;
 
-use crate::record::{CallPoint, CompactionRecord, PairMetrics, ProbeScore};
 use crate::timing::{within, Step};
+use runlog::record::{CallPoint, CompactionRecord, PairMetrics, ProbeScore};
 
 /// Forced compactions tried per call while the request is over the window.
 pub const MAX_REACTIVE_ATTEMPTS: usize = 3;
@@ -212,7 +212,7 @@ pub use crate::summarize::{FailureKind, Summarizer, Summary, SummaryError};
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
     #[error(transparent)]
-    Params(#[from] compaction::ParamError),
+    Params(#[from] compaction_strategies::ParamError),
     #[error("conversation {id}: {problem}")]
     Conversation { id: String, problem: String },
     /// An external strategy's process failed (it exited, hung, or broke the protocol).
@@ -223,7 +223,8 @@ pub enum ReplayError {
 /// Replay `conversation` under `settings`.
 ///
 /// ```
-/// use compaction::{Conversation, Encoding, Message, StrategyConfig};
+/// use compaction::{Conversation, Encoding, Message};
+/// use compaction_strategies::StrategyConfig;
 /// use runner::judge::OfflineJudge;
 /// use runner::replay::{replay, CacheProfile, OverflowPolicy, ReplaySettings};
 /// use runner::summarize::OfflineSummarizer;
@@ -262,114 +263,8 @@ pub fn replay(
     replay_built(conversation, strategy.as_ref(), settings, summarizer, judge)
 }
 
-/// A conversation's recorded messages as context entries, metered once with the exact counter,
-/// shared by every replay of the conversation that runs inside [`Recorded::lend`]: a run
-/// replays each conversation under every configuration, and an entry's token counts are kept
-/// with it ([`Entry::units`]), so each message is tokenized once per run instead of once per
-/// pair. Replays with or without it give the same figures (an entry's count does not depend
-/// on who measured it first).
-#[derive(Debug)]
-pub struct Recorded {
-    conversation: std::sync::Arc<Conversation>,
-    entries: Vec<Entry>,
-    /// What the offline judge keeps for the conversation's messages.
-    judge: crate::judge::offline::Shared,
-    /// What the offline summarizer keeps for them.
-    summarizer: crate::summarize::offline::Shared,
-    encoding: Encoding,
-    /// The first entry no worker has started metering ([`Recorded::meter`]).
-    next: std::sync::atomic::AtomicUsize,
-}
-
-thread_local! {
-    /// The entries lent to the replays of this thread ([`Recorded::lend`]).
-    static LENT: std::cell::RefCell<Option<std::sync::Arc<Recorded>>> = const { std::cell::RefCell::new(None) };
-}
-
-impl Recorded {
-    /// Every recorded message of `conversation` as an entry, metered with `encoding`.
-    pub fn new(conversation: std::sync::Arc<Conversation>, encoding: Encoding) -> Recorded {
-        let recorded = Recorded::unmetered(conversation, encoding);
-        recorded.meter();
-        recorded
-    }
-
-    /// The entries, not metered yet: each worker that will replay them calls
-    /// [`Recorded::meter`], and the workers share the metering instead of one waiting for it.
-    pub fn unmetered(conversation: std::sync::Arc<Conversation>, encoding: Encoding) -> Recorded {
-        let entries: Vec<Entry> =
-            conversation.messages.iter().enumerate().map(|(i, m)| Entry::recorded(i, m.clone())).collect();
-        let judge = crate::judge::offline::Shared::new(entries.len());
-        let summarizer = crate::summarize::offline::Shared::new(entries.len());
-        Recorded { conversation, entries, judge, summarizer, encoding, next: Default::default() }
-    }
-
-    /// Meter the entries no other worker has taken yet, a few at a time; returns when every
-    /// entry is taken (another worker may still be metering its last few: a replay that
-    /// reaches one first meters it too, to the same count).
-    pub fn meter(&self) {
-        const AT_ONCE: usize = 8;
-        let exact = Exact::new(self.encoding);
-        loop {
-            let start = self.next.fetch_add(AT_ONCE, std::sync::atomic::Ordering::Relaxed);
-            let Some(entries) = self.entries.get(start..) else { return };
-            if entries.is_empty() {
-                return;
-            }
-            for e in entries.iter().take(AT_ONCE) {
-                e.units(&exact);
-            }
-        }
-    }
-
-    /// The offline summarizer's store for this conversation.
-    pub(crate) fn summarizer(&self) -> &crate::summarize::offline::Shared {
-        &self.summarizer
-    }
-
-    /// The entries lent to this thread's replays, whatever their conversation.
-    pub(crate) fn lent() -> Option<std::sync::Arc<Recorded>> {
-        LENT.with(|l| l.borrow().clone())
-    }
-
-    /// The entries, one per recorded message.
-    pub fn entries(&self) -> &[Entry] {
-        &self.entries
-    }
-
-    /// The offline judge's store for this conversation.
-    pub(crate) fn judge(&self) -> &crate::judge::offline::Shared {
-        &self.judge
-    }
-
-    /// `Some(self)` when `message` is recorded message `index`'s own, as these entries hold it
-    /// (not a copy, nor a message a strategy changed): what is kept for the message applies.
-    pub(crate) fn shared_entry(&self, index: usize, message: &Message) -> Option<&Recorded> {
-        self.entries.get(index).filter(|e| std::ptr::eq(e.message(), message)).map(|_| self)
-    }
-
-    /// Run `f` with these entries lent to the replays it makes on this thread of this
-    /// conversation (the same `Arc`); a replay of any other conversation builds its own.
-    pub fn lend<T>(self: &std::sync::Arc<Recorded>, f: impl FnOnce() -> T) -> T {
-        /// Puts back what was lent before, also when `f` panics.
-        struct Restore(Option<std::sync::Arc<Recorded>>);
-        impl Drop for Restore {
-            fn drop(&mut self) {
-                let before = self.0.take();
-                LENT.with(|l| *l.borrow_mut() = before);
-            }
-        }
-        let _restore = Restore(LENT.with(|l| l.replace(Some(self.clone()))));
-        f()
-    }
-
-    /// The entries lent for `conversation`, when they are.
-    pub(crate) fn lent_for(conversation: &Conversation) -> Option<std::sync::Arc<Recorded>> {
-        LENT.with(|l| {
-            l.borrow().as_ref().filter(|r| std::ptr::eq(std::sync::Arc::as_ptr(&r.conversation), conversation)).cloned()
-        })
-    }
-}
+mod recorded;
+pub use recorded::Recorded;
 
 /// [`replay`] with `strategy` already built from `settings.strategy` (a run builds each
 /// configuration's strategy once for all its pairs).
@@ -415,7 +310,7 @@ pub fn replay_built(
     std::thread::scope(|scope| {
         let mut r = Replayer::new(conversation, settings, strategy, summarizer, judge, scope);
         r.metrics.inapplicable_reason = strategy.can_operate(&budget).err();
-        if r.strategy.rebuilds_from_history() {
+        if r.profile.rebuilds_from_history {
             r.history = Some(Context::new());
         }
         if let Some(probes) = checkpoints.get(&0) {
@@ -436,7 +331,7 @@ pub fn replay_built(
             }
             // A summary the recorded agent wrote (see "Recorded compactions" above) enters the
             // context only for a strategy that sees recorded summaries.
-            let hidden = m.meta_flag("compact_summary") && !r.strategy.sees_recorded_summaries();
+            let hidden = m.meta_flag(compaction::message::COMPACT_SUMMARY) && !r.profile.sees_recorded_summaries;
             if !hidden {
                 r.append(entry);
             }
@@ -599,6 +494,8 @@ struct Replayer<'a, 's> {
     conversation: &'a Conversation,
     settings: &'a ReplaySettings,
     strategy: &'a dyn Strategy,
+    /// The strategy's harness hints ([`Strategy::profile`]), asked once.
+    profile: Profile,
     summarizer: &'a dyn Summarizer,
     judge: &'a dyn Judge,
     exact: Exact,
@@ -635,7 +532,7 @@ struct Replayer<'a, 's> {
     /// The last recorded assistant message stopped at its output limit.
     length_stop: bool,
     /// The full history, for a strategy that rebuilds every request from it
-    /// ([`Strategy::rebuilds_from_history`]).
+    /// ([`Profile::rebuilds_from_history`]).
     history: Option<Context>,
     /// The context differs from the history (a compaction ran since the last rebuild).
     diverged: bool,
@@ -673,7 +570,10 @@ struct Replayer<'a, 's> {
 /// A user message a person typed: not a tool result, not text the agent harness injected,
 /// not a summary the recorded agent wrote.
 fn is_live_request(m: &Message) -> bool {
-    m.role == Role::User && !m.meta_flag("injected") && !m.meta_flag("compact_summary") && !m.meta_flag("synthetic")
+    m.role == Role::User
+        && !m.meta_flag("injected")
+        && !m.meta_flag(compaction::message::COMPACT_SUMMARY)
+        && !m.meta_flag("synthetic")
 }
 
 /// The exact tokens of what a recorded summary replaced in `ctx` (every entry `plan` does not
@@ -757,6 +657,7 @@ impl<'a, 's> Replayer<'a, 's> {
             conversation,
             settings,
             strategy,
+            profile: strategy.profile(),
             summarizer,
             judge,
             exact: Exact::new(settings.encoding),
@@ -1273,24 +1174,8 @@ impl<'a, 's> Replayer<'a, 's> {
             }
         }
         let e = &masked.event;
-        let record = CompactionRecord {
-            call,
-            trigger: plan.trigger,
-            step: e.step.clone(),
-            tokens_before,
-            tokens_after: self.ctx.tokens(&self.exact),
-            estimate_before: e.estimate_before,
-            estimate_after: e.estimate_after,
-            messages_before: e.messages_before,
-            messages_after: e.messages_after,
-            removed: e.removed,
-            masked: e.masked,
-            round: e.round,
-            fallback: e.fallback.clone(),
-            shortfall: e.shortfall,
-            summary: String::new(),
-            violations: violations.iter().map(|v| format!("{}: {v}", v.kind().as_str())).collect(),
-        };
+        let tokens_after = self.ctx.tokens(&self.exact);
+        let record = CompactionRecord::from_event(call, plan.trigger, e, (tokens_before, tokens_after), &violations);
         let changed = !e.is_noop();
         self.diverged |= changed;
         self.metrics.compactions += 1;
@@ -1329,7 +1214,7 @@ impl<'a, 's> Replayer<'a, 's> {
         // here. (An external program's summaries were made, and billed, through the
         // summarizer.)
         let recorded_summary =
-            (plan.requests.is_empty() && !out.event.summaries.is_empty() && self.strategy.sees_recorded_summaries())
+            (plan.requests.is_empty() && !out.event.summaries.is_empty() && self.profile.sees_recorded_summaries)
                 .then(|| recorded_summary_tokens(source, &self.exact, &plan, &out));
         let violations = check_compaction(self.strategy, source, &self.budget, trigger, &out);
         let tokens_before = source.tokens(&self.exact);
@@ -1349,24 +1234,8 @@ impl<'a, 's> Replayer<'a, 's> {
             }
         }
         let e = &out.event;
-        let record = CompactionRecord {
-            call,
-            trigger,
-            step: e.step.clone(),
-            tokens_before,
-            tokens_after: out.context.tokens(&self.exact),
-            estimate_before: e.estimate_before,
-            estimate_after: e.estimate_after,
-            messages_before: e.messages_before,
-            messages_after: e.messages_after,
-            removed: e.removed,
-            masked: e.masked,
-            round: e.round,
-            fallback: e.fallback.clone(),
-            shortfall: e.shortfall,
-            summary: e.summaries.join("\n\n"),
-            violations: violations.iter().map(|v| format!("{}: {v}", v.kind().as_str())).collect(),
-        };
+        let tokens_after = out.context.tokens(&self.exact);
+        let record = CompactionRecord::from_event(call, trigger, e, (tokens_before, tokens_after), &violations);
         let changed = !out.event.is_noop();
         self.diverged |= changed;
         self.metrics.compactions += 1;
@@ -1447,7 +1316,7 @@ impl<'a, 's> Replayer<'a, 's> {
                 s.if_sent = Some(s.score);
                 s.score = 0.0;
                 s.at_risk = true;
-                s.facts.iter_mut().for_each(|f| *f = crate::record::FoundIn::Lost);
+                s.facts.iter_mut().for_each(|f| *f = runlog::record::FoundIn::Lost);
             }
         }
         self.metrics.probes.extend(scores);

@@ -40,17 +40,17 @@ use compaction::{Conversation, Strategy};
 use crate::external::ExternalStrategy;
 use serde::{Deserialize, Serialize};
 
-use crate::experiment::{canonical_json, fnv1a, id_hash, Configuration, Experiment};
 use crate::llm_setup::OnLlmError;
-use crate::record::{PairFailure, PairMetrics, PairOutcome, PairRecord};
 use crate::replay::{self, Judge, ReplayError, ReplaySettings, Summarizer};
 use crate::timing::{PairStart, ReplayTotals, Stopwatch};
 use dataset::{self, LoadOptions};
+use runlog::experiment::{canonical_json, fnv1a, id_hash, Configuration, Experiment};
 pub use runlog::log::{
     count, dedupe, io_err, merge, pair_key, read_manifest, read_results, record_key, record_line, replay_ms,
     sort_records, versions, write_manifest, write_results, Counts, ExternalRun, Manifest, RunData, RunError, Timings,
     LOCK_FILE, MANIFEST_FILE, MANIFEST_FORMAT, RESULTS_FILE,
 };
+use runlog::record::{PairFailure, PairMetrics, PairOutcome, PairRecord};
 use seeded::Fnv;
 use std::hash::Hasher;
 
@@ -278,7 +278,7 @@ impl Plan {
 /// The recording holds a compaction its agent made (a summary flagged
 /// `meta.compact_summary`), which the `recorded` reference replays.
 pub fn holds_compaction(conversation: &Conversation) -> bool {
-    conversation.messages.iter().any(|m| m.meta_flag(compaction::strategies::recorded::SUMMARY_FLAG))
+    conversation.messages.iter().any(|m| m.meta_flag(compaction::message::COMPACT_SUMMARY))
 }
 
 /// `--shard K/N`: the K-th of N disjoint slices of the pairs (1-based), chosen by a hash of
@@ -705,7 +705,7 @@ pub fn build_strategies(experiment: &Experiment) -> Vec<Built> {
 /// A configuration's strategy, built.
 pub struct Built {
     /// The strategy, or why its parameters do not build.
-    pub strategy: Result<Arc<dyn Strategy>, compaction::ParamError>,
+    pub strategy: Result<Arc<dyn Strategy>, compaction_strategies::ParamError>,
     /// The same, when it is an external strategy (for its program's name and version).
     pub external: Option<Arc<ExternalStrategy>>,
 }
@@ -791,7 +791,7 @@ impl<'p> SharedConversations<'p> {
 fn run_pair(
     plan: &Plan,
     engine: &Engine<'_>,
-    strategy: &Result<Arc<dyn Strategy>, compaction::ParamError>,
+    strategy: &Result<Arc<dyn Strategy>, compaction_strategies::ParamError>,
     pair: Pair,
     shared: &SharedConversations<'_>,
 ) -> PairRecord {
@@ -803,7 +803,7 @@ fn run_pair(
 fn run_shared_pair(
     plan: &Plan,
     engine: &Engine<'_>,
-    strategy: &Result<Arc<dyn Strategy>, compaction::ParamError>,
+    strategy: &Result<Arc<dyn Strategy>, compaction_strategies::ParamError>,
     pair: Pair,
     shared: &SharedConversation,
 ) -> PairRecord {
@@ -945,11 +945,11 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Every probe of the plan's conversations, with its text.
-fn probe_texts(plan: &Plan) -> Vec<crate::record::ProbeText> {
+fn probe_texts(plan: &Plan) -> Vec<runlog::record::ProbeText> {
     plan.conversations
         .iter()
         .flat_map(|c| {
-            c.conversation.probes.iter().map(|p| crate::record::ProbeText {
+            c.conversation.probes.iter().map(|p| runlog::record::ProbeText {
                 dataset: c.dataset.clone(),
                 conversation_id: c.conversation.id.clone(),
                 probe_id: p.id.clone(),

@@ -196,7 +196,7 @@ impl ConversationSpec {
             ),
             Previous::RecordedText { round, body } => b
                 .assistant(format!("## Session Summary (Compaction Round {round})\n\n{}", body.render()))
-                .meta("compact_summary", serde_json::Value::Bool(true)),
+                .meta(compaction::message::COMPACT_SUMMARY, serde_json::Value::Bool(true)),
         };
         let stage = if self.staged { Some(0) } else { None };
         let mut b = add_turns(b, stage, &self.turns);
@@ -212,7 +212,9 @@ impl ConversationSpec {
             .entries()
             .iter()
             .map(|e| match e.origin().recorded_index() {
-                Some(i) if e.role() == Role::Assistant && !e.message().meta_flag("compact_summary") => {
+                Some(i)
+                    if e.role() == Role::Assistant && !e.message().meta_flag(compaction::message::COMPACT_SUMMARY) =>
+                {
                     let mut m = e.message().clone();
                     m.thinking.push(thinking_block(i));
                     Entry::new(m, e.origin().clone())

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 use compaction::{Context, Conversation, Exact, Strategy, TokenCounter};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
-use runner::experiment::Experiment;
+use runlog::experiment::Experiment;
 use runner::judge::OfflineJudge;
 use runner::replay::{replay_built, CacheProfile, OverflowPolicy, ReplayError, ReplaySettings};
 use runner::summarize::offline::OfflineSummarizer;
@@ -163,7 +163,8 @@ fn check(strategy: &dyn Strategy, conversation: &Conversation, settings: ReplayS
             return Err(format!("rule {kind} broken by {at}"));
         }
     }
-    let allowed: Vec<String> = strategy.documented_rejections().iter().map(|(p, r)| format!("{p}/{r}")).collect();
+    let allowed: Vec<String> =
+        strategy.profile().documented_rejections.iter().map(|(p, r)| format!("{p}/{r}")).collect();
     let refused: Vec<&String> = m.rejections_by_rule.keys().filter(|k| !allowed.contains(k)).collect();
     if !refused.is_empty() {
         let at = match &m.first_rule_rejection {

@@ -10,8 +10,8 @@
 
 use std::path::PathBuf;
 
+use runlog::experiment::Experiment;
 use runner::calibrate::{calibrate, load_labels, CalibrationReport};
-use runner::experiment::Experiment;
 use runner::judge::OfflineJudge;
 use runner::llm_setup::LlmRoles;
 

@@ -115,7 +115,7 @@ fn generate(args: GenerateArgs) -> anyhow::Result<u8> {
         tell!("error: --out {} is the input; write the dataset elsewhere", args.out.display());
         return Ok(crate::exit::USAGE);
     }
-    let experiment = match runner::experiment::Experiment::load(&args.config) {
+    let experiment = match runlog::experiment::Experiment::load(&args.config) {
         Ok(e) => e,
         Err(e) => {
             tell!("error: {e}");

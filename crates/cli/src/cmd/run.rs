@@ -15,9 +15,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use dataset::LoadOptions;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use runner::experiment::Experiment;
+use runlog::experiment::Experiment;
+use runlog::record::PairOutcome;
 use runner::llm_setup::LlmRoles;
-use runner::record::PairOutcome;
 use runner::replay::{Judge, Summarizer};
 use runner::run::{self, Engine, Plan, Progress, Provenance, RunData, RunOptions, Shard, Timings};
 use runner::timing::Stopwatch;
@@ -53,9 +53,9 @@ fn default_experiment() -> anyhow::Result<PathBuf> {
         .with_context(|| format!("creating {}", root.display()))?;
     write_if_changed(&config, EMBEDDED_DEFAULT.as_bytes())?;
     write_if_changed(&config.with_file_name("prices.toml"), EMBEDDED_PRICES.as_bytes())?;
-    for family in dataset::synth::Family::ALL {
-        let conversations = dataset::synth::generate_family(SHIPPED_SEED, family, SHIPPED_PER_FAMILY);
-        let text = dataset::synth::to_jsonl(&conversations).context("serializing the synthetic datasets")?;
+    for family in synth::Family::ALL {
+        let conversations = synth::generate_family(SHIPPED_SEED, family, SHIPPED_PER_FAMILY);
+        let text = synth::to_jsonl(&conversations).context("serializing the synthetic datasets")?;
         write_if_changed(&datasets.join(format!("{}.jsonl", family.name())), text.as_bytes())?;
     }
     tell!("note: no {DEFAULT_CONFIG} here; running the built-in default experiment from {}", config.display());

@@ -14,9 +14,9 @@ pub struct Args {
 }
 
 /// The strategies, then the references, each with its family.
-fn listing() -> Vec<compaction::StrategyInfo> {
-    let mut all = compaction::catalog();
-    all.extend(compaction::strategies::reference_catalog());
+fn listing() -> Vec<compaction_strategies::StrategyInfo> {
+    let mut all = compaction_strategies::catalog();
+    all.extend(compaction_strategies::reference_catalog());
     all
 }
 
@@ -43,7 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
 }
 
 /// The catalog as Markdown: a heading and a parameter table per strategy, grouped by family.
-fn markdown(catalog: &[compaction::StrategyInfo]) -> String {
+fn markdown(catalog: &[compaction_strategies::StrategyInfo]) -> String {
     let mut out = String::new();
     let mut family = "";
     for s in catalog {
@@ -86,7 +86,7 @@ const WINDOWS: [u64; 4] = [8_000, 16_000, 32_000, 128_000];
 /// When the strategy can operate ([`compaction::Strategy::can_operate`]), in words, and the
 /// usual windows where its defaults cannot.
 fn operates_when(name: &str) -> String {
-    let Some(strategy) = compaction::StrategyConfig::default_for(name).and_then(|c| c.build().ok()) else {
+    let Some(strategy) = compaction_strategies::StrategyConfig::default_for(name).and_then(|c| c.build().ok()) else {
         return "Operates at any window.".to_string();
     };
     let cannot: Vec<String> = WINDOWS
@@ -94,7 +94,7 @@ fn operates_when(name: &str) -> String {
         .filter(|w| strategy.can_operate(&compaction::Budget::new(**w)).is_err())
         .map(|w| format!("{}k", w / 1_000))
         .collect();
-    let condition = strategy.operating_condition();
+    let condition = strategy.profile().operating_condition;
     if cannot.is_empty() {
         format!("Operates when {condition}.")
     } else {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use compaction::{Exact, TokenCounter};
-use dataset::synth::{self, Family};
+use synth::{self, Family};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -36,7 +36,7 @@ fn the_parameter_section_is_the_catalog_as_markdown() {
 fn every_parameter_of_every_strategy_has_a_row_with_its_default() {
     let text = readme();
     let section = section(&text);
-    for s in compaction::catalog() {
+    for s in compaction_strategies::catalog() {
         let heading = format!("#### `{}`\n", s.name);
         let start = section.find(&heading).unwrap_or_else(|| panic!("no heading for {}", s.name));
         let body = &section[start + heading.len()..];

@@ -225,7 +225,7 @@ fn out_of_turn_messages_a_huge_line_and_a_grandchild_are_strategy_faults() {
 /// An experiment of every built-in strategy, the tail strategy above and `broken`.
 fn conform(dir: &Path, extra: &str, cases: &str) -> (i32, String) {
     let mut exp = String::from("name = \"conform\"\ndatasets = [\"data\"]\n");
-    for name in compaction::strategies::NAMES {
+    for name in compaction_strategies::NAMES {
         exp.push_str(&format!("\n[[strategy]]\nname = \"{name}\"\n"));
     }
     exp.push_str(extra);
@@ -251,7 +251,7 @@ fn conform_passes_every_built_in_strategy_and_the_python_and_node_examples() {
     );
     let (code, stdout) = conform(&dir, &extra, "8");
     assert_eq!(code, 0, "{stdout}");
-    for name in compaction::strategies::NAMES.iter().copied().chain(["tail", "py-keep-last-n", "js-keep-last-n"]) {
+    for name in compaction_strategies::NAMES.iter().copied().chain(["tail", "py-keep-last-n", "js-keep-last-n"]) {
         assert!(stdout.lines().any(|l| l.starts_with(&format!("ok   {name}:"))), "{name}: {stdout}");
     }
     assert!(!dir.join("failures").exists());

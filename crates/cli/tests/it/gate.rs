@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use compaction::{Conversation, Message, Probe, ProbeKind};
-use runner::experiment::Experiment;
+use runlog::experiment::Experiment;
 use runner::judge::OfflineJudge;
 use runner::run::{self, Engine, Plan, PlannedConversation, Provenance, RunData, RunOptions};
 use runner::summarize::OfflineSummarizer;

@@ -13,12 +13,12 @@ fn strategies_json_lists_every_strategy_with_its_family_and_params() {
     let entries = json.as_array().expect("an array");
 
     let names: Vec<&str> = entries.iter().map(|e| e["name"].as_str().expect("name is a string")).collect();
-    let mut want = compaction::strategies::NAMES.to_vec();
-    want.extend(compaction::strategies::REFERENCE_NAMES);
+    let mut want = compaction_strategies::NAMES.to_vec();
+    want.extend(compaction_strategies::REFERENCE_NAMES);
     assert_eq!(names, want);
     for e in entries {
         let name = e["name"].as_str().unwrap_or_default();
-        assert_eq!(e["family"].as_str(), compaction::strategies::family(name), "{name}: family");
+        assert_eq!(e["family"].as_str(), compaction_strategies::family(name), "{name}: family");
     }
     let count = |f: &str| entries.iter().filter(|e| e["family"] == f).count();
     assert_eq!((count("seed"), count("production"), count("baseline"), count("reference")), (5, 9, 3, 1));

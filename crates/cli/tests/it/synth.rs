@@ -42,8 +42,7 @@ fn writes_one_file_per_family_asked_for_and_summarizes_each() {
     assert!(lines[1].contains("paper.jsonl: 1 conversation,"), "{stdout}");
     // The file is the library's generation for that seed, byte for byte.
     let text = std::fs::read_to_string(dir.0.join("support.jsonl")).expect("written");
-    let expected = dataset::synth::to_jsonl(&dataset::synth::generate_family(42, dataset::synth::Family::Support, 1))
-        .expect("serializes");
+    let expected = ::synth::to_jsonl(&::synth::generate_family(42, ::synth::Family::Support, 1)).expect("serializes");
     assert_eq!(text, expected);
 }
 

@@ -1,6 +1,4 @@
-//! The compaction crate's integration tests: one binary, one module per topic.
+//! The kernel's integration tests: one binary, one module per topic (the strategies' own
+//! conformance, snapshots and applicability tests are the `compaction-strategies` crate's).
 
-mod applicability;
-mod conformance;
 mod core;
-mod snapshots;

@@ -89,7 +89,7 @@ impl State {
         }
     }
     fn user_text(&mut self, mut msg: Message, at: At) {
-        if msg.meta_flag("compact_summary") {
+        if msg.meta_flag(compaction::message::COMPACT_SUMMARY) {
             if let Some((b, _)) = self.boundary.take() {
                 msg.meta.insert("compact_boundary".into(), b);
                 self.compactions += 1;
@@ -204,7 +204,7 @@ pub(crate) fn parse(source: &str, file: &FileCtx) -> Vec<Result<Draft, Located>>
                     let content = texts.join("\n");
                     let mut msg = Message::user(content);
                     if flag("isCompactSummary") {
-                        msg.meta.insert("compact_summary".into(), true.into());
+                        msg.meta.insert(compaction::message::COMPACT_SUMMARY.into(), true.into());
                     } else if flag("isMeta") || is_harness_text(&msg.content) {
                         msg.meta.insert("injected".into(), true.into());
                     }

@@ -4,4 +4,3 @@ mod calibration;
 mod import_fixtures;
 mod readme_example;
 mod schema;
-mod synth;

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use runner::experiment::{Experiment, JudgeSpec, SummarizerSpec};
+use runlog::experiment::{Experiment, JudgeSpec, SummarizerSpec};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
@@ -18,7 +18,7 @@ fn the_ci_experiment_runs_every_strategy_offline() {
     let exp = ci_experiment();
     let mut names: Vec<&str> = exp.configurations.iter().map(|c| c.strategy.as_str()).collect();
     names.dedup();
-    let mut expected = compaction::strategies::NAMES.to_vec();
+    let mut expected = compaction_strategies::NAMES.to_vec();
     expected.sort_unstable();
     let mut sorted = names.clone();
     sorted.sort_unstable();
@@ -96,7 +96,7 @@ fn the_baseline_tells_the_synthetic_sets_story() {
         );
     }
     assert_eq!(value("split-fraction", "completion_rate"), 1.0);
-    for strategy in compaction::strategies::NAMES {
+    for strategy in compaction_strategies::NAMES {
         let (kept, if_sent) = (value(strategy, "retention_mean"), value(strategy, "retention_if_sent_mean"));
         if value(strategy, "completion_rate") < 1.0 {
             assert!(kept < if_sent, "{strategy}: rejected calls cost nothing ({kept} vs {if_sent} as if sent)");

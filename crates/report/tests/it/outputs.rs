@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use compaction::{Context, Conversation, Message, Probe, ProbeKind, SummaryFailure, SummaryRequest, Trigger};
-use runner::experiment::Experiment;
-use runner::record::{CompactionRecord, FoundIn, PairMetrics, ProbeScore};
+use runlog::experiment::Experiment;
+use runlog::record::{CompactionRecord, FoundIn, PairMetrics, ProbeScore};
 use runner::replay::{Judge, ReplayError, ReplaySettings, Summarizer, Summary};
 use runner::run::{self, Engine, Plan, PlannedConversation, Provenance, RunData, RunOptions, Shard};
 
@@ -336,8 +336,8 @@ fn outputs_have_a_row_per_pair_and_per_configuration() {
         .records
         .iter()
         .filter_map(|r| match &r.outcome {
-            runner::record::PairOutcome::Ok(m) => Some(m.probes.len()),
-            runner::record::PairOutcome::Failed { .. } => None,
+            runlog::record::PairOutcome::Ok(m) => Some(m.probes.len()),
+            runlog::record::PairOutcome::Failed { .. } => None,
         })
         .sum();
     assert_eq!(probes, expected);

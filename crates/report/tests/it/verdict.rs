@@ -8,7 +8,7 @@ use std::path::Path;
 
 use dataset::LoadOptions;
 use report::summary::{self, ConfigSummary, ALL_DATASETS};
-use runner::experiment::Experiment;
+use runlog::experiment::Experiment;
 use runner::run::{self, Engine, Plan, Provenance, RunData, RunOptions};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");

@@ -290,15 +290,15 @@ fn the_repository_experiments_parse() {
     let strategies: std::collections::BTreeSet<_> = exp.configurations.iter().map(|c| c.strategy.as_str()).collect();
     // The main job is the seeds and the baselines; the production systems have their own
     // experiment (experiments/production.toml), beside the seeds.
-    let seeds_and_baselines: std::collections::BTreeSet<_> = compaction::strategies::NAMES
+    let seeds_and_baselines: std::collections::BTreeSet<_> = compaction_strategies::NAMES
         .iter()
         .copied()
-        .filter(|n| compaction::strategies::family(n) != Some("production"))
+        .filter(|n| compaction_strategies::family(n) != Some("production"))
         .collect();
     assert_eq!(strategies, seeds_and_baselines, "every seed and baseline is in the main job");
     let production = Experiment::load(&dir.join("production.toml")).expect("experiments/production.toml parses");
     let names: std::collections::BTreeSet<_> = production.configurations.iter().map(|c| c.strategy.as_str()).collect();
-    let all: std::collections::BTreeSet<_> = compaction::strategies::NAMES.iter().copied().collect();
+    let all: std::collections::BTreeSet<_> = compaction_strategies::NAMES.iter().copied().collect();
     assert_eq!(names, all, "the production experiment runs the production systems beside the seeds and baselines");
     assert_eq!(production.windows, vec![32_000, 128_000]);
     assert!(exp.windows.len() >= 2);

@@ -48,10 +48,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::{Judge, ListError, Listed};
-use crate::record::{ProbeScore, Verdict as ProbeVerdict};
 use crate::summarize::llm::{runtime, LlmSetupError};
 use crate::summarize::prompts::{builtin, PromptTemplate, Vars, ANSWER_VARS, DIRECTIVE_VARS, GRADE_VARS};
 use runlog::llm_settings::VerdictFormat;
+use runlog::record::{ProbeScore, Verdict as ProbeVerdict};
 
 /// The five grading dimensions, in verdict order.
 pub const DIMENSIONS: [&str; 5] = ["accuracy", "completeness", "artifact_trail", "continuity", "decisions"];
@@ -99,9 +99,9 @@ fn quote_text(text: &str) -> String {
 }
 
 /// The context's entries as quote checking reads them, with where each is found.
-pub fn quotable(ctx: &Context) -> Vec<(crate::record::FoundIn, String)> {
-    use crate::record::FoundIn;
+pub fn quotable(ctx: &Context) -> Vec<(runlog::record::FoundIn, String)> {
     use compaction::Origin;
+    use runlog::record::FoundIn;
     ctx.entries()
         .iter()
         .map(|e| {
@@ -117,7 +117,7 @@ pub fn quotable(ctx: &Context) -> Vec<(crate::record::FoundIn, String)> {
 
 /// Where `quote` occurs in the context (`None`: it does not, or it is too short to vouch for
 /// anything).
-pub fn locate_quote(entries: &[(crate::record::FoundIn, String)], quote: &str) -> Option<crate::record::FoundIn> {
+pub fn locate_quote(entries: &[(runlog::record::FoundIn, String)], quote: &str) -> Option<runlog::record::FoundIn> {
     let q = quote_text(quote);
     if q.chars().count() < 3 {
         return None;
@@ -939,7 +939,7 @@ mod tests {
         second.asked_at = Some(end);
         conversation.probes = vec![first, second];
         let settings = ReplaySettings {
-            strategy: compaction::StrategyConfig::default_for("none").unwrap(),
+            strategy: compaction_strategies::StrategyConfig::default_for("none").unwrap(),
             window: 128_000,
             encoding: compaction::Encoding::O200kBase,
             cache: CacheProfile::None,

@@ -33,7 +33,7 @@
 //! ```
 //! use compaction::{Context, Conversation, Message, Probe, ProbeKind};
 //! use runner::judge::OfflineJudge;
-//! use runner::record::FoundIn;
+//! use runlog::record::FoundIn;
 //! use runner::replay::Judge;
 //!
 //! let ctx = Context::from_messages(vec![Message::user("Fix the crash in (SRC\\Parser.rs).")]);
@@ -66,8 +66,8 @@ pub use dataset::text::{
 
 use super::text::{find, Alias, Prepared, Variant};
 use super::Judge;
-use crate::record::{Evidence, FoundIn, ProbeScore};
 use crate::replay::Recorded;
+use runlog::record::{Evidence, FoundIn, ProbeScore};
 
 /// The offline judge (see the module docs).
 #[derive(Debug, Clone, Copy, Default)]

@@ -7,8 +7,8 @@ use std::sync::Mutex;
 use compaction::{Context, Conversation, Message, Probe, ProbeKind, SummaryFailure, SummaryRequest};
 
 use super::*;
-use crate::record::{FoundIn, ProbeScore};
 use crate::replay::Summary;
+use runlog::record::{FoundIn, ProbeScore};
 
 struct TestSummarizer;
 

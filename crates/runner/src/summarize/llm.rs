@@ -263,7 +263,8 @@ impl Summarizer for LlmSummarizer {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use compaction::{Budget, Message, StrategyConfig, Trigger};
+    use compaction::{Budget, Message, Trigger};
+    use compaction_strategies::StrategyConfig;
     use llm::{LlmConfig, Protocol};
     use testkit::server::{MockServer, Reply};
 
@@ -424,7 +425,7 @@ mod tests {
         }
     }
 
-    fn replay_long(s: &LlmSummarizer, settings: &crate::replay::ReplaySettings) -> crate::record::PairMetrics {
+    fn replay_long(s: &LlmSummarizer, settings: &crate::replay::ReplaySettings) -> runlog::record::PairMetrics {
         let conversation =
             compaction::Conversation::new("c", long_context().entries().iter().map(|e| e.message().clone()).collect());
         crate::replay::replay(&conversation, settings, s, &crate::judge::OfflineJudge).unwrap()

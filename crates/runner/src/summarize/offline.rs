@@ -77,11 +77,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-use compaction::strategies::split_fraction::SUMMARY_PREFIX;
 use compaction::{
     Context, Entry, Exact, InputCuts, Inserted, Message, Origin, PromptKind, Role, SummaryFailure, SummaryRequest,
     TokenCounter,
 };
+use compaction_strategies::split_fraction::SUMMARY_PREFIX;
 
 use super::{Summarizer, Summary};
 use crate::replay::Recorded;
@@ -1225,7 +1225,9 @@ impl OfflineSummarizer {
             match e.origin() {
                 Origin::Inserted { what: Inserted::Acknowledgement } => {}
                 Origin::Summary { .. } | Origin::Inserted { .. } => g.previous(&m.content),
-                Origin::Recorded { .. } | Origin::Masked { .. } if m.meta_flag("compact_summary") => {
+                Origin::Recorded { .. } | Origin::Masked { .. }
+                    if m.meta_flag(compaction::message::COMPACT_SUMMARY) =>
+                {
                     g.previous(&m.content)
                 }
                 Origin::Recorded { .. } | Origin::Masked { .. } => {}
@@ -1244,7 +1246,8 @@ impl OfflineSummarizer {
             // The span as the document cuts it before summarizing (`request.input`).
             let read = Read::new(recorded.as_deref(), e, request.input);
             let m: &Message = &read.message;
-            if !matches!(e.origin(), Origin::Recorded { .. } | Origin::Masked { .. }) || m.meta_flag("compact_summary")
+            if !matches!(e.origin(), Origin::Recorded { .. } | Origin::Masked { .. })
+                || m.meta_flag(compaction::message::COMPACT_SUMMARY)
             {
                 continue;
             }
@@ -1559,7 +1562,7 @@ mod tests {
         let above = SummaryRequest { target_tokens: Some(5_000), ..request(1..12, 150) };
         assert_eq!(s.summarize(&ctx, &above).unwrap(), capped);
         // keep-last-n's defaults ask for 800 under a 1,000 cap.
-        let p = compaction::strategies::keep_last_n::Params::default();
+        let p = compaction_strategies::keep_last_n::Params::default();
         assert_eq!((p.summary_target_tokens, p.summary_max_tokens), (800, 1_000));
     }
 
@@ -1574,7 +1577,7 @@ mod tests {
         let out = s.summarize(&ctx, &chars).unwrap();
         assert!(out.text.chars().count() <= 500, "{}", out.text.chars().count());
         assert!(out.text.starts_with("## Session Summary"));
-        let p = compaction::strategies::priority_chain::Params::default();
+        let p = compaction_strategies::priority_chain::Params::default();
         assert_eq!((p.summary_max_chars, p.summary_max_tokens), (500, 200));
     }
 
@@ -1598,7 +1601,7 @@ mod tests {
         assert!(whole.text.contains("src/late_module.rs"), "{}", whole.text);
         assert!(whole.text.contains("src/far_away.rs"), "{}", whole.text);
         for cuts in
-            [compaction::strategies::keep_last_n::INPUT_CUTS, compaction::strategies::prune_then_summarize::INPUT_CUTS]
+            [compaction_strategies::keep_last_n::INPUT_CUTS, compaction_strategies::prune_then_summarize::INPUT_CUTS]
         {
             let cut = s.summarize(&ctx, &SummaryRequest { input: cuts, ..request(1..6, 2_000) }).unwrap();
             assert!(!cut.text.contains("src/late_module.rs"), "{}", cut.text);
@@ -1607,7 +1610,7 @@ mod tests {
         let cut = s
             .summarize(
                 &ctx,
-                &SummaryRequest { input: compaction::strategies::keep_last_n::INPUT_CUTS, ..request(1..6, 2_000) },
+                &SummaryRequest { input: compaction_strategies::keep_last_n::INPUT_CUTS, ..request(1..6, 2_000) },
             )
             .unwrap();
         assert!(!cut.text.contains("src/far_away.rs"), "001 cuts the 2,500-character message at 2,000");
@@ -1615,7 +1618,7 @@ mod tests {
             .summarize(
                 &ctx,
                 &SummaryRequest {
-                    input: compaction::strategies::prune_then_summarize::INPUT_CUTS,
+                    input: compaction_strategies::prune_then_summarize::INPUT_CUTS,
                     ..request(1..6, 2_000)
                 },
             )

@@ -498,8 +498,8 @@ pub fn builtin_kinds() -> Vec<PromptKind> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use compaction::strategies::{keep_last_n, prune_then_summarize};
     use compaction::{Entry, ToolCall};
+    use compaction_strategies::{keep_last_n, prune_then_summarize};
 
     fn all_kinds() -> Vec<PromptKind> {
         builtin_kinds()

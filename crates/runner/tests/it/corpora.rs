@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use compaction::ProbeKind;
 use dataset::check_conversation;
 use dataset::import::{import, Format, FormatChoice, ImportOptions, RepairReport};
-use dataset::probes::{count_by_kind, derive, is_common_word, uses_tools, DeriveParams};
+use dataset::probes::{count_by_kind, derive, uses_tools, DeriveParams};
+use dataset::text::is_common_word;
 use runner::judge::{normalize, occurs, render_message};
 
 const CORPORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpora");
@@ -182,10 +183,10 @@ fn assert_discriminating(conv: &compaction::Conversation, probes: &[compaction::
 
 #[test]
 fn the_corpora_experiments_run_every_strategy_and_the_recorded_reference() {
-    use runner::experiment::Experiment;
+    use runlog::experiment::Experiment;
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
-    let mut want: Vec<&str> = compaction::strategies::NAMES.to_vec();
-    want.extend(compaction::strategies::REFERENCE_NAMES);
+    let mut want: Vec<&str> = compaction_strategies::NAMES.to_vec();
+    want.extend(compaction_strategies::REFERENCE_NAMES);
     want.sort_unstable();
     for file in ["corpora.toml", "ci-corpora.toml"] {
         let exp = Experiment::load(&root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));

@@ -3,11 +3,12 @@
 //! thinking blocks, and directives a summary puts in the user's mouth.
 
 use compaction::{
-    check_request, Context, Conversation, Encoding, Message, Provider, RequestRule, StrategyConfig, SummaryFailure,
-    SummaryRequest, ThinkingBlock, ThinkingKind,
+    check_request, Context, Conversation, Encoding, Message, Provider, RequestRule, SummaryFailure, SummaryRequest,
+    ThinkingBlock, ThinkingKind,
 };
+use compaction_strategies::StrategyConfig;
+use runlog::record::PairMetrics;
 use runner::judge::OfflineJudge;
-use runner::record::PairMetrics;
 use runner::replay::{replay, CacheProfile, OverflowPolicy, ReplaySettings, Summarizer, Summary};
 use runner::summarize::OfflineSummarizer;
 use serde_json::json;

@@ -6,9 +6,10 @@
 // The test prints why it skips.
 #![allow(clippy::print_stdout)]
 
-use compaction::{Conversation, Encoding, Message, Probe, ProbeKind, StrategyConfig, TokenCounter, ToolCall};
+use compaction::{Conversation, Encoding, Message, Probe, ProbeKind, TokenCounter, ToolCall};
+use compaction_strategies::StrategyConfig;
+use runlog::record::{FoundIn, PairMetrics};
 use runner::judge::OfflineJudge;
-use runner::record::{FoundIn, PairMetrics};
 use runner::replay::{replay, CacheProfile, ReplaySettings};
 use runner::summarize::OfflineSummarizer;
 use serde_json::json;
@@ -111,7 +112,7 @@ fn other_strategies_never_see_the_recorded_summary() {
         c
     };
     let mut compacted = 0;
-    for name in compaction::strategies::NAMES {
+    for name in compaction_strategies::NAMES {
         let a = run(&conv, name, 1_000_000);
         let b = run(&without, name, 1_000_000);
         assert_eq!(a.final_tokens, b.final_tokens, "{name}: the summary is not in the context");

@@ -4,11 +4,11 @@
 //! `o200k_base` (`w w w ...`), and a message costs its content plus 3 tokens of chat template.
 
 use compaction::{
-    Context, Conversation, Encoding, Message, Probe, ProbeKind, StrategyConfig, SummaryFailure, SummaryRequest,
-    TokenCounter, Trigger,
+    Context, Conversation, Encoding, Message, Probe, ProbeKind, SummaryFailure, SummaryRequest, TokenCounter, Trigger,
 };
+use compaction_strategies::StrategyConfig;
+use runlog::record::{FoundIn, PairMetrics};
 use runner::judge::OfflineJudge;
-use runner::record::{FoundIn, PairMetrics};
 use runner::replay::{replay, CacheProfile, OverflowPolicy, Price, ReplayError, ReplaySettings, Summarizer, Summary};
 use runner::summarize::OfflineSummarizer;
 use serde_json::json;
@@ -640,8 +640,8 @@ fn probe(id: &str, facts: Vec<Vec<&str>>, source: usize, asked_at: Option<usize>
 
 mod generated {
     use super::*;
-    use compaction::strategies::NAMES;
     use compaction::Role;
+    use compaction_strategies::NAMES;
     use proptest::prelude::*;
 
     /// What holds for any replay, whatever the strategy did.

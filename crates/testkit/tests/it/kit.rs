@@ -144,7 +144,8 @@ fn token_and_range_formats() {
 #[test]
 fn before_after_shows_both_shapes_and_the_event() {
     let ctx = coding().build();
-    let strategy = compaction::StrategyConfig::default_for("none").and_then(|c| c.build().ok()).expect("none builds");
+    let strategy =
+        compaction_strategies::StrategyConfig::default_for("none").and_then(|c| c.build().ok()).expect("none builds");
     let plan = Plan::deterministic(
         Trigger::Overflow,
         "test",

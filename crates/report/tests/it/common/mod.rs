@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use compaction::{Conversation, Message, Probe, ProbeKind, ToolCall};
 use dataset::LoadOptions;
-use runner::experiment::Experiment;
+use runlog::experiment::Experiment;
 use runner::judge::OfflineJudge;
 use runner::run::{self, Engine, Plan, Provenance, RunData, RunOptions};
 use runner::summarize::OfflineSummarizer;
