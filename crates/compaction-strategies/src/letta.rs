@@ -81,7 +81,7 @@ use compaction::{
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Letta sliding window: above 90% of the window, summarizes the oldest 40% of the messages \
      (growing by 10% until the rest is under 70% of the window), cut before an assistant message; summarizes \
-     everything when no cut works; summary clipped to 50,000 characters, placed after the system prompt.";
+     everything when no cut works or the context is still over the trigger after the sliding summary; summary clipped to 50,000 characters, placed after the system prompt.";
 
 /// The marker appended to a clipped summary.
 pub const CLIP_MARKER: &str = "... [summary truncated to fit]";
