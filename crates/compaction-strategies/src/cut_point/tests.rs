@@ -1,4 +1,3 @@
-
 use super::*;
 use compaction::context::Entry;
 use compaction::message::ToolCall;

@@ -1,4 +1,3 @@
-
 use super::*;
 use compaction::message::ToolCall;
 use compaction::{check_compaction, check_context};
