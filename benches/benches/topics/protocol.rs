@@ -19,6 +19,7 @@ use criterion::{BenchmarkId, Criterion, Throughput};
 use runner::external::ExternalStrategy;
 use runner::judge::OfflineJudge;
 use runner::replay::{replay_built, CacheProfile, OverflowPolicy, ReplaySettings};
+use runner::session::Compactor;
 use runner::summarize::OfflineSummarizer;
 
 use super::quick;
@@ -105,10 +106,21 @@ pub fn bench(c: &mut Criterion) {
         eprintln!("protocol/{n}: {calls} calls append {:.1} KB of messages", bytes as f64 / 1024.0);
         group.throughput(Throughput::Elements(calls));
         group.bench_with_input(BenchmarkId::new("in_process", n), &convo, |b, convo| {
-            b.iter(|| replay_built(convo, &in_process, &settings, &summarizer, &judge).map(|m| m.calls))
+            b.iter(|| {
+                replay_built(convo, Compactor::Stateless(&in_process), &settings, &summarizer, &judge).map(|m| m.calls)
+            })
         });
         group.bench_with_input(BenchmarkId::new("external", n), &convo, |b, convo| {
-            b.iter(|| replay_built(convo, &external, &settings, &summarizer, &judge).map(|m| m.calls))
+            b.iter(|| {
+                replay_built(
+                    convo,
+                    Compactor::Sessions { strategy: &external, sessions: &external },
+                    &settings,
+                    &summarizer,
+                    &judge,
+                )
+                .map(|m| m.calls)
+            })
         });
     }
     group.finish();

@@ -62,6 +62,11 @@ use compaction::ViolationKind;
 use compaction::{masked_entry, MaskAnswer, MaskPlan, Profile};
 use compaction::{Budget, Plan, Promises, Slot, Strategy, Trigger};
 
+/// Every prompt this strategy asks for: none, it never summarizes.
+pub fn prompts() -> Vec<compaction::Prompt> {
+    Vec::new()
+}
+
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Anthropic context editing clear_tool_uses_20250919, server-side: the client keeps the full \
      history; every request whose unedited input passes the trigger (100k of a 200k window, i.e. 50%) is sent with \
@@ -155,10 +160,7 @@ impl Strategy for AnthropicClearToolUses {
     fn threshold(&self, _ctx: &Context, budget: &Budget) -> Option<u64> {
         Some(self.trigger_tokens(budget))
     }
-    fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
-        if trigger == Trigger::Proactive && !self.should_compact(ctx, budget) {
-            return None;
-        }
+    fn plan(&self, ctx: &Context, _budget: &Budget, trigger: Trigger) -> Option<Plan> {
         let clear = self.to_clear(ctx);
         if clear.is_empty() {
             return None;
@@ -281,6 +283,7 @@ mod tests {
     use super::*;
     use compaction::apply_layout;
     use compaction::message::{Message, ToolCall};
+    use testkit::summaries::proactive_plan;
 
     fn session(tools: &[&str]) -> Context {
         let mut m = vec![Message::system("s"), Message::user("go")];
@@ -321,7 +324,7 @@ mod tests {
         assert_eq!(out.context.get(2).unwrap().message().tool_calls[0].arguments, r#"{"path":"a.rs"}"#);
         assert_eq!(out.event.masked, 2);
         // Below the trigger nothing happens.
-        assert!(s.plan(&ctx, &Budget::new(10_000_000), Trigger::Proactive).is_none());
+        assert!(proactive_plan(&s, &ctx, &Budget::new(10_000_000)).is_none());
     }
 
     #[test]

@@ -46,7 +46,17 @@ use crate::common::{self, ParamError};
 use compaction::context::Context;
 use compaction::message::Role;
 use compaction::tokens::{Exact, TokenCounter};
-use compaction::{Budget, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
+use compaction::{Budget, Fallback, Plan, Promises, Prompt, Slot, Strategy, SummaryRequest, Trigger};
+
+/// The summary prompt whose answer replaces everything before it (`anthropic_compaction/anthropic_compaction.md`, beside this module).
+pub fn prompt() -> Prompt {
+    Prompt::new("anthropic_compaction", include_str!("anthropic_compaction/anthropic_compaction.md"))
+}
+
+/// Every prompt this strategy asks for.
+pub fn prompts() -> Vec<Prompt> {
+    vec![prompt()]
+}
 
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Anthropic server-side compaction compact_20260112: once the input passes the trigger \
@@ -115,10 +125,7 @@ impl Strategy for AnthropicCompaction {
     fn reacts_to(&self, _trigger: Trigger) -> bool {
         false
     }
-    fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
-        if trigger == Trigger::Proactive && !self.should_compact(ctx, budget) {
-            return None;
-        }
+    fn plan(&self, ctx: &Context, _budget: &Budget, trigger: Trigger) -> Option<Plan> {
         let start = common::body_start(ctx);
         let span: Vec<usize> = (start..ctx.len()).collect();
         // A context that is only its summary has nothing new to compact.
@@ -127,12 +134,7 @@ impl Strategy for AnthropicCompaction {
         }
         let mut layout: Vec<Slot> = common::keep(0..start).collect();
         layout.push(Slot::Summary { request: 0, role: Role::User, prefix: String::new(), suffix: String::new() });
-        let request = SummaryRequest::new(
-            span,
-            PromptKind::AnthropicCompaction,
-            self.params.summary_max_tokens,
-            common::next_round(ctx),
-        );
+        let request = SummaryRequest::new(span, prompt(), self.params.summary_max_tokens, common::next_round(ctx));
         Some(Plan {
             trigger,
             layout,

@@ -51,7 +51,17 @@ use compaction::context::{Context, Origin};
 use compaction::message::Role;
 use compaction::tokens::{Exact, TokenCounter};
 use compaction::ViolationKind;
-use compaction::{Budget, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
+use compaction::{Budget, Plan, Promises, Prompt, Slot, Strategy, SummaryRequest, Trigger};
+
+/// The handoff summary prompt over the whole history (`codex/codex_handoff.md`, beside this module).
+pub fn prompt() -> Prompt {
+    Prompt::new("codex_handoff", include_str!("codex/codex_handoff.md"))
+}
+
+/// Every prompt this strategy asks for.
+pub fn prompts() -> Vec<Prompt> {
+    vec![prompt()]
+}
 
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Codex CLI local compaction: at 90% of the window, one handoff summary of the whole \
@@ -172,9 +182,6 @@ impl Strategy for Codex {
         Some(common::fraction_of(budget.context_window, self.params.trigger_ratio))
     }
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
-        if trigger == Trigger::Proactive && !self.should_compact(ctx, budget) {
-            return None;
-        }
         let start = common::body_start(ctx);
         if start >= ctx.len() {
             return None;
@@ -206,12 +213,7 @@ impl Strategy for Codex {
             prefix: SUMMARY_PREFIX.to_string(),
             suffix: String::new(),
         });
-        let request = SummaryRequest::new(
-            span,
-            PromptKind::CodexHandoff,
-            self.params.summary_max_tokens,
-            common::next_round(ctx),
-        );
+        let request = SummaryRequest::new(span, prompt(), self.params.summary_max_tokens, common::next_round(ctx));
         let mut plan = common::summary_plan(trigger, layout, request, "dropped_for_fit", dropped);
         plan.notes.insert("summary_requests_refused".into(), dropped.into());
         Some(plan)

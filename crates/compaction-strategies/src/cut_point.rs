@@ -32,9 +32,9 @@
 //!    blocks nor the summary.
 //! 4. **Split turns**: if the cut is not on a turn start (a user message) and the turn's start
 //!    is after the last summary, the turn's prefix (start..cut) is summarized separately
-//!    ([`PromptKind::SplitTurnPrefix`], 400 tokens) and appended under
+//!    ([`split_turn_prefix_prompt`], 400 tokens) and appended under
 //!    `**Turn Context (split turn):**`; everything from the last summary to the turn start gets
-//!    the progressive summary ([`PromptKind::Progressive`], 800 tokens), which integrates the
+//!    the progressive summary ([`progressive_prompt`], 800 tokens), which integrates the
 //!    previous summary. With no history and a previous summary, the previous text is reused;
 //!    with neither, the text is `No prior history.`.
 //! 5. **One live summary**: the summary (a system message right after the system prompt) is
@@ -110,9 +110,31 @@ use compaction::request::{Provider, RequestRule};
 use compaction::tokens::{CharsOver4Role4, TokenCounter};
 use compaction::ViolationKind;
 use compaction::{
-    apply_layout, Budget, Compacted, Fallback, Plan, Profile, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
+    apply_layout, Budget, Compacted, Fallback, Plan, Profile, Promises, Prompt, Slot, Strategy, SummaryOutcome,
     SummaryRequest, Trigger,
 };
+
+/// The name of the progressive summary's prompt.
+const PROGRESSIVE: &str = "progressive";
+/// The name of the split turn's prefix prompt.
+const SPLIT_TURN_PREFIX: &str = "split_turn_prefix";
+
+/// The progressive summary's prompt (`cut_point/progressive.md`, beside this module): the
+/// compacted range, integrating the summary so far.
+pub fn progressive_prompt() -> Prompt {
+    Prompt::new(PROGRESSIVE, include_str!("cut_point/progressive.md"))
+}
+
+/// The prompt for the prefix of a split turn (`cut_point/split_turn_prefix.md`).
+pub fn split_turn_prefix_prompt() -> Prompt {
+    Prompt::new(SPLIT_TURN_PREFIX, include_str!("cut_point/split_turn_prefix.md"))
+        .with_heading("## Summary: Turn Context (split turn)")
+}
+
+/// Every prompt this strategy asks for.
+pub fn prompts() -> Vec<Prompt> {
+    vec![progressive_prompt(), split_turn_prefix_prompt()]
+}
 
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Over 90% of the window (or after an overflow) hides old tool results, cuts at the first user/assistant/tool-call block that keeps the recent tokens, and replaces everything before it with one progressive summary (plus a split-turn prefix summary when the cut falls inside a turn).";
@@ -739,7 +761,7 @@ impl Strategy for CutPoint {
         let mut requests = Vec::new();
         let main = if !history.is_empty() {
             let mut request =
-                SummaryRequest::new(history.clone(), PromptKind::Progressive, self.params.summary_max_tokens, round);
+                SummaryRequest::new(history.clone(), progressive_prompt(), self.params.summary_max_tokens, round);
             request.previous.clone_from(&previous);
             requests.push(request);
             Main::Request
@@ -751,7 +773,7 @@ impl Strategy for CutPoint {
         if !prefix.is_empty() {
             requests.push(SummaryRequest::new(
                 prefix.clone(),
-                PromptKind::SplitTurnPrefix,
+                split_turn_prefix_prompt(),
                 self.params.split_turn_max_tokens,
                 round,
             ));
@@ -828,8 +850,8 @@ impl Strategy for CutPoint {
                 .collect();
             return apply_layout(self, ctx, budget, plan, &reasons);
         }
-        let text_of = |kind: &PromptKind| {
-            plan.requests.iter().position(|r| &r.prompt == kind).and_then(|i| match summaries.get(i) {
+        let text_of = |name: &str| {
+            plan.requests.iter().position(|r| r.prompt.name == name).and_then(|i| match summaries.get(i) {
                 Some(Ok(t)) => Some(t.trim().to_string()),
                 _ => None,
             })
@@ -838,10 +860,10 @@ impl Strategy for CutPoint {
         let main = match plan.notes.get("main_summary").and_then(Value::as_str) {
             Some("previous") => r.last_summary.and_then(|s| ctx.get(s)).map(|e| e.message().content.trim().to_string()),
             Some("none") => Some(NO_PRIOR_HISTORY.to_string()),
-            _ => text_of(&PromptKind::Progressive),
+            _ => text_of(PROGRESSIVE),
         }
         .unwrap_or_else(|| NO_PRIOR_HISTORY.to_string());
-        let text = match text_of(&PromptKind::SplitTurnPrefix) {
+        let text = match text_of(SPLIT_TURN_PREFIX) {
             Some(prefix) => format!("{main}{SPLIT_TURN_HEADING}{prefix}"),
             None => main,
         };
@@ -851,7 +873,7 @@ impl Strategy for CutPoint {
         }
         let combined = SummaryRequest::new(
             span,
-            PromptKind::Progressive,
+            progressive_prompt(),
             self.params.summary_max_tokens,
             plan.requests.first().map_or(ctx.last_round() + 1, |q| q.round),
         );

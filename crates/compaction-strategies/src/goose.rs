@@ -74,7 +74,17 @@ use crate::common::{self, ParamError};
 use compaction::context::{Context, Inserted};
 use compaction::message::{Message, Role};
 use compaction::tokens::{Exact, TokenCounter};
-use compaction::{Budget, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
+use compaction::{Budget, Fallback, Plan, Promises, Prompt, Slot, Strategy, SummaryRequest, Trigger};
+
+/// The six-section compaction prompt (`goose/goose_compaction.md`, beside this module).
+pub fn prompt() -> Prompt {
+    Prompt::new("goose_compaction", include_str!("goose/goose_compaction.md"))
+}
+
+/// Every prompt this strategy asks for.
+pub fn prompts() -> Vec<Prompt> {
+    vec![prompt()]
+}
 
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Goose auto-compaction: when a user message arrives above 80% of the window (inside the \
@@ -203,9 +213,6 @@ impl Strategy for Goose {
         Self::at_user_message(ctx) && self.threshold(ctx, budget).is_some_and(|t| self.estimate(ctx) > t)
     }
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
-        if trigger == Trigger::Proactive && !self.should_compact(ctx, budget) {
-            return None;
-        }
         // A second context-length error with no successful call since the compaction: "Unable
         // to continue".
         if trigger != Trigger::Proactive && Self::fresh_from_compaction(ctx) {
@@ -234,12 +241,7 @@ impl Strategy for Goose {
         if let Some((index, _)) = preserved {
             layout.push(Slot::Keep { index });
         }
-        let request = SummaryRequest::new(
-            span,
-            PromptKind::GooseCompaction,
-            self.params.summary_max_tokens,
-            common::next_round(ctx),
-        );
+        let request = SummaryRequest::new(span, prompt(), self.params.summary_max_tokens, common::next_round(ctx));
         let mut plan = common::summary_plan(trigger, layout, request, "tool_responses_removed_percent", percent);
         // A failed compaction ends the reply: the context stays, and the event says so.
         plan.fallback = Fallback::Layout { label: "reply_ended".into(), layout: common::keep(0..ctx.len()).collect() };
@@ -261,6 +263,7 @@ mod tests {
     use super::*;
     use compaction::apply_layout;
     use compaction::message::ToolCall;
+    use testkit::summaries::proactive_plan;
 
     fn tool_loop(results: usize, result_words: usize) -> Context {
         let mut m = vec![Message::system("s"), Message::user("refactor the parser")];
@@ -466,7 +469,7 @@ mod tests {
         let in_loop = tool_loop(6, 200);
         assert!(s.estimate(&in_loop) > 800);
         assert!(!s.should_compact(&in_loop, &budget));
-        assert!(s.plan(&in_loop, &budget, Trigger::Proactive).is_none());
+        assert!(proactive_plan(&s, &in_loop, &budget).is_none());
         // The same history with a new user message: compacted before the reply's first call.
         let mut asked = in_loop.clone();
         asked.push(compaction::context::Entry::recorded(in_loop.len(), Message::user("and now?")));

@@ -20,7 +20,7 @@
 //!   summary ([`Origin::Summary`]); it is then passed as the previous summary instead of being
 //!   summarized, and compaction starts at 2. If the boundary is at or before the start there is
 //!   nothing to compact.
-//! - **Summary**: one [`PromptKind::SessionSummary`] request for the span, with the previous
+//! - **Summary**: one [`prompt`] request for the span, with the previous
 //!   summary, the original task (`extractOriginalTask`: the first user message *of the current
 //!   context*, so after the first round it is the first user message still in context; the
 //!   previous summary carries the verbatim task forward), and round N = previous round + 1. The
@@ -68,9 +68,30 @@ use compaction::request::{Provider, RequestRule};
 use compaction::tokens::{CharsOver4Plus2, TokenCounter};
 use compaction::ViolationKind;
 use compaction::{
-    apply_layout, covered, Budget, Compacted, Fallback, InputCuts, Plan, Profile, Promises, PromptKind, Slot, Strategy,
-    SummaryOutcome, SummaryRequest, Trigger,
+    apply_layout, covered, Budget, Compacted, Fallback, InputCuts, Plan, Profile, Promises, Prompt, Slot, Strategy,
+    SummaryOutcome, SummaryRequest, Transcript, Trigger,
 };
+
+/// The document's summary prompt (`keep_last_n/session_summary.md`,
+/// beside this module): `generateSummary`'s prompts, the span written by
+/// `formatMessagesForSummary` ([`Transcript::Indexed`]), temperature 0.3, the model's text
+/// taken whatever it is, and the code's "None - this is the first compaction round." and
+/// "Unknown task" where it has no value.
+pub fn prompt() -> Prompt {
+    Prompt {
+        transcript: Transcript::Indexed,
+        temperature: Some(0.3),
+        empty_fails: false,
+        defaults: vec![("previous".into(), NO_PREVIOUS_SUMMARY.into()), ("task".into(), UNKNOWN_TASK.into())],
+        heading: Some(format!("{SUMMARY_HEADING} (Compaction Round {{round}})")),
+        ..Prompt::new("session_summary", include_str!("keep_last_n/session_summary.md"))
+    }
+}
+
+/// Every prompt this strategy asks for.
+pub fn prompts() -> Vec<Prompt> {
+    vec![prompt()]
+}
 
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Summarizes everything between the system prompt and the last 10 messages into one chained \
@@ -82,6 +103,9 @@ pub const SUMMARY_HEADING: &str = "## Session Summary";
 
 /// What the document's code calls the task when no user message is found.
 pub const UNKNOWN_TASK: &str = "Unknown task";
+
+/// What the document's code writes for the previous summary in the first round.
+pub const NO_PREVIOUS_SUMMARY: &str = "None - this is the first compaction round.";
 
 /// Parameters of `keep-last-n`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -309,10 +333,7 @@ impl Strategy for KeepLastN {
     fn reacts_to(&self, trigger: Trigger) -> bool {
         trigger == Trigger::Overflow && self.params.react_to_overflow
     }
-    fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
-        if trigger == Trigger::Proactive && !self.should_compact(ctx, budget) {
-            return None;
-        }
+    fn plan(&self, ctx: &Context, _budget: &Budget, trigger: Trigger) -> Option<Plan> {
         let sel = self.select(ctx)?;
         let previous_round = sel.previous.as_ref().and_then(|p| p.round).unwrap_or(0);
         let round = previous_round.max(ctx.last_round()) + 1;
@@ -323,7 +344,7 @@ impl Strategy for KeepLastN {
         layout.extend((sel.boundary..ctx.len()).map(|index| Slot::Keep { index }));
         let request = SummaryRequest {
             span: (sel.start..sel.boundary).collect(),
-            prompt: PromptKind::SessionSummary,
+            prompt: prompt(),
             previous: sel.previous.as_ref().map(|p| p.text.clone()),
             task: Some(original_task(ctx)),
             max_tokens: self.params.summary_max_tokens,
@@ -389,6 +410,7 @@ mod tests {
     use compaction::message::{Message, ToolCall};
     use compaction::tokens::Exact;
     use compaction::SummaryFailure;
+    use testkit::summaries::proactive_plan;
 
     fn call(id: &str, name: &str, args: &str) -> ToolCall {
         ToolCall { id: id.into(), name: name.into(), arguments: args.into() }
@@ -465,7 +487,7 @@ mod tests {
         let below = Context::from_messages(msgs);
         assert_eq!(s.estimate(&below), 799);
         assert!(!s.should_compact(&below, &budget));
-        assert!(s.plan(&below, &budget, Trigger::Proactive).is_none());
+        assert!(proactive_plan(&s, &below, &budget).is_none());
     }
 
     #[test]
@@ -506,7 +528,7 @@ mod tests {
         assert_eq!(plan.requests.len(), 1);
         let req = &plan.requests[0];
         assert_eq!(req.span, (1..40).collect::<Vec<_>>());
-        assert_eq!(req.prompt, PromptKind::SessionSummary);
+        assert_eq!(req.prompt, prompt());
         assert_eq!(req.previous, None);
         assert_eq!(req.task.as_deref(), Some("Build a flashcard app"));
         assert_eq!(req.round, 1);
@@ -541,7 +563,7 @@ mod tests {
         let ctx = Context::from_messages(flashcard_session(100));
         let budget = Budget::new(128_000);
         assert!(!strategy().should_compact(&ctx, &budget));
-        assert!(strategy().plan(&ctx, &budget, Trigger::Proactive).is_none());
+        assert!(proactive_plan(&strategy(), &ctx, &budget).is_none());
     }
 
     #[test]

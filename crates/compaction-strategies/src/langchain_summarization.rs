@@ -74,9 +74,22 @@ use compaction::message::{Message, Role};
 use compaction::tokens::TokenCounter;
 use compaction::ViolationKind;
 use compaction::{
-    apply_layout, Budget, Compacted, Fallback, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
-    SummaryRequest, Trigger,
+    apply_layout, Budget, Compacted, Fallback, Plan, Promises, Prompt, Slot, Strategy, SummaryOutcome, SummaryRequest,
+    Trigger,
 };
+
+/// The default summary prompt; LangChain keeps whatever the model wrote, an empty answer too (`langchain_summarization/langchain_summary.md`, beside this module).
+pub fn prompt() -> Prompt {
+    Prompt {
+        empty_fails: false,
+        ..Prompt::new("langchain_summary", include_str!("langchain_summarization/langchain_summary.md"))
+    }
+}
+
+/// Every prompt this strategy asks for.
+pub fn prompts() -> Vec<Prompt> {
+    vec![prompt()]
+}
 
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "LangChain SummarizationMiddleware: at 80% of the window (the benchmark's trigger; tokens \
@@ -246,10 +259,7 @@ impl Strategy for LangchainSummarization {
     fn should_compact(&self, ctx: &Context, budget: &Budget) -> bool {
         self.message_trigger_met(ctx) || self.estimate(ctx) >= self.token_trigger(budget)
     }
-    fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
-        if trigger == Trigger::Proactive && !self.should_compact(ctx, budget) {
-            return None;
-        }
+    fn plan(&self, ctx: &Context, _budget: &Budget, trigger: Trigger) -> Option<Plan> {
         let base = common::body_start(ctx);
         let cut = self.cutoff(ctx)?;
         let span = self.trimmed(ctx, base, cut);
@@ -264,12 +274,7 @@ impl Strategy for LangchainSummarization {
                 prefix: SUMMARY_PREFIX.to_string(),
                 suffix: String::new(),
             });
-            vec![SummaryRequest::new(
-                span,
-                PromptKind::LangchainSummary,
-                self.params.summary_max_tokens,
-                common::next_round(ctx),
-            )]
+            vec![SummaryRequest::new(span, prompt(), self.params.summary_max_tokens, common::next_round(ctx))]
         };
         layout.extend(common::keep(cut..ctx.len()));
         let mut notes = serde_json::Map::new();

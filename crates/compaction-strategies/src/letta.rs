@@ -74,9 +74,19 @@ use compaction::message::{Message, Role};
 use compaction::tokens::{Exact, TokenCounter};
 use compaction::ViolationKind;
 use compaction::{
-    apply_layout, covered, Budget, Compacted, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy,
+    apply_layout, covered, Budget, Compacted, Fallback, InputCuts, Plan, Promises, Prompt, Slot, Strategy,
     SummaryFailure, SummaryOutcome, SummaryRequest, Trigger,
 };
+
+/// The summary prompt of the evicted messages (`letta/letta_summary.md`, beside this module).
+pub fn prompt() -> Prompt {
+    Prompt::new("letta_summary", include_str!("letta/letta_summary.md"))
+}
+
+/// Every prompt this strategy asks for.
+pub fn prompts() -> Vec<Prompt> {
+    vec![prompt()]
+}
 
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Letta sliding window: above 90% of the window, summarizes the oldest 40% of the messages \
@@ -256,12 +266,8 @@ impl Letta {
             return None;
         }
         let fitted = self.fit(ctx, (base..ctx.len()).collect(), budget)?;
-        let mut request = SummaryRequest::new(
-            fitted.span,
-            PromptKind::LettaSummary,
-            self.params.summary_max_tokens,
-            common::next_round(ctx),
-        );
+        let mut request =
+            SummaryRequest::new(fitted.span, prompt(), self.params.summary_max_tokens, common::next_round(ctx));
         request.input = fitted.input;
         let mut notes = serde_json::Map::new();
         notes.insert("cut".into(), ctx.len().into());
@@ -316,9 +322,6 @@ impl Strategy for Letta {
         Some(common::fraction_of(budget.context_window, self.params.trigger_ratio))
     }
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
-        if trigger == Trigger::Proactive && !self.should_compact(ctx, budget) {
-            return None;
-        }
         let base = common::body_start(ctx);
         let (cut, step) = self.first_kept(ctx, budget);
         if cut <= base {
@@ -328,12 +331,8 @@ impl Strategy for Letta {
         let mut layout: Vec<Slot> = common::keep(0..base).collect();
         layout.push(Slot::Summary { request: 0, role: Role::User, prefix: String::new(), suffix: String::new() });
         layout.extend(common::keep(cut..ctx.len()));
-        let mut request = SummaryRequest::new(
-            fitted.span,
-            PromptKind::LettaSummary,
-            self.params.summary_max_tokens,
-            common::next_round(ctx),
-        );
+        let mut request =
+            SummaryRequest::new(fitted.span, prompt(), self.params.summary_max_tokens, common::next_round(ctx));
         request.input = fitted.input;
         let mut notes = serde_json::Map::new();
         notes.insert("cut".into(), cut.into());
@@ -388,8 +387,7 @@ impl Strategy for Letta {
             return Some(Letta::failed(again, "the second summary request does not fit the window"));
         };
         again.notes.insert("second_summary_input".into(), fitted.how.into());
-        let mut request =
-            SummaryRequest::new(fitted.span, PromptKind::LettaSummary, self.params.summary_max_tokens, round);
+        let mut request = SummaryRequest::new(fitted.span, prompt(), self.params.summary_max_tokens, round);
         request.input = fitted.input;
         let covers = covered(next, &request.span);
         match summary_text(summarize(next, &request)) {
@@ -411,10 +409,7 @@ impl Strategy for Letta {
     /// planning becomes the summary entry it is.
     fn apply(&self, ctx: &Context, budget: &Budget, plan: &Plan, summaries: &[SummaryOutcome]) -> Compacted {
         if let Some(reason) = plan.notes.get(WRITTEN_FAILURE).and_then(|v| v.as_str()) {
-            let asked = Plan {
-                requests: vec![SummaryRequest::new(Vec::new(), PromptKind::LettaSummary, 1, 1)],
-                ..plan.clone()
-            };
+            let asked = Plan { requests: vec![SummaryRequest::new(Vec::new(), prompt(), 1, 1)], ..plan.clone() };
             return apply_layout(self, ctx, budget, &asked, &[Err(SummaryFailure { reason: reason.to_string() })]);
         }
         let clipped: Vec<SummaryOutcome> =

@@ -4,7 +4,9 @@
 //! ([`REFERENCE_NAMES`], [`reference_catalog`]).
 //!
 //! Each strategy is one module that owns its parameters (one params struct with serde defaults
-//! taken from its document), its source header and its rules; what several share is in
+//! taken from its document), its source header, its rules and its summary prompts (Markdown
+//! files in a folder named after the module, included at compile time, listed by the module's
+//! `prompts()`); what several share is in
 //! [`common`], and no strategy module imports another. [`StrategyConfig`] names a strategy
 //! with its params and builds it after validation. Adding a strategy is its module plus one
 //! row of the catalog below.
@@ -45,7 +47,7 @@ macro_rules! count {
 /// The strategy catalog, written once: each row names the config variant, the strategy's name,
 /// its module and type, and its source. From these rows come [`StrategyConfig`], [`NAMES`],
 /// [`PRODUCTION_NAMES`], [`REFERENCE_NAMES`], [`family`], [`StrategyConfig::default_for`],
-/// [`StrategyConfig::name`], [`StrategyConfig::build`], [`catalog`] and [`reference_catalog`], so
+/// [`StrategyConfig::name`], [`StrategyConfig::build`], [`catalog`], [`prompts`] and [`reference_catalog`], so
 /// a strategy is added in one place.
 macro_rules! strategy_catalog {
     (
@@ -128,6 +130,17 @@ macro_rules! strategy_catalog {
                 $( StrategyInfo { name: $bn, family: "baseline", source: "baseline", summary: $bm::SUMMARY, params: params_of::<$bm::Params>() }, )*
                 $( StrategyInfo { name: $pn, family: "production", source: $ps, summary: $pm::SUMMARY, params: params_of::<$pm::Params>() }, )*
             ]
+        }
+
+        /// Every summary prompt of the catalog with its strategy's name, in catalog order (a
+        /// strategy's module lists its own in `prompts()`; the references have none).
+        pub fn prompts() -> Vec<(&'static str, compaction::Prompt)> {
+            let mut out = Vec::new();
+            $( out.extend($sm::prompts().into_iter().map(|p| ($sn, p))); )*
+            $( out.extend($bm::prompts().into_iter().map(|p| ($bn, p))); )*
+            $( out.extend($pm::prompts().into_iter().map(|p| ($pn, p))); )*
+            $( out.extend($rm::prompts().into_iter().map(|p| ($rn, p))); )*
+            out
         }
 
         /// The references ([`REFERENCE_NAMES`]) with their parameters.

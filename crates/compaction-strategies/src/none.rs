@@ -8,6 +8,11 @@ use compaction::context::Context;
 use compaction::tokens::{CharsOver4Role4, TokenCounter};
 use compaction::{Budget, Plan, Promises, Strategy, Trigger};
 
+/// Every prompt this strategy asks for: none, it never summarizes.
+pub fn prompts() -> Vec<compaction::Prompt> {
+    Vec::new()
+}
+
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str =
     "Never compacts: every request carries the whole history, and overflows once it outgrows the window.";

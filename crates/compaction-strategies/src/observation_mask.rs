@@ -28,6 +28,11 @@ use compaction::tokens::{TokenCounter, EXACT_MESSAGE_OVERHEAD};
 use compaction::{masked_entry, MaskAnswer, MaskPlan};
 use compaction::{Budget, Plan, Promises, Slot, Strategy, Trigger};
 
+/// Every prompt this strategy asks for: none, it never summarizes.
+pub fn prompts() -> Vec<compaction::Prompt> {
+    Vec::new()
+}
+
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Baseline (JetBrains observation masking): once the estimate (exact o200k_base by default) \
      is above 80% of the window, replaces every tool output but the newest 10 with a short placeholder; no model \
@@ -180,10 +185,7 @@ impl Strategy for ObservationMask {
         Some((budget.context_window as f64 * self.params.threshold_ratio).floor() as u64)
     }
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
-        let threshold = self.threshold(ctx, budget)?;
-        if trigger == Trigger::Proactive && self.estimate(ctx) <= threshold {
-            return None;
-        }
+        self.threshold(ctx, budget)?;
         let last = self.newest_maskable(ctx)?;
         let mut masked = 0;
         let layout: Vec<Slot> = ctx

@@ -63,9 +63,19 @@ use compaction::message::{Message, Role};
 use compaction::tokens::{Exact, TokenCounter};
 use compaction::ViolationKind;
 use compaction::{
-    apply_layout, Budget, Compacted, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryOutcome,
-    SummaryRequest, Trigger,
+    apply_layout, Budget, Compacted, InputCuts, Plan, Promises, Prompt, Slot, Strategy, SummaryOutcome, SummaryRequest,
+    Trigger,
 };
+
+/// The anchored summary prompt (Objective ... Relevant Files), merged with the previous summary (`opencode/opencode_anchored.md`, beside this module).
+pub fn prompt() -> Prompt {
+    Prompt::new("opencode_anchored", include_str!("opencode/opencode_anchored.md"))
+}
+
+/// Every prompt this strategy asks for.
+pub fn prompts() -> Vec<Prompt> {
+    vec![prompt()]
+}
 
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "OpenCode: at usable = window - max output - reserved, keeps the last user turns (up to \
@@ -357,9 +367,6 @@ impl Strategy for Opencode {
         Some(self.usable(budget).saturating_sub(1))
     }
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
-        if trigger == Trigger::Proactive && !self.should_compact(ctx, budget) {
-            return None;
-        }
         if self.params.prune {
             if let Some(plan) = self.prune_plan(ctx, budget, trigger) {
                 return Some(plan);
@@ -393,12 +400,7 @@ impl Strategy for Opencode {
         let request = SummaryRequest {
             previous: common::live_summary(ctx),
             input: InputCuts { message_chars: None, tool_result_chars: Some(2_000) },
-            ..SummaryRequest::new(
-                span,
-                PromptKind::OpencodeAnchored,
-                self.params.summary_max_tokens,
-                common::next_round(ctx),
-            )
+            ..SummaryRequest::new(span, prompt(), self.params.summary_max_tokens, common::next_round(ctx))
         };
         Some(common::summary_plan(trigger, layout, request, "tail_start", tail))
     }

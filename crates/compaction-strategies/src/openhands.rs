@@ -68,7 +68,17 @@ use compaction::context::Context;
 use compaction::message::Role;
 use compaction::tokens::{Exact, TokenCounter};
 use compaction::ViolationKind;
-use compaction::{Budget, Fallback, InputCuts, Plan, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
+use compaction::{Budget, Fallback, InputCuts, Plan, Promises, Prompt, Slot, Strategy, SummaryRequest, Trigger};
+
+/// The condensation prompt: the forgotten events with the previous summary (`openhands/openhands_condensation.md`, beside this module).
+pub fn prompt() -> Prompt {
+    Prompt::new("openhands_condensation", include_str!("openhands/openhands_condensation.md"))
+}
+
+/// Every prompt this strategy asks for.
+pub fn prompts() -> Vec<Prompt> {
+    vec![prompt()]
+}
 
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "OpenHands LLMSummarizingCondenser (the SDK's default agent): past 80 events, one per tool \
@@ -257,7 +267,7 @@ impl Openhands {
         layout.extend(common::keep(f.end..ctx.len()));
         let request = SummaryRequest::new(
             (f.start..f.end).collect(),
-            PromptKind::OpenhandsCondensation,
+            prompt(),
             self.params.summary_max_tokens,
             common::next_round(ctx),
         );
@@ -288,9 +298,6 @@ impl Strategy for Openhands {
         Self::view_len(ctx) > self.params.max_size || self.estimate(ctx) > self.token_limit(budget)
     }
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
-        if trigger == Trigger::Proactive && !self.should_compact(ctx, budget) {
-            return None;
-        }
         let hard = trigger != Trigger::Proactive;
         if let Some(f) = self.forget(ctx, budget, hard) {
             return Some(self.condensation(ctx, f, trigger));

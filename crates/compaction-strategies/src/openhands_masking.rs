@@ -50,6 +50,11 @@ use compaction::tokens::{Exact, TokenCounter};
 use compaction::{masked_entry, MaskAnswer, MaskPlan};
 use compaction::{Budget, Plan, Promises, Slot, Strategy, Trigger};
 
+/// Every prompt this strategy asks for: none, it never summarizes.
+pub fn prompts() -> Vec<compaction::Prompt> {
+    Vec::new()
+}
+
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "OpenHands ObservationMaskingCondenser at its configured default: on every step, replaces \
      each tool observation older than the newest 100 events with <MASKED>; no threshold, no model call.";

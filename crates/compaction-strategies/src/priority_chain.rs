@@ -41,8 +41,8 @@
 //!   When a stage has several decisions (re-approved after a revision), the earlier ones count
 //!   as superseded and only the last is used. Stage ids are printed as they are: the document's
 //!   `getStageLabel` table is not part of it.
-//! - *Summary prompt*: [`PromptKind::PaperMidStage`] with the current stage (or `unknown`), or
-//!   [`PromptKind::GeneralChat`]; `maxTokens: 200`, and the prompts' "Max 500 karakter total"
+//! - *Summary prompt*: [`paper_mid_stage_prompt`] with the current stage (or `unknown`), or
+//!   [`general_chat_prompt`]; `maxTokens: 200`, and the prompts' "Max 500 karakter total"
 //!   as the request's character target (`summary_max_chars`), which the offline summarizer
 //!   fits. The messages go to the model whole (`[${m.role}]: ${m.content}`): no input cuts. An
 //!   empty summary counts as a failure (`result.text || null`).
@@ -119,9 +119,12 @@ use compaction::request::{Provider, RequestRule};
 use compaction::tokens::{js_len, CharsOver4, TokenCounter};
 use compaction::ViolationKind;
 use compaction::{
-    apply_layout, build_layout, Budget, Built, Compacted, CompactionEvent, Fallback, Plan, Profile, Promises,
-    PromptKind, Slot, Strategy, SummaryOutcome, SummaryRequest, Trigger,
+    apply_layout, build_layout, Budget, Built, Compacted, CompactionEvent, Fallback, Plan, Profile, Promises, Slot,
+    Strategy, SummaryOutcome, SummaryRequest, Trigger,
 };
+
+mod prompts;
+pub use prompts::{general_chat_prompt, paper_mid_stage_prompt, prompts};
 
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "In paper mode keeps only the newest 40 messages; over 85% of the window (chars/4) strips chitchat, drops the oldest completed stages behind a stage digest, LLM-summarizes the oldest messages into a system message, then brute-prunes to the system messages and the last 50 at 80%.";
@@ -958,9 +961,9 @@ impl PriorityChain {
     /// P3's request to summarize entries `span` in summary round `round`.
     fn p3_request(&self, ctx: &Context, paper: bool, span: Vec<usize>, round: u32) -> SummaryRequest {
         let prompt = if paper {
-            PromptKind::PaperMidStage { stage: Self::current_stage(ctx).unwrap_or("unknown").to_string() }
+            paper_mid_stage_prompt(Self::current_stage(ctx).unwrap_or("unknown"))
         } else {
-            PromptKind::GeneralChat
+            general_chat_prompt()
         };
         let mut request = SummaryRequest::new(span, prompt, self.params.summary_max_tokens, round);
         request.target_chars = Some(self.params.summary_max_chars);

@@ -27,7 +27,7 @@
 //!   (`outputsPruned`, `tokensSaved`, `prunedTools` in the plan notes) only when it saved at
 //!   least `PRUNE_MINIMUM` (20,000) tokens.
 //! - **Then summarize** if the pruned context is still over the line: one
-//!   [`PromptKind::Continuation`] request (at most 2,000 tokens) over the whole conversation after
+//!   [`prompt`] request (at most 2,000 tokens) over the whole conversation after
 //!   the system prompt, as `compact(currentMessages)` passes it, without the error-only assistant
 //!   messages (Gap 1: an assistant message with an error and neither text nor tool calls; an
 //!   error is [`Message::is_error`] or `finish_reason = "error"`). `messagesToText` cuts each
@@ -93,8 +93,18 @@ use compaction::message::{Message, Role};
 use compaction::tokens::{BpeRole4, TokenCounter};
 use compaction::ViolationKind;
 use compaction::{
-    Budget, Fallback, InputCuts, Plan, Profile, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger,
+    Budget, Fallback, InputCuts, Plan, Profile, Promises, Prompt, Slot, Strategy, SummaryRequest, Trigger,
 };
+
+/// 004's continuation prompt with its sections; the document keeps an empty answer as the summary (`prune_then_summarize/continuation.md`, beside this module).
+pub fn prompt() -> Prompt {
+    Prompt { empty_fails: false, ..Prompt::new("continuation", include_str!("prune_then_summarize/continuation.md")) }
+}
+
+/// Every prompt this strategy asks for.
+pub fn prompts() -> Vec<Prompt> {
+    vec![prompt()]
+}
 
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Seed 004 (OpenCode-style): once 4 + o200k tokens per message passes the window minus a \
@@ -564,7 +574,7 @@ impl Strategy for PruneThenSummarize {
         let (span, dropped): (Vec<usize>, Vec<usize>) =
             (body..n).partition(|&i| !is_error_only(ctx.entries()[i].message()));
         let round = ctx.last_round() + 1;
-        let mut request = SummaryRequest::new(span, PromptKind::Continuation, self.params.summary_max_tokens, round);
+        let mut request = SummaryRequest::new(span, prompt(), self.params.summary_max_tokens, round);
         request.input = INPUT_CUTS;
         let mut layout = Vec::with_capacity(n - recent + 3);
         if body == 1 {
@@ -987,7 +997,7 @@ mod tests {
         assert_eq!(plan.step, "prune+summarize");
         assert_eq!(plan.requests.len(), 1);
         let req = &plan.requests[0];
-        assert_eq!(req.prompt, PromptKind::Continuation);
+        assert_eq!(req.prompt, prompt());
         assert_eq!(req.max_tokens, 2_000);
         assert_eq!(req.round, 1);
         // The whole conversation after the system prompt is summarized, as compact(messages) does.

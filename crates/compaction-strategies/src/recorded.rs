@@ -29,6 +29,11 @@ use compaction::{
     apply_layout, covered, Budget, Compacted, Plan, Profile, Promises, Slot, Strategy, SummaryOutcome, Trigger,
 };
 
+/// Every prompt this strategy asks for: none, it never summarizes.
+pub fn prompts() -> Vec<compaction::Prompt> {
+    Vec::new()
+}
+
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Reference: replays the compaction recorded in the conversation (Claude Code's own cut and \
                            summary), so the recorded agent's retention is scored beside the strategies.";

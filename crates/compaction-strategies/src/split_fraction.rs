@@ -26,7 +26,7 @@
 //!   way; moving earlier keeps at least the ~40% the document preserves. If nothing is left to
 //!   summarize there is no compaction. With 14 messages the split falls at `[9]`, as in the
 //!   document's example.
-//! - **Summary**: one [`PromptKind::CompactSummary`] request for the older messages (a previous
+//! - **Summary**: one [`prompt`] request for the older messages (a previous
 //!   `[COMPACT SUMMARY]` pair among them is summarized like any message: the document does not
 //!   chain), capped at the max output tokens (the summary uses the same LLM client and config).
 //! - **Placement**: after the system prompt (when the context starts with one), a user message
@@ -59,7 +59,17 @@ use compaction::context::{Context, Inserted, Origin};
 use compaction::message::{Message, Role};
 use compaction::tokens::{LenOver4Plus4, TokenCounter};
 use compaction::ViolationKind;
-use compaction::{Budget, Fallback, Plan, Profile, Promises, PromptKind, Slot, Strategy, SummaryRequest, Trigger};
+use compaction::{Budget, Fallback, Plan, Profile, Promises, Prompt, Slot, Strategy, SummaryRequest, Trigger};
+
+/// 003's `[COMPACT SUMMARY]` prompt (`split_fraction/compact_summary.md`, beside this module).
+pub fn prompt() -> Prompt {
+    Prompt::new("compact_summary", include_str!("split_fraction/compact_summary.md"))
+}
+
+/// Every prompt this strategy asks for.
+pub fn prompts() -> Vec<Prompt> {
+    vec![prompt()]
+}
 
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "When message tokens (len/4 + 4 each) pass 80% of the window left after the system prompt and \
@@ -283,9 +293,10 @@ impl Strategy for SplitFraction {
         }
     }
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
-        match trigger {
-            Trigger::Proactive | Trigger::LengthStop if !self.should_compact(ctx, budget) => return None,
-            _ => {}
+        // A length stop compacts only over the threshold, as a proactive call does (the driver
+        // gates that one).
+        if trigger == Trigger::LengthStop && !self.should_compact(ctx, budget) {
+            return None;
         }
         let Split { body_start, split } = self.split(ctx)?;
         let head: Vec<Slot> = (0..body_start).map(|index| Slot::Keep { index }).collect();
@@ -311,7 +322,7 @@ impl Strategy for SplitFraction {
         // The document cuts nothing: the old messages go to the summarizer whole.
         let request = SummaryRequest::new(
             (body_start..split).collect(),
-            PromptKind::CompactSummary,
+            prompt(),
             u32::try_from(self.params.max_output_tokens).unwrap_or(u32::MAX),
             ctx.last_round() + 1,
         );
@@ -344,6 +355,7 @@ mod tests {
     use compaction::context::Entry;
     use compaction::message::ToolCall;
     use compaction::{Compacted, SummaryFailure};
+    use testkit::summaries::proactive_plan;
 
     fn call(id: &str, name: &str) -> ToolCall {
         ToolCall { id: id.into(), name: name.into(), arguments: "{}".into() }
@@ -405,7 +417,7 @@ mod tests {
         assert_eq!(s.split(&ctx), Some(Split { body_start: 0, split: 9 }), "floor(14 x 40%) = 5 preserved");
         let req = &plan.requests[0];
         assert_eq!(req.span, (0..9).collect::<Vec<_>>());
-        assert_eq!(req.prompt, PromptKind::CompactSummary);
+        assert_eq!(req.prompt, prompt());
         assert_eq!((req.previous.clone(), req.task.clone(), req.round, req.max_tokens), (None, None, 1, 16_384));
 
         let out = s.apply(&ctx, &budget, &plan, &[Ok(SUMMARY_TEXT.into())]);
@@ -567,7 +579,7 @@ mod tests {
         let roomy = window(100_000);
         assert!(!s.should_compact(&ctx, &roomy));
         assert!(s.plan(&ctx, &roomy, Trigger::LengthStop).is_none());
-        assert!(s.plan(&ctx, &roomy, Trigger::Proactive).is_none());
+        assert!(proactive_plan(&s, &ctx, &roomy).is_none());
         // A rejected request is compacted regardless.
         assert!(s.plan(&ctx, &roomy, Trigger::Overflow).is_some());
     }
@@ -615,7 +627,7 @@ mod tests {
         assert_eq!(s.estimate(&ctx), 800, "the system prompt is not in the numerator");
         assert_eq!(s.threshold(&ctx, &budget), Some(800));
         assert!(!s.should_compact(&ctx, &budget));
-        assert!(s.plan(&ctx, &budget, Trigger::Proactive).is_none());
+        assert!(proactive_plan(&s, &ctx, &budget).is_none());
         // Four more bytes: 801 / 1,000.
         m[10] = Message::user("x".repeat(308));
         let ctx = Context::from_messages(m);
@@ -644,7 +656,7 @@ mod tests {
         assert!(s.budget(&ctx, &small).denominator() < 0);
         assert_eq!(s.threshold(&ctx, &small), None);
         assert!(!s.should_compact(&ctx, &small));
-        assert!(s.plan(&ctx, &small, Trigger::Proactive).is_none());
+        assert!(proactive_plan(&s, &ctx, &small).is_none());
         assert!(s.plan(&ctx, &small, Trigger::Overflow).is_some());
         // A zero denominator compacts whenever there is a message (utilization is infinite).
         assert!(s.should_compact(&ctx, &window(0)));

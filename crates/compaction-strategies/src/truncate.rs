@@ -39,6 +39,11 @@ use compaction::tokens::TokenCounter;
 use compaction::ViolationKind;
 use compaction::{Budget, Plan, Profile, Promises, Slot, Strategy, Trigger};
 
+/// Every prompt this strategy asks for: none, it never summarizes.
+pub fn prompts() -> Vec<compaction::Prompt> {
+    Vec::new()
+}
+
 /// One line for the catalog: what the strategy does.
 pub const SUMMARY: &str = "Baseline: once the estimate (exact o200k_base by default) is above 80% of the window or \
      max_tokens, drops the oldest messages after the system prompt, whole tool-call groups at a time, until it fits; \

@@ -72,7 +72,8 @@ pub struct Step {
 }
 
 /// Plan, summarize and apply one compaction of `ctx` for `trigger`; `None` when the strategy
-/// has nothing to do. `summarize` receives the context and summary requests and returns one
+/// has nothing to do, or when `trigger` is [`Trigger::Proactive`] and the strategy's
+/// [`Strategy::should_compact`] says no (the proactive gate is here, not in each `plan`). `summarize` receives the context and summary requests and returns one
 /// outcome per request: the plan's requests (a plan with none still calls it, with an empty
 /// slice), and, for a strategy that asks while it decides ([`Strategy::plan_with`]), each of
 /// those one at a time.
@@ -81,6 +82,10 @@ where
     S: Strategy + ?Sized,
     F: FnMut(&Context, &[SummaryRequest]) -> Summaries,
 {
+    // The proactive gate, once for every strategy: `plan` is asked only when the trigger fires.
+    if trigger == Trigger::Proactive && !strategy.should_compact(ctx, budget) {
+        return None;
+    }
     let mut plan = strategy.plan_with(ctx, budget, trigger, &mut |c, r| one(&mut summarize, c, r))?;
     let mut trigger = trigger;
     let mut replanned = false;

@@ -40,6 +40,7 @@ pub mod masking;
 pub mod message;
 pub mod pairing;
 pub mod plan;
+pub mod prompt;
 pub mod request;
 pub mod strategy;
 pub mod tokens;
@@ -53,9 +54,10 @@ pub use masking::{check_masks, mask_in_place, masked_entry, ContextShape, Masked
 pub use message::{Conversation, Probe, ProbeKind, Tier};
 pub use message::{Message, Role, ThinkingBlock, ThinkingKind, ToolCall};
 pub use plan::{
-    Budget, Compacted, CompactionEvent, Fallback, InputCuts, MaskAnswer, MaskPlan, Plan, Promises, PromptKind, Slot,
-    SummaryFailure, SummaryOutcome, SummaryRequest, Trigger, ViolationKind,
+    Budget, Compacted, CompactionEvent, Fallback, MaskAnswer, MaskPlan, Plan, Promises, Slot, SummaryFailure,
+    SummaryOutcome, SummaryRequest, Trigger, ViolationKind,
 };
+pub use prompt::{InputCuts, Prompt, Transcript};
 pub use request::{
     check_messages, check_request, thinking_rejection, IncrementalCheck, Provider, Rejection, RequestRule,
 };

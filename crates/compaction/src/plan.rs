@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::{Context, Entry, Inserted};
 use crate::message::{Message, Role};
+use crate::prompt::{InputCuts, Prompt};
 
 /// What the caller knows about the model's limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,78 +46,13 @@ impl Trigger {
     }
 }
 
-/// Which prompt a summary request calls for. Each seed has its own.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum PromptKind {
-    /// 000, paper mode: mid-stage summary for the current stage.
-    PaperMidStage {
-        /// The stage being summarized.
-        stage: String,
-    },
-    /// 000, general chat: short bullet summary.
-    GeneralChat,
-    /// 001: "Session Summary (Compaction Round N)", integrating the previous summary.
-    SessionSummary,
-    /// 002: progressive summary of the compacted range.
-    Progressive,
-    /// 002: prefix of a split turn ("Turn Context (split turn)").
-    SplitTurnPrefix,
-    /// 003: the `[COMPACT SUMMARY]` summary.
-    CompactSummary,
-    /// 004: continuation prompt with its sections.
-    Continuation,
-    /// OpenCode: the anchored summary (Objective ... Relevant Files), merged with the previous one.
-    OpencodeAnchored,
-    /// Codex CLI: the handoff summary over the whole history.
-    CodexHandoff,
-    /// Goose: the six-section compaction template.
-    GooseCompaction,
-    /// OpenHands LLMSummarizingCondenser: the forgotten events with the previous summary.
-    OpenhandsCondensation,
-    /// Anthropic server-side compaction: the summary that replaces everything before it.
-    AnthropicCompaction,
-    /// LangChain SummarizationMiddleware: the default summary prompt.
-    LangchainSummary,
-    /// Letta sliding window: the summary of the evicted messages.
-    LettaSummary,
-    /// An external strategy's own request: its instructions, over the messages it sent.
-    External {
-        /// The strategy's instructions to the summarizer.
-        instructions: String,
-    },
-}
-
-impl PromptKind {
-    /// The name of the prompt (`handoff`, `paper_mid_stage`, ...).
-    pub fn name(&self) -> &'static str {
-        match self {
-            PromptKind::PaperMidStage { .. } => "paper_mid_stage",
-            PromptKind::GeneralChat => "general_chat",
-            PromptKind::SessionSummary => "session_summary",
-            PromptKind::Progressive => "progressive",
-            PromptKind::SplitTurnPrefix => "split_turn_prefix",
-            PromptKind::CompactSummary => "compact_summary",
-            PromptKind::Continuation => "continuation",
-            PromptKind::OpencodeAnchored => "opencode_anchored",
-            PromptKind::CodexHandoff => "codex_handoff",
-            PromptKind::GooseCompaction => "goose_compaction",
-            PromptKind::OpenhandsCondensation => "openhands_condensation",
-            PromptKind::AnthropicCompaction => "anthropic_compaction",
-            PromptKind::LangchainSummary => "langchain_summary",
-            PromptKind::LettaSummary => "letta_summary",
-            PromptKind::External { .. } => "external",
-        }
-    }
-}
-
 /// A span of the context the caller must summarize.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SummaryRequest {
     /// Indices into the current context of the entries to summarize, in order.
     pub span: Vec<usize>,
-    /// Which prompt the summarizer uses.
-    pub prompt: PromptKind,
+    /// The prompt the summarizer uses: the strategy's own ([`Prompt`]).
+    pub prompt: Prompt,
     /// The previous summary to integrate, if the strategy chains summaries.
     pub previous: Option<String>,
     /// The original user task, for prompts that restate it.
@@ -141,7 +77,7 @@ pub struct SummaryRequest {
 
 impl SummaryRequest {
     /// A request for `span` with no previous summary, task, target or input cuts.
-    pub fn new(span: Vec<usize>, prompt: PromptKind, max_tokens: u32, round: u32) -> SummaryRequest {
+    pub fn new(span: Vec<usize>, prompt: Prompt, max_tokens: u32, round: u32) -> SummaryRequest {
         SummaryRequest {
             span,
             prompt,
@@ -153,71 +89,6 @@ impl SummaryRequest {
             input: InputCuts::default(),
             round,
         }
-    }
-}
-
-/// How a document cuts messages before summarizing them: a message's text (its content with
-/// its tool calls written out) to `message_chars` characters, a tool result's content to
-/// `tool_result_chars` characters. `None` passes the text whole.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-pub struct InputCuts {
-    #[serde(default)]
-    /// Keep the first this many characters of every message, if set.
-    pub message_chars: Option<usize>,
-    #[serde(default)]
-    /// Keep the first this many characters of every tool result, if set.
-    pub tool_result_chars: Option<usize>,
-}
-
-impl InputCuts {
-    /// No cut: the span as it is (000, 002, 003).
-    pub const NONE: InputCuts = InputCuts { message_chars: None, tool_result_chars: None };
-
-    /// `text` cut to its first `n` characters when `n` is set and the text is longer; the
-    /// second value says whether it was cut.
-    pub fn first_chars(text: &str, n: Option<usize>) -> (&str, bool) {
-        match n.and_then(|n| text.char_indices().nth(n)) {
-            Some((i, _)) => (&text[..i], true),
-            None => (text, false),
-        }
-    }
-
-    /// `message` as the summarizer sees it: a tool result's content cut to
-    /// `tool_result_chars`; any other message's content cut to `message_chars`, and its tool
-    /// calls kept only while the text written so far (content, then one line per call) is
-    /// within `message_chars`, as a transcript cut at that length would show them.
-    pub fn apply<'m>(&self, message: &'m Message) -> std::borrow::Cow<'m, Message> {
-        use std::borrow::Cow;
-        if message.role == Role::Tool {
-            return match Self::first_chars(&message.content, self.tool_result_chars) {
-                (_, false) => Cow::Borrowed(message),
-                (head, true) => {
-                    let mut m = message.clone();
-                    m.content = head.to_string();
-                    Cow::Owned(m)
-                }
-            };
-        }
-        let Some(n) = self.message_chars else { return Cow::Borrowed(message) };
-        let (head, cut) = Self::first_chars(&message.content, Some(n));
-        let mut used = head.chars().count();
-        let mut calls = 0;
-        for c in &message.tool_calls {
-            // "\n[Tool: name(args)]"
-            let len = 10 + c.name.chars().count() + c.arguments.chars().count();
-            if cut || used + len > n {
-                break;
-            }
-            used += len;
-            calls += 1;
-        }
-        if !cut && calls == message.tool_calls.len() {
-            return Cow::Borrowed(message);
-        }
-        let mut m = message.clone();
-        m.content = head.to_string();
-        m.tool_calls.truncate(calls);
-        Cow::Owned(m)
     }
 }
 

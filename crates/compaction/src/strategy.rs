@@ -98,12 +98,16 @@ pub trait Strategy: Send + Sync {
     fn reacts_to(&self, trigger: Trigger) -> bool {
         matches!(trigger, Trigger::Overflow)
     }
-    /// Decide what to do. `None` means nothing to do (below threshold, or nothing compactable).
+    /// Decide what to do for `trigger`. `None` means nothing to do (nothing compactable). For
+    /// [`Trigger::Proactive`] it is asked only after [`Strategy::should_compact`] said yes:
+    /// the [`compact`](crate::compact) driver holds that gate for every strategy, so a
+    /// strategy does not repeat it.
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan>;
-    /// [`Strategy::plan`] for a strategy that needs summaries while it decides (a process
-    /// speaking the external-strategy protocol asks for them before it answers): `summarize`
-    /// makes one, as the caller makes a plan's requests. The built-in strategies decide first
-    /// and ask after, in [`Plan::requests`]; for them this is `plan`.
+    /// [`Strategy::plan`] for a strategy that needs summaries while it decides: `summarize`
+    /// makes one, as the caller makes a plan's requests. `letta` asks for its first summary
+    /// before it decides whether a second pass over everything is needed; a process speaking
+    /// the external-strategy protocol asks before it answers. Every other strategy decides
+    /// first and asks after, in [`Plan::requests`]; for it this is `plan`.
     fn plan_with(
         &self,
         ctx: &Context,
@@ -113,19 +117,6 @@ pub trait Strategy: Send + Sync {
     ) -> Option<Plan> {
         let _ = summarize;
         self.plan(ctx, budget, trigger)
-    }
-    /// A strategy with state per conversation (an external process) opens a session for one
-    /// conversation: the value to compact that conversation with, or `Ok(None)` to use `self`
-    /// (every built-in strategy: they are stateless). `Err` says why the session could not
-    /// start.
-    fn begin(&self, conversation: &str, budget: &Budget) -> Result<Option<Box<dyn Strategy + '_>>, String> {
-        let _ = (conversation, budget);
-        Ok(None)
-    }
-    /// A fault that ends the conversation for this strategy (an external process that crashed,
-    /// hung or broke the protocol), with what it said; `None` for every built-in strategy.
-    fn fault(&self) -> Option<String> {
-        None
     }
     /// The plan [`Strategy::plan`] would make for `trigger`, as masks done in place, when that
     /// plan only masks ([`crate::masking`]): the same compaction at the cost of what changed.

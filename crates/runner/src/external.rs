@@ -2,7 +2,7 @@
 //! `docs/external-strategies.md` on stdin/stdout, compacts like a built-in strategy.
 //!
 //! [`ExternalStrategy`] is built once per configuration and keeps a pool of idle processes;
-//! [`Strategy::begin`] takes one (or starts one: `init`, then `ready` with the program's name
+//! [`Sessions::begin`] takes one (or starts one: `init`, then `ready` with the program's name
 //! and version) for a conversation and returns an [`ExternalSession`]. The session is the
 //! strategy the replay uses for that conversation. At every model call the replay asks it
 //! ([`Strategy::should_compact`] always holds while it is healthy); its
@@ -13,7 +13,7 @@
 //!
 //! Failures are values: a program that exits, hangs past `timeout_s`, writes a line that is
 //! not a protocol message, answers out of turn or with an invalid range sets the session's
-//! [`Strategy::fault`] (naming the conversation, the call and the last lines of its stderr),
+//! [`Session::fault`] (naming the conversation, the call and the last lines of its stderr),
 //! is killed, and the replay fails that pair. Dropping a healthy session sends `end` and puts
 //! its process back in the pool.
 
@@ -26,11 +26,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use compaction::{
-    apply_layout, Budget, Compacted, Context, Encoding, Entry, Exact, Inserted, Message, Origin, Plan, Promises,
-    PromptKind, Slot, Strategy, SummaryFailure, SummaryOutcome, SummaryRequest, TokenCounter, Trigger,
+    apply_layout, Budget, Compacted, Context, Encoding, Entry, Exact, Inserted, Message, Origin, Plan, Promises, Slot,
+    Strategy, SummaryFailure, SummaryOutcome, SummaryRequest, TokenCounter, Trigger,
 };
 use runlog::external::ExternalSpec;
 use serde_json::{json, Value};
+
+use crate::session::{Session, Sessions};
+use crate::summarize::prompts::external_prompt;
 
 /// The protocol version this harness speaks.
 pub const PROTOCOL: u32 = 1;
@@ -285,7 +288,10 @@ impl Strategy for ExternalStrategy {
     fn promises(&self, _ctx: &Context, _budget: &Budget) -> Promises {
         Promises::default()
     }
-    fn begin(&self, conversation: &str, budget: &Budget) -> Result<Option<Box<dyn Strategy + '_>>, String> {
+}
+
+impl Sessions for ExternalStrategy {
+    fn begin(&self, conversation: &str, budget: &Budget) -> Result<Box<dyn Session + '_>, String> {
         let reused = self.idle.lock().ok().and_then(|mut idle| idle.pop());
         let mut process = match reused {
             Some(p) => p,
@@ -311,11 +317,7 @@ impl Strategy for ExternalStrategy {
             return Err(message);
         }
         let state = State { process: Some(process), mirror: 0, call: 0, fault: None, pending: Vec::new() };
-        Ok(Some(Box::new(ExternalSession {
-            owner: self,
-            conversation: conversation.to_string(),
-            state: Mutex::new(state),
-        })))
+        Ok(Box::new(ExternalSession { owner: self, conversation: conversation.to_string(), state: Mutex::new(state) }))
     }
 }
 
@@ -506,8 +508,14 @@ impl Strategy for ExternalSession<'_> {
     fn promises(&self, _ctx: &Context, _budget: &Budget) -> Promises {
         Promises::default()
     }
+}
+
+impl Session for ExternalSession<'_> {
     fn fault(&self) -> Option<String> {
         self.state.lock().ok().and_then(|s| s.fault.clone())
+    }
+    fn as_strategy(&self) -> &dyn Strategy {
+        self
     }
 }
 
@@ -602,7 +610,7 @@ fn summary_request(v: &Value) -> Result<(Context, SummaryRequest), String> {
     let instructions = v["instructions"].as_str().unwrap_or("").to_string();
     let max_tokens = v["max_tokens"].as_u64().map_or(1_000, |n| n.clamp(1, u64::from(u32::MAX)) as u32);
     let ctx = Context::from_messages(messages);
-    let request = SummaryRequest::new((0..ctx.len()).collect(), PromptKind::External { instructions }, max_tokens, 1);
+    let request = SummaryRequest::new((0..ctx.len()).collect(), external_prompt(instructions), max_tokens, 1);
     Ok((ctx, request))
 }
 

@@ -9,5 +9,6 @@ pub mod llm_setup;
 pub mod probegen;
 pub mod replay;
 pub mod run;
+pub mod session;
 pub mod summarize;
 pub mod timing;

@@ -76,7 +76,7 @@ impl LlmRoles {
         if let Some(cfg) = &settings.summarizer {
             let prompts = match &settings.prompt_file {
                 Some(p) => Prompts::custom(&base.join(p))?,
-                None => Prompts::seeds()?,
+                None => Prompts::own()?,
             };
             let s = LlmSummarizer::new(client(cfg)?, prompts)?.with_price(settings.summarizer_price);
             roles.summarizer = Some(Arc::new(s));
@@ -513,7 +513,7 @@ mod tests {
         let ctx = Context::new();
         let req = SummaryRequest {
             span: vec![],
-            prompt: compaction::PromptKind::GeneralChat,
+            prompt: compaction_strategies::priority_chain::general_chat_prompt(),
             previous: None,
             task: None,
             max_tokens: 10,

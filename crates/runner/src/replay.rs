@@ -171,6 +171,7 @@ use compaction_strategies::StrategyConfig;
 
 use compaction::pairing::ToolPairing;
 
+use crate::session::Compactor;
 use crate::timing::{within, Step};
 use runlog::record::{CallPoint, CompactionRecord, PairMetrics, ProbeScore};
 
@@ -260,17 +261,18 @@ pub fn replay(
     judge: &dyn Judge,
 ) -> Result<PairMetrics, ReplayError> {
     let strategy = settings.strategy.build()?;
-    replay_built(conversation, strategy.as_ref(), settings, summarizer, judge)
+    replay_built(conversation, Compactor::Stateless(strategy.as_ref()), settings, summarizer, judge)
 }
 
 mod recorded;
 pub use recorded::Recorded;
 
 /// [`replay`] with `strategy` already built from `settings.strategy` (a run builds each
-/// configuration's strategy once for all its pairs).
+/// configuration's strategy once for all its pairs), or a strategy that opens a session per
+/// conversation ([`Compactor::Sessions`]).
 pub fn replay_built(
     conversation: &Conversation,
-    strategy: &dyn Strategy,
+    strategy: Compactor<'_>,
     settings: &ReplaySettings,
     summarizer: &dyn Summarizer,
     judge: &dyn Judge,
@@ -305,8 +307,17 @@ pub fn replay_built(
     // A strategy with per-conversation state (an external process) opens a session; the
     // session is the strategy for this conversation, and its fault fails the pair.
     let budget = Budget::new(settings.window);
-    let session = strategy.begin(&conversation.id, &budget).map_err(ReplayError::Strategy)?;
-    let strategy: &dyn Strategy = session.as_deref().unwrap_or(strategy);
+    let session = match strategy {
+        Compactor::Stateless(_) => None,
+        Compactor::Sessions { sessions, .. } => {
+            Some(sessions.begin(&conversation.id, &budget).map_err(ReplayError::Strategy)?)
+        }
+    };
+    let fault = || session.as_ref().and_then(|s| s.fault());
+    let strategy: &dyn Strategy = match &session {
+        Some(s) => s.as_strategy(),
+        None => strategy.strategy(),
+    };
     std::thread::scope(|scope| {
         let mut r = Replayer::new(conversation, settings, strategy, summarizer, judge, scope);
         r.metrics.inapplicable_reason = strategy.can_operate(&budget).err();
@@ -325,7 +336,7 @@ pub fn replay_built(
             if m.role == Role::Assistant {
                 let thinking: u64 = m.thinking.iter().map(|b| r.exact.text_tokens(b.text())).sum();
                 r.call(i, entry.tokens(&r.exact) + thinking);
-                if let Some(fault) = strategy.fault() {
+                if let Some(fault) = fault() {
                     return Err(ReplayError::Strategy(fault));
                 }
             }
@@ -1134,13 +1145,8 @@ impl<'a, 's> Replayer<'a, 's> {
         // After a rebuild nothing is settled: the history was never masked.
         let settled = if self.from_history { 0 } else { self.mask_settled };
         match self.strategy.plan_masks(self.source(), &self.budget, trigger, settled) {
-            MaskAnswer::Unsupported => {
-                if trigger == Trigger::Proactive && !self.strategy.should_compact(self.source(), &self.budget) {
-                    self.materialize();
-                    return false;
-                }
-                self.compact_full(trigger, call)
-            }
+            // The driver holds the proactive gate.
+            MaskAnswer::Unsupported => self.compact_full(trigger, call),
             MaskAnswer::Nothing { settled } => {
                 self.materialize();
                 self.mask_settled = settled;

@@ -38,6 +38,7 @@ use std::time::Instant;
 use compaction::{Conversation, Strategy};
 
 use crate::external::ExternalStrategy;
+use crate::session::Compactor;
 use serde::{Deserialize, Serialize};
 
 use crate::llm_setup::OnLlmError;
@@ -318,7 +319,7 @@ impl FromStr for Shard {
 /// The replay function a run calls for each pair ([`replay::replay`] unless a test swaps it).
 /// The strategy comes built: a run builds each configuration's strategy once, for all its pairs.
 pub type ReplayFn =
-    fn(&Conversation, &dyn Strategy, &ReplaySettings, &dyn Summarizer, &dyn Judge) -> Result<PairMetrics, ReplayError>;
+    fn(&Conversation, Compactor<'_>, &ReplaySettings, &dyn Summarizer, &dyn Judge) -> Result<PairMetrics, ReplayError>;
 
 /// What replays each pair.
 #[derive(Clone, Copy)]
@@ -537,7 +538,7 @@ pub fn run(
                 continue;
             }
             let pair_start = PairStart::now();
-            let record = run_pair(plan, engine, &strategies[pair.config].strategy, pair, &shared);
+            let record = run_pair(plan, engine, &strategies[pair.config], pair, &shared);
             lock(&totals).add(&pair_start.finish());
             if matches!(record.outcome, PairOutcome::Failed { .. }) {
                 failed.fetch_add(1, Ordering::Relaxed);
@@ -706,8 +707,20 @@ pub fn build_strategies(experiment: &Experiment) -> Vec<Built> {
 pub struct Built {
     /// The strategy, or why its parameters do not build.
     pub strategy: Result<Arc<dyn Strategy>, compaction_strategies::ParamError>,
-    /// The same, when it is an external strategy (for its program's name and version).
+    /// The same, when it is an external strategy (for its program's name and version, and
+    /// the session it opens per conversation).
     pub external: Option<Arc<ExternalStrategy>>,
+}
+
+impl Built {
+    /// The strategy as a replay takes it: an external one opens a session per conversation.
+    pub fn compactor(&self) -> Result<Compactor<'_>, compaction_strategies::ParamError> {
+        let strategy = self.strategy.as_ref().map_err(Clone::clone)?;
+        Ok(match &self.external {
+            Some(external) => Compactor::Sessions { strategy: strategy.as_ref(), sessions: external.as_ref() },
+            None => Compactor::Stateless(strategy.as_ref()),
+        })
+    }
 }
 
 /// The pairs to run, the largest conversations first (by the bytes of their messages), each
@@ -791,7 +804,7 @@ impl<'p> SharedConversations<'p> {
 fn run_pair(
     plan: &Plan,
     engine: &Engine<'_>,
-    strategy: &Result<Arc<dyn Strategy>, compaction_strategies::ParamError>,
+    strategy: &Built,
     pair: Pair,
     shared: &SharedConversations<'_>,
 ) -> PairRecord {
@@ -803,7 +816,7 @@ fn run_pair(
 fn run_shared_pair(
     plan: &Plan,
     engine: &Engine<'_>,
-    strategy: &Result<Arc<dyn Strategy>, compaction_strategies::ParamError>,
+    strategy: &Built,
     pair: Pair,
     shared: &SharedConversation,
 ) -> PairRecord {
@@ -831,11 +844,11 @@ fn run_shared_pair(
                 overflow: plan.experiment.overflow,
             };
             let started = Instant::now();
-            let result = catch_unwind(AssertUnwindSafe(|| match strategy {
-                Ok(strategy) => shared.0.lend(|| {
-                    (engine.replay)(conversation, strategy.as_ref(), &settings, engine.summarizer, engine.judge)
-                }),
-                Err(e) => Err(ReplayError::Params(e.clone())),
+            let result = catch_unwind(AssertUnwindSafe(|| match strategy.compactor() {
+                Ok(compactor) => shared
+                    .0
+                    .lend(|| (engine.replay)(conversation, compactor, &settings, engine.summarizer, engine.judge)),
+                Err(e) => Err(ReplayError::Params(e)),
             }));
             match result {
                 Ok(Ok(metrics)) if metrics.cache_misses > 0 => (

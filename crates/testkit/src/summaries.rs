@@ -68,3 +68,13 @@ pub fn fulfil(ctx: &Context, plan: &Plan, length: Length) -> Vec<SummaryOutcome>
 pub fn fail_all(plan: &Plan) -> Vec<SummaryOutcome> {
     plan.requests.iter().map(|_| Err(SummaryFailure { reason: "summarizer unavailable".to_string() })).collect()
 }
+
+/// The plan the [`compaction::compact`] driver applies for a proactive call, with short
+/// offline summaries: `None` below the strategy's trigger (the driver's gate) or when the
+/// strategy has nothing to do.
+pub fn proactive_plan(strategy: &dyn compaction::Strategy, ctx: &Context, budget: &compaction::Budget) -> Option<Plan> {
+    compaction::compact(strategy, ctx, budget, compaction::Trigger::Proactive, |c, requests| {
+        compaction::Summaries::of(requests.iter().map(|r| Ok(offline_text(c, r, Length::Short))).collect())
+    })
+    .map(|step| step.plan)
+}

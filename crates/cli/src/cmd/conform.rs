@@ -18,11 +18,12 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::PathBuf;
 
-use compaction::{Context, Conversation, Exact, Strategy, TokenCounter};
+use compaction::{Context, Conversation, Exact, TokenCounter};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use runlog::experiment::Experiment;
 use runner::judge::OfflineJudge;
 use runner::replay::{replay_built, CacheProfile, OverflowPolicy, ReplayError, ReplaySettings};
+use runner::session::Compactor;
 use runner::summarize::offline::OfflineSummarizer;
 
 use crate::exit;
@@ -65,8 +66,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         if !seen.insert(key) {
             continue;
         }
-        let strategy = match &b.strategy {
-            Ok(s) => s.clone(),
+        let compactor = match b.compactor() {
+            Ok(c) => c,
             Err(e) => {
                 say!("FAIL {}: does not build: {e}", config.strategy);
                 failed += 1;
@@ -92,7 +93,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         let cases = (testkit::gen::arb_conversation(), 0.2f64..0.9);
         let result = runner.run(&cases, |(spec, fraction)| {
             let (conversation, window) = case(&spec.build(), fraction, &exact);
-            let checked = check(strategy.as_ref(), &conversation, ReplaySettings { window, ..settings.clone() })
+            let checked = check(compactor, &conversation, ReplaySettings { window, ..settings.clone() })
                 .map_err(TestCaseError::fail)?;
             compactions.set(compactions.get() + checked.compactions);
             Ok(())
@@ -147,8 +148,9 @@ fn case(ctx: &Context, fraction: f64, exact: &Exact) -> (Conversation, u64) {
 }
 
 /// Replay one case and say what it broke.
-fn check(strategy: &dyn Strategy, conversation: &Conversation, settings: ReplaySettings) -> Result<Checked, String> {
-    let m = match replay_built(conversation, strategy, &settings, &OfflineSummarizer::new(), &OfflineJudge) {
+fn check(compactor: Compactor<'_>, conversation: &Conversation, settings: ReplaySettings) -> Result<Checked, String> {
+    let strategy = compactor.strategy();
+    let m = match replay_built(conversation, compactor, &settings, &OfflineSummarizer::new(), &OfflineJudge) {
         Ok(m) => m,
         Err(ReplayError::Strategy(e)) => return Err(e),
         Err(e) => return Err(format!("the replay failed: {e}")),

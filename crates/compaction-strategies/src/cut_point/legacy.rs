@@ -296,7 +296,7 @@ impl Legacy {
         let mut requests = Vec::new();
         let main = if !history.is_empty() {
             let mut request =
-                SummaryRequest::new(history.clone(), PromptKind::Progressive, self.params.summary_max_tokens, round);
+                SummaryRequest::new(history.clone(), progressive_prompt(), self.params.summary_max_tokens, round);
             request.previous.clone_from(&previous);
             requests.push(request);
             Main::Request
@@ -308,7 +308,7 @@ impl Legacy {
         if !prefix.is_empty() {
             requests.push(SummaryRequest::new(
                 prefix.clone(),
-                PromptKind::SplitTurnPrefix,
+                split_turn_prefix_prompt(),
                 self.params.split_turn_max_tokens,
                 round,
             ));
@@ -380,8 +380,8 @@ impl Legacy {
                 .collect();
             return apply_layout(&self.inner, ctx, budget, plan, &reasons);
         }
-        let text_of = |kind: &PromptKind| {
-            plan.requests.iter().position(|r| &r.prompt == kind).and_then(|i| match summaries.get(i) {
+        let text_of = |name: &str| {
+            plan.requests.iter().position(|r| r.prompt.name == name).and_then(|i| match summaries.get(i) {
                 Some(Ok(t)) => Some(t.trim().to_string()),
                 _ => None,
             })
@@ -390,10 +390,10 @@ impl Legacy {
         let main = match plan.notes.get("main_summary").and_then(Value::as_str) {
             Some("previous") => r.last_summary.and_then(|s| ctx.get(s)).map(|e| e.message().content.trim().to_string()),
             Some("none") => Some(NO_PRIOR_HISTORY.to_string()),
-            _ => text_of(&PromptKind::Progressive),
+            _ => text_of(PROGRESSIVE),
         }
         .unwrap_or_else(|| NO_PRIOR_HISTORY.to_string());
-        let text = match text_of(&PromptKind::SplitTurnPrefix) {
+        let text = match text_of(SPLIT_TURN_PREFIX) {
             Some(prefix) => format!("{main}{SPLIT_TURN_HEADING}{prefix}"),
             None => main,
         };
@@ -403,7 +403,7 @@ impl Legacy {
         }
         let combined = SummaryRequest::new(
             span,
-            PromptKind::Progressive,
+            progressive_prompt(),
             self.params.summary_max_tokens,
             plan.requests.first().map_or(ctx.last_round() + 1, |q| q.round),
         );

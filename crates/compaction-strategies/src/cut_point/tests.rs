@@ -71,7 +71,7 @@ fn summary_insertion_covers_a_to_c_and_keeps_d_e() {
     let plan = s.plan(&ctx, &budget, Trigger::Overflow).expect("forced compaction");
     assert_eq!(plan.step, "cut");
     assert_eq!(plan.requests.len(), 1);
-    assert_eq!(plan.requests[0].prompt, PromptKind::Progressive);
+    assert_eq!(plan.requests[0].prompt, progressive_prompt());
     assert_eq!(plan.requests[0].span, vec![1, 2, 3, 4, 5, 6]);
     assert_eq!(plan.requests[0].max_tokens, 800);
     assert_eq!(plan.requests[0].previous, None);
@@ -104,8 +104,8 @@ fn split_turn_summarizes_the_prefix_of_c_separately() {
     assert_eq!(plan.notes["split_turn_id"], "turn-5");
     assert_eq!(plan.notes["covered_turn_ids"], json!(["turn-1", "turn-3", "turn-5"]));
     assert_eq!(plan.requests.len(), 2);
-    assert_eq!((&plan.requests[0].prompt, &plan.requests[0].span), (&PromptKind::Progressive, &vec![1, 2, 3, 4]));
-    assert_eq!((&plan.requests[1].prompt, &plan.requests[1].span), (&PromptKind::SplitTurnPrefix, &vec![5, 6, 7]));
+    assert_eq!((&plan.requests[0].prompt, &plan.requests[0].span), (&progressive_prompt(), &vec![1, 2, 3, 4]));
+    assert_eq!((&plan.requests[1].prompt, &plan.requests[1].span), (&split_turn_prefix_prompt(), &vec![5, 6, 7]));
     assert_eq!(plan.requests[1].max_tokens, 400);
 
     let out = s.apply(&ctx, &budget, &plan, &[Ok("A and B".into()), Ok("C began".into())]);
@@ -188,7 +188,7 @@ fn split_turn_right_after_a_summary_reuses_the_previous_text() {
     let plan = s.plan(&ctx, &budget, Trigger::Overflow).expect("plan");
     assert_eq!(plan.notes["main_summary"], "previous");
     assert_eq!(plan.requests.len(), 1);
-    assert_eq!(plan.requests[0].prompt, PromptKind::SplitTurnPrefix);
+    assert_eq!(plan.requests[0].prompt, split_turn_prefix_prompt());
     let out = s.apply(&ctx, &budget, &plan, &[Ok("looked at C".into())]);
     let summary = out.context.get(1).expect("summary");
     assert_eq!(summary.message().content, "old summary\n\n---\n\n**Turn Context (split turn):**\n\nlooked at C");

@@ -266,9 +266,9 @@ impl Legacy {
             let k = if self.params.keep_tool_pairs { pair_safe_split(&seq, count, &pairs) } else { count };
             let span: Vec<usize> = seq[..k].iter().flatten().copied().collect();
             let prompt = if paper {
-                PromptKind::PaperMidStage { stage: Self::current_stage(ctx).unwrap_or("unknown").to_string() }
+                paper_mid_stage_prompt(Self::current_stage(ctx).unwrap_or("unknown"))
             } else {
-                PromptKind::GeneralChat
+                general_chat_prompt()
             };
             let mut request = SummaryRequest::new(span, prompt, self.params.summary_max_tokens, ctx.last_round() + 1);
             request.target_chars = Some(self.params.summary_max_chars);

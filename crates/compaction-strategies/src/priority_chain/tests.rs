@@ -307,14 +307,15 @@ fn p3_request_uses_the_document_prompts_and_limit() {
     let s = chain();
     let ctx = Context::from_messages(convo(30, 100));
     let plan = s.plan(&ctx, &Budget::new(100), Trigger::Proactive).expect("plan");
-    assert_eq!(plan.requests[0].prompt, PromptKind::GeneralChat);
+    assert_eq!(plan.requests[0].prompt, general_chat_prompt());
     assert_eq!(plan.requests[0].max_tokens, 200);
     assert_eq!(plan.requests[0].span, (1..=12).collect::<Vec<_>>());
     let mut m = staged();
     m.extend(convo(30, 100).into_iter().skip(1).map(|m| m.with_stage("outline")));
     let ctx = Context::from_messages(m);
     let plan = s.plan(&ctx, &Budget::new(100), Trigger::Proactive).expect("plan");
-    assert_eq!(plan.requests[0].prompt, PromptKind::PaperMidStage { stage: "outline".into() });
+    assert_eq!(plan.requests[0].prompt.var("stage"), Some("outline"));
+    assert_eq!(plan.requests[0].prompt.name, "paper_mid_stage");
 }
 
 #[test]

@@ -41,7 +41,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestError, TestRunner};
 use testkit::gen::{self, ConversationSpec, Turn};
 use testkit::shape::before_after;
-use testkit::summaries::{fail_all, fulfil, Length};
+use testkit::summaries::{fail_all, fulfil, offline_text, Length};
 
 /// No window is smaller than this, whatever the fraction.
 const MIN_WINDOW: u64 = 300;
@@ -285,8 +285,19 @@ fn check_plan(plan: &Plan, ctx: &Context, trigger: Trigger, scene: &Scene) -> Re
             Slot::Insert { .. } => {}
         }
     }
+    let name = scene.config.name();
     for r in &plan.requests {
         prop_assert!(r.span.iter().all(|i| *i < ctx.len()), "{}: request span {:?} outside", scene.header(), r.span);
+        // A strategy asks only for its own prompts, each listed by its module's `prompts()`.
+        let listed = compaction_strategies::prompts()
+            .into_iter()
+            .any(|(owner, p)| owner == name && p.name == r.prompt.name && p.template == r.prompt.template);
+        prop_assert!(
+            listed,
+            "{}: asks for prompt {}, which its module's prompts() does not list",
+            scene.header(),
+            r.prompt.name
+        );
     }
     Ok(())
 }
@@ -379,8 +390,8 @@ fn compact(
     Ok(Some(Done { context: out.context, compacted }))
 }
 
-/// The proactive path at `budget`: compact when the strategy says so, otherwise a plan must be
-/// `None` or a no-op.
+/// The proactive path at `budget`: compact when the strategy says so. Below its trigger the
+/// driver never asks for a plan, and says so.
 fn proactive(
     strategy: &dyn compaction::Strategy,
     ctx: &Context,
@@ -391,16 +402,10 @@ fn proactive(
     if strategy.should_compact(ctx, budget) {
         return compact(strategy, ctx, budget, Trigger::Proactive, length, scene);
     }
-    if let Some(plan) = strategy.plan(ctx, budget, Trigger::Proactive) {
-        check_plan(&plan, ctx, Trigger::Proactive, scene)?;
-        let out = strategy.apply(ctx, budget, &plan, &fulfil(ctx, &plan, length));
-        prop_assert!(
-            out.event.is_noop(),
-            "{}: proactive plan below the trigger changed the context\n{}",
-            scene.header(),
-            before_after(ctx, &out)
-        );
-    }
+    let step = compaction::compact(strategy, ctx, budget, Trigger::Proactive, |c, requests| {
+        compaction::Summaries::of(requests.iter().map(|r| Ok(offline_text(c, r, length))).collect())
+    });
+    prop_assert!(step.is_none(), "{}: the driver compacted below the proactive trigger", scene.header());
     Ok(None)
 }
 

@@ -9,8 +9,8 @@ use compaction::tokens::{
 };
 use compaction::{
     check_compaction, check_context, Budget, Compacted, CompactionEvent, Context, Encoding, Entry, Exact, Inserted,
-    Message, Origin, Plan, Promises, PromptKind, Role, Slot, Strategy, SummaryRequest, TokenCounter, ToolCall, Trigger,
-    Violation, ViolationKind,
+    Message, Origin, Plan, Promises, Role, Slot, Strategy, SummaryRequest, TokenCounter, ToolCall, Trigger, Violation,
+    ViolationKind,
 };
 use proptest::prelude::*;
 use testkit::builder::{Call, ContextBuilder};
@@ -532,7 +532,8 @@ impl Strategy for Layout {
         ];
         layout.extend((3..ctx.len()).map(|index| Slot::Keep { index }));
         let mut plan = Plan::deterministic(trigger, "layout", layout);
-        plan.requests = vec![SummaryRequest::new(vec![0, 1], PromptKind::Progressive, 100, 1)];
+        plan.requests =
+            vec![SummaryRequest::new(vec![0, 1], compaction_strategies::cut_point::progressive_prompt(), 100, 1)];
         Some(plan)
     }
     fn promises(&self, _ctx: &Context, _budget: &Budget) -> Promises {

@@ -67,7 +67,7 @@ impl Judge for KeptJudge {
 /// Keeps the last `window / 1000` messages; fails for ids starting with `bad`.
 fn stand_in_replay(
     conversation: &Conversation,
-    _strategy: &dyn compaction::Strategy,
+    _strategy: runner::session::Compactor<'_>,
     settings: &ReplaySettings,
     _summarizer: &dyn Summarizer,
     judge: &dyn Judge,

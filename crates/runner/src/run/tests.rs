@@ -58,7 +58,7 @@ impl Judge for TestJudge {
 /// for conversations whose id starts with `bad`, panics for `panic`.
 fn fake_replay(
     conversation: &Conversation,
-    _strategy: &dyn compaction::Strategy,
+    _strategy: Compactor<'_>,
     settings: &ReplaySettings,
     _summarizer: &dyn Summarizer,
     judge: &dyn Judge,
@@ -505,9 +505,9 @@ name = "cut-point"
                 price: plan.experiment.price.as_ref().map(|p| p.price()),
                 overflow: plan.experiment.overflow,
             };
-            let strategy = strategies[pair.config].strategy.as_ref().expect("builds");
+            let compactor = strategies[pair.config].compactor().expect("builds");
             let mut alone =
-                replay::replay_built(conversation, strategy.as_ref(), &settings, &summarizer, &judge).expect("replays");
+                replay::replay_built(conversation, compactor, &settings, &summarizer, &judge).expect("replays");
             alone.elapsed_ms = 0;
             match &record.outcome {
                 PairOutcome::Ok(m) => assert_eq!(

@@ -4,34 +4,30 @@
 //! runtime and blocks on it, so the replay stays synchronous; calls from several replay threads
 //! share the client's concurrency cap, rate limit and cache.
 //!
-//! Per request (see [`seed_call`]): the prompt file of the request's [`PromptKind`] (or the
-//! experiment's custom prompt for every kind), the span written the way that seed's code writes
-//! it ([`Transcript`]), the request's `max_tokens` as the output limit (the strategies set each
+//! Per request: the strategy's own prompt, carried by the request ([`compaction::Prompt`]; or
+//! the experiment's custom prompt file for every prompt but an external strategy's), the span
+//! written the way that document's code writes it ([`compaction::Transcript`]), the request's
+//! `max_tokens` as the output limit (the strategies set each
 //! document's number: 200 for 000, 1,000 for 001, 800 and 400 for 002, 2,000 for 004), and the
 //! document's temperature where it sets one (0.3 for 001). A provider error, a context-length
 //! rejection, a cache miss in mode `only`, or an empty answer where the seed's code treats
 //! empty as failure (000, 002, 003) returns a [`SummaryFailure`], so the strategy's own failure
 //! path runs; failures are counted by kind.
 //!
-//! Where seed 001's code fills gaps, so does this: no previous summary is written as "None -
-//! this is the first compaction round.", no task as "Unknown task".
+//! Where a document's code fills gaps, so does this, from the prompt's defaults: 001 writes no
+//! previous summary as "None - this is the first compaction round.", no task as "Unknown task".
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use compaction::{Context, PromptKind, SummaryFailure, SummaryRequest};
+use compaction::{Context, Prompt, SummaryFailure, SummaryRequest, Transcript};
 use llm::{ChatRequest, Client, ClientStats, LlmError};
 
 use super::{FailureKind, Summarizer, Summary, SummaryError};
-use crate::summarize::prompts::{builtin, seed_call, PromptError, PromptTemplate, Transcript, Vars, SUMMARY_VARS};
+use crate::summarize::prompts::{parse_prompt, PromptError, PromptTemplate, Vars, SUMMARY_VARS};
 use runlog::settings::Price;
-
-/// Seed 001's text for "no previous summary".
-pub const NO_PREVIOUS_SUMMARY: &str = "None - this is the first compaction round.";
-/// Seed 001's text for "no user message found".
-pub const UNKNOWN_TASK: &str = "Unknown task";
 
 /// Why an LLM summarizer or judge could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -65,28 +61,28 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, LlmSetupError> {
 /// Which prompts the summarizer uses.
 #[derive(Debug, Clone)]
 pub enum Prompts {
-    /// Each request's seed prompt.
-    Seeds(BTreeMap<&'static str, PromptTemplate>),
-    /// One prompt file for every request.
-    Custom(PromptTemplate),
+    /// Each request's own prompt: the strategy's ([`compaction::Prompt`]).
+    Own,
+    /// One prompt file for every request but an external strategy's (whose instructions are
+    /// its own, [`Prompt::fixed`]).
+    Custom(Arc<PromptTemplate>),
 }
 
 impl Prompts {
-    /// The built-in prompts of the five seeds and the production systems.
-    pub fn seeds() -> Result<Prompts, PromptError> {
-        let kinds = crate::summarize::prompts::builtin_kinds();
-        let mut map = BTreeMap::new();
-        for k in kinds {
-            let call = seed_call(&k);
-            map.insert(k.name(), PromptTemplate::parse(call.name, call.file, SUMMARY_VARS)?);
+    /// Every catalog prompt, checked: each strategy's templates parse. An [`Prompts::Own`]
+    /// summarizer parses a request's template when it first sees it; this check fails early
+    /// instead, naming the file and line.
+    pub fn own() -> Result<Prompts, PromptError> {
+        for (_, prompt) in compaction_strategies::prompts() {
+            parse_prompt(&prompt)?;
         }
-        Ok(Prompts::Seeds(map))
+        Ok(Prompts::Own)
     }
     /// A custom prompt file (see [`crate::summarize::prompts`] for its format).
     pub fn custom(path: &Path) -> Result<Prompts, LlmSetupError> {
         let text = inputs::read_to_string(path, inputs::Kind::Settings)
             .map_err(|e| LlmSetupError::PromptFile { path: path.to_path_buf(), source: e.into_io() })?;
-        Ok(Prompts::Custom(PromptTemplate::parse(&path.display().to_string(), &text, SUMMARY_VARS)?))
+        Ok(Prompts::Custom(Arc::new(PromptTemplate::parse(&path.display().to_string(), &text, SUMMARY_VARS)?)))
     }
 }
 
@@ -106,8 +102,8 @@ pub struct SummarizerStats {
 pub struct LlmSummarizer {
     client: Arc<Client>,
     prompts: Prompts,
-    /// The external strategies' template, used whatever `prompts` holds.
-    external: PromptTemplate,
+    /// Each strategy prompt's template, parsed when first asked for, by name and text.
+    parsed: Mutex<BTreeMap<(String, u64), Arc<PromptTemplate>>>,
     runtime: tokio::runtime::Runtime,
     calls: AtomicU64,
     failures: Mutex<BTreeMap<String, u64>>,
@@ -120,7 +116,7 @@ impl LlmSummarizer {
         Ok(LlmSummarizer {
             client,
             prompts,
-            external: PromptTemplate::parse("external.md", builtin::EXTERNAL, SUMMARY_VARS)?,
+            parsed: Mutex::default(),
             runtime: runtime()?,
             calls: AtomicU64::new(0),
             failures: Mutex::default(),
@@ -133,9 +129,9 @@ impl LlmSummarizer {
         self.price = price;
         self
     }
-    /// With the seeds' prompts.
-    pub fn with_seed_prompts(client: Arc<Client>) -> Result<LlmSummarizer, LlmSetupError> {
-        LlmSummarizer::new(client, Prompts::seeds()?)
+    /// With each strategy's own prompts.
+    pub fn with_own_prompts(client: Arc<Client>) -> Result<LlmSummarizer, LlmSetupError> {
+        LlmSummarizer::new(client, Prompts::own()?)
     }
     pub fn client(&self) -> &Client {
         &self.client
@@ -154,45 +150,50 @@ impl LlmSummarizer {
         self.client.cache().map(|c| c.missing()).unwrap_or_default()
     }
 
-    /// The chat request for `request` over `ctx`, and whether an empty answer fails.
-    pub fn chat_request(&self, ctx: &Context, request: &SummaryRequest) -> (ChatRequest, bool) {
-        let seed = seed_call(&request.prompt);
-        let (template, transcript, temperature, empty_fails) = match &self.prompts {
-            // An external strategy brings its own instructions; a custom prompt file is for
-            // the built-in strategies' summaries.
-            Prompts::Custom(_) if matches!(request.prompt, PromptKind::External { .. }) => {
-                (&self.external, seed.transcript, None, true)
-            }
-            Prompts::Custom(t) => (t, Transcript::Sections, None, true),
-            Prompts::Seeds(map) => match map.get(request.prompt.name()) {
-                Some(t) => (t, seed.transcript, seed.temperature, seed.empty_fails),
-                None => unreachable!("Prompts::seeds parses every kind"),
-            },
+    /// `prompt`'s template, parsed once.
+    fn template(&self, prompt: &Prompt) -> Result<Arc<PromptTemplate>, PromptError> {
+        let key = (prompt.name.to_string(), seeded::fnv1a(prompt.template.as_bytes()));
+        if let Some(t) = self.parsed.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(t);
+        }
+        let t = Arc::new(parse_prompt(prompt)?);
+        if let Ok(mut m) = self.parsed.lock() {
+            m.insert(key, t.clone());
+        }
+        Ok(t)
+    }
+
+    /// The chat request for `request` over `ctx`, and whether an empty answer fails. `Err`
+    /// when the request's own template does not parse.
+    pub fn chat_request(&self, ctx: &Context, request: &SummaryRequest) -> Result<(ChatRequest, bool), PromptError> {
+        let prompt = &request.prompt;
+        let (template, transcript, temperature, empty_fails, own) = match &self.prompts {
+            Prompts::Custom(t) if !prompt.fixed => (t.clone(), Transcript::Sections, None, true, false),
+            _ => (self.template(prompt)?, prompt.transcript, prompt.temperature, prompt.empty_fails, true),
         };
-        let is_001 = matches!(request.prompt, PromptKind::SessionSummary) && matches!(self.prompts, Prompts::Seeds(_));
         let mut vars = Vars::default();
         vars.set("messages", transcript.render(ctx, &request.span, &request.input))
             .set("round", request.round.to_string())
             .set("max_tokens", request.max_tokens.to_string());
-        match (&request.previous, is_001) {
-            (Some(p), _) => vars.set("previous", p.as_str()),
-            (None, true) => vars.set("previous", NO_PREVIOUS_SUMMARY),
-            (None, false) => &mut vars,
-        };
-        match (&request.task, is_001) {
-            (Some(t), _) => vars.set("task", t.as_str()),
-            (None, true) => vars.set("task", UNKNOWN_TASK),
-            (None, false) => &mut vars,
-        };
-        if let PromptKind::PaperMidStage { stage } = &request.prompt {
-            vars.set("stage", stage.as_str());
+        if let Some(p) = &request.previous {
+            vars.set("previous", p.as_str());
         }
-        if let PromptKind::External { instructions } = &request.prompt {
-            vars.set("instructions", instructions.as_str());
+        if let Some(t) = &request.task {
+            vars.set("task", t.as_str());
+        }
+        if own {
+            for (name, value) in &prompt.defaults {
+                if !vars.has(name) {
+                    vars.set(name, value.as_ref());
+                }
+            }
+        }
+        for (name, value) in &prompt.vars {
+            vars.set(name, value.as_str());
         }
         let mut chat = ChatRequest::new(template.render(&vars)).max_tokens(request.max_tokens.max(1));
         chat.temperature = temperature;
-        (chat, empty_fails)
+        Ok((chat, empty_fails))
     }
 
     fn failed(&self, kind: &str, reason: String) -> SummaryFailure {
@@ -214,7 +215,9 @@ impl Summarizer for LlmSummarizer {
 
     fn summarize_with_kind(&self, ctx: &Context, request: &SummaryRequest) -> Result<Summary, SummaryError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
-        let (chat, empty_fails) = self.chat_request(ctx, request);
+        let (chat, empty_fails) = self
+            .chat_request(ctx, request)
+            .map_err(|e| SummaryError::from(self.failed("prompt", format!("the strategy's prompt: {e}"))))?;
         match self.runtime.block_on(self.client.complete(chat)) {
             // A refusal (the provider's refusal field, or a finish reason that says so) is
             // never a summary, whatever the strategy's document does with the model's text.
@@ -264,7 +267,9 @@ impl Summarizer for LlmSummarizer {
 mod tests {
     use super::*;
     use compaction::{Budget, Message, Trigger};
-    use compaction_strategies::StrategyConfig;
+    use compaction_strategies::{
+        cut_point, keep_last_n, priority_chain, prune_then_summarize, split_fraction, StrategyConfig,
+    };
     use llm::{LlmConfig, Protocol};
     use testkit::server::{MockServer, Reply};
 
@@ -277,7 +282,7 @@ mod tests {
         Arc::new(Client::new(cfg, None).unwrap())
     }
 
-    fn request(prompt: PromptKind, span: Vec<usize>, max_tokens: u32) -> SummaryRequest {
+    fn request(prompt: Prompt, span: Vec<usize>, max_tokens: u32) -> SummaryRequest {
         SummaryRequest::new(span, prompt, max_tokens, 1)
     }
 
@@ -292,15 +297,15 @@ mod tests {
     #[test]
     fn each_seed_request_carries_its_prompt_limit_and_temperature() {
         let server = MockServer::start();
-        let s = LlmSummarizer::with_seed_prompts(client(&server)).unwrap();
-        let cases: Vec<(PromptKind, u32, &str, f64)> = vec![
-            (PromptKind::PaperMidStage { stage: "Abstrak".into() }, 200, "Tahap paper \"Abstrak\"", 0.7),
-            (PromptKind::GeneralChat, 200, "3-7 bullet points", 0.7),
-            (PromptKind::SessionSummary, 1000, "coding agent's conversation history", 0.3),
-            (PromptKind::Progressive, 800, "running summary", 0.7),
-            (PromptKind::SplitTurnPrefix, 400, "beginning of an agent's current turn", 0.7),
-            (PromptKind::CompactSummary, 16384, "[COMPACT SUMMARY]", 0.7),
-            (PromptKind::Continuation, 2000, "CMS agent conversation", 0.7),
+        let s = LlmSummarizer::with_own_prompts(client(&server)).unwrap();
+        let cases: Vec<(Prompt, u32, &str, f64)> = vec![
+            (priority_chain::paper_mid_stage_prompt("Abstrak"), 200, "Tahap paper \"Abstrak\"", 0.7),
+            (priority_chain::general_chat_prompt(), 200, "3-7 bullet points", 0.7),
+            (keep_last_n::prompt(), 1000, "coding agent's conversation history", 0.3),
+            (cut_point::progressive_prompt(), 800, "running summary", 0.7),
+            (cut_point::split_turn_prefix_prompt(), 400, "beginning of an agent's current turn", 0.7),
+            (split_fraction::prompt(), 16384, "[COMPACT SUMMARY]", 0.7),
+            (prune_then_summarize::prompt(), 2000, "CMS agent conversation", 0.7),
         ];
         for (kind, max, system_has, temp) in &cases {
             let out = s.summarize(&ctx(), &request(kind.clone(), vec![1, 2], *max)).unwrap();
@@ -319,13 +324,15 @@ mod tests {
     #[test]
     fn seed_001_fills_previous_task_and_round_like_its_code() {
         let server = MockServer::start();
-        let s = LlmSummarizer::with_seed_prompts(client(&server)).unwrap();
-        let mut req = request(PromptKind::SessionSummary, vec![1, 2], 1000);
+        let s = LlmSummarizer::with_own_prompts(client(&server)).unwrap();
+        let mut req = request(keep_last_n::prompt(), vec![1, 2], 1000);
         req.round = 2;
         s.summarize(&ctx(), &req).unwrap();
         let user = server.requests()[0].json()["messages"][1]["content"].as_str().unwrap().to_string();
         assert!(user.starts_with(&format!(
-            "## Previous Summary\n{NO_PREVIOUS_SUMMARY}\n\n## Original User Task\n{UNKNOWN_TASK}\n"
+            "## Previous Summary\n{}\n\n## Original User Task\n{}\n",
+            keep_last_n::NO_PREVIOUS_SUMMARY,
+            keep_last_n::UNKNOWN_TASK
         )));
         assert!(user.contains("[0] USER:\nRefactor src/lib.rs\n\n---\n\n[1] ASSISTANT:\nDone: split into modules."));
         assert!(user.contains("### Session Summary (Compaction Round 2)"));
@@ -340,8 +347,8 @@ mod tests {
     fn usage_is_reported_with_the_summary() {
         let server = MockServer::start();
         server.push(Reply::text("- bullet", 321, 12));
-        let s = LlmSummarizer::with_seed_prompts(client(&server)).unwrap();
-        let out = s.summarize(&ctx(), &request(PromptKind::GeneralChat, vec![1, 2], 200)).unwrap();
+        let s = LlmSummarizer::with_own_prompts(client(&server)).unwrap();
+        let out = s.summarize(&ctx(), &request(priority_chain::general_chat_prompt(), vec![1, 2], 200)).unwrap();
         assert_eq!((out.text.as_str(), out.input_tokens, out.output_tokens), ("- bullet", 321, 12));
         assert_eq!(s.stats().client.usage.prompt_tokens, 321);
     }
@@ -350,12 +357,12 @@ mod tests {
     fn empty_answers_fail_where_the_seed_says_so() {
         let server = MockServer::start();
         server.push_all([Reply::text("  ", 5, 0), Reply::text("", 5, 0)]);
-        let s = LlmSummarizer::with_seed_prompts(client(&server)).unwrap();
-        let e = s.summarize(&ctx(), &request(PromptKind::CompactSummary, vec![1, 2], 100)).unwrap_err();
+        let s = LlmSummarizer::with_own_prompts(client(&server)).unwrap();
+        let e = s.summarize(&ctx(), &request(split_fraction::prompt(), vec![1, 2], 100)).unwrap_err();
         assert!(e.reason.contains("empty"), "{e}");
         // 001's code returns whatever text came back; the empty answer still counts as a failed
         // summary, so a run of them is not green.
-        assert_eq!(s.summarize(&ctx(), &request(PromptKind::SessionSummary, vec![1, 2], 100)).unwrap().text, "");
+        assert_eq!(s.summarize(&ctx(), &request(keep_last_n::prompt(), vec![1, 2], 100)).unwrap().text, "");
         assert_eq!(s.stats().failures_by_kind.get("empty"), Some(&2));
     }
 
@@ -363,8 +370,8 @@ mod tests {
     fn provider_faults_are_summary_failures_counted_by_kind() {
         let server = MockServer::start();
         server.push_all([Reply::ContextLength, Reply::ServerError, Reply::ServerError, Reply::Malformed]);
-        let s = LlmSummarizer::with_seed_prompts(client(&server)).unwrap();
-        let r = request(PromptKind::Continuation, vec![1, 2], 100);
+        let s = LlmSummarizer::with_own_prompts(client(&server)).unwrap();
+        let r = request(prune_then_summarize::prompt(), vec![1, 2], 100);
         let e = s.summarize(&ctx(), &r).unwrap_err();
         assert!(e.reason.starts_with("context_length_exceeded"), "{e}");
         let e = s.summarize(&ctx(), &r).unwrap_err();
@@ -392,7 +399,7 @@ mod tests {
     fn a_failed_summary_takes_the_strategys_own_failure_path() {
         let server = MockServer::start();
         server.respond_with(|_| Reply::ServerError);
-        let s = LlmSummarizer::with_seed_prompts(client(&server)).unwrap();
+        let s = LlmSummarizer::with_own_prompts(client(&server)).unwrap();
         let ctx = long_context();
         let budget = Budget::new(20_000);
         // split-fraction (003) falls back to truncation with its placeholder.
@@ -462,7 +469,7 @@ mod tests {
             });
             cfg.api_key_env = Some(String::new());
             cfg.max_retries = 0;
-            let s = LlmSummarizer::with_seed_prompts(Arc::new(Client::new(cfg, None).unwrap())).unwrap();
+            let s = LlmSummarizer::with_own_prompts(Arc::new(Client::new(cfg, None).unwrap())).unwrap();
             let settings = long_replay_settings(Some(crate::replay::Price {
                 input: 1.0,
                 cached_input: 0.5,
@@ -491,7 +498,7 @@ mod tests {
         let run = |reply: Reply| {
             let server = MockServer::start();
             server.respond_with(move |_| reply.clone());
-            let s = LlmSummarizer::with_seed_prompts(client(&server)).unwrap();
+            let s = LlmSummarizer::with_own_prompts(client(&server)).unwrap();
             replay_long(&s, &long_replay_settings(None))
         };
         let m = run(Reply::ContextLength);
@@ -514,7 +521,7 @@ mod tests {
             .unwrap();
         let server = MockServer::start();
         let s = LlmSummarizer::new(client(&server), Prompts::custom(&path).unwrap()).unwrap();
-        s.summarize(&ctx(), &request(PromptKind::SessionSummary, vec![1], 50)).unwrap();
+        s.summarize(&ctx(), &request(keep_last_n::prompt(), vec![1], 50)).unwrap();
         let body = server.requests()[0].json();
         assert_eq!(body["messages"][0]["content"], "Summarize for round 1.");
         assert_eq!(body["messages"][1]["content"], "USER:\nRefactor src/lib.rs");

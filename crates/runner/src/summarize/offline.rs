@@ -57,7 +57,7 @@
 //! `output_tokens` that of the summary.
 //!
 //! ```
-//! use compaction::{Context, Message, PromptKind, SummaryRequest};
+//! use compaction::{Context, Message, SummaryRequest};
 //! use runner::replay::Summarizer;
 //! use runner::summarize::OfflineSummarizer;
 //!
@@ -66,7 +66,7 @@
 //!     Message::user("Fix ticket PAY-4411 in src/billing.rs"),
 //!     Message::assistant("I decided to use checked arithmetic instead of wrapping."),
 //! ]);
-//! let request = SummaryRequest::new(vec![1, 2], PromptKind::SessionSummary, 200, 1);
+//! let request = SummaryRequest::new(vec![1, 2], compaction_strategies::keep_last_n::prompt(), 200, 1);
 //! let summary = OfflineSummarizer::new().summarize(&ctx, &request).unwrap();
 //! assert!(summary.text.starts_with("## Session Summary (Compaction Round 1)"));
 //! assert!(summary.text.contains("### Identifiers\n- PAY-4411"));
@@ -78,8 +78,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use compaction::{
-    Context, Entry, Exact, InputCuts, Inserted, Message, Origin, PromptKind, Role, SummaryFailure, SummaryRequest,
-    TokenCounter,
+    Context, Entry, Exact, InputCuts, Inserted, Message, Origin, Role, SummaryFailure, SummaryRequest, TokenCounter,
 };
 use compaction_strategies::split_fraction::SUMMARY_PREFIX;
 
@@ -1154,13 +1153,12 @@ impl Gatherer {
     }
 }
 
-/// The summary's first line.
+/// The summary's first line: the heading the request's prompt asks for (its `{round}` the
+/// request's round), or a neutral one.
 fn title(request: &SummaryRequest) -> String {
-    match &request.prompt {
-        PromptKind::SessionSummary => format!("## Session Summary (Compaction Round {})", request.round),
-        PromptKind::SplitTurnPrefix => "## Summary: Turn Context (split turn)".to_string(),
-        PromptKind::PaperMidStage { stage } => format!("## Summary of stage {stage} (round {})", request.round),
-        _ => format!("## Summary (round {})", request.round),
+    match &request.prompt.heading {
+        Some(heading) => heading.replace("{round}", &request.round.to_string()),
+        None => format!("## Summary (round {})", request.round),
     }
 }
 
@@ -1402,7 +1400,8 @@ mod tests {
         let summarizer = OfflineSummarizer::new();
         let cut = InputCuts { message_chars: Some(40), tool_result_chars: Some(20) };
         for cuts in [InputCuts::NONE, cut] {
-            let mut request = SummaryRequest::new((0..ctx.len()).collect(), PromptKind::SessionSummary, 300, 1);
+            let mut request =
+                SummaryRequest::new((0..ctx.len()).collect(), compaction_strategies::keep_last_n::prompt(), 300, 1);
             request.input = cuts;
             let fresh = summarizer.summarize(&ctx, &request).unwrap();
             // The ticket id is past the cut.
@@ -1455,7 +1454,7 @@ mod tests {
     fn request(span: std::ops::Range<usize>, max_tokens: u32) -> SummaryRequest {
         SummaryRequest {
             span: span.collect(),
-            prompt: PromptKind::SessionSummary,
+            prompt: compaction_strategies::keep_last_n::prompt(),
             previous: None,
             task: None,
             max_tokens,

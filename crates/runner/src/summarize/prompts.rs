@@ -1,6 +1,8 @@
-//! Prompt templates for the LLM summarizer and judge, and the transcripts they embed.
+//! Prompt templates for the LLM summarizer and judge.
 //!
-//! Prompts are Markdown files in `crates/runner/prompts/`, embedded at compile time. A file is
+//! Prompts are Markdown files embedded at compile time: a strategy's summary prompts beside
+//! its module in `compaction-strategies` (each request carries its [`compaction::Prompt`]),
+//! the judge's and the probe writer's in `crates/runner/prompts/`. A file is
 //! split by two marker lines: the text after `<!-- system -->` is the system prompt, the text
 //! after `<!-- user -->` the user message; anything before the first marker is a note for
 //! readers and is not sent. A file with no marker is a system prompt whose user message is the
@@ -26,7 +28,7 @@
 
 use std::collections::BTreeMap;
 
-use compaction::{Context, InputCuts, Message, Origin, PromptKind, Role};
+use compaction::Prompt;
 use llm::ChatMessage;
 
 /// Placeholders a summary prompt may use.
@@ -75,6 +77,10 @@ impl Vars {
     pub fn set(&mut self, name: &str, value: impl Into<String>) -> &mut Vars {
         self.0.insert(name.to_string(), value.into());
         self
+    }
+    /// True when `name` has a non-empty value.
+    pub fn has(&self, name: &str) -> bool {
+        self.get(name).is_some()
     }
     fn get(&self, name: &str) -> Option<&str> {
         self.0.get(name).map(String::as_str).filter(|v| !v.is_empty())
@@ -251,268 +257,62 @@ fn render(segs: &[Segment], vars: &Vars) -> String {
     out
 }
 
-/// The built-in prompt files, by name.
+/// The runner's own prompt files, by name: the judge's, the probe writer's, and the one an
+/// external strategy's instructions go into. A strategy's summary prompts are its own
+/// ([`compaction::Prompt`], in `compaction-strategies`).
 pub mod builtin {
-    pub const PAPER_MID_STAGE: &str = include_str!("../../prompts/paper_mid_stage.md");
-    pub const GENERAL_CHAT: &str = include_str!("../../prompts/general_chat.md");
-    pub const SESSION_SUMMARY: &str = include_str!("../../prompts/session_summary.md");
-    pub const PROGRESSIVE: &str = include_str!("../../prompts/progressive.md");
-    pub const SPLIT_TURN_PREFIX: &str = include_str!("../../prompts/split_turn_prefix.md");
-    pub const COMPACT_SUMMARY: &str = include_str!("../../prompts/compact_summary.md");
-    pub const CONTINUATION: &str = include_str!("../../prompts/continuation.md");
-    pub const OPENCODE_ANCHORED: &str = include_str!("../../prompts/opencode_anchored.md");
-    pub const CODEX_HANDOFF: &str = include_str!("../../prompts/codex_handoff.md");
-    pub const GOOSE_COMPACTION: &str = include_str!("../../prompts/goose_compaction.md");
-    pub const OPENHANDS_CONDENSATION: &str = include_str!("../../prompts/openhands_condensation.md");
-    pub const ANTHROPIC_COMPACTION: &str = include_str!("../../prompts/anthropic_compaction.md");
-    pub const LANGCHAIN_SUMMARY: &str = include_str!("../../prompts/langchain_summary.md");
     pub const EXTERNAL: &str = include_str!("../../prompts/external.md");
-    pub const LETTA_SUMMARY: &str = include_str!("../../prompts/letta_summary.md");
     pub const JUDGE_ANSWER: &str = include_str!("../../prompts/judge_answer.md");
     pub const JUDGE_GRADE: &str = include_str!("../../prompts/judge_grade.md");
     pub const JUDGE_DIRECTIVES: &str = include_str!("../../prompts/judge_directives.md");
     pub const PROBE_WRITER: &str = include_str!("../../prompts/probe_writer.md");
 }
 
-/// How a span is written into a summary prompt; each seed's code has its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Transcript {
-    /// Seed 000's `llmSummarize`: `[role]: content`, one message after another, joined by a
-    /// newline.
-    Brackets,
-    /// Seed 001's `formatMessagesForSummary`: `[i] ROLE:\ncontent` joined by `\n\n---\n\n`;
-    /// tool calls as `[Tool: name(args)]`, tool results as `[Result: <JSON string, first 500
-    /// characters>...]`; content over 2,000 characters cut with `\n[...truncated...]`.
-    Indexed,
-    /// Seed 004's `messagesToText`: `ROLE:\ncontent` joined by `\n\n---\n\n`; tool calls as
-    /// `[Called name with: args]`, results as `[name result: <first 500 characters>...]`, or
-    /// `[name result: cleared]` once pruned. Also used for 002, 003 and custom prompts.
-    Sections,
-}
-
-fn json_string(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""))
-}
-
-fn compact_args(args: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(args).map(|v| v.to_string()).unwrap_or_else(|_| args.to_string())
-}
-
-fn first_chars(s: &str, n: Option<usize>) -> &str {
-    InputCuts::first_chars(s, n).0
-}
-
-fn tool_name(m: &Message) -> &str {
-    m.name.as_deref().unwrap_or("tool")
-}
-
-impl Transcript {
-    /// Write entries `span` of `ctx`, cut as the request's document cuts them (`cuts`: 001's
-    /// 2,000 characters per message and 500 per result, 004's 500 per result, none for 000,
-    /// 002 and 003).
-    pub fn render(self, ctx: &Context, span: &[usize], cuts: &InputCuts) -> String {
-        let entries: Vec<_> = span.iter().filter_map(|&i| ctx.get(i)).collect();
-        match self {
-            Transcript::Brackets => entries
-                .iter()
-                .map(|e| {
-                    let m = e.message();
-                    let mut text = format!("[{}]: {}", m.role, m.content);
-                    for c in &m.tool_calls {
-                        text.push_str(&format!(" [tool call {}({})]", c.name, compact_args(&c.arguments)));
-                    }
-                    text
-                })
-                .collect::<Vec<_>>()
-                .join("\n"),
-            Transcript::Indexed => entries
-                .iter()
-                .enumerate()
-                .map(|(idx, e)| {
-                    let m = e.message();
-                    let mut parts = Vec::new();
-                    if m.role == Role::Tool {
-                        parts.push(format!(
-                            "[Result: {}...]",
-                            first_chars(&json_string(&m.content), cuts.tool_result_chars)
-                        ));
-                    } else {
-                        parts.push(m.content.clone());
-                        for c in &m.tool_calls {
-                            parts.push(format!("[Tool: {}({})]", c.name, compact_args(&c.arguments)));
-                        }
-                    }
-                    let mut content = parts.join("\n");
-                    if let (head, true) = InputCuts::first_chars(&content, cuts.message_chars) {
-                        content = format!("{head}\n[...truncated...]");
-                    }
-                    format!("[{idx}] {}:\n{content}", m.role.as_str().to_uppercase())
-                })
-                .collect::<Vec<_>>()
-                .join("\n\n---\n\n"),
-            Transcript::Sections => entries
-                .iter()
-                .map(|e| {
-                    let m = e.message();
-                    let mut parts = Vec::new();
-                    if m.role == Role::Tool {
-                        if matches!(e.origin(), Origin::Masked { .. }) {
-                            parts.push(format!("[{} result: cleared]", tool_name(m)));
-                        } else {
-                            match InputCuts::first_chars(&json_string(&m.content), cuts.tool_result_chars) {
-                                (head, true) => parts.push(format!("[{} result: {head}...]", tool_name(m))),
-                                (whole, false) if cuts.tool_result_chars.is_some() => {
-                                    parts.push(format!("[{} result: {whole}...]", tool_name(m)))
-                                }
-                                (whole, false) => parts.push(format!("[{} result: {whole}]", tool_name(m))),
-                            }
-                        }
-                    } else {
-                        if !m.content.is_empty() {
-                            parts.push(m.content.clone());
-                        }
-                        for c in &m.tool_calls {
-                            parts.push(format!("[Called {} with: {}]", c.name, compact_args(&c.arguments)));
-                        }
-                    }
-                    format!("{}:\n{}", m.role.as_str().to_uppercase(), parts.join("\n"))
-                })
-                .collect::<Vec<_>>()
-                .join("\n\n---\n\n"),
+/// The placeholders `prompt`'s template may use: the request's own ([`SUMMARY_VARS`]) and the
+/// prompt's extra values and defaults.
+pub fn allowed_vars(prompt: &Prompt) -> Vec<&str> {
+    let mut out: Vec<&str> = SUMMARY_VARS.to_vec();
+    for name in prompt.vars.iter().map(|(k, _)| k.as_ref()).chain(prompt.defaults.iter().map(|(k, _)| k.as_ref())) {
+        if !out.contains(&name) {
+            out.push(name);
         }
     }
+    out
 }
 
-/// What a seed's code does with one summary request besides the prompt text.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SeedCall {
-    /// The prompt file.
-    pub file: &'static str,
-    pub name: &'static str,
-    pub transcript: Transcript,
-    /// The temperature the document sets (`None`: the configured one).
-    pub temperature: Option<f32>,
-    /// The document's code treats an empty answer as a failure.
-    pub empty_fails: bool,
+/// Parse a strategy's prompt: its template, named after the prompt (`session_summary.md`).
+pub fn parse_prompt(prompt: &Prompt) -> Result<PromptTemplate, PromptError> {
+    PromptTemplate::parse(&format!("{}.md", prompt.name), &prompt.template, &allowed_vars(prompt))
 }
 
-/// The prompt, transcript, temperature and empty-answer rule of each prompt kind.
-pub fn seed_call(kind: &PromptKind) -> SeedCall {
-    use builtin::*;
-    match kind {
-        // 000: `return result.text || null`, and null skips P3.
-        PromptKind::PaperMidStage { .. } => SeedCall {
-            file: PAPER_MID_STAGE,
-            name: "paper_mid_stage.md",
-            transcript: Transcript::Brackets,
-            temperature: None,
-            empty_fails: true,
-        },
-        PromptKind::GeneralChat => SeedCall {
-            file: GENERAL_CHAT,
-            name: "general_chat.md",
-            transcript: Transcript::Brackets,
-            temperature: None,
-            empty_fails: true,
-        },
-        // 001: `return text`, whatever it is; temperature 0.3.
-        PromptKind::SessionSummary => SeedCall {
-            file: SESSION_SUMMARY,
-            name: "session_summary.md",
-            transcript: Transcript::Indexed,
-            temperature: Some(0.3),
-            empty_fails: false,
-        },
-        PromptKind::Progressive => SeedCall {
-            file: PROGRESSIVE,
-            name: "progressive.md",
-            transcript: Transcript::Sections,
-            temperature: None,
-            empty_fails: true,
-        },
-        PromptKind::SplitTurnPrefix => SeedCall {
-            file: SPLIT_TURN_PREFIX,
-            name: "split_turn_prefix.md",
-            transcript: Transcript::Sections,
-            temperature: None,
-            empty_fails: true,
-        },
-        // 003: "LLM summarization fails (timeout, error, empty)".
-        PromptKind::CompactSummary => SeedCall {
-            file: COMPACT_SUMMARY,
-            name: "compact_summary.md",
-            transcript: Transcript::Sections,
-            temperature: None,
-            empty_fails: true,
-        },
-        // 004: `summary: result.text`, whatever it is.
-        PromptKind::Continuation => SeedCall {
-            file: CONTINUATION,
-            name: "continuation.md",
-            transcript: Transcript::Sections,
-            temperature: None,
-            empty_fails: false,
-        },
-        // The production systems: an empty answer is no summary.
-        PromptKind::OpencodeAnchored => production(OPENCODE_ANCHORED, "opencode_anchored.md"),
-        PromptKind::CodexHandoff => production(CODEX_HANDOFF, "codex_handoff.md"),
-        PromptKind::GooseCompaction => production(GOOSE_COMPACTION, "goose_compaction.md"),
-        PromptKind::OpenhandsCondensation => production(OPENHANDS_CONDENSATION, "openhands_condensation.md"),
-        PromptKind::AnthropicCompaction => production(ANTHROPIC_COMPACTION, "anthropic_compaction.md"),
-        // LangChain returns whatever the model wrote.
-        PromptKind::LangchainSummary => {
-            SeedCall { empty_fails: false, ..production(LANGCHAIN_SUMMARY, "langchain_summary.md") }
-        }
-        PromptKind::LettaSummary => production(LETTA_SUMMARY, "letta_summary.md"),
-        // The strategy sees an empty answer as the error it is.
-        PromptKind::External { .. } => production(EXTERNAL, "external.md"),
-    }
-}
-
-fn production(file: &'static str, name: &'static str) -> SeedCall {
-    SeedCall { file, name, transcript: Transcript::Sections, temperature: None, empty_fails: true }
-}
-
-/// Every built-in summary prompt kind: the seeds', then the production systems'.
-pub fn builtin_kinds() -> Vec<PromptKind> {
-    vec![
-        PromptKind::PaperMidStage { stage: String::new() },
-        PromptKind::GeneralChat,
-        PromptKind::SessionSummary,
-        PromptKind::Progressive,
-        PromptKind::SplitTurnPrefix,
-        PromptKind::CompactSummary,
-        PromptKind::Continuation,
-        PromptKind::OpencodeAnchored,
-        PromptKind::CodexHandoff,
-        PromptKind::GooseCompaction,
-        PromptKind::OpenhandsCondensation,
-        PromptKind::AnthropicCompaction,
-        PromptKind::LangchainSummary,
-        PromptKind::LettaSummary,
-        PromptKind::External { instructions: String::new() },
-    ]
+/// The prompt of an external strategy's `summarize` request: its instructions, in
+/// `external.md`, over the messages it sent. The experiment's custom prompt file does not
+/// replace it: the instructions are the strategy's own.
+pub fn external_prompt(instructions: impl Into<String>) -> Prompt {
+    Prompt { fixed: true, ..Prompt::new("external", builtin::EXTERNAL) }.with_var("instructions", instructions)
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use compaction::{Context, InputCuts, Message, Origin, Transcript};
     use compaction::{Entry, ToolCall};
-    use compaction_strategies::{keep_last_n, prune_then_summarize};
-
-    fn all_kinds() -> Vec<PromptKind> {
-        builtin_kinds()
-    }
+    use compaction_strategies::{cut_point, keep_last_n, priority_chain, prune_then_summarize};
 
     #[test]
-    fn every_builtin_prompt_parses_and_embeds_the_transcript() {
-        for kind in all_kinds() {
-            let call = seed_call(&kind);
-            let t = PromptTemplate::parse(call.name, call.file, SUMMARY_VARS).unwrap();
-            assert!(t.uses("messages"), "{}", call.name);
-            assert!(t.system.is_some(), "{} has a system prompt", call.name);
-            assert!(!call.file.contains("{{round}}") || t.uses("round"));
+    fn every_strategy_prompt_parses_and_embeds_the_transcript() {
+        let prompts = compaction_strategies::prompts();
+        assert!(prompts.len() >= 14, "{} prompts", prompts.len());
+        let mut names = std::collections::BTreeSet::new();
+        for (strategy, prompt) in prompts.iter().chain([&("external", external_prompt("x"))]) {
+            let t = parse_prompt(prompt).unwrap_or_else(|e| panic!("{strategy}: {e}"));
+            assert!(t.uses("messages"), "{strategy}: {}", prompt.name);
+            assert!(t.system.is_some(), "{strategy}: {} has a system prompt", prompt.name);
+            assert!(names.insert(prompt.name.clone()), "two prompts are named {}", prompt.name);
+            for k in prompt.vars.iter().map(|(k, _)| k).chain(prompt.defaults.iter().map(|(k, _)| k)) {
+                assert!(t.uses(k), "{strategy}: {} sets {k} but its template never uses it", prompt.name);
+            }
         }
         PromptTemplate::parse("judge_answer.md", builtin::JUDGE_ANSWER, ANSWER_VARS).unwrap();
         let g = PromptTemplate::parse("judge_grade.md", builtin::JUDGE_GRADE, GRADE_VARS).unwrap();
@@ -527,7 +327,7 @@ mod tests {
 
     #[test]
     fn seed_000_prompt_is_verbatim_with_the_stage() {
-        let t = PromptTemplate::parse("p", builtin::PAPER_MID_STAGE, SUMMARY_VARS).unwrap();
+        let t = parse_prompt(&priority_chain::paper_mid_stage_prompt("")).unwrap();
         let mut v = Vars::default();
         v.set("stage", "Topik Definitif").set("messages", "[user]: halo");
         let m = t.render(&v);
@@ -540,7 +340,7 @@ mod tests {
 
     #[test]
     fn seed_001_prompt_is_verbatim_with_round_previous_and_task() {
-        let t = PromptTemplate::parse("s", builtin::SESSION_SUMMARY, SUMMARY_VARS).unwrap();
+        let t = parse_prompt(&keep_last_n::prompt()).unwrap();
         let mut v = Vars::default();
         v.set("previous", "None - this is the first compaction round.")
             .set("task", "Build a flashcard CLI")
@@ -563,7 +363,7 @@ mod tests {
 
     #[test]
     fn seed_004_prompt_wraps_the_conversation() {
-        let t = PromptTemplate::parse("c", builtin::CONTINUATION, SUMMARY_VARS).unwrap();
+        let t = parse_prompt(&prune_then_summarize::prompt()).unwrap();
         let mut v = Vars::default();
         v.set("messages", "USER:\nmake the hero blue");
         let m = t.render(&v);
@@ -578,7 +378,7 @@ mod tests {
 
     #[test]
     fn sections_appear_only_with_a_value() {
-        let t = PromptTemplate::parse("p", builtin::PROGRESSIVE, SUMMARY_VARS).unwrap();
+        let t = parse_prompt(&cut_point::progressive_prompt()).unwrap();
         let mut v = Vars::default();
         v.set("messages", "USER:\nx").set("max_tokens", "800");
         let without = t.render(&v)[1].content.clone();

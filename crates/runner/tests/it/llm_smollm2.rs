@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use compaction::{Context, Conversation, Message, Probe, ProbeKind, PromptKind, SummaryRequest, ToolCall};
+use compaction::{Context, Conversation, Message, Probe, ProbeKind, SummaryRequest, ToolCall};
 use llm::cache::{CacheMode, ResponseCache};
 use llm::{Client, LlmConfig, Protocol};
 use runner::judge::llm::{is_scored, LlmJudge};
@@ -65,7 +65,7 @@ fn ctx() -> Context {
 #[test]
 fn smollm2_summarizes_with_the_seed_prompts() {
     let Some(url) = server_url() else { return };
-    let s = LlmSummarizer::with_seed_prompts(client(&url, None)).expect("summarizer");
+    let s = LlmSummarizer::with_own_prompts(client(&url, None)).expect("summarizer");
     let req = |prompt| SummaryRequest {
         span: vec![1, 2, 3, 4],
         prompt,
@@ -78,14 +78,16 @@ fn smollm2_summarizes_with_the_seed_prompts() {
         round: 1,
     };
     // 001 takes any text the model returns.
-    let out = s.summarize(&ctx(), &req(PromptKind::SessionSummary)).expect("a summary");
+    let out = s.summarize(&ctx(), &req(compaction_strategies::keep_last_n::prompt())).expect("a summary");
     assert!(out.input_tokens > 100, "the prompt was sent and counted: {}", out.input_tokens);
     assert!(out.output_tokens > 0 && out.output_tokens <= 120, "{}", out.output_tokens);
     // 004's continuation prompt, and 003's (which fails on an empty answer).
-    for kind in [PromptKind::Continuation, PromptKind::CompactSummary] {
-        match s.summarize(&ctx(), &req(kind.clone())) {
-            Ok(out) => assert!(!out.text.is_empty() || kind == PromptKind::Continuation),
-            Err(e) => assert!(e.reason.contains("empty"), "{kind:?}: {e}"),
+    for prompt in
+        [compaction_strategies::prune_then_summarize::prompt(), compaction_strategies::split_fraction::prompt()]
+    {
+        match s.summarize(&ctx(), &req(prompt.clone())) {
+            Ok(out) => assert!(!out.text.is_empty() || !prompt.empty_fails),
+            Err(e) => assert!(e.reason.contains("empty"), "{}: {e}", prompt.name),
         }
     }
     assert_eq!(s.stats().client.http_attempts, 3);

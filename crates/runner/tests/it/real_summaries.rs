@@ -22,7 +22,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use compaction::{Context, Conversation, PromptKind, Role, SummaryRequest};
+use compaction::{Context, Conversation, Role, SummaryRequest};
 use dataset::import::{import, is_harness_text, FormatChoice, ImportOptions};
 use runner::judge::text::normalize;
 use runner::replay::Summarizer;
@@ -160,7 +160,12 @@ fn the_stand_in_covers_what_real_summaries_keep() {
             }
             let span = &conv.messages[start..i];
             let ctx = Context::from_messages(span.to_vec());
-            let request = SummaryRequest::new((0..span.len()).collect(), PromptKind::SessionSummary, 16_384, round);
+            let request = SummaryRequest::new(
+                (0..span.len()).collect(),
+                compaction_strategies::keep_last_n::prompt(),
+                16_384,
+                round,
+            );
             let summary = OfflineSummarizer::new().summarize(&ctx, &request).expect("summarizes").text;
             let real = m.content.as_str();
             // To read the pairs side by side: the folder to write them to.

@@ -1,9 +1,7 @@
 //! Tests of the test kit itself: the builder, the generators, the renderer, offline summaries.
 
 use compaction::tokens::CacheSlot;
-use compaction::{
-    check_context, Context, Message, Origin, Plan, PromptKind, Role, SummaryRequest, TokenCounter, Trigger,
-};
+use compaction::{check_context, Context, Message, Origin, Plan, Role, SummaryRequest, TokenCounter, Trigger};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::TestRunner;
@@ -182,7 +180,7 @@ fn offline_summaries_are_deterministic_and_failures_are_values() {
     let ctx = coding().build();
     let req = SummaryRequest {
         span: vec![2, 3, 4],
-        prompt: PromptKind::SessionSummary,
+        prompt: compaction::Prompt::new("session_summary", "{{messages}}"),
         previous: Some("## Session Summary (Compaction Round 2)".into()),
         task: Some("fix it".into()),
         max_tokens: 500,
