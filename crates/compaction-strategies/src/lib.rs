@@ -152,34 +152,44 @@ macro_rules! strategy_catalog {
     };
 }
 
-strategy_catalog! {
-    seed {
-        PriorityChain => "priority-chain", priority_chain::PriorityChain, "000_2fac289758ab7930.txt";
-        KeepLastN => "keep-last-n", keep_last_n::KeepLastN, "001_de18f529e65eee2b.txt";
-        CutPoint => "cut-point", cut_point::CutPoint, "002_42c9180b380c45a6.txt";
-        SplitFraction => "split-fraction", split_fraction::SplitFraction, "003_3df80400101a2bd6.txt";
-        PruneThenSummarize => "prune-then-summarize", prune_then_summarize::PruneThenSummarize, "004_147aab84aa2c9315.txt";
-    }
-    baseline {
-        None => "none", none::NoCompaction;
-        Truncate => "truncate", truncate::Truncate;
-        ObservationMask => "observation-mask", observation_mask::ObservationMask;
-    }
-    production {
-        Opencode => "opencode", opencode::Opencode, "sst/opencode packages/opencode/src/session/compaction.ts (31e22f65)";
-        Codex => "codex", codex::Codex, "openai/codex codex-rs/core/src/compact.rs";
-        Goose => "goose", goose::Goose, "block/goose crates/goose/src/context_mgmt/mod.rs";
-        Openhands => "openhands", openhands::Openhands, "OpenHands/software-agent-sdk openhands-sdk/openhands/sdk/context/condenser/llm_summarizing_condenser.py";
-        OpenhandsMasking => "openhands-masking", openhands_masking::OpenhandsMasking, "OpenHands/OpenHands openhands/memory/condenser/impl/observation_masking_condenser.py";
-        AnthropicClearToolUses => "anthropic-clear-tool-uses", anthropic_clear_tool_uses::AnthropicClearToolUses, "Anthropic API docs: context editing, clear_tool_uses_20250919";
-        AnthropicCompaction => "anthropic-compaction", anthropic_compaction::AnthropicCompaction, "Anthropic API docs: compaction, compact_20260112";
-        LangchainSummarization => "langchain-summarization", langchain_summarization::LangchainSummarization, "langchain-ai/langchain libs/langchain_v1/langchain/agents/middleware/summarization.py";
-        Letta => "letta", letta::Letta, "letta-ai/letta letta/services/summarizer/summarizer_sliding_window.py";
-    }
-    reference {
-        Recorded => "recorded", recorded::Recorded;
-    }
+/// The catalog's rows, handed to `$callback!`: `strategy_catalog!` here, and any test suite
+/// that writes one test per strategy (`tests/it/conformance.rs`), so a strategy is added in
+/// one row and every such suite covers it.
+#[macro_export]
+macro_rules! catalog_rows {
+    ($callback:ident) => {
+        $callback! {
+            seed {
+                PriorityChain => "priority-chain", priority_chain::PriorityChain, "000_2fac289758ab7930.txt";
+                KeepLastN => "keep-last-n", keep_last_n::KeepLastN, "001_de18f529e65eee2b.txt";
+                CutPoint => "cut-point", cut_point::CutPoint, "002_42c9180b380c45a6.txt";
+                SplitFraction => "split-fraction", split_fraction::SplitFraction, "003_3df80400101a2bd6.txt";
+                PruneThenSummarize => "prune-then-summarize", prune_then_summarize::PruneThenSummarize, "004_147aab84aa2c9315.txt";
+            }
+            baseline {
+                None => "none", none::NoCompaction;
+                Truncate => "truncate", truncate::Truncate;
+                ObservationMask => "observation-mask", observation_mask::ObservationMask;
+            }
+            production {
+                Opencode => "opencode", opencode::Opencode, "sst/opencode packages/opencode/src/session/compaction.ts (31e22f65)";
+                Codex => "codex", codex::Codex, "openai/codex codex-rs/core/src/compact.rs";
+                Goose => "goose", goose::Goose, "block/goose crates/goose/src/context_mgmt/mod.rs";
+                Openhands => "openhands", openhands::Openhands, "OpenHands/software-agent-sdk openhands-sdk/openhands/sdk/context/condenser/llm_summarizing_condenser.py";
+                OpenhandsMasking => "openhands-masking", openhands_masking::OpenhandsMasking, "OpenHands/OpenHands openhands/memory/condenser/impl/observation_masking_condenser.py";
+                AnthropicClearToolUses => "anthropic-clear-tool-uses", anthropic_clear_tool_uses::AnthropicClearToolUses, "Anthropic API docs: context editing, clear_tool_uses_20250919";
+                AnthropicCompaction => "anthropic-compaction", anthropic_compaction::AnthropicCompaction, "Anthropic API docs: compaction, compact_20260112";
+                LangchainSummarization => "langchain-summarization", langchain_summarization::LangchainSummarization, "langchain-ai/langchain libs/langchain_v1/langchain/agents/middleware/summarization.py";
+                Letta => "letta", letta::Letta, "letta-ai/letta letta/services/summarizer/summarizer_sliding_window.py";
+            }
+            reference {
+                Recorded => "recorded", recorded::Recorded;
+            }
+        }
+    };
 }
+
+catalog_rows!(strategy_catalog);
 
 /// The families in report order.
 pub const FAMILIES: [&str; 4] = ["seed", "production", "baseline", "reference"];

@@ -508,47 +508,22 @@ fn run(name: &'static str) {
     }
 }
 
+/// One conformance test per strategy of the catalog (its rows, [`compaction_strategies::catalog_rows`]),
+/// named after the strategy's module: a new row is covered with no line here.
 macro_rules! conformance {
-    ($($test:ident => $name:literal),* $(,)?) => {
-        $(
-            #[test]
-            fn $test() {
-                run($name);
-            }
-        )*
-        /// The strategies with a conformance test above.
-        const COVERED: &[&str] = &[$($name),*];
+    (
+        seed { $( $sv:ident => $sn:literal, $sm:ident :: $st:ident, $ss:literal; )* }
+        baseline { $( $bv:ident => $bn:literal, $bm:ident :: $bt:ident; )* }
+        production { $( $pv:ident => $pn:literal, $pm:ident :: $pt:ident, $ps:literal; )* }
+        reference { $( $rest:tt )* }
+    ) => {
+        $( #[test] fn $sm() { run($sn); } )*
+        $( #[test] fn $bm() { run($bn); } )*
+        $( #[test] fn $pm() { run($pn); } )*
     };
 }
 
-conformance! {
-    priority_chain => "priority-chain",
-    keep_last_n => "keep-last-n",
-    cut_point => "cut-point",
-    split_fraction => "split-fraction",
-    prune_then_summarize => "prune-then-summarize",
-    none => "none",
-    truncate => "truncate",
-    observation_mask => "observation-mask",
-    opencode => "opencode",
-    codex => "codex",
-    goose => "goose",
-    openhands => "openhands",
-    openhands_masking => "openhands-masking",
-    anthropic_clear_tool_uses => "anthropic-clear-tool-uses",
-    anthropic_compaction => "anthropic-compaction",
-    langchain_summarization => "langchain-summarization",
-    letta => "letta",
-}
-
-#[test]
-fn every_catalog_strategy_has_a_conformance_test() {
-    let mut covered = COVERED.to_vec();
-    let mut names = NAMES.to_vec();
-    covered.sort_unstable();
-    names.sort_unstable();
-    assert_eq!(covered, names, "add the new strategy to the conformance! list");
-}
+compaction_strategies::catalog_rows!(conformance);
 
 #[test]
 fn defaults_build_and_identity_jitter_keeps_them() {
