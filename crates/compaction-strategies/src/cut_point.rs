@@ -916,6 +916,8 @@ impl Strategy for CutPoint {
 mod tests;
 
 /// The implementation before it was rewritten for speed, kept as the oracle the rewrite is
-/// held to (`legacy.rs` beside this file).
+/// held to. It lives with the tests (`tests/it/oracles/cut_point.rs`) and is compiled into this
+/// module's unit tests, because it compares private steps.
 #[cfg(test)]
+#[path = "../tests/it/oracles/cut_point.rs"]
 pub(crate) mod legacy;

@@ -1494,6 +1494,8 @@ impl PriorityChain {
 pub(crate) mod tests;
 
 /// The implementation before it was rewritten for speed, kept as the oracle the rewrite is
-/// held to (`legacy.rs` beside this file).
+/// held to. It lives with the tests (`tests/it/oracles/priority_chain.rs`) and is compiled into this
+/// module's unit tests, because it compares private steps.
 #[cfg(test)]
+#[path = "../tests/it/oracles/priority_chain.rs"]
 pub(crate) mod legacy;

@@ -2,6 +2,10 @@
 //! the tool pairs found with a map of vectors, the pair-safe split moved one pair at a time),
 //! kept as the oracle `fast_paths_make_the_plans_of_the_straightforward_ones` holds the rewrite
 //! to.
+//!
+//! Not a module of the integration tests (`main.rs` does not name it): `src/priority_chain.rs` compiles
+//! it into its own unit tests with `#[path]`, since it reads the module's private steps. The
+//! module's source files hold production code only.
 #![allow(clippy::all)]
 use super::*;
 

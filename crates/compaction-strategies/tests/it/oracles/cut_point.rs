@@ -2,6 +2,10 @@
 //! measure it, the turn ids as strings, the tool pairs of the whole context for the cut's
 //! guard, the plan copied whole in `apply`), kept as the oracle
 //! `fast_paths_make_the_plans_of_the_straightforward_ones` holds the rewrite to.
+//!
+//! Not a module of the integration tests (`main.rs` does not name it): `src/cut_point.rs` compiles
+//! it into its own unit tests with `#[path]`, since it reads the module's private steps. The
+//! module's source files hold production code only.
 #![allow(clippy::all)]
 use super::*;
 
