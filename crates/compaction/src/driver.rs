@@ -73,10 +73,10 @@ pub struct Step {
 
 /// Plan, summarize and apply one compaction of `ctx` for `trigger`; `None` when the strategy
 /// has nothing to do, or when `trigger` is [`Trigger::Proactive`] and the strategy's
-/// [`Strategy::should_compact`] says no (the proactive gate is here, not in each `plan`). `summarize` receives the context and summary requests and returns one
-/// outcome per request: the plan's requests (a plan with none still calls it, with an empty
-/// slice), and, for a strategy that asks while it decides ([`Strategy::plan_with`]), each of
-/// those one at a time.
+/// [`Strategy::should_compact`] says no (the proactive gate is here, not in each `plan`).
+/// `summarize` receives the context and summary requests and returns one outcome per request:
+/// the plan's requests (a plan with none still calls it, with an empty slice), and, for a
+/// strategy that asks while it decides ([`Strategy::plan_with`]), each of those one at a time.
 pub fn compact<S, F>(strategy: &S, ctx: &Context, budget: &Budget, trigger: Trigger, mut summarize: F) -> Option<Step>
 where
     S: Strategy + ?Sized,

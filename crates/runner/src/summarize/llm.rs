@@ -183,7 +183,8 @@ impl LlmSummarizer {
         }
         if own {
             for (name, value) in &prompt.defaults {
-                if !vars.has(name) {
+                // As 001's code: only a missing value is filled, an empty one is kept.
+                if !vars.is_set(name) {
                     vars.set(name, value.as_ref());
                 }
             }
@@ -341,6 +342,12 @@ mod tests {
         s.summarize(&ctx(), &req).unwrap();
         let user = server.requests()[1].json()["messages"][1]["content"].as_str().unwrap().to_string();
         assert!(user.starts_with("## Previous Summary\n## Session Summary (Compaction Round 1)\nolder\n\n## Original User Task\nRefactor src/lib.rs\n"));
+        // An empty previous summary (001 keeps a model's empty answer) is written as it is:
+        // only a missing one reads "None - ...".
+        req.previous = Some(String::new());
+        s.summarize(&ctx(), &req).unwrap();
+        let user = server.requests()[2].json()["messages"][1]["content"].as_str().unwrap().to_string();
+        assert!(user.starts_with("## Previous Summary\n\n\n## Original User Task\n"), "{user}");
     }
 
     #[test]

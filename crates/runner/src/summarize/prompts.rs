@@ -78,9 +78,9 @@ impl Vars {
         self.0.insert(name.to_string(), value.into());
         self
     }
-    /// True when `name` has a non-empty value.
-    pub fn has(&self, name: &str) -> bool {
-        self.get(name).is_some()
+    /// True when `name` was given a value (an empty one too).
+    pub fn is_set(&self, name: &str) -> bool {
+        self.0.contains_key(name)
     }
     fn get(&self, name: &str) -> Option<&str> {
         self.0.get(name).map(String::as_str).filter(|v| !v.is_empty())
