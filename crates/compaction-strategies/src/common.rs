@@ -1,5 +1,5 @@
 //! What the strategies share, in one place: [`ParamError`], the baselines' meters ([`Counter`],
-//! [`Meter`]) and the small helpers of the production systems (window fractions, pair-safe
+//! `Meter`) and the small helpers of the production systems (window fractions, pair-safe
 //! cuts, user turns and the summary-request fit check). No strategy imports another; what two
 //! of them need lives here, and the pairing rule lives in the kernel (`compaction::pairing`).
 //!

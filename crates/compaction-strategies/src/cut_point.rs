@@ -50,7 +50,7 @@
 //! `cut_index`. Turn ids are `turn-<recorded index of the turn's user message>`; a turn whose
 //! start was summarized earlier is named by its first visible block.
 //!
-//! [`CutPoint::cache_points`] computes the three cache points (previous turn, round `N-4`,
+//! `CutPoint::cache_points` computes the three cache points (previous turn, round `N-4`,
 //! tail) of a context as the document defines them, and [`Strategy::cache_breakpoints`] hands
 //! them to the caller: under the Anthropic cache profile the replay places its breakpoints
 //! there (and on the system prompt), so the cache-hit rate is the one this design buys.

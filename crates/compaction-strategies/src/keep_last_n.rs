@@ -8,7 +8,7 @@
 //!   included.
 //! - **Trigger**: `shouldCompact` is true when there are more than `recentMessagesToKeep + 1`
 //!   messages and the estimate is *at or above* `floor((limit - systemReserve - outputReserve -
-//!   safetyBuffer) x thresholdPercent)` ([`KeepLastNBudget`]; 93,600 for a 128,000 window with
+//!   safetyBuffer) x thresholdPercent)` (`KeepLastNBudget`; 93,600 for a 128,000 window with
 //!   the defaults). The limit is [`Budget::context_window`]. Because the [`Strategy`] trait
 //!   compacts when the estimate is strictly above its threshold, [`Strategy::threshold`] returns
 //!   the document's number minus one.

@@ -39,7 +39,7 @@
 //!   message, "Here is a summary of the conversation to date:" and the summary, then the kept
 //!   messages.
 //! - **Failure**: an exception in the summary call becomes the summary text: "Error generating
-//!   summary: <error>" (the context is replaced by the error). Later revisions raise after
+//!   summary: `<error>`" (the context is replaced by the error). Later revisions raise after
 //!   three consecutive failures and keep the history; 1.2.0 does not, and neither does this
 //!   module.
 //!

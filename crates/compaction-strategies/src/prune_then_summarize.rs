@@ -13,7 +13,7 @@
 //!   document counts its `RichMessage` list, which has no system role (the AI SDK takes the
 //!   system prompt separately), so the system prompt is not part of the estimate.
 //! - **Overflow** (`checkOverflow`): tokens > context window - output reserve (4,096); see
-//!   [`PruneBudget`]. The token service's `isApproachingOverflow` variant (tokens > 0.9 x usable)
+//!   `PruneBudget`. The token service's `isApproachingOverflow` variant (tokens > 0.9 x usable)
 //!   is the `approaching_ratio` parameter; when set it is used for the trigger and for the check
 //!   after pruning alike.
 //! - **Prune first** (`needsPruning`, then `pruneToolOutputs`): pruning runs when the tool

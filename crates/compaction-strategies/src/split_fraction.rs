@@ -2,7 +2,7 @@
 //!
 //! The document's rules:
 //!
-//! - **Budget** (`calculateTokenBudget`, [`SplitFractionBudget`]): system tokens =
+//! - **Budget** (`calculateTokenBudget`, `SplitFractionBudget`): system tokens =
 //!   `len(systemPrompt) / 4`; message tokens = `Σ len(content) / 4 + 4` over the messages
 //!   *excluding* the system prompt (Go's `len` counts bytes; integer division;
 //!   [`LenOver4Plus4`]); utilization = message tokens / (limit - system tokens - max output

@@ -5,7 +5,7 @@
 //! - **Budget**: `max_tokens` when set, else `floor(target_ratio x context window)`. The
 //!   strategy compacts when its estimate is above the budget and cuts until it is at or below.
 //! - **Meter**: exact `o200k_base` by default (`cl100k_base`, or the approximate `chars/4`:
-//!   4 + `ceil(chars / 4)` per message, as [`CharsOver4Role4`]).
+//!   4 + `ceil(chars / 4)` per message, as [`compaction::tokens::CharsOver4Role4`]).
 //! - **Cut**: the system prompt stays; after it, whole groups are dropped oldest first. A group
 //!   is one message, or an assistant message with tool calls together with the tool results
 //!   that follow it, so a call is never separated from its result and the kept history never

@@ -1,7 +1,7 @@
 //! What a valid context is, checked in one place and reported as typed data.
 //!
 //! [`check_context`] checks any context (a request about to be sent); [`check_compaction`]
-//! checks one compaction against the strategy's [`Promises`]. The conformance suite runs both
+//! checks one compaction against the strategy's [`Promises`](crate::Promises). The conformance suite runs both
 //! on every strategy; the runner runs them on every request and counts what they find.
 
 use std::cell::OnceCell;
@@ -224,7 +224,7 @@ fn structural_key(ctx: &Context, v: &Violation) -> StructuralKey {
 /// Check one compaction: `before` was compacted into `result` under `budget` for `trigger`.
 ///
 /// Returns every violation, including those the strategy documents as deliberate; use
-/// [`crate::strategy::Promises::documented_deviations`] to tell them apart.
+/// [`crate::Promises::documented_deviations`] to tell them apart.
 pub fn check_compaction(
     strategy: &dyn Strategy,
     before: &Context,

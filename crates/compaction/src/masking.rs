@@ -36,7 +36,7 @@ pub struct Masked {
     pub threshold_before: Option<u64>,
 }
 
-/// The entry that masks `e` with `placeholder`, as [`Slot::Mask`] builds it.
+/// The entry that masks `e` with `placeholder`, as [`Slot::Mask`](crate::Slot::Mask) builds it.
 pub fn masked_entry(e: &Entry, placeholder: impl Into<String>) -> Entry {
     let m = e.message().with_content(placeholder);
     let origin = match e.origin() {

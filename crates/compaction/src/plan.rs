@@ -237,7 +237,7 @@ impl CompactionEvent {
     }
 }
 
-/// The result of [`Strategy::apply`].
+/// The result of [`Strategy::apply`](crate::Strategy::apply).
 #[derive(Debug, Clone)]
 pub struct Compacted {
     /// The new context.
@@ -319,14 +319,14 @@ pub struct MaskPlan {
     /// The step, as [`Plan::step`].
     pub step: String,
     /// The entries to mask, ascending, each with the entry that replaces it
-    /// ([`masked_entry`]: its content replaced by the placeholder).
+    /// ([`masked_entry`](crate::masked_entry): its content replaced by the placeholder).
     pub masks: Vec<(usize, Entry)>,
     /// Notes kept with the event, as [`Plan::notes`].
     pub notes: serde_json::Map<String, serde_json::Value>,
-    /// What the strategy promises for the context before the masks ([`Strategy::promises`]).
+    /// What the strategy promises for the context before the masks ([`Strategy::promises`](crate::Strategy::promises)).
     pub promises: Promises,
     /// Once the masks are in, no entry before this index needs anything from the strategy:
-    /// the `settled` of its next [`Strategy::plan_masks`] on this context (grown by appends
+    /// the `settled` of its next [`Strategy::plan_masks`](crate::Strategy::plan_masks) on this context (grown by appends
     /// and by these masks only).
     pub settled: usize,
 }
@@ -347,18 +347,18 @@ impl MaskPlan {
     }
 }
 
-/// A strategy's answer to [`Strategy::plan_masks`].
+/// A strategy's answer to [`Strategy::plan_masks`](crate::Strategy::plan_masks).
 #[derive(Debug, Clone)]
 pub enum MaskAnswer {
-    /// The strategy has no in-place path for this context: use [`Strategy::plan`].
+    /// The strategy has no in-place path for this context: use [`Strategy::plan`](crate::Strategy::plan).
     Unsupported,
-    /// Nothing to do: [`Strategy::plan`] has no plan, or (for [`Trigger::Proactive`])
-    /// [`Strategy::should_compact`] says no. `settled` is the hint for the next call, as
+    /// Nothing to do: [`Strategy::plan`](crate::Strategy::plan) has no plan, or (for [`Trigger::Proactive`])
+    /// [`Strategy::should_compact`](crate::Strategy::should_compact) says no. `settled` is the hint for the next call, as
     /// [`MaskPlan::settled`].
     Nothing {
         /// No entry before this index needs anything from the strategy.
         settled: usize,
     },
-    /// The plan [`Strategy::plan`] would make, which only masks.
+    /// The plan [`Strategy::plan`](crate::Strategy::plan) would make, which only masks.
     Masks(MaskPlan),
 }

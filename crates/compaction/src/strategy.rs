@@ -123,9 +123,9 @@ pub trait Strategy: Send + Sync {
     /// `settled` is the [`MaskPlan::settled`](crate::MaskPlan::settled) of the
     /// previous answer on this context (grown since by appends and by those masks only), or 0:
     /// no entry before it needs looking at. For [`Trigger::Proactive`] the answer is
-    /// [`MaskAnswer::Nothing`](crate::MaskAnswer::Nothing) when
+    /// [`MaskAnswer::Nothing`] when
     /// [`Strategy::should_compact`] says no. The default,
-    /// [`MaskAnswer::Unsupported`](crate::MaskAnswer::Unsupported), sends the caller
+    /// [`MaskAnswer::Unsupported`], sends the caller
     /// to `plan`.
     fn plan_masks(&self, ctx: &Context, budget: &Budget, trigger: Trigger, settled: usize) -> MaskAnswer {
         let _ = (ctx, budget, trigger, settled);

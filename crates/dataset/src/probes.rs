@@ -1,6 +1,6 @@
 //! Derived probes: questions whose answers are in a recording, found without annotation.
 //!
-//! [`derive`] reads one conversation and returns probes of five families, deterministically
+//! [`derive()`] reads one conversation and returns probes of five families, deterministically
 //! (the same conversation and [`DeriveParams`] give the same probes, byte for byte):
 //!
 //! - **task** ([`ProbeKind::Task`]): the first real user request. "Real" skips text the agent
@@ -174,7 +174,7 @@ pub fn derive(conv: &Conversation, params: &DeriveParams) -> Vec<Probe> {
     derive_counted(conv, params).0
 }
 
-/// [`derive`], with what it dropped and why.
+/// [`derive()`], with what it dropped and why.
 pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>, Dropped) {
     let d = Deriver::new(conv, params);
     let mut out = Vec::new();

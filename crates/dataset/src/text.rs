@@ -202,7 +202,7 @@ pub fn matches(haystack: &str, alias: &str) -> bool {
     occurs(haystack, alias)
 }
 
-/// The longest alias matched token by token ([`matches`]).
+/// The longest alias matched token by token ([`matches()`]).
 pub const SHORT_WORD: usize = 5;
 
 /// A stop word, or a token under 3 characters that is not a number or an id. Several words

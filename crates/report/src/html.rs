@@ -16,7 +16,7 @@
 //!
 //! Size: the page knows its bound, [`MAX_REPORT_BYTES`]. Per-conversation detail (timelines,
 //! compaction events, lost facts) is embedded once as compact JSON and drawn by the script on
-//! demand ([`detail`], and the lost facts' block); a timeline keeps at most
+//! demand (`detail.rs`, and the lost facts' block); a timeline keeps at most
 //! [`MAX_TIMELINE_POINTS`] points (min/max per bucket, so every peak and trough of the sawtooth
 //! survives), a pair lists its first and last [`MAX_COMPACTION_EVENTS_PER_PAIR`] compaction
 //! events with summaries cut at [`MAX_SUMMARY_CHARS`] characters, and the lost facts keep at most

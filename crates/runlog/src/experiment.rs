@@ -82,7 +82,7 @@ pub struct Experiment {
     pub summarizer: SummarizerSpec,
     pub judge: JudgeSpec,
     /// The models of an `llm` summarizer or judge, the judge's repeats and the response cache
-    /// (see [`crate::llm_setup`]); `None` when both are offline.
+    /// (see `runner::llm_setup`); `None` when both are offline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmSettings>,
     /// Seed of the bootstrap confidence intervals.

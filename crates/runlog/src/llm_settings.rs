@@ -427,7 +427,7 @@ pub enum SummarizerSpec {
     /// The deterministic offline summarizer: no model, no key.
     Offline,
     /// A model through the `llm` crate, with each strategy's seed prompt
-    /// ([`crate::summarize::llm`]); its endpoint is in [`Experiment::llm`].
+    /// (`runner::summarize::llm`); its endpoint is in [`crate::experiment::Experiment::llm`].
     Llm,
 }
 
@@ -438,7 +438,7 @@ pub enum JudgeSpec {
     /// The deterministic offline judge: a fact is retained when an alias survives.
     Offline,
     /// A model answers from the compacted context and a model grades the answer
-    /// ([`crate::judge::llm`]); its endpoint is in [`Experiment::llm`].
+    /// (`runner::judge::llm`); its endpoint is in [`crate::experiment::Experiment::llm`].
     Llm,
 }
 

@@ -150,7 +150,7 @@ pub struct ExternalRun {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     pub format: u32,
-    /// See [`Plan::experiment_id`].
+    /// See `runner::run::Plan::experiment_id`.
     pub experiment_id: String,
     pub experiment: Experiment,
     /// Name and version of each crate that shaped the results.
@@ -193,7 +193,7 @@ pub struct Manifest {
     pub complete: bool,
     /// What the LLM summarizer and judge did in this invocation (requests, retries, cache hits
     /// and misses, failures by kind, tokens), when a role used a model. The caller that built
-    /// the roles fills it in (see [`crate::llm_setup::LlmRoles::stats`]). A merge leaves it out:
+    /// the roles fills it in (see `runner::llm_setup::LlmRoles::stats`). A merge leaves it out:
     /// each shard's `run.json` keeps its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<crate::llm_settings::LlmRunStats>,

@@ -181,7 +181,7 @@ impl LlmRoles {
     }
 }
 
-/// What [`SummarizerSpec::build`] and [`JudgeSpec::build`] give for `llm`: a model needs its
+/// What [`LlmRoles::build`] gives for `llm`: a model needs its
 /// endpoint and key, which the spec alone does not have, so every summary fails and every
 /// probe is unscored, saying to build the roles with [`LlmRoles::build`].
 #[derive(Debug, Clone, Copy, Default)]

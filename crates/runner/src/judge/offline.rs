@@ -20,7 +20,7 @@
 //!   fact has a stronger alias ([`is_weak_alias`]): `3` of `[3 passengers, 3]` would credit the
 //!   fact wherever a 3 occurs.
 //! - **Short words**: an alias of one short word (letters only, up to 5 characters) matches only
-//!   a whole token ([`matches`]): `main` is not found in `src/main.rs`.
+//!   a whole token ([`matches()`]): `main` is not found in `src/main.rs`.
 //! - **Where**: a fact found in a recorded message kept verbatim is [`FoundIn::Verbatim`], else in
 //!   a summary [`FoundIn::Summary`], else in any other entry (a masked placeholder, an inserted
 //!   notice or digest) [`FoundIn::Other`], else [`FoundIn::Lost`].
@@ -192,7 +192,7 @@ struct Prepared1 {
 }
 
 /// A context prepared once per checkpoint: each entry's text normalized (a recorded message's
-/// once per conversation, [`prepared_message`]), grouped by where a fact can be found.
+/// once per conversation, `prepared_message`), grouped by where a fact can be found.
 #[derive(Debug, Clone, Default)]
 pub struct RenderedContext {
     /// The recorded messages the context holds verbatim.
