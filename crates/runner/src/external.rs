@@ -514,9 +514,6 @@ impl Session for ExternalSession<'_> {
     fn fault(&self) -> Option<String> {
         self.state.lock().ok().and_then(|s| s.fault.clone())
     }
-    fn as_strategy(&self) -> &dyn Strategy {
-        self
-    }
 }
 
 impl Drop for ExternalSession<'_> {

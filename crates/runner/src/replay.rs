@@ -315,7 +315,7 @@ pub fn replay_built(
     };
     let fault = || session.as_ref().and_then(|s| s.fault());
     let strategy: &dyn Strategy = match &session {
-        Some(s) => s.as_strategy(),
+        Some(s) => s.as_ref(),
         None => strategy.strategy(),
     };
     std::thread::scope(|scope| {

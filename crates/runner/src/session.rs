@@ -21,8 +21,6 @@ pub trait Session: Strategy {
     /// A fault that ends the conversation for this strategy (the program crashed, hung or broke
     /// the protocol), with what it said.
     fn fault(&self) -> Option<String>;
-    /// The session as a strategy.
-    fn as_strategy(&self) -> &dyn Strategy;
 }
 
 /// A strategy as a replay takes it.
