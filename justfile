@@ -1,8 +1,8 @@
-# compactbench tasks. `just --list` shows them all.
+# compactlens tasks. `just --list` shows them all.
 
 # Run the main job: every strategy over the shipped datasets (no API key, no network).
 run *ARGS:
-    cargo run --release -p compactbench -- run {{ARGS}}
+    cargo run --release -p compactlens -- run {{ARGS}}
 
 # Pass the tests.
 test:
@@ -15,13 +15,13 @@ lint:
 
 # Regenerate the synthetic datasets (byte-identical for the same seed).
 synth:
-    cargo run --release -p compactbench -- synth --seed 42 --out datasets/synthetic
+    cargo run --release -p compactlens -- synth --seed 42 --out datasets/synthetic
 
 # Criterion benches, short runs sized for two cores (figures in benches/RESULTS.md).
 bench *ARGS:
-    cargo bench -p compactbench-benches -- {{ARGS}}
+    cargo bench -p compactlens-benches -- {{ARGS}}
 
-# compactbench side by side with Python tiktoken and LangChain's trim_messages (creates .venv-peers/).
+# compactlens side by side with Python tiktoken and LangChain's trim_messages (creates .venv-peers/).
 bench-peers:
     bash benches/peers/run.sh
 
@@ -47,23 +47,23 @@ corpora-ci *ARGS:
 
 # Re-render report.html of a run folder.
 report DIR:
-    cargo run --release -p compactbench -- report {{DIR}}
+    cargo run --release -p compactlens -- report {{DIR}}
 
 # Run the gate's experiment and compare it pair by pair with the committed baseline (exit 1 on a regression).
 gate *ARGS:
     rm -rf target/ci-gate-run
-    cargo run --release -p compactbench -- run --config experiments/ci.toml --out target/ci-gate-run
-    cargo run --release -p compactbench -- gate --baseline reports/baseline --current target/ci-gate-run {{ARGS}}
+    cargo run --release -p compactlens -- run --config experiments/ci.toml --out target/ci-gate-run
+    cargo run --release -p compactlens -- gate --baseline reports/baseline --current target/ci-gate-run {{ARGS}}
 
 # Refresh the gate's baseline on purpose (after a change meant to move the numbers): commit the result.
 baseline:
     rm -rf target/ci-baseline-run
-    cargo run --release -p compactbench -- run --config experiments/ci.toml --out target/ci-baseline-run
+    cargo run --release -p compactlens -- run --config experiments/ci.toml --out target/ci-baseline-run
     mkdir -p reports/baseline
     cp target/ci-baseline-run/summary.csv reports/baseline/summary.csv
     cp target/ci-baseline-run/results.csv reports/baseline/results.csv
 
 # Rewrite the generated parameter tables in experiments/README.md from the strategy catalog.
 docs:
-    cargo run -q -p compactbench -- strategies --markdown > target/strategies.md
+    cargo run -q -p compactlens -- strategies --markdown > target/strategies.md
     python3 scripts/splice.py experiments/README.md strategies target/strategies.md

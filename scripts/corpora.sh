@@ -11,7 +11,7 @@
 #   scripts/corpora.sh check DIR   check that run folder DIR is complete (below)
 #
 # `ci` ends with `check`: the run's summary.csv must hold exactly the strategies
-# (`compactbench strategies --json`) and the `recorded` reference, each with a row for every
+# (`compactlens strategies --json`) and the `recorded` reference, each with a row for every
 # window of the experiment, and its results.csv a row for every (conversation, configuration)
 # of every dataset the experiment names (for `recorded`, every conversation that holds a
 # recorded compaction), all `ok`; otherwise it says what is missing and exits 1.
@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.."
 corpora="../shared/corpora"
 mode="${1:-run}"
 shift || true
-bin="${COMPACTBENCH:-cargo run --release -q -p compactbench --}"
+bin="${COMPACTLENS:-cargo run --release -q -p compactlens --}"
 
 # check DIR: the run in DIR covers its experiment (from DIR/run.json) with every strategy
 # and `recorded`. Dataset entries are resolved as the run resolved them: relative to the

@@ -152,7 +152,7 @@ def main():
         with open(path("real_vs_stand_in.csv"), newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
     except OSError as e:
-        sys.exit(f"real-probes: {path('real_vs_stand_in.csv')}: {e.strerror} (written by `compactbench run`; `run --resume --out DIR` writes it for an older run)")
+        sys.exit(f"real-probes: {path('real_vs_stand_in.csv')}: {e.strerror} (written by `compactlens run`; `run --resume --out DIR` writes it for an older run)")
     stand_in = manifest.get("stand_in_summary", manifest.get("summarizer") == "offline")
     label = "stand-in" if stand_in else "summarizer"
     print(f"| window | dataset | configuration | probes | conv. | real | {label} | {label} − real |")

@@ -2,15 +2,15 @@
 # Starts SmolLM2-135M-Instruct behind llama-cpp-python's OpenAI-compatible server on a free
 # loopback port, waits until it answers, and prints two lines:
 #
-#   COMPACTBENCH_SMOLLM2_URL=http://127.0.0.1:PORT/v1
-#   COMPACTBENCH_SMOLLM2_PID=PID
+#   COMPACTLENS_SMOLLM2_URL=http://127.0.0.1:PORT/v1
+#   COMPACTLENS_SMOLLM2_PID=PID
 #
-# so a caller can `eval "$(scripts/serve-llm.sh)"`, run the tests, then `kill $COMPACTBENCH_SMOLLM2_PID`.
-# Needs scripts/setup-llm.sh first. The server's log goes to ${COMPACTBENCH_LLM_LOG:-target/smollm2-server.log}.
+# so a caller can `eval "$(scripts/serve-llm.sh)"`, run the tests, then `kill $COMPACTLENS_SMOLLM2_PID`.
+# Needs scripts/setup-llm.sh first. The server's log goes to ${COMPACTLENS_LLM_LOG:-target/smollm2-server.log}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv="${COMPACTBENCH_LLM_VENV:-.venv-llm}"
-log="${COMPACTBENCH_LLM_LOG:-target/smollm2-server.log}"
+venv="${COMPACTLENS_LLM_VENV:-.venv-llm}"
+log="${COMPACTLENS_LLM_LOG:-target/smollm2-server.log}"
 py="$venv/bin/python"
 [ -x "$py" ] || { echo "serve-llm: $venv is missing; run scripts/setup-llm.sh" >&2; exit 2; }
 
@@ -30,8 +30,8 @@ for _ in $(seq 1 120); do
         exit 1
     fi
     if "$py" -c "import urllib.request, sys; urllib.request.urlopen('http://127.0.0.1:$port/v1/models', timeout=2); sys.exit(0)" 2>/dev/null; then
-        echo "COMPACTBENCH_SMOLLM2_URL=http://127.0.0.1:$port/v1"
-        echo "COMPACTBENCH_SMOLLM2_PID=$pid"
+        echo "COMPACTLENS_SMOLLM2_URL=http://127.0.0.1:$port/v1"
+        echo "COMPACTLENS_SMOLLM2_PID=$pid"
         exit 0
     fi
     sleep 1

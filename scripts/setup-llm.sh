@@ -6,10 +6,10 @@
 # already works is reused.
 #
 #   scripts/setup-llm.sh            # create or reuse .venv-llm
-#   COMPACTBENCH_LLM_VENV=DIR scripts/setup-llm.sh
+#   COMPACTLENS_LLM_VENV=DIR scripts/setup-llm.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv="${COMPACTBENCH_LLM_VENV:-.venv-llm}"
+venv="${COMPACTLENS_LLM_VENV:-.venv-llm}"
 
 # llama.cpp's default build targets the building machine's CPU (-march=native), which on a CPU
 # that reports AMX and AVX-512 (as this project's CI machines do) produced a server that died of
@@ -17,7 +17,7 @@ venv="${COMPACTBENCH_LLM_VENV:-.venv-llm}"
 # AVX2/FMA/F16C instead: every x86-64 machine of the last decade runs it, and the 135M model is
 # fast enough with it. A build without SIMD at all is some 50 times slower.
 cmake_args="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
-marker="$venv/.compactbench-build"
+marker="$venv/.compactlens-build"
 
 ready() {
     [ -x "$venv/bin/python" ] && [ "$(cat "$marker" 2>/dev/null)" = "$cmake_args" ] &&

@@ -6,15 +6,15 @@
 # same requirements file is reused. The last line printed is the environment's python.
 #
 #   scripts/setup-peers.sh                          # create or reuse .venv-peers
-#   COMPACTBENCH_PEERS_VENV=DIR scripts/setup-peers.sh
-#   COMPACTBENCH_PEERS_BASE_PYTHON=python3.12 scripts/setup-peers.sh   # the python to build it with
+#   COMPACTLENS_PEERS_VENV=DIR scripts/setup-peers.sh
+#   COMPACTLENS_PEERS_BASE_PYTHON=python3.12 scripts/setup-peers.sh   # the python to build it with
 #
 # A DIR other than .venv-peers needs the `command` paths of experiments/peers.toml changed too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv="${COMPACTBENCH_PEERS_VENV:-.venv-peers}"
+venv="${COMPACTLENS_PEERS_VENV:-.venv-peers}"
 requirements="sdk/python/requirements-peers.txt"
-marker="$venv/.compactbench-peers"
+marker="$venv/.compactlens-peers"
 
 ready() {
     [ -x "$venv/bin/python" ] && cmp -s "$requirements" "$marker" &&
@@ -25,7 +25,7 @@ if ready; then
     echo "setup-peers: $venv is ready (reused)" >&2
 else
     base=""
-    for candidate in ${COMPACTBENCH_PEERS_BASE_PYTHON:-} python3 python3.13 python3.12 python3.11; do
+    for candidate in ${COMPACTLENS_PEERS_BASE_PYTHON:-} python3 python3.13 python3.12 python3.11; do
         if command -v "$candidate" >/dev/null 2>&1 &&
             "$candidate" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
             base="$candidate"
@@ -33,7 +33,7 @@ else
         fi
     done
     if [ -z "$base" ]; then
-        echo "setup-peers: no Python 3.11 or later found (langchain 1.5 needs it); set COMPACTBENCH_PEERS_BASE_PYTHON" >&2
+        echo "setup-peers: no Python 3.11 or later found (langchain 1.5 needs it); set COMPACTLENS_PEERS_BASE_PYTHON" >&2
         exit 1
     fi
     echo "setup-peers: creating $venv with $("$base" --version 2>&1)" >&2

@@ -3,7 +3,7 @@
 //! summarizer and judge) through `runner::run::run` on a rayon pool of 1 and of 2 threads.
 //!
 //! ```text
-//! cargo bench -p compactbench-benches --bench experiment
+//! cargo bench -p compactlens-benches --bench experiment
 //! ```
 //!
 //! Each iteration runs every pair into a fresh folder (the JSONL log and the manifest are
@@ -47,7 +47,7 @@ pub fn bench(c: &mut Criterion) {
     let judge = runner::llm_setup::build_judge(&plan.experiment.judge);
     let engine = Engine::new(summarizer.as_ref(), judge.as_ref());
     let pairs = plan.pairs().len();
-    let scratch = std::env::temp_dir().join(format!("compactbench-bench-experiment-{}", std::process::id()));
+    let scratch = std::env::temp_dir().join(format!("compactlens-bench-experiment-{}", std::process::id()));
     let counter = AtomicUsize::new(0);
     let provenance = Provenance::default();
     // Per thread count: (runs, CPU milliseconds).

@@ -1,10 +1,10 @@
-//! compactbench's benches: one criterion binary, one module per topic.
+//! compactlens's benches: one criterion binary, one module per topic.
 //!
 //! ```text
-//! cargo bench -p compactbench-benches                 # everything
-//! cargo bench -p compactbench-benches -- tokens/      # one topic (a name filter)
-//! cargo test -p compactbench-benches --benches        # each bench once, as a smoke test
-//! cargo bench -p compactbench-benches --bench experiment   # the whole default experiment, 1 and 2 threads
+//! cargo bench -p compactlens-benches                 # everything
+//! cargo bench -p compactlens-benches -- tokens/      # one topic (a name filter)
+//! cargo test -p compactlens-benches --benches        # each bench once, as a smoke test
+//! cargo bench -p compactlens-benches --bench experiment   # the whole default experiment, 1 and 2 threads
 //! ```
 //!
 //! Every group keeps criterion's runs short (see [`topics::quick`]): small samples and short

@@ -1,10 +1,10 @@
-"""Run compactbench and its peers side by side on the same inputs, alternating, and print the
+"""Run compactlens and its peers side by side on the same inputs, alternating, and print the
 medians and ratios pair by pair. Started by run.sh; standard library only.
 
     python compare.py --peer PATH/TO/peer --dir INPUTS [--runs N] [--exact-runs N]
 
-Pairs (compactbench first, then its peer):
-  count        exact o200k_base counting of the corpus: compactbench vs tiktoken (encode_ordinary)
+Pairs (compactlens first, then its peer):
+  count        exact o200k_base counting of the corpus: compactlens vs tiktoken (encode_ordinary)
   trim/approx  the agent loop: truncate (chars/4) vs trim_messages + count_tokens_approximately
   trim/exact   the agent loop: truncate (o200k_base) vs trim_messages + an exact tiktoken counter
 
@@ -56,14 +56,14 @@ def main():
 
     python = [sys.executable, os.path.join(HERE, "peer.py")]
     rust = [args.peer]
-    results = {name: {"compactbench": [], "python": []} for name, *_ in PAIRS}
+    results = {name: {"compactlens": [], "python": []} for name, *_ in PAIRS}
     problems = []
     rounds = max(args.runs, args.exact_runs)
     for r in range(rounds):
         for name, rust_args, py_args, _, _ in PAIRS:
             if r >= (args.exact_runs if name == "trim/exact" else args.runs):
                 continue
-            sides = [("compactbench", rust + [rust_args[0], args.dir] + rust_args[1:]),
+            sides = [("compactlens", rust + [rust_args[0], args.dir] + rust_args[1:]),
                      ("python", python + [py_args[0], args.dir] + py_args[1:])]
             # Alternate which side goes first.
             if r % 2:
@@ -82,37 +82,37 @@ def main():
     if len(exact_starts) > 1:
         problems.append("trim/exact: the two sides kept different histories")
     approx = results["trim/approx"]
-    same = sum(a == b for a, b in zip(approx["compactbench"][0]["starts"], approx["python"][0]["starts"]))
+    same = sum(a == b for a, b in zip(approx["compactlens"][0]["starts"], approx["python"][0]["starts"]))
 
     print()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {cpu_model()}")
     print(f"python {platform.python_version()}, {versions()}")
-    first = results["count"]["compactbench"][0]
+    first = results["count"]["compactlens"][0]
     print(f"corpus: {first['docs']} documents, {first['bytes']:,} bytes, {first['tokens']:,} o200k tokens")
-    loop = results["trim/exact"]["compactbench"][0]
+    loop = results["trim/exact"]["compactlens"][0]
     print(f"agent loop: {loop['messages']:,} messages, {loop['calls']} model calls, budget 32,000 tokens")
     print()
-    header = f"{'pair':<12} {'compactbench':>14} {'peer':>14} {'ratio':>9} {'target':>8}  ok  runs"
+    header = f"{'pair':<12} {'compactlens':>14} {'peer':>14} {'ratio':>9} {'target':>8}  ok  runs"
     print(header)
     print("-" * len(header))
     summary = {}
     for name, _, _, target, what in PAIRS:
-        ours = statistics.median(rep["seconds"] for rep in results[name]["compactbench"])
+        ours = statistics.median(rep["seconds"] for rep in results[name]["compactlens"])
         theirs = statistics.median(rep["seconds"] for rep in results[name]["python"])
         ratio = theirs / ours
         ok = "yes" if ratio >= target else "NO"
         n = len(results[name]["python"])
         print(f"{name:<12} {fmt(ours):>14} {fmt(theirs):>14} {ratio:>8.1f}x {target:>7,.1f}x  {ok:<3} {n}")
-        summary[name] = {"compactbench_s": ours, "peer_s": theirs, "ratio": ratio, "target": target, "what": what}
+        summary[name] = {"compactlens_s": ours, "peer_s": theirs, "ratio": ratio, "target": target, "what": what}
     print()
     mb = first["bytes"] / 1e6
     c = summary["count"]
-    print(f"count:       compactbench {mb / c['compactbench_s']:.1f} MB/s, {first['tokens'] / c['compactbench_s'] / 1e6:.2f} M tokens/s;"
+    print(f"count:       compactlens {mb / c['compactlens_s']:.1f} MB/s, {first['tokens'] / c['compactlens_s'] / 1e6:.2f} M tokens/s;"
           f" tiktoken {mb / c['peer_s']:.1f} MB/s, {first['tokens'] / c['peer_s'] / 1e6:.2f} M tokens/s")
     for name in ("trim/approx", "trim/exact"):
         s = summary[name]
         py = results[name]["python"][0]
-        print(f"{name + ':':<12} compactbench {loop['messages'] / s['compactbench_s']:,.0f} messages/s;"
+        print(f"{name + ':':<12} compactlens {loop['messages'] / s['compactlens_s']:,.0f} messages/s;"
               f" LangChain {loop['messages'] / s['peer_s']:,.0f} messages/s"
               f" (it counted {py['messages_counted']:,} messages: {py['messages_counted'] / s['peer_s']:,.0f} counted/s)")
     print(f"trim/approx: the same trimmed history at {same} of {loop['calls']} calls"

@@ -86,7 +86,7 @@ def to_langchain(messages):
 
 def tiktoken_counter(enc):
     """An exact counter in the shape of LangChain's documented tiktoken counter, with the same
-    chat-template overhead as compactbench's exact meter: 3 tokens per message plus its content,
+    chat-template overhead as compactlens's exact meter: 3 tokens per message plus its content,
     and per tool call 1 token plus its name and JSON arguments."""
 
     def counter(messages):

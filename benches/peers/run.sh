@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side by side with the peers, on identical inputs, alternating, in one run:
-#   - exact o200k_base counting of the mixed corpus: compactbench vs Python tiktoken;
-#   - the agent loop (2,000 messages, trim before each model call to 32k tokens): compactbench's
+#   - exact o200k_base counting of the mixed corpus: compactlens vs Python tiktoken;
+#   - the agent loop (2,000 messages, trim before each model call to 32k tokens): compactlens's
 #     `truncate` vs LangChain's `trim_messages`, with the approximate and the exact counter.
 # Prints the median of several runs per side and the ratio pair by pair (see compare.py).
 #
@@ -28,7 +28,7 @@ echo "== installing the peers (benches/peers/requirements.txt)" >&2
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$here/requirements.txt"
 
 echo "== building the Rust side (release)" >&2
-(cd "$root" && cargo build --release --quiet -p compactbench-benches --bin peer)
+(cd "$root" && cargo build --release --quiet -p compactlens-benches --bin peer)
 target_dir="$(cd "$root" && cargo metadata --format-version 1 --no-deps | "$venv/bin/python" -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
 peer="$target_dir/release/peer"
 

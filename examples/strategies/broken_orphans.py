@@ -1,11 +1,11 @@
-"""broken_orphans: a deliberately BROKEN strategy, to show what `compactbench conform` catches.
+"""broken_orphans: a deliberately BROKEN strategy, to show what `compactlens conform` catches.
 
 Do not use it to compact anything. Once the request passes `threshold` x the window (or on an
 overflow) it keeps the system prompt and the last `keep` messages like keep_last_n.py, but it
 moves the cut the wrong way: past the first assistant message of the kept part that holds
 answered tool calls, so that message is dropped and its tool results are kept without it.
 Every compaction with a tool call in reach leaves an orphaned tool result, which both the
-OpenAI and the Anthropic APIs refuse; `compactbench conform` must fail on it (exit code 1),
+OpenAI and the Anthropic APIs refuse; `compactlens conform` must fail on it (exit code 1),
 printing the rule broken and the smallest conversation that shows it:
 
     [[strategy]]
@@ -21,7 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sdk", "python"))
 
-from compactbench_strategy import Strategy, run  # noqa: E402
+from compactlens_strategy import Strategy, run  # noqa: E402
 
 
 class BrokenOrphans(Strategy):

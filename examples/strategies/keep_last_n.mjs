@@ -1,7 +1,7 @@
 // keep_last_n.mjs: keep the system prompt and the newest messages, tool pairs intact.
 //
-// An example external strategy for compactbench, written with the Node SDK
-// (sdk/typescript/compactbench-strategy.mjs). Once the request passes `threshold` x the window
+// An example external strategy for compactlens, written with the Node SDK
+// (sdk/typescript/compactlens-strategy.mjs). Once the request passes `threshold` x the window
 // (or when the harness reports an overflow) it keeps the leading system message(s) and the last
 // `keep` messages and drops the rest, summarizing nothing. The cut is pair-safe: it moves
 // earlier until no kept tool result has lost its call, so no kept assistant message loses its
@@ -22,11 +22,11 @@
 //   label = "node-keep-last-n"
 //   keep = 12
 
-import { Strategy, run } from "../../sdk/typescript/compactbench-strategy.mjs";
+import { Strategy, run } from "../../sdk/typescript/compactlens-strategy.mjs";
 
 /**
- * @typedef {import("../../sdk/typescript/compactbench-strategy.mjs").Message} Message
- * @typedef {import("../../sdk/typescript/compactbench-strategy.mjs").Call} Call
+ * @typedef {import("../../sdk/typescript/compactlens-strategy.mjs").Message} Message
+ * @typedef {import("../../sdk/typescript/compactlens-strategy.mjs").Call} Call
  */
 
 const NOTICE = (n) => `[${n} earlier messages were removed to fit the context window.]`;

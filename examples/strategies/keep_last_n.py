@@ -1,7 +1,7 @@
 """keep_last_n: keep the system prompt and the newest messages, tool pairs intact.
 
-An example external strategy for compactbench, written with the Python SDK
-(sdk/python/compactbench_strategy.py). Once the request passes `threshold` x the window
+An example external strategy for compactlens, written with the Python SDK
+(sdk/python/compactlens_strategy.py). Once the request passes `threshold` x the window
 (or when the harness reports an overflow) it keeps the leading system message(s) and the last
 `keep` messages and drops the rest. The cut moves earlier until no kept tool result has lost
 its call (and so no kept call has lost its results; calls in flight at the very end have no
@@ -34,7 +34,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sdk", "python"))
 
-from compactbench_strategy import Strategy, SummaryError, run  # noqa: E402
+from compactlens_strategy import Strategy, SummaryError, run  # noqa: E402
 
 DEFAULT_INSTRUCTIONS = (
     "You write the memory of an agent whose older messages are being removed from its "

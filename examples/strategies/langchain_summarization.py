@@ -1,8 +1,8 @@
 """langchain_summarization: LangChain's SummarizationMiddleware, run through LangChain's own code.
 
-A peer for compactbench's built-in `langchain-summarization` (a Rust port of the same
+A peer for compactlens's built-in `langchain-summarization` (a Rust port of the same
 middleware): here the middleware itself decides, from the pinned `langchain` package
-(sdk/python/requirements-peers.txt), and compactbench's summarizer writes the summary.
+(sdk/python/requirements-peers.txt), and compactlens's summarizer writes the summary.
 
 What of LangChain's code runs. One `SummarizationMiddleware` per conversation, built with
 `model=` a minimal chat model (below) whose profile gives the window as `max_input_tokens`,
@@ -18,7 +18,7 @@ agent loop runs. The only subclassing: `_trim_messages_for_summary` is wrapped t
 messages LangChain put into the prompt (it still runs LangChain's code and returns its result).
 
 The chat model. Its generation receives LangChain's rendered summary prompt and sends it to
-compactbench as a `summarize` request: the prompt's text before its `<messages>` block as the
+compactlens as a `summarize` request: the prompt's text before its `<messages>` block as the
 `instructions`, and the messages LangChain rendered into that block as the `messages` (the
 very dataset messages, so the summarizer sees the tool calls and results as they are; when
 the prompt does not match those messages, the whole prompt is sent as one user message). The
@@ -32,7 +32,7 @@ a user message flagged `"summary": true`. The middleware has no reactive path: o
 re-ask it decides by its own count, as it would before the next model call.
 
 When the summarizer fails, the failure is raised in the chat model as a non-retryable
-`langchain_core.exceptions.ModelError`, so LangChain does not retry it (compactbench's
+`langchain_core.exceptions.ModelError`, so LangChain does not retry it (compactlens's
 summarizer already retried an LLM endpoint) and it leaves the middleware, as LangChain's
 does. In an agent that ends the run; here `on_summary_error = "keep"` (the default) leaves
 the context unchanged for that call and `"fail"` fails the pair.
@@ -55,7 +55,7 @@ from typing import Any, List, Optional
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sdk", "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from compactbench_strategy import Strategy, SummaryError, run  # noqa: E402
+from compactlens_strategy import Strategy, SummaryError, run  # noqa: E402
 from langchain_trim import Converter  # noqa: E402  (the message conversion, shared)
 
 import langchain  # noqa: E402
@@ -71,13 +71,13 @@ MESSAGES_MARKER = "<messages>"
 
 
 class SummarizerFailed(ModelError):
-    """compactbench's summarizer answered with an error; not worth retrying."""
+    """compactlens's summarizer answered with an error; not worth retrying."""
 
     is_retryable = False
 
 
-class CompactbenchChatModel(BaseChatModel):
-    """A chat model whose every generation is a `summarize` request to compactbench."""
+class CompactlensChatModel(BaseChatModel):
+    """A chat model whose every generation is a `summarize` request to compactlens."""
 
     summary_max_tokens: int = 4096
     #: Set while a call is being answered: the SDK's `call` and the strategy's middleware.
@@ -86,7 +86,7 @@ class CompactbenchChatModel(BaseChatModel):
 
     @property
     def _llm_type(self) -> str:
-        return "compactbench-summarizer"
+        return "compactlens-summarizer"
 
     def _generate(
         self,
@@ -129,7 +129,7 @@ class LangchainSummarization(Strategy):
         self.on_summary_error = p.get("on_summary_error", "keep")
         if self.on_summary_error not in ("keep", "fail"):
             raise ValueError('on_summary_error must be "keep" or "fail", got %r' % self.on_summary_error)
-        self.model = CompactbenchChatModel(
+        self.model = CompactlensChatModel(
             profile={"max_input_tokens": int(window)},
             summary_max_tokens=int(p.get("summary_max_tokens", 4096)),
             strategy=self,

@@ -1,6 +1,6 @@
 """langchain_trim: LangChain's `trim_messages`, run through LangChain's own code.
 
-A peer for compactbench's built-in `truncate` baseline: before every model call the context
+A peer for compactlens's built-in `truncate` baseline: before every model call the context
 goes through `langchain_core.messages.trim_messages` exactly as LangChain's documentation
 configures it for a chat history:
 
@@ -9,7 +9,7 @@ configures it for a chat history:
 
 The dataset messages become LangChain messages (SystemMessage, HumanMessage, AIMessage with
 its tool_calls, ToolMessage) and the messages LangChain keeps are mapped back to the very
-dicts they came from, so what it keeps goes back to compactbench as `keep` ranges; when it
+dicts they came from, so what it keeps goes back to compactlens as `keep` ranges; when it
 keeps everything the answer is `keep`. There is no threshold of its own: LangChain trims on
 every call, and keeps everything while the history fits. An overflow re-ask gets the same
 trim again (LangChain has no reactive path).
@@ -42,7 +42,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sdk", "python"))
 
-from compactbench_strategy import Strategy, run  # noqa: E402
+from compactlens_strategy import Strategy, run  # noqa: E402
 
 import langchain_core  # noqa: E402
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage  # noqa: E402

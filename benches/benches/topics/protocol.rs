@@ -83,7 +83,7 @@ pub fn calls_and_bytes(convo: &Conversation) -> (u64, u64) {
 }
 
 pub fn bench(c: &mut Criterion) {
-    let dir: PathBuf = std::env::temp_dir().join(format!("compactbench-protocol-bench-{}", std::process::id()));
+    let dir: PathBuf = std::env::temp_dir().join(format!("compactlens-protocol-bench-{}", std::process::id()));
     if std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(dir.join("noop.py"), NOOP)).is_err() {
         eprintln!("protocol: cannot write the no-op program; skipped");
         return;

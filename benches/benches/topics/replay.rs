@@ -13,10 +13,10 @@
 //! peer comparison), which keeps the 100k-message replay at about a second per strategy; the
 //! 10k one is "one long conversation" replayed through each strategy.
 
-use compactbench_benches::conversations::{generate, Shape};
 use compaction::{Conversation, Encoding};
 use compaction_strategies::StrategyConfig;
 use compaction_strategies::NAMES;
+use compactlens_benches::conversations::{generate, Shape};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use runner::judge::OfflineJudge;
 use runner::replay::{replay, CacheProfile, ReplaySettings};
@@ -32,7 +32,7 @@ pub const WINDOW: u64 = 32_000;
 pub const TURN_BYTES: usize = 16_000;
 
 pub fn conversation(n: usize) -> Conversation {
-    generate(Shape { messages: n, seed: compactbench_benches::SEED, max_turn_bytes: Some(TURN_BYTES) })
+    generate(Shape { messages: n, seed: compactlens_benches::SEED, max_turn_bytes: Some(TURN_BYTES) })
 }
 
 pub fn settings(name: &str) -> Option<ReplaySettings> {

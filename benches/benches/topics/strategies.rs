@@ -24,10 +24,10 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use compactbench_benches::conversations;
 use compaction::{mask_in_place, Budget, Context, Entry, MaskAnswer, Strategy, Trigger};
 use compaction_strategies::StrategyConfig;
 use compaction_strategies::NAMES;
+use compactlens_benches::conversations;
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
 use testkit::summaries::{fulfil, Length};
 
@@ -73,7 +73,7 @@ pub fn bench(c: &mut Criterion) {
     let contexts: Vec<(usize, Context)> = SIZES
         .iter()
         .map(|&n| {
-            let ctx = Context::from_messages(conversations::generated(n, compactbench_benches::SEED).messages);
+            let ctx = Context::from_messages(conversations::generated(n, compactlens_benches::SEED).messages);
             // Meter every message with every estimator before any timer starts.
             for (_, s) in &strategies {
                 s.estimate(&ctx);

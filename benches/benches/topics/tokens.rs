@@ -8,9 +8,9 @@
 
 use std::hint::black_box;
 
-use compactbench_benches::corpus::{self, DocKind};
 use compaction::tokens::{CharsOver4, CharsOver4Plus2, CharsOver4Role4, LenOver4Plus4};
 use compaction::{Exact, Message, TokenCounter};
+use compactlens_benches::corpus::{self, DocKind};
 use criterion::{Criterion, Throughput};
 
 use super::quick;
@@ -29,7 +29,7 @@ fn meters() -> Vec<(&'static str, Box<dyn TokenCounter>)> {
 
 /// The corpus as messages.
 pub fn corpus_messages() -> Vec<Message> {
-    corpus::mixed(compactbench_benches::SEED, corpus::CORPUS_BYTES)
+    corpus::mixed(compactlens_benches::SEED, corpus::CORPUS_BYTES)
         .into_iter()
         .enumerate()
         .map(|(i, d)| match d.kind {

@@ -1,7 +1,7 @@
 //! How close an LLM-bound run comes to its bound, with default flags.
 //!
 //! ```text
-//! cargo run --release -p compactbench-benches --bin llm-concurrency [-- LATENCY_MS]
+//! cargo run --release -p compactlens-benches --bin llm-concurrency [-- LATENCY_MS]
 //! ```
 //!
 //! A scripted OpenAI-compatible server (testkit's) answers every request after a fixed latency
@@ -43,7 +43,7 @@ fn main() -> anyhow::Result<()> {
         };
         reply.delayed(latency)
     });
-    let dir = std::env::temp_dir().join(format!("compactbench-llm-concurrency-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("compactlens-llm-concurrency-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("data"))?;
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");

@@ -14,9 +14,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context as _};
-use compactbench_benches::peer;
 use compaction::{Exact, Strategy};
 use compaction_strategies::common::Counter;
+use compactlens_benches::peer;
 use serde_json::json;
 
 fn main() -> anyhow::Result<()> {
@@ -26,7 +26,7 @@ fn main() -> anyhow::Result<()> {
         _ => bail!("usage: peer inputs|count|trim DIR [COUNTER]"),
     };
     let report = match task {
-        "inputs" => serde_json::to_value(peer::write_inputs(&dir, compactbench_benches::SEED)?)?,
+        "inputs" => serde_json::to_value(peer::write_inputs(&dir, compactlens_benches::SEED)?)?,
         "count" => count(&dir)?,
         "trim" => {
             let counter: Counter = serde_json::from_value(json!(args.get(2).context("trim needs a COUNTER")?))
@@ -49,7 +49,7 @@ fn count(dir: &std::path::Path) -> anyhow::Result<serde_json::Value> {
     let seconds = start.elapsed().as_secs_f64();
     let bytes: usize = docs.iter().map(String::len).sum();
     Ok(json!({
-        "side": "compactbench",
+        "side": "compactlens",
         "task": "count",
         "seconds": seconds,
         "tokens": tokens,
@@ -69,7 +69,7 @@ fn trim(dir: &std::path::Path, counter: Counter) -> anyhow::Result<serde_json::V
     let seconds = start.elapsed().as_secs_f64();
     let check = peer::check_trims(&messages, &trims, strategy.estimator());
     Ok(json!({
-        "side": "compactbench",
+        "side": "compactlens",
         "task": "trim",
         "counter": strategy.estimator().name(),
         "seconds": seconds,

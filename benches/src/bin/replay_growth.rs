@@ -6,7 +6,7 @@
 //! strategy compacted at each size (benches/RESULTS.md):
 //!
 //! ```text
-//! cargo run --release -p compactbench-benches --bin replay-growth
+//! cargo run --release -p compactlens-benches --bin replay-growth
 //! ```
 //!
 //! The conversation is generated once per size, outside the timer. A size whose replay takes
@@ -17,10 +17,10 @@
 
 use std::time::{Duration, Instant};
 
-use compactbench_benches::conversations::{generate, Shape};
 use compaction::Encoding;
 use compaction_strategies::StrategyConfig;
 use compaction_strategies::NAMES;
+use compactlens_benches::conversations::{generate, Shape};
 use runner::judge::OfflineJudge;
 use runner::replay::{replay, CacheProfile, OverflowPolicy, ReplaySettings};
 use runner::summarize::OfflineSummarizer;
@@ -34,7 +34,7 @@ fn main() -> anyhow::Result<()> {
     }
     let conversations: Vec<_> = SIZES
         .iter()
-        .map(|&n| generate(Shape { messages: n, seed: compactbench_benches::SEED, max_turn_bytes: Some(16_000) }))
+        .map(|&n| generate(Shape { messages: n, seed: compactlens_benches::SEED, max_turn_bytes: Some(16_000) }))
         .collect();
     println!(
         "| strategy | 1k | 10k | 100k | 100k vs 1k per message | compactions per 1,000 messages at 1k / 10k / 100k |"

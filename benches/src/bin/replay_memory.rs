@@ -4,15 +4,15 @@
 //! what it did. Run it under `/usr/bin/time -v` for the peak resident set (benches/RESULTS.md):
 //!
 //! ```text
-//! cargo build --release -p compactbench-benches --bin replay-memory
+//! cargo build --release -p compactlens-benches --bin replay-memory
 //! /usr/bin/time -v target/release/replay-memory keep-last-n 100000
 //! ```
 
 #![allow(clippy::print_stdout)]
 
-use compactbench_benches::conversations::{generate, Shape};
 use compaction::Encoding;
 use compaction_strategies::StrategyConfig;
+use compactlens_benches::conversations::{generate, Shape};
 use runner::judge::OfflineJudge;
 use runner::replay::{replay, CacheProfile, OverflowPolicy, ReplaySettings};
 use runner::summarize::OfflineSummarizer;
@@ -22,7 +22,7 @@ fn main() -> anyhow::Result<()> {
     let name = args.next().unwrap_or_else(|| "keep-last-n".into());
     let messages: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
     let strategy = StrategyConfig::default_for(&name).ok_or_else(|| anyhow::anyhow!("unknown strategy {name}"))?;
-    let convo = generate(Shape { messages, seed: compactbench_benches::SEED, max_turn_bytes: Some(16_000) });
+    let convo = generate(Shape { messages, seed: compactlens_benches::SEED, max_turn_bytes: Some(16_000) });
     let settings = ReplaySettings {
         strategy,
         window: 32_000,

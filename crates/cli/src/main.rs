@@ -1,4 +1,4 @@
-//! The `compactbench` binary: the only place that reads the environment, prints, and picks
+//! The `compactlens` binary: the only place that reads the environment, prints, and picks
 //! exit codes (0 ok, 1 gate regression or failed run, 2 usage or input error).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -34,7 +34,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Evaluate and benchmark how LLM agents compact their context.
 #[derive(Debug, Parser)]
-#[command(name = "compactbench", version, about)]
+#[command(name = "compactlens", version, about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -205,7 +205,7 @@ impl StrategyConfig {
     }
 }
 
-/// One parameter of a strategy, for `compactbench strategies`.
+/// One parameter of a strategy, for `compactlens strategies`.
 #[derive(Debug, Clone, Serialize)]
 pub struct ParamInfo {
     /// The parameter's key in an experiment table.

@@ -32,7 +32,7 @@ pub struct Profile {
     /// conversation on every call). A caller that honours it hands [`Strategy::plan`] the full
     /// history before every call.
     pub rebuilds_from_history: bool,
-    /// The condition [`Strategy::can_operate`] checks, in words, for `compactbench strategies`.
+    /// The condition [`Strategy::can_operate`] checks, in words, for `compactlens strategies`.
     pub operating_condition: &'static str,
 }
 

@@ -269,7 +269,7 @@ fn a_read_error_is_reported_and_keeps_what_loaded() {
 }
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("compactbench-dataset-{}-{name}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("compactlens-dataset-{}-{name}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).expect("temp dir is writable");
     dir

@@ -162,7 +162,7 @@ impl Client {
         cfg.validate()?;
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs_f64(cfg.timeout_s))
-            .user_agent(concat!("compactbench/", env!("CARGO_PKG_VERSION")))
+            .user_agent(concat!("compactlens/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| LlmError::Client(e.to_string()))?;
         let seed = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(7);

@@ -1,4 +1,4 @@
-//! LLM providers over HTTP for compactbench: OpenAI-compatible chat completions and the
+//! LLM providers over HTTP for compactlens: OpenAI-compatible chat completions and the
 //! Anthropic Messages API, with retries, rate limits, usage accounting and an on-disk response
 //! cache.
 //!

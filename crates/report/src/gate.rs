@@ -1118,13 +1118,13 @@ impl GateReport {
         let mut out = String::new();
         if failures == 0 {
             out.push_str(&format!(
-                "### compactbench gate: passed\n\n{} rows (configurations, pooled and per dataset) compared with the baseline; no regression.\n\n",
+                "### compactlens gate: passed\n\n{} rows (configurations, pooled and per dataset) compared with the baseline; no regression.\n\n",
                 self.compared
             ));
         } else {
             let configs: std::collections::BTreeSet<&str> = self.failures().map(|c| c.config_id.as_str()).collect();
             out.push_str(&format!(
-                "### compactbench gate: FAILED\n\n{} {} in {} {} ({} rows compared with the baseline).\n\n",
+                "### compactlens gate: FAILED\n\n{} {} in {} {} ({} rows compared with the baseline).\n\n",
                 failures,
                 if failures == 1 { "failure" } else { "failures" },
                 configs.len(),
@@ -1258,7 +1258,7 @@ mod tests {
         let failing: Vec<String> = r.failures().map(|c| c.metric.clone()).collect();
         assert_eq!(failing, ["overflow_rate", "rejected_requests_openai", "failed", "cost"]);
         let md = r.markdown();
-        assert!(md.contains("### compactbench gate: FAILED"));
+        assert!(md.contains("### compactlens gate: FAILED"));
         assert!(md.contains("| a | rejected_requests_openai | 0 | 3 | +3 | – | 0 | **regression** |"), "{md}");
         assert!(md.contains("| a | cost | $0.01 | $0.02 | +$0.01 | – | 5% | **regression** |"), "{md}");
     }

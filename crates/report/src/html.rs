@@ -283,7 +283,7 @@ pub fn render(data: &RunData, texts: &ProbeTexts) -> String {
         escape(&content_security_policy())
     ));
     out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
-    out.push_str(&format!("<title>{}</title>\n", escape(&format!("compactbench: {}", experiment.name))));
+    out.push_str(&format!("<title>{}</title>\n", escape(&format!("compactlens: {}", experiment.name))));
     out.push_str(&format!("<style>\n{STYLE}</style>\n</head>\n<body>\n<main>\n"));
     page.header(&mut out);
     page.verdict(&mut out);
@@ -413,7 +413,7 @@ impl Page<'_> {
 
     fn header(&self, out: &mut String) {
         let m = &self.data.manifest;
-        out.push_str(&format!("<h1>{}</h1>\n", escape(&format!("compactbench: {}", m.experiment.name))));
+        out.push_str(&format!("<h1>{}</h1>\n", escape(&format!("compactlens: {}", m.experiment.name))));
         out.push_str(&format!(
             "<p class=\"note\">{} · started {} · commit {} · {} configurations × {} conversations{}</p>\n",
             escape(&m.experiment_id),

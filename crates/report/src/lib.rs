@@ -1,4 +1,4 @@
-//! compactbench's views of a run log: the CSV files of a run folder and the per-configuration
+//! compactlens's views of a run log: the CSV files of a run folder and the per-configuration
 //! summary with bootstrap confidence intervals.
 //!
 //! Everything here is computed from a [`runlog::log::RunData`] (the manifest and the records

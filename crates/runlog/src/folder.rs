@@ -5,7 +5,7 @@
 //! - [`write_atomic`]: every file a command writes goes through a temporary file created
 //!   exclusively (`create_new`, so a link or file planted at its name is never followed or
 //!   overwritten) under a random name in the same folder, then renamed over the target.
-//! - [`RunLock`]: an exclusive OS file lock (`flock` on Unix) on `.compactbench.lock`, held for
+//! - [`RunLock`]: an exclusive OS file lock (`flock` on Unix) on `.compactlens.lock`, held for
 //!   the run's life and released by the OS when the process ends, however it ends. Process ids
 //!   are not trusted (two containers sharing a volume have separate PID namespaces): the owner's
 //!   host and process id are written into the file for the message only.
@@ -91,7 +91,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Err(last.unwrap_or_else(|| io::Error::other("no free temporary name")))
 }
 
-/// A run folder's lock: an exclusive OS lock on `.compactbench.lock`, held while the value
+/// A run folder's lock: an exclusive OS lock on `.compactlens.lock`, held while the value
 /// lives (the OS releases it when the process ends, a `kill -9` included).
 pub struct RunLock {
     path: PathBuf,

@@ -1,4 +1,4 @@
-//! The run log of compactbench: what a run records and how it is read back.
+//! The run log of compactlens: what a run records and how it is read back.
 //!
 //! Serde data and file I/O only (no network, no threads): the experiment as parsed
 //! ([`experiment`], with its LLM settings in [`llm_settings`] and the replay settings it names

@@ -21,7 +21,7 @@ pub const RESULTS_FILE: &str = "results.jsonl";
 pub const MANIFEST_FILE: &str = "run.json";
 /// The lock file of a run folder: an exclusive OS lock held by the running process (see
 /// [`crate::folder::RunLock`]); it holds the owner's host and process id for the message.
-pub const LOCK_FILE: &str = ".compactbench.lock";
+pub const LOCK_FILE: &str = ".compactlens.lock";
 /// Version of the manifest's shape.
 pub const MANIFEST_FORMAT: u32 = 1;
 
@@ -108,7 +108,7 @@ pub struct Timings {
     /// Worker threads the pairs ran on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
-    /// Per phase of the run, in the order they happen (`compactbench run --timings` prints
+    /// Per phase of the run, in the order they happen (`compactlens run --timings` prints
     /// them): the run's own steps with their wall and CPU time, and the phases of the replays
     /// with their CPU time summed over the workers. Empty for a merge.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

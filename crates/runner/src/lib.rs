@@ -1,4 +1,4 @@
-//! compactbench's engine: load and validate datasets, replay conversations through strategies,
+//! compactlens's engine: load and validate datasets, replay conversations through strategies,
 //! summarize and judge offline, run experiment matrices and keep a resumable result log.
 
 pub mod calibrate;

@@ -1,4 +1,4 @@
-//! LLM-written probes (`compactbench probes generate`): the experiment's model reads a recording
+//! LLM-written probes (`compactlens probes generate`): the experiment's model reads a recording
 //! and proposes probes in the schema of the derived ones (question, answer, facts, kind, tier,
 //! source messages); each is validated before it is kept.
 //!

@@ -1,4 +1,4 @@
-//! Where a run's time goes, per phase (`compactbench run --timings`, and `timings.phases` in
+//! Where a run's time goes, per phase (`compactlens run --timings`, and `timings.phases` in
 //! `run.json`).
 //!
 //! - The run's own steps (loading, starting, the replays, finishing, writing the views) are

@@ -1,11 +1,11 @@
 """The LangChain peers (examples/strategies/langchain_*.py) driven through the fake harness.
 
 They need the pinned LangChain packages (sdk/python/requirements-peers.txt). The strategies run
-under COMPACTBENCH_PEERS_PYTHON when it is set (the python that scripts/setup-peers.sh prints),
+under COMPACTLENS_PEERS_PYTHON when it is set (the python that scripts/setup-peers.sh prints),
 else under the interpreter running the tests; without LangChain there, the tests are skipped.
 
     python -m pytest sdk/python/tests/test_peers.py
-    COMPACTBENCH_PEERS_PYTHON=.venv-peers/bin/python python -m pytest sdk/python/tests/test_peers.py
+    COMPACTLENS_PEERS_PYTHON=.venv-peers/bin/python python -m pytest sdk/python/tests/test_peers.py
 """
 
 import os
@@ -16,7 +16,7 @@ import pytest
 
 from test_sdk import EXAMPLES, FakeHarness, call_msg, load_synthetic, msg, problems, replay, result
 
-PYTHON = os.environ.get("COMPACTBENCH_PEERS_PYTHON") or sys.executable
+PYTHON = os.environ.get("COMPACTLENS_PEERS_PYTHON") or sys.executable
 
 
 def _langchain_missing():
@@ -29,7 +29,7 @@ def _langchain_missing():
         return None
     return (
         "LangChain is not importable by %s: run scripts/setup-peers.sh and set "
-        "COMPACTBENCH_PEERS_PYTHON to the python it prints (or run the tests with it)" % PYTHON
+        "COMPACTLENS_PEERS_PYTHON to the python it prints (or run the tests with it)" % PYTHON
     )
 
 
@@ -134,7 +134,7 @@ def test_langchain_summarization_below_the_trigger_keeps(peer):
     assert h.close()[0] == 0
 
 
-def test_langchain_summarization_summarizes_through_compactbench(peer):
+def test_langchain_summarization_summarizes_through_compactlens(peer):
     h = peer("langchain_summarization.py")
     h.init({"keep_messages": 6})
     h.begin(window=4000)

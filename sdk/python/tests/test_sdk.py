@@ -1,7 +1,7 @@
 """Tests of the Python SDK and the example strategies, through a fake harness.
 
 The fake harness starts a strategy script as a child process (with this interpreter) and
-speaks protocol version 1 to it over pipes, as compactbench does (docs/external-strategies.md).
+speaks protocol version 1 to it over pipes, as compactlens does (docs/external-strategies.md).
 
     python -m pytest sdk/python/tests
 """
@@ -229,7 +229,7 @@ def strategy(tmp_path):
         script.write_text(
             "import sys, json\n"
             "sys.path.insert(0, %r)\n"
-            "from compactbench_strategy import Strategy, SummaryError, run\n\n"
+            "from compactlens_strategy import Strategy, SummaryError, run\n\n"
             % SDK
             + textwrap.dedent(body)
             + "\n\nif __name__ == '__main__':\n    run(%s)\n" % cls

@@ -1,4 +1,4 @@
-// A fake compactbench harness for the SDK's tests: it starts a strategy file with this Node,
+// A fake compactlens harness for the SDK's tests: it starts a strategy file with this Node,
 // writes protocol lines to its stdin and reads its answers from stdout. (node --test runs
 // every module of this folder; this one declares no test.)
 
@@ -10,7 +10,7 @@ import * as readline from "node:readline";
 import { fileURLToPath } from "node:url";
 
 /** The SDK's file URL, for strategy files written to a temporary folder. */
-export const SDK_URL = new URL("../compactbench-strategy.mjs", import.meta.url).href;
+export const SDK_URL = new URL("../compactlens-strategy.mjs", import.meta.url).href;
 
 /** The example strategies' folder. */
 export const EXAMPLES = fileURLToPath(new URL("../../../examples/strategies/", import.meta.url));
@@ -25,7 +25,7 @@ let scratch = null;
  * @returns {string} the file's path
  */
 export function strategyFile(name, source) {
-  scratch ??= fs.mkdtempSync(path.join(os.tmpdir(), "compactbench-sdk-test-"));
+  scratch ??= fs.mkdtempSync(path.join(os.tmpdir(), "compactlens-sdk-test-"));
   const file = path.join(scratch, name);
   fs.writeFileSync(file, source.replaceAll("@SDK@", JSON.stringify(SDK_URL)));
   return file;

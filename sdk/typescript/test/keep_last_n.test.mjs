@@ -30,7 +30,7 @@ async function once(params, context, tokens, trigger = "proactive") {
 }
 
 /**
- * What a provider would refuse in `context` (the rules of compactbench's request check, less
+ * What a provider would refuse in `context` (the rules of compactlens's request check, less
  * those no compaction here can break): an orphaned result, a result not right after its
  * call's message (only results between), a call without a result other than those of the last
  * assistant message when only results follow it, and a first message after the system prompt
@@ -89,7 +89,7 @@ function approx(messages) {
 }
 
 /**
- * Replay a recorded conversation as compactbench does: a call before each assistant message
+ * Replay a recorded conversation as compactlens does: a call before each assistant message
  * with what was added since the previous one, asked again on `overflow` (at most three times)
  * while the request is over the window. Returns the contexts right after each compaction.
  */

@@ -1,10 +1,10 @@
-// The Node SDK (compactbench-strategy.mjs) driven through protocol 1 by a fake harness.
+// The Node SDK (compactlens-strategy.mjs) driven through protocol 1 by a fake harness.
 // Run with `node --test sdk/typescript/test/`.
 
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 
-import { Strategy, SummaryError, toContextItems } from "../compactbench-strategy.mjs";
+import { Strategy, SummaryError, toContextItems } from "../compactlens-strategy.mjs";
 import { Harness, apply, assistant, calls, cleanUp, result, strategyFile, sys, user } from "./harness.mjs";
 
 after(cleanUp);

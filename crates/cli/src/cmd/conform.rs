@@ -1,4 +1,4 @@
-//! `compactbench conform --config FILE [--cases N] [--seed S] [--out DIR]`: every strategy the
+//! `compactlens conform --config FILE [--cases N] [--seed S] [--out DIR]`: every strategy the
 //! experiment names, external ones included, through generated conversations, every
 //! compaction checked.
 //!

@@ -1,4 +1,4 @@
-//! `compactbench gate --baseline FILE --current FILE [--tolerance METRIC=DELTA]...`: compare a
+//! `compactlens gate --baseline FILE --current FILE [--tolerance METRIC=DELTA]...`: compare a
 //! run's `summary.csv` with a baseline's (see `report::gate` for the rules and the default
 //! tolerances).
 //!

@@ -1,4 +1,4 @@
-//! `compactbench import --format F IN... --out FILE [--strict] [--probes]`: recorded sessions
+//! `compactlens import --format F IN... --out FILE [--strict] [--probes]`: recorded sessions
 //! in public formats -> one dataset file.
 //!
 //! Folders are walked for `*.json`, `*.jsonl` and `*.traj` files; a Claude Code session file
@@ -32,7 +32,7 @@ pub struct Args {
     /// out, instead of repairing it.
     #[arg(long)]
     strict: bool,
-    /// Also derive probes, as `compactbench probes derive` does with its default bounds.
+    /// Also derive probes, as `compactlens probes derive` does with its default bounds.
     #[arg(long)]
     probes: bool,
     /// Keep Claude Code's compaction side-calls (`agent-acompact-*`) as conversations, marked

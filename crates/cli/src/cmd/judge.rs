@@ -1,4 +1,4 @@
-//! `compactbench judge calibrate LABELS.jsonl [--config FILE] [--min-accuracy X]`: how often
+//! `compactlens judge calibrate LABELS.jsonl [--config FILE] [--min-accuracy X]`: how often
 //! the judges agree with human labels on whether a fact is stated.
 //!
 //! Scores every fact of every labelled item with the offline judge, and with the LLM judge when

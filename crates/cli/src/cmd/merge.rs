@@ -1,4 +1,4 @@
-//! `compactbench merge DIR... --out DIR`: combine the shard folders of one experiment.
+//! `compactlens merge DIR... --out DIR`: combine the shard folders of one experiment.
 //!
 //! Records are deduplicated by pair key; the folders must hold the same experiment (exit 2
 //! otherwise). Writes the merged `results.jsonl`, `run.json`, the CSV files and

@@ -1,7 +1,7 @@
-//! `compactbench probes derive IN --out OUT`: add probes derived from each recording.
-//! `compactbench probes audit DATASET... [--strict]`: what the probes ask, per source (see
+//! `compactlens probes derive IN --out OUT`: add probes derived from each recording.
+//! `compactlens probes audit DATASET... [--strict]`: what the probes ask, per source (see
 //! `dataset::probes::audit`); `--strict` exits 1 when a source passes the limits.
-//! `compactbench probes generate IN --config F --out OUT`: probes the experiment's model writes
+//! `compactlens probes generate IN --config F --out OUT`: probes the experiment's model writes
 //! (see `runner::probegen`), validated against their source messages, beside the others.
 //!
 //! Reads a dataset (JSONL), replaces each conversation's derived probes (ids starting with

@@ -1,4 +1,4 @@
-//! `compactbench report DIR`: re-render `report.html` in a run folder from its `run.json` and
+//! `compactlens report DIR`: re-render `report.html` in a run folder from its `run.json` and
 //! `results.jsonl` (the probes' questions and facts are read from the experiment's datasets
 //! when they can still be found). Prints the page's path. Exit 2 when the folder is not a run.
 

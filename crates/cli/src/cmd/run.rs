@@ -1,4 +1,4 @@
-//! `compactbench run`: run an experiment into a run folder.
+//! `compactlens run`: run an experiment into a run folder.
 //!
 //! Loads the experiment and its datasets (problems in either exit 2 before anything runs),
 //! runs every (conversation, configuration) pair in parallel, appending each to
@@ -45,7 +45,7 @@ fn default_experiment() -> anyhow::Result<PathBuf> {
     if local.is_file() {
         return Ok(local);
     }
-    let root = std::env::temp_dir().join(format!("compactbench-default-{}", env!("CARGO_PKG_VERSION")));
+    let root = std::env::temp_dir().join(format!("compactlens-default-{}", env!("CARGO_PKG_VERSION")));
     let config = root.join(DEFAULT_CONFIG);
     let datasets = root.join("datasets").join("synthetic");
     std::fs::create_dir_all(config.parent().unwrap_or(&root))
@@ -91,8 +91,8 @@ pub struct Args {
     jobs: Option<u16>,
     /// Run only the K-th of N disjoint slices of the pairs (merge the slices with `merge`).
     /// `auto` takes K from the environment of the engine running the shards: a Kubernetes
-    /// Indexed Job's `JOB_COMPLETION_INDEX`, else `COMPACTBENCH_SHARD_INDEX` (both 0-based; set
-    /// the latter from a CI matrix), and N from --shards or `COMPACTBENCH_SHARDS`.
+    /// Indexed Job's `JOB_COMPLETION_INDEX`, else `COMPACTLENS_SHARD_INDEX` (both 0-based; set
+    /// the latter from a CI matrix), and N from --shards or `COMPACTLENS_SHARDS`.
     #[arg(long, value_name = "K/N|auto")]
     shard: Option<String>,
     /// The number of shards, for `--shard auto`.
@@ -308,7 +308,7 @@ pub fn finish(data: &RunData, out: &Path, started: Instant, skipped_lines: bool,
     if quiet {
         say!("{counts}: {}", report.display());
     } else {
-        // The verdict, from the files just written: the same one `compactbench verdict` prints.
+        // The verdict, from the files just written: the same one `compactlens verdict` prints.
         match report::verdict::Verdict::read(out) {
             Ok(v) => say!("{}", v.short_text()),
             Err(e) => tell!("warning: no verdict: {e}"),
@@ -523,18 +523,18 @@ pub fn resolve_shard(
         }
         return given.parse::<Shard>().map(|s| Some((s, None))).map_err(|e| e.to_string());
     }
-    let (count, count_from) = match (shards, env("COMPACTBENCH_SHARDS")) {
+    let (count, count_from) = match (shards, env("COMPACTLENS_SHARDS")) {
         (Some(n), _) => (n, format!("--shards {n}")),
         (None, Some(v)) => {
-            let n = v.trim().parse::<u32>().map_err(|_| format!("COMPACTBENCH_SHARDS={v:?} is not a number"))?;
-            (n, format!("COMPACTBENCH_SHARDS={n}"))
+            let n = v.trim().parse::<u32>().map_err(|_| format!("COMPACTLENS_SHARDS={v:?} is not a number"))?;
+            (n, format!("COMPACTLENS_SHARDS={n}"))
         }
-        (None, None) => return Err("auto needs the number of shards: --shards N or COMPACTBENCH_SHARDS".into()),
+        (None, None) => return Err("auto needs the number of shards: --shards N or COMPACTLENS_SHARDS".into()),
     };
-    let (name, value) = ["JOB_COMPLETION_INDEX", "COMPACTBENCH_SHARD_INDEX"]
+    let (name, value) = ["JOB_COMPLETION_INDEX", "COMPACTLENS_SHARD_INDEX"]
         .into_iter()
         .find_map(|k| env(k).map(|v| (k, v)))
-        .ok_or("auto found no index: neither JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) nor COMPACTBENCH_SHARD_INDEX is set")?;
+        .ok_or("auto found no index: neither JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) nor COMPACTLENS_SHARD_INDEX is set")?;
     let index = value.trim().parse::<u32>().map_err(|_| format!("{name}={value:?} is not a number"))?;
     if count == 0 || index >= count {
         return Err(format!("{name}={index} is not an index of {count} shards (0 to {})", count.saturating_sub(1)));
@@ -556,10 +556,10 @@ mod shard_tests {
         let (s, from) = resolve_shard(Some("auto"), Some(4), env(&[("JOB_COMPLETION_INDEX", "1")])).unwrap().unwrap();
         assert_eq!(s.to_string(), "2/4");
         assert_eq!(from.as_deref(), Some("from JOB_COMPLETION_INDEX=1 and --shards 4"));
-        let vars = [("COMPACTBENCH_SHARD_INDEX", "0"), ("COMPACTBENCH_SHARDS", "3")];
+        let vars = [("COMPACTLENS_SHARD_INDEX", "0"), ("COMPACTLENS_SHARDS", "3")];
         let (s, from) = resolve_shard(Some("auto"), None, env(&vars)).unwrap().unwrap();
         assert_eq!(s.to_string(), "1/3");
-        assert!(from.unwrap().contains("COMPACTBENCH_SHARDS=3"));
+        assert!(from.unwrap().contains("COMPACTLENS_SHARDS=3"));
         assert_eq!(resolve_shard(Some("2/5"), None, env(&[])).unwrap().unwrap().0.to_string(), "2/5");
     }
 
@@ -569,7 +569,7 @@ mod shard_tests {
             (None, vec![("JOB_COMPLETION_INDEX", "0")], "number of shards"),
             (Some(2), vec![], "no index"),
             (Some(2), vec![("JOB_COMPLETION_INDEX", "2")], "not an index of 2 shards"),
-            (Some(2), vec![("COMPACTBENCH_SHARD_INDEX", "one")], "not a number"),
+            (Some(2), vec![("COMPACTLENS_SHARD_INDEX", "one")], "not a number"),
         ] {
             let e = resolve_shard(Some("auto"), shards, env(&vars)).unwrap_err();
             assert!(e.contains(expected), "{e}");

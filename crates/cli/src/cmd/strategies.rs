@@ -1,4 +1,4 @@
-//! `compactbench strategies [--json | --markdown]`.
+//! `compactlens strategies [--json | --markdown]`.
 
 use std::fmt::Write as _;
 

@@ -1,4 +1,4 @@
-//! `compactbench synth --seed N --out DIR [--families a,b] [--per-family K]`: write the
+//! `compactlens synth --seed N --out DIR [--families a,b] [--per-family K]`: write the
 //! synthetic datasets, one JSONL file per family (`DIR/<family>.jsonl`).
 //!
 //! The same seed writes the same bytes on every platform; conversation `i` of a family does

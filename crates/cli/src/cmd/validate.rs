@@ -1,4 +1,4 @@
-//! `compactbench validate FILE...`: load and validate datasets.
+//! `compactlens validate FILE...`: load and validate datasets.
 //!
 //! Every problem goes to stderr as `file:line: conversation ID, message N, field F: what is
 //! wrong`; one summary line per file goes to stdout. Exit code 2 when anything is wrong.

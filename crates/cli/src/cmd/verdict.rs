@@ -1,4 +1,4 @@
-//! `compactbench verdict RUN_DIR [--format text|markdown|json]`: at each window, which
+//! `compactlens verdict RUN_DIR [--format text|markdown|json]`: at each window, which
 //! configuration to ship, how sure that is, and why (see `report::verdict`), from a run
 //! folder's `run.json`, `summary.csv`, `results.csv` and `probes.csv`. Exit 2 when the folder
 //! is not a run or a file cannot be read (the error names the file, line and column).

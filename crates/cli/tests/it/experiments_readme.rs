@@ -1,5 +1,5 @@
 //! experiments/README.md documents every strategy parameter: its generated section is exactly
-//! what `compactbench strategies --markdown` prints, and names every parameter of the catalog.
+//! what `compactlens strategies --markdown` prints, and names every parameter of the catalog.
 
 use std::path::Path;
 use std::process::Command;
@@ -19,7 +19,7 @@ fn section(text: &str) -> &str {
 
 #[test]
 fn the_parameter_section_is_the_catalog_as_markdown() {
-    let out = Command::new(env!("CARGO_BIN_EXE_compactbench"))
+    let out = Command::new(env!("CARGO_BIN_EXE_compactlens"))
         .args(["strategies", "--markdown"])
         .output()
         .expect("the binary runs");
@@ -28,7 +28,7 @@ fn the_parameter_section_is_the_catalog_as_markdown() {
     let text = readme();
     assert!(
         section(&text) == generated,
-        "experiments/README.md's parameter tables differ from `compactbench strategies --markdown`: run `just docs`"
+        "experiments/README.md's parameter tables differ from `compactlens strategies --markdown`: run `just docs`"
     );
 }
 

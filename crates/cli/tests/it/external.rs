@@ -7,7 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_compactbench");
+const BIN: &str = env!("CARGO_BIN_EXE_compactlens");
 
 /// A strategy in Python (standard library only): keeps the system prompt and a pair-safe tail
 /// once the request passes 70% of the window, summarizing what it drops through the harness.
@@ -94,7 +94,7 @@ while True:
 "#;
 
 fn setup(name: &str, modes: &[&str]) -> PathBuf {
-    let dir: PathBuf = std::env::temp_dir().join(format!("compactbench-external-{name}-{}", std::process::id()));
+    let dir: PathBuf = std::env::temp_dir().join(format!("compactlens-external-{name}-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(dir.join("data")).expect("temp dir");
     let support = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/synthetic/support.jsonl");

@@ -1,4 +1,4 @@
-//! `compactbench gate` and `compactbench report` through the binary: a real run is the
+//! `compactlens gate` and `compactlens report` through the binary: a real run is the
 //! baseline; an identical run passes; planted regressions in a copy of its summary.csv (a
 //! retention drop, a new overflow, a new violation, a cost rise, a missing configuration) fail
 //! with exit 1; changes within tolerance pass; bad input exits 2.
@@ -13,7 +13,7 @@ use runner::judge::OfflineJudge;
 use runner::run::{self, Engine, Plan, PlannedConversation, Provenance, RunData, RunOptions};
 use runner::summarize::OfflineSummarizer;
 
-const BIN: &str = env!("CARGO_BIN_EXE_compactbench");
+const BIN: &str = env!("CARGO_BIN_EXE_compactlens");
 
 const EXPERIMENT: &str = r#"
 name = "gate-test"
@@ -57,7 +57,7 @@ fn conversation(id: &str, turns: usize) -> Conversation {
 }
 
 fn temp_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("compactbench-cli-gate-{}-{test}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("compactlens-cli-gate-{}-{test}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir is writable");
     dir
@@ -98,7 +98,7 @@ struct Outcome {
     stderr: String,
 }
 
-fn compactbench(args: &[&str], env: &[(&str, &Path)]) -> Outcome {
+fn compactlens(args: &[&str], env: &[(&str, &Path)]) -> Outcome {
     let mut cmd = Command::new(BIN);
     cmd.args(args).env_remove("GITHUB_STEP_SUMMARY");
     for (k, v) in env {
@@ -117,7 +117,7 @@ fn gate(current: &Path, extra: &[&str]) -> Outcome {
     let mut args =
         vec!["gate", "--baseline", base.to_str().expect("utf-8"), "--current", current.to_str().expect("utf-8")];
     args.extend_from_slice(extra);
-    compactbench(&args, &[])
+    compactlens(&args, &[])
 }
 
 /// A copy of the baseline's summary.csv with `edit` applied to its rows (header included as
@@ -159,7 +159,7 @@ fn an_identical_run_passes() {
     real_run(&dir);
     let out = gate(&dir.join("summary.csv"), &[]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("### compactbench gate: passed"), "{}", out.stdout);
+    assert!(out.stdout.contains("### compactlens gate: passed"), "{}", out.stdout);
     // Three configurations, pooled and on the one dataset.
     assert!(out.stdout.contains("6 rows (configurations, pooled and per dataset) compared"), "{}", out.stdout);
     assert!(out.stdout.contains("No value changed."), "{}", out.stdout);
@@ -199,7 +199,7 @@ fn a_retention_drop_fails() {
     });
     let out = gate(&path, &[]);
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("### compactbench gate: FAILED"), "{}", out.stdout);
+    assert!(out.stdout.contains("### compactlens gate: FAILED"), "{}", out.stdout);
     assert!(out.stdout.contains("| retention |"), "{}", out.stdout);
     assert!(out.stdout.contains("**regression**"));
     assert!(out.stderr.contains("regression: truncate-1500-"), "{}", out.stderr);
@@ -309,13 +309,13 @@ fn the_table_is_appended_to_the_github_step_summary() {
     let summary = path.with_file_name("step-summary.md");
     std::fs::write(&summary, "earlier step\n").expect("writable");
     let base = baseline().join("summary.csv");
-    let out = compactbench(
+    let out = compactlens(
         &["gate", "--baseline", base.to_str().expect("utf-8"), "--current", path.to_str().expect("utf-8")],
         &[("GITHUB_STEP_SUMMARY", &summary)],
     );
     assert_eq!(out.code, 1);
     let text = std::fs::read_to_string(&summary).expect("readable");
-    assert!(text.starts_with("earlier step\n### compactbench gate: FAILED"), "{text}");
+    assert!(text.starts_with("earlier step\n### compactlens gate: FAILED"), "{text}");
     assert!(text.contains(&out.stdout));
 }
 
@@ -344,14 +344,14 @@ fn report_re_renders_the_page_of_a_run_folder() {
     real_run(&dir);
     let page = dir.join("report.html");
     assert!(!page.exists(), "write_outputs writes the CSV files only");
-    let out = compactbench(&["report", dir.to_str().expect("utf-8")], &[]);
+    let out = compactlens(&["report", dir.to_str().expect("utf-8")], &[]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.stdout.trim(), page.display().to_string());
     let html = std::fs::read_to_string(&page).expect("written");
-    assert!(html.contains("compactbench: gate-test") && html.contains("id=\"leaderboard-table\""));
+    assert!(html.contains("compactlens: gate-test") && html.contains("id=\"leaderboard-table\""));
 
     let empty = temp_dir("report-empty");
-    let out = compactbench(&["report", empty.to_str().expect("utf-8")], &[]);
+    let out = compactlens(&["report", empty.to_str().expect("utf-8")], &[]);
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("run.json"), "{}", out.stderr);
 }
@@ -413,7 +413,7 @@ fn a_damaged_strategy_that_loses_information_fails_the_gate() {
     };
     let run_gate = |current: &Path| {
         let a = args(current);
-        compactbench(&a.iter().map(String::as_str).collect::<Vec<_>>(), &[])
+        compactlens(&a.iter().map(String::as_str).collect::<Vec<_>>(), &[])
     };
     // The undamaged slice reproduces its baseline exactly.
     let same = run_gate(&base_dir);
@@ -441,7 +441,7 @@ fn splitmix(state: &mut u64) -> u64 {
 /// random order, their damaged results until the mean retention is at least L points lower (so a
 /// loss is a few conversations losing a lot, as a broken change does). For each L and each of 20
 /// seeds (the order and the bootstrap seed) the paired gate and the interval gate judge it. The
-/// table goes to reports/README.md between the `power-table` markers (COMPACTBENCH_BLESS=1
+/// table goes to reports/README.md between the `power-table` markers (COMPACTLENS_BLESS=1
 /// rewrites it; otherwise the test fails when it is stale).
 #[test]
 fn the_paired_gate_catches_small_losses_and_raises_no_false_alarm() {
@@ -543,13 +543,13 @@ fn the_paired_gate_catches_small_losses_and_raises_no_false_alarm() {
     let start = readme.find("<!-- power-table").expect("reports/README.md has the power-table markers");
     let end = readme.find("<!-- /power-table -->").expect("the closing marker") + "<!-- /power-table -->".len();
     let fresh = format!("{}{table}{}", &readme[..start], &readme[end..]);
-    if std::env::var_os("COMPACTBENCH_BLESS").is_some() {
+    if std::env::var_os("COMPACTLENS_BLESS").is_some() {
         std::fs::write(&readme_path, &fresh).expect("writable");
     } else {
         assert_eq!(
             readme[start..end],
             table,
-            "the power table in reports/README.md is stale; rerun with COMPACTBENCH_BLESS=1"
+            "the power table in reports/README.md is stale; rerun with COMPACTLENS_BLESS=1"
         );
     }
     let _ = std::fs::remove_dir_all(&dir);

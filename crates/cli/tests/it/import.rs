@@ -1,4 +1,4 @@
-//! `compactbench import` and `compactbench probes derive` on the runner's import fixtures:
+//! `compactlens import` and `compactlens probes derive` on the runner's import fixtures:
 //! what they print, what they write, and their exit codes; and the check that ends the corpora
 //! CI slice (`scripts/corpora.sh check`).
 
@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_compactbench");
+const BIN: &str = env!("CARGO_BIN_EXE_compactlens");
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../dataset/tests/fixtures/import");
 
 /// A fresh folder under the system temp dir, unique to this process and test, removed on drop.
@@ -16,7 +16,7 @@ struct TempDir(PathBuf);
 
 impl TempDir {
     fn new(test: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("compactbench-cli-import-{}-{test}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("compactlens-cli-import-{}-{test}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("temp dir is writable");
         TempDir(dir)
@@ -232,7 +232,7 @@ fn the_corpora_check_passes_a_complete_run_and_names_what_an_incomplete_one_lack
             .arg(&script)
             .arg("check")
             .arg(dir)
-            .env("COMPACTBENCH", BIN)
+            .env("COMPACTLENS", BIN)
             .output()
             .expect("bash runs");
         Outcome {

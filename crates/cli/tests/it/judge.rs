@@ -1,11 +1,11 @@
-//! `compactbench judge calibrate` on the shipped labelled set: the set's shape, the figures
+//! `compactlens judge calibrate` on the shipped labelled set: the set's shape, the figures
 //! reports/README.md records, `--min-accuracy`, and errors that name the line and field.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_compactbench");
+const BIN: &str = env!("CARGO_BIN_EXE_compactlens");
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -70,7 +70,7 @@ fn the_offline_figures_are_the_ones_reports_readme_records() {
 
 #[test]
 fn a_bad_labels_file_names_the_line_and_field() {
-    let dir = std::env::temp_dir().join(format!("compactbench-labels-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("compactlens-labels-{}", std::process::id()));
     fs::create_dir_all(&dir).expect("temp dir");
     let file = dir.join("bad.jsonl");
     fs::write(

@@ -1,4 +1,4 @@
-//! `compactbench run` with `summarizer = "llm"` and `judge = "llm"` against the scripted local
+//! `compactlens run` with `summarizer = "llm"` and `judge = "llm"` against the scripted local
 //! server: faults survived (500, 429, a truncated body, a hang past the time-out, malformed
 //! JSON, a context-length rejection), a warm rerun with zero requests and identical CSVs, cache
 //! mode `only` failing the pairs it cannot answer and listing what is missing, `--cache-mode`,
@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use testkit::server::{MockServer, Recorded, Reply};
 
-const BIN: &str = env!("CARGO_BIN_EXE_compactbench");
+const BIN: &str = env!("CARGO_BIN_EXE_compactlens");
 const KEY: &str = "sk-llm-run-test-SECRET-93a1";
 
 fn temp_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("compactbench-llm-run-{}-{test}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("compactlens-llm-run-{}-{test}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(dir.join("data")).expect("temp dir is writable");
     dir
@@ -70,7 +70,7 @@ kind = "llm"
 [summarizer.llm]
 base_url = "{url}/v1"
 model = "summarizer-model"
-api_key_env = "COMPACTBENCH_TEST_KEY"
+api_key_env = "COMPACTLENS_TEST_KEY"
 max_retries = 3
 backoff_initial_ms = 5
 max_concurrency = 2
@@ -78,7 +78,7 @@ max_concurrency = 2
 [llm]
 base_url = "{url}/v1"
 model = "judge-model"
-api_key_env = "COMPACTBENCH_TEST_KEY"
+api_key_env = "COMPACTLENS_TEST_KEY"
 max_retries = 3
 backoff_initial_ms = 5
 max_concurrency = 2
@@ -144,11 +144,11 @@ struct Outcome {
 }
 
 /// Run the binary with the key in its environment; the key must never reach its output.
-fn compactbench(args: &[&str], cwd: &Path) -> Outcome {
+fn compactlens(args: &[&str], cwd: &Path) -> Outcome {
     let out = Command::new(BIN)
         .args(args)
         .current_dir(cwd)
-        .env("COMPACTBENCH_TEST_KEY", KEY)
+        .env("COMPACTLENS_TEST_KEY", KEY)
         .env_remove("CI")
         .output()
         .expect("the binary runs");
@@ -196,7 +196,7 @@ fn an_llm_run_survives_faults_and_replays_from_the_cache() {
     script(&server);
     let dir = setup("warm", &server.url(), "use");
 
-    let first = compactbench(&["run", "--config", "exp.toml", "--out", "run1", "--jobs", "2"], &dir);
+    let first = compactlens(&["run", "--config", "exp.toml", "--out", "run1", "--jobs", "2"], &dir);
     assert_eq!(first.code, 0, "stderr: {}", first.stderr);
     let requests = server.count();
     assert!(requests > 0, "the run called the models");
@@ -215,7 +215,7 @@ fn an_llm_run_survives_faults_and_replays_from_the_cache() {
 
     // A rerun into a new folder from the warm cache: no request but the preflight, one per
     // endpoint and model (the summarizer's and the judge's), and the same CSVs.
-    let second = compactbench(&["run", "--config", "exp.toml", "--out", "run2", "--jobs", "2"], &dir);
+    let second = compactlens(&["run", "--config", "exp.toml", "--out", "run2", "--jobs", "2"], &dir);
     assert_eq!(second.code, 0, "stderr: {}", second.stderr);
     let preflight = &server.requests()[requests..];
     assert_eq!(preflight.len(), 2, "a warm rerun makes only the preflight requests: {preflight:?}");
@@ -234,7 +234,7 @@ fn an_llm_run_survives_faults_and_replays_from_the_cache() {
         assert!(!String::from_utf8_lossy(&bytes).contains(KEY), "{} holds the API key", p.display());
     }
     let manifest = fs::read_to_string(run1.join("run.json")).expect("run.json");
-    assert!(manifest.contains("COMPACTBENCH_TEST_KEY"), "the manifest names the variable, not its value");
+    assert!(manifest.contains("COMPACTLENS_TEST_KEY"), "the manifest names the variable, not its value");
 
     // Both roles' usage and client counters are in run.json: the first run went to the
     // network, retrying the scripted faults; the rerun was served by the cache alone.
@@ -263,7 +263,7 @@ fn cache_mode_only_fails_the_pairs_it_cannot_answer_and_a_resume_reruns_them() {
     let server = MockServer::start();
     script(&server);
     let dir = setup("only", &server.url(), "only");
-    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "1"], &dir);
+    let out = compactlens(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "1"], &dir);
     assert_eq!(server.count(), 0, "no network in mode only");
     assert_eq!(out.code, 1, "a cold cache fails the run: {}", out.stderr);
     let listed: Vec<&str> = out.stderr.lines().filter(|l| l.trim_start().starts_with("missing ")).collect();
@@ -282,13 +282,13 @@ fn cache_mode_only_fails_the_pairs_it_cannot_answer_and_a_resume_reruns_them() {
 
     // --cache-mode overrides the file's mode for every role: fill the cache in another folder...
     let fill =
-        compactbench(&["run", "--config", "exp.toml", "--out", "fill", "--jobs", "1", "--cache-mode", "use"], &dir);
+        compactlens(&["run", "--config", "exp.toml", "--out", "fill", "--jobs", "1", "--cache-mode", "use"], &dir);
     assert_eq!(fill.code, 0, "{}", fill.stderr);
     let requests = server.count();
     assert!(requests > 0);
     assert_eq!(run_json(&dir.join("fill"))["llm"]["cache_mode"], "use");
     // ...then resume the failed run in mode only: its failed pairs run again, from the cache.
-    let resumed = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--resume", "--jobs", "1"], &dir);
+    let resumed = compactlens(&["run", "--config", "exp.toml", "--out", "run", "--resume", "--jobs", "1"], &dir);
     assert_eq!(resumed.code, 0, "{}", resumed.stderr);
     assert_eq!(server.count(), requests, "the resume made no request");
     let (ok, failed) = results(&dir.join("run"));
@@ -298,7 +298,7 @@ fn cache_mode_only_fails_the_pairs_it_cannot_answer_and_a_resume_reruns_them() {
         let b = fs::read_to_string(dir.join("run").join(name)).expect("csv");
         assert!(a == b, "{name}: the resumed run equals the run that filled the cache");
     }
-    let bad = compactbench(&["run", "--config", "exp.toml", "--out", "x", "--cache-mode", "sometimes"], &dir);
+    let bad = compactlens(&["run", "--config", "exp.toml", "--out", "x", "--cache-mode", "sometimes"], &dir);
     assert_eq!(bad.code, 2, "{}", bad.stderr);
     assert!(bad.stderr.contains("sometimes"), "{}", bad.stderr);
     let _ = fs::remove_dir_all(&dir);
@@ -319,7 +319,7 @@ cache_mode = "off"
 [llm]
 base_url = "{url}/v1"
 model = "summarizer-model"
-api_key_env = "COMPACTBENCH_TEST_KEY"
+api_key_env = "COMPACTLENS_TEST_KEY"
 backoff_initial_ms = 5
 {llm_extra}
 
@@ -380,7 +380,7 @@ fn a_full_run_survives_hangs_malformed_bodies_and_context_length_rejections() {
     let exp = small_experiment(&server.url(), "timeout_s = 1\nmax_retries = 2", "price = \"gpt-4.1\"");
     let dir = setup_small("faults", &exp, &["a", "b"]);
     fs::write(dir.join("prices.toml"), prices).expect("prices");
-    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "1"], &dir);
+    let out = compactlens(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "1"], &dir);
     assert_eq!(out.code, 0, "faults are survived: {}", out.stderr);
     let (ok, failed) = results(&dir.join("run"));
     assert_eq!((ok.len(), failed.len()), (2, 0), "{failed:?}");
@@ -422,7 +422,7 @@ fn a_summarizer_missing_from_the_price_table_is_priced_like_the_replay_and_run_j
     let prices = "[models.\"gpt-4.1\"]\ninput = 2.0\ncached_input = 0.5\noutput = 8.0\n";
     let dir = setup_small("price-note", &small_experiment(&server.url(), "", "price = \"gpt-4.1\""), &["a"]);
     fs::write(dir.join("prices.toml"), prices).expect("prices");
-    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run"], &dir);
+    let out = compactlens(&["run", "--config", "exp.toml", "--out", "run"], &dir);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let manifest = run_json(&dir.join("run"));
     let note = manifest["llm"]["summarizer"]["price_note"].as_str().unwrap_or_default();
@@ -445,7 +445,7 @@ fn a_shared_endpoint_sees_its_concurrency_cap_once() {
     let server = MockServer::start();
     server.respond_with(|r: &Recorded| answer(r).delayed(Duration::from_millis(20)));
     let dir = setup_small("concurrency", &small_experiment(&server.url(), "max_concurrency = 1", ""), &["a", "b", "c"]);
-    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "3"], &dir);
+    let out = compactlens(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "3"], &dir);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(server.count() > 6, "both roles called the endpoint: {}", server.count());
     assert_eq!(server.max_in_flight(), 1, "summarizer and judge share max_concurrency = 1");
@@ -459,7 +459,7 @@ fn requests_per_minute_spaces_the_requests_of_a_run() {
     // 600 a minute: one start every 100 ms, for both roles together.
     let dir = setup_small("rpm", &small_experiment(&server.url(), "requests_per_minute = 600", ""), &["a"]);
     let started = Instant::now();
-    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "2"], &dir);
+    let out = compactlens(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "2"], &dir);
     let elapsed = started.elapsed();
     assert_eq!(out.code, 0, "{}", out.stderr);
     let n = server.count() as u32;
@@ -497,7 +497,7 @@ fn a_dead_or_rejecting_endpoint_stops_the_run_before_any_pair() {
     ] {
         let dir = setup_small(&format!("dead-{name}"), &small_experiment(&url, "max_retries = 2", ""), &["a"]);
         let started = Instant::now();
-        let out = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "1"], &dir);
+        let out = compactlens(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "1"], &dir);
         assert_eq!(out.code, 2, "{name}: {}", out.stderr);
         assert!(
             out.stderr.contains(&format!("{url}/v1/chat/completions")),
@@ -532,7 +532,7 @@ fn endpoint_failures_during_a_run_fail_the_pair_and_are_counted_on_stderr() {
         }
     });
     let dir = setup_small("midrun", &small_experiment(&server.url(), "max_retries = 1", ""), &["a", "b"]);
-    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "1"], &dir);
+    let out = compactlens(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "1"], &dir);
     assert_eq!(out.code, 1, "{}", out.stderr);
     let (ok, failed) = results(&dir.join("run"));
     assert_eq!((ok.len(), failed.len()), (0, 2), "{failed:?}");
@@ -542,7 +542,7 @@ fn endpoint_failures_during_a_run_fail_the_pair_and_are_counted_on_stderr() {
     assert!(out.stderr.contains("unscored (server_error "), "{}", out.stderr);
     // The endpoint recovers: a resume runs the failed pairs again.
     healthy.store(true, Ordering::Relaxed);
-    let resumed = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--resume", "--jobs", "1"], &dir);
+    let resumed = compactlens(&["run", "--config", "exp.toml", "--out", "run", "--resume", "--jobs", "1"], &dir);
     assert_eq!(resumed.code, 0, "{}", resumed.stderr);
     let (ok, failed) = results(&dir.join("run"));
     assert_eq!((ok.len(), failed.len()), (2, 0), "{failed:?}");
@@ -553,7 +553,7 @@ fn endpoint_failures_during_a_run_fail_the_pair_and_are_counted_on_stderr() {
     n.store(0, Ordering::Relaxed);
     let exp = small_experiment(&server.url(), "max_retries = 1", "on_llm_error = \"fallback\"");
     fs::write(dir.join("exp.toml"), exp).expect("experiment");
-    let out = compactbench(&["run", "--config", "exp.toml", "--out", "fallback", "--jobs", "1"], &dir);
+    let out = compactlens(&["run", "--config", "exp.toml", "--out", "fallback", "--jobs", "1"], &dir);
     // Every summary failed: the pairs ran, and the run is still not green.
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(out.stderr.contains("error: 2 of 2 summaries failed"), "{}", out.stderr);
@@ -603,8 +603,8 @@ fn a_key_echoed_by_the_endpoint_is_scrubbed_from_every_output() {
     let exp = small_experiment(&server.url(), "max_retries = 0", "on_llm_error = \"fallback\"")
         .replace("cache_mode = \"off\"", "cache_mode = \"use\"\ncache_dir = \"cache\"");
     let dir = setup_small("echo", &exp, &["a", "b"]);
-    // compactbench() checks stdout and stderr for the key.
-    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "1"], &dir);
+    // compactlens() checks stdout and stderr for the key.
+    let out = compactlens(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "1"], &dir);
     assert!(out.code <= 1, "{}", out.stderr);
     assert!(server.requests().iter().any(|r| r.header("authorization") == Some(&format!("Bearer {KEY}"))));
     let all = files(&dir);
@@ -632,7 +632,7 @@ fn a_circuit_breaker_stops_a_run_whose_endpoint_died() {
     let ids: Vec<String> = (0..12).map(|i| format!("c{i}")).collect();
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
     let dir = setup_small("breaker", &small_experiment(&server.url(), "max_retries = 0", ""), &ids);
-    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "1"], &dir);
+    let out = compactlens(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "1"], &dir);
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(out.stderr.contains("the run stopped: 8 pairs in a row failed at the model endpoint"), "{}", out.stderr);
     let (ok, failed) = results(&dir.join("run"));

@@ -1,6 +1,6 @@
-//! `compactbench run` with `summarizer = "llm"` and `judge = "llm"` against a real model:
+//! `compactlens run` with `summarizer = "llm"` and `judge = "llm"` against a real model:
 //! SmolLM2-135M-Instruct served by llama-cpp-python on loopback. Runs only when
-//! `COMPACTBENCH_SMOLLM2_URL` is set (`scripts/test-llm.sh` installs, serves and sets it);
+//! `COMPACTLENS_SMOLLM2_URL` is set (`scripts/test-llm.sh` installs, serves and sets it);
 //! otherwise it prints why it skipped.
 //!
 //! The model is far too small to summarize or judge well; the test proves the whole path
@@ -16,7 +16,7 @@ use std::process::Command;
 
 use serde_json::json;
 
-const BIN: &str = env!("CARGO_BIN_EXE_compactbench");
+const BIN: &str = env!("CARGO_BIN_EXE_compactlens");
 
 fn conversation() -> serde_json::Value {
     let mut messages = vec![
@@ -81,7 +81,7 @@ summary_target_tokens = 150
     )
 }
 
-fn compactbench(args: &[&str], cwd: &Path) -> (i32, String) {
+fn compactlens(args: &[&str], cwd: &Path) -> (i32, String) {
     let out = Command::new(BIN).args(args).current_dir(cwd).env_remove("CI").output().expect("the binary runs");
     (out.status.code().expect("exited"), String::from_utf8_lossy(&out.stderr).into_owned())
 }
@@ -92,17 +92,17 @@ fn run_json(dir: &Path) -> serde_json::Value {
 
 #[test]
 fn a_run_with_smollm2_as_summarizer_and_judge() {
-    let Some(url) = std::env::var("COMPACTBENCH_SMOLLM2_URL").ok().filter(|u| !u.is_empty()) else {
-        eprintln!("skipped: COMPACTBENCH_SMOLLM2_URL is not set (run scripts/test-llm.sh)");
+    let Some(url) = std::env::var("COMPACTLENS_SMOLLM2_URL").ok().filter(|u| !u.is_empty()) else {
+        eprintln!("skipped: COMPACTLENS_SMOLLM2_URL is not set (run scripts/test-llm.sh)");
         return;
     };
-    let dir: PathBuf = std::env::temp_dir().join(format!("compactbench-smollm2-{}", std::process::id()));
+    let dir: PathBuf = std::env::temp_dir().join(format!("compactlens-smollm2-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(dir.join("data")).expect("temp dir");
     fs::write(dir.join("data/set.jsonl"), format!("{}\n", conversation())).expect("dataset");
     fs::write(dir.join("exp.toml"), experiment(&url)).expect("experiment");
 
-    let (code, stderr) = compactbench(&["run", "--config", "exp.toml", "--out", "run1"], &dir);
+    let (code, stderr) = compactlens(&["run", "--config", "exp.toml", "--out", "run1"], &dir);
     assert_eq!(code, 0, "stderr: {stderr}");
     let results = fs::read_to_string(dir.join("run1/results.csv")).expect("results.csv");
     assert_eq!(results.lines().count(), 2, "{results}");
@@ -126,7 +126,7 @@ fn a_run_with_smollm2_as_summarizer_and_judge() {
     assert!(stats["llm"]["judge"]["scored"].as_u64() > Some(0), "{stats}");
 
     // The same run from the cache alone: no network, identical outputs.
-    let (code, stderr) = compactbench(&["run", "--config", "exp.toml", "--out", "run2", "--cache-mode", "only"], &dir);
+    let (code, stderr) = compactlens(&["run", "--config", "exp.toml", "--out", "run2", "--cache-mode", "only"], &dir);
     assert_eq!(code, 0, "every response is cached: {stderr}");
     let stats = run_json(&dir.join("run2"));
     for role in ["summarizer", "judge"] {
@@ -142,11 +142,11 @@ fn a_run_with_smollm2_as_summarizer_and_judge() {
 
 #[test]
 fn judge_calibrate_scores_the_labelled_set_with_smollm2_too() {
-    let Some(url) = std::env::var("COMPACTBENCH_SMOLLM2_URL").ok().filter(|u| !u.is_empty()) else {
-        eprintln!("skipped: COMPACTBENCH_SMOLLM2_URL is not set (run scripts/test-llm.sh)");
+    let Some(url) = std::env::var("COMPACTLENS_SMOLLM2_URL").ok().filter(|u| !u.is_empty()) else {
+        eprintln!("skipped: COMPACTLENS_SMOLLM2_URL is not set (run scripts/test-llm.sh)");
         return;
     };
-    let dir: PathBuf = std::env::temp_dir().join(format!("compactbench-smollm2-cal-{}", std::process::id()));
+    let dir: PathBuf = std::env::temp_dir().join(format!("compactlens-smollm2-cal-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(dir.join("data")).expect("temp dir");
     fs::write(dir.join("data/set.jsonl"), format!("{}\n", conversation())).expect("dataset");

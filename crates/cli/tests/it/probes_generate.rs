@@ -1,4 +1,4 @@
-//! `compactbench probes generate` against the scripted local endpoint: the model's probes are
+//! `compactlens probes generate` against the scripted local endpoint: the model's probes are
 //! validated against their source messages (an invented fact is rejected, counted and listed),
 //! kept beside the derived probes, cached (a rerun in cache mode `only` makes no request and
 //! writes the same file), and a reply that is not the probe list's JSON is a clear error that
@@ -11,10 +11,10 @@ use std::process::Command;
 use serde_json::json;
 use testkit::server::{MockServer, Recorded, Reply};
 
-const BIN: &str = env!("CARGO_BIN_EXE_compactbench");
+const BIN: &str = env!("CARGO_BIN_EXE_compactlens");
 
 fn setup(test: &str, url: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("compactbench-probes-generate-{}-{test}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("compactlens-probes-generate-{}-{test}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).expect("temp dir");
     let conversation = json!({

@@ -1,4 +1,4 @@
-//! `compactbench run` and `compactbench merge` end to end on a small generated dataset:
+//! `compactlens run` and `compactlens merge` end to end on a small generated dataset:
 //! outputs, exit codes, resume after a kill, shards and merge.
 
 use std::fs;
@@ -7,10 +7,10 @@ use std::process::Command;
 
 use serde_json::json;
 
-const BIN: &str = env!("CARGO_BIN_EXE_compactbench");
+const BIN: &str = env!("CARGO_BIN_EXE_compactlens");
 
 fn temp_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("compactbench-cli-run-{}-{test}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("compactlens-cli-run-{}-{test}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).expect("temp dir is writable");
     dir
@@ -92,7 +92,7 @@ struct Outcome {
     stderr: String,
 }
 
-fn compactbench(args: &[&str], cwd: &Path) -> Outcome {
+fn compactlens(args: &[&str], cwd: &Path) -> Outcome {
     let out = Command::new(BIN)
         .args(args)
         .current_dir(cwd)
@@ -120,7 +120,7 @@ fn assert_same_csvs(a: &Path, b: &Path) {
 #[test]
 fn a_run_writes_every_output_and_exits_0() {
     let dir = setup("ok", 3, EXPERIMENT);
-    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "2"], &dir);
+    let out = compactlens(&["run", "--config", "exp.toml", "--out", "run", "--jobs", "2"], &dir);
     assert_eq!(out.code, 0, "stderr: {}", out.stderr);
     assert!(out.stdout.contains("cli-run: 24 pairs: 24 ok, 0 failed"), "stdout: {}", out.stdout);
     let run = dir.join("run");
@@ -157,7 +157,7 @@ fn a_failing_pair_is_recorded_and_exits_1_with_all_outputs() {
     let dir = temp_dir("failing");
     write_dataset(&dir, "set.jsonl", &[conversation("with", Some(8000)), conversation("without", None)]);
     fs::write(dir.join("exp.toml"), EXPERIMENT.replace("windows = [8000, 64000]\n", "")).expect("experiment");
-    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run"], &dir);
+    let out = compactlens(&["run", "--config", "exp.toml", "--out", "run"], &dir);
     assert_eq!(out.code, 1, "stdout: {}\nstderr: {}", out.stdout, out.stderr);
     assert!(out.stderr.contains("without") && out.stderr.contains("no context_window"), "{}", out.stderr);
     let results = fs::read_to_string(dir.join("run/results.csv")).expect("results.csv");
@@ -170,14 +170,14 @@ fn a_failing_pair_is_recorded_and_exits_1_with_all_outputs() {
 #[test]
 fn config_errors_exit_2_and_name_the_key() {
     let dir = setup("config", 1, &EXPERIMENT.replace("target_ratio = [0.5, 0.8]", "target_ratio = [0.5, 1.8]"));
-    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run"], &dir);
+    let out = compactlens(&["run", "--config", "exp.toml", "--out", "run"], &dir);
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("exp.toml:9: [[strategy]] #1 (truncate), key `target_ratio`: 1.8"), "{}", out.stderr);
     assert!(!dir.join("run").exists(), "nothing runs");
 
     fs::write(dir.join("exp.toml"), EXPERIMENT.replace("datasets = [\"data\"]", "datasets = [\"missing\"]"))
         .expect("experiment");
-    let out = compactbench(&["run", "--config", "exp.toml", "--out", "run"], &dir);
+    let out = compactlens(&["run", "--config", "exp.toml", "--out", "run"], &dir);
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("missing") && out.stderr.contains("not found"), "{}", out.stderr);
 }
@@ -185,10 +185,10 @@ fn config_errors_exit_2_and_name_the_key() {
 #[test]
 fn resume_after_a_kill_gives_the_same_csvs() {
     let dir = setup("resume", 3, EXPERIMENT);
-    assert_eq!(compactbench(&["run", "--config", "exp.toml", "--out", "whole"], &dir).code, 0);
-    assert_eq!(compactbench(&["run", "--config", "exp.toml", "--out", "killed"], &dir).code, 0);
+    assert_eq!(compactlens(&["run", "--config", "exp.toml", "--out", "whole"], &dir).code, 0);
+    assert_eq!(compactlens(&["run", "--config", "exp.toml", "--out", "killed"], &dir).code, 0);
     // Running again without --resume is refused.
-    let again = compactbench(&["run", "--config", "exp.toml", "--out", "killed"], &dir);
+    let again = compactlens(&["run", "--config", "exp.toml", "--out", "killed"], &dir);
     assert_eq!(again.code, 2, "{}", again.stderr);
     // Simulate a kill: 10 whole lines and part of the 11th, no CSVs yet.
     let log = dir.join("killed/results.jsonl");
@@ -199,7 +199,7 @@ fn resume_after_a_kill_gives_the_same_csvs() {
     for name in CSVS {
         fs::remove_file(dir.join("killed").join(name)).expect("remove csv");
     }
-    let out = compactbench(&["run", "--config", "exp.toml", "--out", "killed", "--resume"], &dir);
+    let out = compactlens(&["run", "--config", "exp.toml", "--out", "killed", "--resume"], &dir);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("10 resumed"), "{}", out.stdout);
     assert_same_csvs(&dir.join("whole"), &dir.join("killed"));
@@ -208,24 +208,24 @@ fn resume_after_a_kill_gives_the_same_csvs() {
 #[test]
 fn merged_shards_give_the_same_csvs_as_the_whole_run() {
     let dir = setup("shards", 3, EXPERIMENT);
-    assert_eq!(compactbench(&["run", "--config", "exp.toml", "--out", "whole"], &dir).code, 0);
+    assert_eq!(compactlens(&["run", "--config", "exp.toml", "--out", "whole"], &dir).code, 0);
     for k in 1..=3 {
         let shard = format!("{k}/3");
-        let out = compactbench(&["run", "--config", "exp.toml", "--out", &format!("s{k}"), "--shard", &shard], &dir);
+        let out = compactlens(&["run", "--config", "exp.toml", "--out", &format!("s{k}"), "--shard", &shard], &dir);
         assert_eq!(out.code, 0, "{}", out.stderr);
     }
-    let partial = compactbench(&["merge", "s1", "s2", "--out", "partial"], &dir);
+    let partial = compactlens(&["merge", "s1", "s2", "--out", "partial"], &dir);
     assert_eq!(partial.code, 1, "a missing shard is a failed merge");
     assert!(partial.stderr.contains("have no result"), "{}", partial.stderr);
-    let out = compactbench(&["merge", "s1", "s2", "s3", "--out", "merged"], &dir);
+    let out = compactlens(&["merge", "s1", "s2", "s3", "--out", "merged"], &dir);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("24 pairs: 24 ok"), "{}", out.stdout);
     assert_same_csvs(&dir.join("whole"), &dir.join("merged"));
 
     // A folder of another experiment does not merge.
     fs::write(dir.join("other.toml"), EXPERIMENT.replace("seed = 5", "seed = 6")).expect("experiment");
-    assert_eq!(compactbench(&["run", "--config", "other.toml", "--out", "other"], &dir).code, 0);
-    let out = compactbench(&["merge", "s1", "other", "--out", "bad"], &dir);
+    assert_eq!(compactlens(&["run", "--config", "other.toml", "--out", "other"], &dir).code, 0);
+    let out = compactlens(&["merge", "s1", "other", "--out", "bad"], &dir);
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("same experiment"), "{}", out.stderr);
 }
@@ -233,7 +233,7 @@ fn merged_shards_give_the_same_csvs_as_the_whole_run() {
 #[test]
 fn the_default_out_folder_is_under_reports_and_printed() {
     let dir = setup("default-out", 1, EXPERIMENT);
-    let out = compactbench(&["run", "--config", "exp.toml"], &dir);
+    let out = compactlens(&["run", "--config", "exp.toml"], &dir);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let folder = out.stdout.lines().last().expect("the folder is printed");
     assert!(folder.starts_with("reports/cli-run-") || folder.starts_with("reports\\cli-run-"), "{folder}");
@@ -244,7 +244,7 @@ fn the_default_out_folder_is_under_reports_and_printed() {
 fn outside_a_checkout_run_uses_the_built_in_default_experiment_with_the_same_results() {
     let dir = temp_dir("built-in-default");
     // A slice of the default experiment keeps the test short; the slice is the same pairs in both runs.
-    let out = compactbench(&["run", "--shard", "1/48", "--out", "built-in"], &dir);
+    let out = compactlens(&["run", "--shard", "1/48", "--out", "built-in"], &dir);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stderr.contains("built-in default experiment"), "{}", out.stderr);
     let manifest = fs::read_to_string(dir.join("built-in/run.json")).expect("run.json");
@@ -252,7 +252,7 @@ fn outside_a_checkout_run_uses_the_built_in_default_experiment_with_the_same_res
 
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let checkout = dir.join("checkout");
-    let out = compactbench(
+    let out = compactlens(
         &["run", "--config", "experiments/default.toml", "--shard", "1/48", "--out", checkout.to_str().expect("utf-8")],
         &root,
     );
@@ -276,7 +276,7 @@ fn a_real_kill_mid_run_then_resume_gives_the_same_csvs() {
         data.to_str().expect("a UTF-8 path")
     );
     fs::write(dir.join("exp.toml"), experiment).expect("experiment");
-    let whole = compactbench(&["run", "--config", "exp.toml", "--out", "whole", "--jobs", "1"], &dir);
+    let whole = compactlens(&["run", "--config", "exp.toml", "--out", "whole", "--jobs", "1"], &dir);
     assert_eq!(whole.code, 0, "{}", whole.stderr);
     let total = fs::read_to_string(dir.join("whole/results.jsonl")).expect("log").lines().count();
     assert!(total >= 4, "{total} pairs");
@@ -304,7 +304,7 @@ fn a_real_kill_mid_run_then_resume_gives_the_same_csvs() {
     assert!(kept < total, "killed after {kept} of {total} pairs: the kill came too late to test anything");
     assert!(!dir.join("killed/summary.csv").exists(), "a killed run wrote no views");
 
-    let out = compactbench(&["run", "--config", "exp.toml", "--out", "killed", "--resume", "--jobs", "1"], &dir);
+    let out = compactlens(&["run", "--config", "exp.toml", "--out", "killed", "--resume", "--jobs", "1"], &dir);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains(&format!("{kept} resumed")), "{}", out.stdout);
     assert_same_csvs(&dir.join("whole"), &dir.join("killed"));
@@ -319,33 +319,33 @@ fn run_out_refuses_foreign_folders_and_a_locked_run() {
     let foreign = dir.join("baseline");
     fs::create_dir_all(&foreign).expect("mkdir");
     fs::write(foreign.join("summary.csv"), "config_id,retention_mean\nx,0.9\n").expect("write");
-    let out = compactbench(&["run", "--config", "exp.toml", "--out", "baseline"], &dir);
+    let out = compactlens(&["run", "--config", "exp.toml", "--out", "baseline"], &dir);
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("not empty and not a run folder (it holds summary.csv)"), "{}", out.stderr);
     assert_eq!(fs::read_to_string(foreign.join("summary.csv")).expect("kept"), "config_id,retention_mean\nx,0.9\n");
 
     // An empty folder is fine; a run of another experiment is refused, even with --resume.
     fs::create_dir_all(dir.join("empty")).expect("mkdir");
-    assert_eq!(compactbench(&["run", "--config", "exp.toml", "--out", "empty"], &dir).code, 0);
+    assert_eq!(compactlens(&["run", "--config", "exp.toml", "--out", "empty"], &dir).code, 0);
     fs::write(dir.join("other.toml"), EXPERIMENT.replace("name = \"cli-run\"", "name = \"other\"")).expect("write");
-    let other = compactbench(&["run", "--config", "other.toml", "--out", "empty", "--resume"], &dir);
+    let other = compactlens(&["run", "--config", "other.toml", "--out", "empty", "--resume"], &dir);
     assert_eq!(other.code, 2, "{}", other.stderr);
     assert!(other.stderr.contains("holds experiment cli-run-"), "{}", other.stderr);
 
     // An OS lock held by a live process (this test's own) keeps a run out; the owner it wrote
     // is in the message.
-    let lock = dir.join("empty/.compactbench.lock");
+    let lock = dir.join("empty/.compactlens.lock");
     fs::write(&lock, "process 77 on test-host").expect("lock");
     let held = fs::OpenOptions::new().write(true).open(&lock).expect("opens");
     held.lock().expect("locks");
-    let locked = compactbench(&["run", "--config", "exp.toml", "--out", "empty", "--resume"], &dir);
+    let locked = compactlens(&["run", "--config", "exp.toml", "--out", "empty", "--resume"], &dir);
     assert_eq!(locked.code, 2, "{}", locked.stderr);
     assert!(locked.stderr.contains("another run (process 77 on test-host) is writing"), "{}", locked.stderr);
     drop(held);
     // A lock file without an OS lock (a killed run, or PID 1 of another container on a shared
     // volume) is taken over, and released at the end.
     fs::write(&lock, "process 1 on another-container").expect("stale lock");
-    let resumed = compactbench(&["run", "--config", "exp.toml", "--out", "empty", "--resume"], &dir);
+    let resumed = compactlens(&["run", "--config", "exp.toml", "--out", "empty", "--resume"], &dir);
     assert_eq!(resumed.code, 0, "{}", resumed.stderr);
     assert!(!lock.exists(), "the lock is released");
     let _ = fs::remove_dir_all(&dir);
@@ -391,7 +391,7 @@ fn two_concurrent_resumes_write_no_duplicate_record() {
 #[test]
 fn resume_reruns_the_pairs_of_an_edited_conversation() {
     let dir = setup("stale", 2, EXPERIMENT);
-    assert_eq!(compactbench(&["run", "--config", "exp.toml", "--out", "r"], &dir).code, 0);
+    assert_eq!(compactlens(&["run", "--config", "exp.toml", "--out", "r"], &dir).code, 0);
     let before = fs::read_to_string(dir.join("r/results.csv")).expect("csv");
     let data = dir.join("data/set.jsonl");
     let text = fs::read_to_string(&data).expect("dataset");
@@ -401,7 +401,7 @@ fn resume_reruns_the_pairs_of_an_edited_conversation() {
         .collect();
     assert_ne!(edited.join("\n"), text.trim_end(), "the edit applies");
     fs::write(&data, edited.join("\n") + "\n").expect("edit");
-    let out = compactbench(&["run", "--config", "exp.toml", "--out", "r", "--resume"], &dir);
+    let out = compactlens(&["run", "--config", "exp.toml", "--out", "r", "--resume"], &dir);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let configs = 8; // four configurations at two windows
     assert!(out.stderr.contains(&format!("note: {configs} pairs rerun:")), "{}", out.stderr);
@@ -416,7 +416,7 @@ fn resume_reruns_the_pairs_of_an_edited_conversation() {
 #[test]
 fn resume_reruns_records_without_a_content_hash() {
     let dir = setup("prehash", 2, EXPERIMENT);
-    assert_eq!(compactbench(&["run", "--config", "exp.toml", "--out", "r"], &dir).code, 0);
+    assert_eq!(compactlens(&["run", "--config", "exp.toml", "--out", "r"], &dir).code, 0);
     let log = dir.join("r/results.jsonl");
     let text = fs::read_to_string(&log).expect("log");
     let mut stripped = Vec::new();
@@ -426,7 +426,7 @@ fn resume_reruns_records_without_a_content_hash() {
         stripped.push(v.to_string());
     }
     fs::write(&log, stripped.join("\n") + "\n").expect("rewrite");
-    let out = compactbench(&["run", "--config", "exp.toml", "--out", "r", "--resume"], &dir);
+    let out = compactlens(&["run", "--config", "exp.toml", "--out", "r", "--resume"], &dir);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let pairs = stripped.len();
     assert!(out.stderr.contains(&format!("note: {pairs} pairs rerun:")), "{}", out.stderr);
@@ -435,20 +435,20 @@ fn resume_reruns_records_without_a_content_hash() {
     let _ = fs::remove_dir_all(&dir);
 }
 
-/// The `compactbench` command on the line after a step's `run: |` in a workflow file.
+/// The `compactlens` command on the line after a step's `run: |` in a workflow file.
 fn workflow_command(workflow: &str, verb: &str) -> String {
     let line = workflow
         .lines()
         .map(str::trim)
-        .find(|l| l.starts_with(&format!("compactbench {verb} ")))
-        .unwrap_or_else(|| panic!("the workflow has a `compactbench {verb}` command"));
+        .find(|l| l.starts_with(&format!("compactlens {verb} ")))
+        .unwrap_or_else(|| panic!("the workflow has a `compactlens {verb}` command"));
     line.to_string()
 }
 
 #[test]
 fn the_shard_workflows_commands_run_locally_and_merge_into_the_single_run() {
     let dir = setup("workflow", 3, EXPERIMENT);
-    assert_eq!(compactbench(&["run", "--config", "exp.toml", "--out", "whole"], &dir).code, 0);
+    assert_eq!(compactlens(&["run", "--config", "exp.toml", "--out", "whole"], &dir).code, 0);
     let workflow =
         fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/shards-github-actions.yml"))
             .expect("the workflow");
@@ -463,15 +463,15 @@ fn the_shard_workflows_commands_run_locally_and_merge_into_the_single_run() {
             .current_dir(dir.join("shards"))
             .env("PATH", &path)
             .env("EXPERIMENT", "../exp.toml")
-            .env("COMPACTBENCH_SHARD_INDEX", index.to_string())
-            .env("COMPACTBENCH_SHARDS", "3")
+            .env("COMPACTLENS_SHARD_INDEX", index.to_string())
+            .env("COMPACTLENS_SHARDS", "3")
             .env_remove("JOB_COMPLETION_INDEX")
             .env_remove("CI")
             .output()
             .expect("sh runs");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{run}: {stderr}");
-        assert!(stderr.contains(&format!("shard {}/3 (from COMPACTBENCH_SHARD_INDEX={index}", index + 1)), "{stderr}");
+        assert!(stderr.contains(&format!("shard {}/3 (from COMPACTLENS_SHARD_INDEX={index}", index + 1)), "{stderr}");
     }
     let out = Command::new("sh").args(["-c", &merge]).current_dir(&dir).env("PATH", &path).output().expect("sh runs");
     assert_eq!(out.status.code(), Some(0), "{merge}: {}", String::from_utf8_lossy(&out.stderr));
@@ -526,9 +526,9 @@ fn two_shards_share_one_response_cache_while_running() {
         }
     }
     assert!(entries > 0);
-    let out = compactbench(&["run", "--config", "exp.toml", "--out", "again", "--cache-mode", "only"], &dir);
+    let out = compactlens(&["run", "--config", "exp.toml", "--out", "again", "--cache-mode", "only"], &dir);
     assert_eq!(out.code, 0, "every request of both shards is in the shared cache: {}", out.stderr);
-    let out = compactbench(&["merge", "s1", "s2", "--out", "merged"], &dir);
+    let out = compactlens(&["merge", "s1", "s2", "--out", "merged"], &dir);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_same_csvs(&dir.join("again"), &dir.join("merged"));
 }
@@ -538,9 +538,9 @@ fn two_shards_share_one_response_cache_while_running() {
 #[test]
 fn the_run_the_verdict_command_and_the_gate_summary_tell_the_same_verdict() {
     let dir = setup("verdict-three-ways", 3, EXPERIMENT);
-    let run = compactbench(&["run", "--config", "exp.toml", "--out", "r"], &dir);
+    let run = compactlens(&["run", "--config", "exp.toml", "--out", "r"], &dir);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let json = compactbench(&["verdict", "r", "--format", "json"], &dir);
+    let json = compactlens(&["verdict", "r", "--format", "json"], &dir);
     assert_eq!(json.code, 0, "{}", json.stderr);
     let verdict: serde_json::Value = serde_json::from_str(&json.stdout).expect("json");
     let gate = Command::new(BIN)
@@ -551,8 +551,8 @@ fn the_run_the_verdict_command_and_the_gate_summary_tell_the_same_verdict() {
         .expect("the gate runs");
     assert_eq!(gate.status.code(), Some(0));
     let summary = fs::read_to_string(dir.join("summary.md")).expect("the gate wrote its summary");
-    assert!(summary.contains("### compactbench gate: passed") && summary.contains("### Verdict: cli-run"), "{summary}");
-    let text = compactbench(&["verdict", "r"], &dir).stdout;
+    assert!(summary.contains("### compactlens gate: passed") && summary.contains("### Verdict: cli-run"), "{summary}");
+    let text = compactlens(&["verdict", "r"], &dir).stdout;
     let windows = verdict["windows"].as_array().expect("windows");
     assert_eq!(windows.len(), 2, "8k and 64k");
     for w in windows {
@@ -603,7 +603,7 @@ fn the_run_the_verdict_command_and_the_gate_summary_tell_the_same_verdict() {
         "{}",
         run.stdout
     );
-    let quiet = compactbench(&["run", "--config", "exp.toml", "--out", "q", "--quiet"], &dir);
+    let quiet = compactlens(&["run", "--config", "exp.toml", "--out", "q", "--quiet"], &dir);
     assert_eq!(quiet.code, 0, "{}", quiet.stderr);
     assert_eq!(quiet.stdout.lines().count(), 1, "{}", quiet.stdout);
     assert!(

@@ -1,10 +1,10 @@
-//! `compactbench strategies --json`: the catalog as data.
+//! `compactlens strategies --json`: the catalog as data.
 
 use std::process::Command;
 
 #[test]
 fn strategies_json_lists_every_strategy_with_its_family_and_params() {
-    let out = Command::new(env!("CARGO_BIN_EXE_compactbench"))
+    let out = Command::new(env!("CARGO_BIN_EXE_compactlens"))
         .args(["strategies", "--json"])
         .output()
         .expect("the binary runs");

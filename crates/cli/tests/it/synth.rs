@@ -1,9 +1,9 @@
-//! `compactbench synth`: files, summary lines, family selection and usage errors.
+//! `compactlens synth`: files, summary lines, family selection and usage errors.
 
 use std::path::PathBuf;
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_compactbench");
+const BIN: &str = env!("CARGO_BIN_EXE_compactlens");
 
 /// A fresh folder under the system temp dir, unique to this process and test, removed on drop.
 struct TempDir(PathBuf);
@@ -15,7 +15,7 @@ impl Drop for TempDir {
 }
 
 fn temp_dir(test: &str) -> TempDir {
-    let dir = std::env::temp_dir().join(format!("compactbench-cli-synth-{}-{test}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("compactlens-cli-synth-{}-{test}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     TempDir(dir)
 }

@@ -1,9 +1,9 @@
-//! `compactbench validate` on good and bad files: messages, summaries and exit codes.
+//! `compactlens validate` on good and bad files: messages, summaries and exit codes.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_compactbench");
+const BIN: &str = env!("CARGO_BIN_EXE_compactlens");
 
 /// A fresh folder under the system temp dir, unique to this process and test, removed on drop.
 struct TempDir(PathBuf);
@@ -21,7 +21,7 @@ impl Drop for TempDir {
 }
 
 fn temp_dir(test: &str) -> TempDir {
-    let dir = std::env::temp_dir().join(format!("compactbench-cli-validate-{}-{test}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("compactlens-cli-validate-{}-{test}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir is writable");
     TempDir(dir)
@@ -360,7 +360,7 @@ fn run_limited(args: &[String], dir: &Path, limit: std::time::Duration) -> Optio
     let mut child = Command::new(BIN)
         .args(args)
         .current_dir(dir)
-        .env("COMPACTBENCH_BAD_INPUTS_KEY", "sk-bad-inputs-key-0000")
+        .env("COMPACTLENS_BAD_INPUTS_KEY", "sk-bad-inputs-key-0000")
         .env_remove("CI")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -27,7 +27,7 @@
 //! The suite is not vacuous: for every compacting strategy at least [`MIN_COMPACTING_SHARE`]
 //! of the cases compact proactively (or take the failure path); `none` never does.
 //!
-//! Cases per strategy: 256, or `COMPACTBENCH_PROPTEST_CASES` when larger. Failures are
+//! Cases per strategy: 256, or `COMPACTLENS_PROPTEST_CASES` when larger. Failures are
 //! persisted in `tests/proptest-regressions/conformance.txt` and replayed first on every run.
 
 use std::cell::Cell;
@@ -48,18 +48,18 @@ const MIN_WINDOW: u64 = 300;
 /// How many jitter values a case carries (parameters beyond this reuse them cyclically).
 const JITTER: usize = 24;
 
-/// Cases per strategy without `COMPACTBENCH_PROPTEST_CASES`, and the least with it.
+/// Cases per strategy without `COMPACTLENS_PROPTEST_CASES`, and the least with it.
 const MIN_CASES: u32 = 256;
 /// The least share of cases in which a compacting strategy must compact proactively.
 const MIN_COMPACTING_SHARE: f64 = 0.25;
 
-/// `COMPACTBENCH_PROPTEST_CASES` may raise the case count, never lower it.
+/// `COMPACTLENS_PROPTEST_CASES` may raise the case count, never lower it.
 fn cases_from(var: Option<&str>) -> u32 {
     var.and_then(|v| v.trim().parse::<u32>().ok()).unwrap_or(MIN_CASES).max(MIN_CASES)
 }
 
 fn cases() -> u32 {
-    cases_from(std::env::var("COMPACTBENCH_PROPTEST_CASES").ok().as_deref())
+    cases_from(std::env::var("COMPACTLENS_PROPTEST_CASES").ok().as_deref())
 }
 
 fn config() -> Config {

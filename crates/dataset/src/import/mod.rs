@@ -81,7 +81,7 @@ pub use claude_code::{is_harness_text, CLAUDE_WINDOW};
 pub use repair::{Repair, RepairKind, RepairReport, PLACEHOLDER_RESULT};
 pub use source::{At, Field, Step};
 
-/// The formats `compactbench import` reads.
+/// The formats `compactlens import` reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Format {

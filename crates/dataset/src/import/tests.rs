@@ -51,7 +51,7 @@ fn file_keys_drop_known_extensions() {
 
 #[test]
 fn a_session_file_brings_its_subagents_and_ids_stay_unique() {
-    let dir = std::env::temp_dir().join(format!("compactbench-import-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("compactlens-import-{}", std::process::id()));
     let sub = dir.join("s1").join("subagents");
     std::fs::create_dir_all(&sub).expect("temp dir");
     let line = |text: &str| {

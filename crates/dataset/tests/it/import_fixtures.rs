@@ -8,10 +8,10 @@
 //! the same format and that every imported conversation validates.
 //!
 //! For the cases in [`PROBE_CASES`], a third file, `<case>.probes.jsonl`, holds the probes
-//! `compactbench probes derive` gives with its default bounds (one line per probe, with its
+//! `compactlens probes derive` gives with its default bounds (one line per probe, with its
 //! conversation id), so a change to the derivation shows up as a reviewed diff.
 //!
-//! Run with `COMPACTBENCH_BLESS=1` to rewrite the expected files after a deliberate change,
+//! Run with `COMPACTLENS_BLESS=1` to rewrite the expected files after a deliberate change,
 //! then review the diff.
 
 use std::fmt::Write as _;
@@ -49,14 +49,14 @@ fn cases(format: Format) -> Vec<PathBuf> {
 /// Compare `actual` with the file at `path`, or rewrite it when blessing. Returns a
 /// description of the mismatch, if any.
 fn expect(path: &Path, actual: &str) -> Option<String> {
-    if std::env::var_os("COMPACTBENCH_BLESS").is_some() {
+    if std::env::var_os("COMPACTLENS_BLESS").is_some() {
         fs::write(path, actual).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         return None;
     }
     let expected = fs::read_to_string(path).unwrap_or_default();
     (expected != actual).then(|| {
         format!(
-            "{} differs (run with COMPACTBENCH_BLESS=1 to accept):\n--- expected\n{expected}\n--- actual\n{actual}",
+            "{} differs (run with COMPACTLENS_BLESS=1 to accept):\n--- expected\n{expected}\n--- actual\n{actual}",
             path.display()
         )
     })

@@ -7,14 +7,14 @@ const SCHEMA_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/c
 #[test]
 fn committed_schema_matches_the_conversation_type() {
     let generated = dataset::conversation_schema_text();
-    if std::env::var("COMPACTBENCH_UPDATE_SCHEMA").is_ok_and(|v| v == "1") {
+    if std::env::var("COMPACTLENS_UPDATE_SCHEMA").is_ok_and(|v| v == "1") {
         std::fs::write(SCHEMA_PATH, &generated).expect("datasets/ is writable");
     }
     let committed = std::fs::read_to_string(Path::new(SCHEMA_PATH)).unwrap_or_default();
     assert!(
         committed == generated,
         "datasets/conversation.schema.json is out of date with compaction::Conversation.\n\
-         Refresh it with:\n    COMPACTBENCH_UPDATE_SCHEMA=1 cargo test -p dataset --test it schema\n\
+         Refresh it with:\n    COMPACTLENS_UPDATE_SCHEMA=1 cargo test -p dataset --test it schema\n\
          and commit the result."
     );
 }

@@ -1,11 +1,11 @@
 //! Live calls to a hosted provider, only when asked for:
 //!
 //! ```text
-//! COMPACTBENCH_LIVE=1 \
-//! COMPACTBENCH_LIVE_PROTOCOL=openai|anthropic \
-//! COMPACTBENCH_LIVE_MODEL=gpt-4o-mini \
-//! COMPACTBENCH_LIVE_KEY_ENV=OPENAI_API_KEY \        # the NAME of the variable holding the key
-//! [COMPACTBENCH_LIVE_BASE_URL=https://...] \
+//! COMPACTLENS_LIVE=1 \
+//! COMPACTLENS_LIVE_PROTOCOL=openai|anthropic \
+//! COMPACTLENS_LIVE_MODEL=gpt-4o-mini \
+//! COMPACTLENS_LIVE_KEY_ENV=OPENAI_API_KEY \        # the NAME of the variable holding the key
+//! [COMPACTLENS_LIVE_BASE_URL=https://...] \
 //! cargo test -p llm --test it live -- --nocapture
 //! ```
 //!
@@ -19,24 +19,24 @@ use llm::cache::{CacheMode, ResponseCache};
 use llm::{ChatMessage, ChatRequest, Client, LlmConfig, LlmError, Protocol};
 
 fn live_config() -> Option<LlmConfig> {
-    if std::env::var("COMPACTBENCH_LIVE").ok().as_deref() != Some("1") {
-        eprintln!("skipped: set COMPACTBENCH_LIVE=1 and the COMPACTBENCH_LIVE_* endpoint variables to call a provider");
+    if std::env::var("COMPACTLENS_LIVE").ok().as_deref() != Some("1") {
+        eprintln!("skipped: set COMPACTLENS_LIVE=1 and the COMPACTLENS_LIVE_* endpoint variables to call a provider");
         return None;
     }
     let (Ok(protocol), Ok(model)) =
-        (std::env::var("COMPACTBENCH_LIVE_PROTOCOL"), std::env::var("COMPACTBENCH_LIVE_MODEL"))
+        (std::env::var("COMPACTLENS_LIVE_PROTOCOL"), std::env::var("COMPACTLENS_LIVE_MODEL"))
     else {
-        eprintln!("skipped: COMPACTBENCH_LIVE_PROTOCOL and COMPACTBENCH_LIVE_MODEL must be set");
+        eprintln!("skipped: COMPACTLENS_LIVE_PROTOCOL and COMPACTLENS_LIVE_MODEL must be set");
         return None;
     };
     let protocol = match protocol.as_str() {
         "openai" => Protocol::Openai,
         "anthropic" => Protocol::Anthropic,
-        other => panic!("COMPACTBENCH_LIVE_PROTOCOL={other}: expected openai or anthropic"),
+        other => panic!("COMPACTLENS_LIVE_PROTOCOL={other}: expected openai or anthropic"),
     };
     let mut cfg = LlmConfig::new(protocol, model);
-    cfg.base_url = std::env::var("COMPACTBENCH_LIVE_BASE_URL").ok();
-    cfg.api_key_env = std::env::var("COMPACTBENCH_LIVE_KEY_ENV").ok();
+    cfg.base_url = std::env::var("COMPACTLENS_LIVE_BASE_URL").ok();
+    cfg.api_key_env = std::env::var("COMPACTLENS_LIVE_KEY_ENV").ok();
     cfg.max_tokens = 16;
     cfg.max_retries = 2;
     Some(cfg)

@@ -330,7 +330,7 @@ fn fact_aliases_come_from_the_datasets_when_known() {
 
 #[test]
 fn write_report_reads_a_run_folder_and_names_a_bad_one() {
-    let dir = std::env::temp_dir().join(format!("compactbench-html-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("compactlens-html-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     let err = write_report(&dir).expect_err("no run.json");

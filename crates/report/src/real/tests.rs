@@ -240,7 +240,7 @@ fn the_report_and_the_csv_show_real_against_stand_in_only_with_recorded() {
     }
     assert!(!section.contains("truncate-128k"), "truncate does not summarize");
 
-    let root = std::env::temp_dir().join(format!("compactbench-real-{}", std::process::id()));
+    let root = std::env::temp_dir().join(format!("compactlens-real-{}", std::process::id()));
     let dir = root.join("with");
     crate::write_outputs(&dir, &data).expect("writes");
     let text = std::fs::read_to_string(dir.join(REAL_CSV)).expect("real_vs_stand_in.csv");

@@ -418,7 +418,7 @@ fn assert_clean_page(v: &Visit, name: &str, configurations: usize, ranked: usize
     assert_eq!(facts["resources"], json!([]), "no resource was fetched");
     // The page's own script ran: the CSP hash matches it.
     assert_eq!(facts["ready"], "1", "{facts}");
-    assert_eq!(facts["title"], format!("compactbench: {name}"));
+    assert_eq!(facts["title"], format!("compactlens: {name}"));
     assert_eq!(facts["scripts"], 1, "only the page's own script");
     assert_eq!(facts["styles"], 1, "only the page's own style");
     assert_eq!(facts["bodyDisplay"], "block");
@@ -511,20 +511,20 @@ fn the_report_opens_in_chromium_with_no_errors_no_requests_and_no_injected_code(
     let _ = std::fs::remove_dir_all(&root);
 }
 
-/// A real run's report, named by `COMPACTBENCH_REPORT_DIR` (absolute, or relative to the workspace
+/// A real run's report, named by `COMPACTLENS_REPORT_DIR` (absolute, or relative to the workspace
 /// root; CI points it at the gate's run):
 /// it must open as cleanly as the adversarial one. Without the variable there is nothing to
 /// check.
 #[test]
 fn the_run_folder_named_by_the_environment_opens_cleanly() {
-    let Some(dir) = std::env::var_os("COMPACTBENCH_REPORT_DIR").filter(|d| !d.is_empty()).map(PathBuf::from) else {
-        eprintln!("skipped: set COMPACTBENCH_REPORT_DIR to a run folder to open its report.html");
+    let Some(dir) = std::env::var_os("COMPACTLENS_REPORT_DIR").filter(|d| !d.is_empty()).map(PathBuf::from) else {
+        eprintln!("skipped: set COMPACTLENS_REPORT_DIR to a run folder to open its report.html");
         return;
     };
     // A relative path is taken from the workspace root (tests run in the crate's folder).
     let dir = if dir.is_relative() { Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join(dir) } else { dir };
     let Some(chromium) = chromium_or_skip() else { return };
-    let data = runner::run::RunData::read(&dir).expect("COMPACTBENCH_REPORT_DIR is a run folder");
+    let data = runner::run::RunData::read(&dir).expect("COMPACTLENS_REPORT_DIR is a run folder");
     let scratch = crate::common::temp_dir("browser-run");
     let v = visit(&chromium, &dir.join("report.html"), &scratch, "report-run-screenshot");
     assert_clean_page(&v, &data.manifest.experiment.name, data.manifest.experiment.configurations.len(), ranked(&data));

@@ -175,7 +175,7 @@ fn plan() -> Plan {
 }
 
 fn temp_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("compactbench-report-{}-{test}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("compactlens-report-{}-{test}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).expect("temp dir");
     dir

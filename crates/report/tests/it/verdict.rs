@@ -14,7 +14,7 @@ use runner::run::{self, Engine, Plan, Provenance, RunData, RunOptions};
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
 fn run_ci() -> RunData {
-    let dir = std::env::temp_dir().join(format!("compactbench-verdict-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("compactlens-verdict-{}", std::process::id()));
     let (_, data) = ci_run_folder(&dir);
     let _ = std::fs::remove_dir_all(&dir);
     data
@@ -41,7 +41,7 @@ pub fn ci_run_folder(root: &Path) -> (std::path::PathBuf, RunData) {
 /// summary.csv's: completion, paired at-risk retention and its probes, cost.
 #[test]
 fn the_verdict_of_a_folder_is_the_verdict_of_the_run_and_its_figures_are_the_summary_s() {
-    let root = std::env::temp_dir().join(format!("compactbench-verdict-folder-{}", std::process::id()));
+    let root = std::env::temp_dir().join(format!("compactlens-verdict-folder-{}", std::process::id()));
     let (dir, data) = ci_run_folder(&root);
     let verdict = report::verdict::Verdict::read(&dir).expect("a verdict");
     assert_eq!(verdict, report::verdict::Verdict::of_run(&data).expect("a verdict"));

@@ -210,7 +210,7 @@ fn window_labels() {
 
 #[test]
 fn inline_price_and_price_table_lookup() {
-    let dir = std::env::temp_dir().join(format!("compactbench-exp-price-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("compactlens-exp-price-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     std::fs::write(dir.join("prices.toml"), "[models.\"m-1\"]\ninput = 2.0\ncached_input = 0.5\noutput = 8.0\n")
         .expect("write prices");
@@ -232,7 +232,7 @@ fn inline_price_and_price_table_lookup() {
 
 #[test]
 fn cache_ttl_picks_the_cache_write_price() {
-    let dir = std::env::temp_dir().join(format!("compactbench-exp-ttl-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("compactlens-exp-ttl-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     std::fs::write(
         dir.join("prices.toml"),

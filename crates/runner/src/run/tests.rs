@@ -147,7 +147,7 @@ fn plan_with(ids: &[&str]) -> Plan {
 }
 
 fn temp_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("compactbench-run-{}-{test}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("compactlens-run-{}-{test}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).expect("temp dir");
     dir

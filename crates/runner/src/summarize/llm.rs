@@ -52,7 +52,7 @@ pub enum LlmSetupError {
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, LlmSetupError> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        .thread_name("compactbench-llm")
+        .thread_name("compactlens-llm")
         .enable_all()
         .build()
         .map_err(LlmSetupError::Runtime)

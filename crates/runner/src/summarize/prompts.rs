@@ -39,7 +39,7 @@ pub const ANSWER_VARS: &[&str] = &["question"];
 pub const GRADE_VARS: &[&str] = &["question", "expected", "facts", "answer"];
 /// Placeholders the judge's directive-listing prompt may use.
 pub const DIRECTIVE_VARS: &[&str] = &["summary"];
-/// Placeholders the probe writer's prompt may use (`compactbench probes generate`).
+/// Placeholders the probe writer's prompt may use (`compactlens probes generate`).
 pub const PROBE_VARS: &[&str] = &["transcript", "max_probes"];
 
 const SYSTEM_MARKER: &str = "<!-- system -->";

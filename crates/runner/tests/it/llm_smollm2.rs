@@ -1,6 +1,6 @@
 //! The LLM summarizer and judge against a real model: SmolLM2-135M-Instruct served by
 //! llama-cpp-python on loopback (`scripts/setup-llm.sh`, then `scripts/serve-llm.sh`, which
-//! prints `COMPACTBENCH_SMOLLM2_URL`). Runs only when that variable is set; otherwise each test
+//! prints `COMPACTLENS_SMOLLM2_URL`). Runs only when that variable is set; otherwise each test
 //! prints why it skipped.
 //!
 //! The model is far too small to summarize or judge well: these tests prove the path against a
@@ -18,10 +18,10 @@ use runner::replay::{Judge, Summarizer};
 use runner::summarize::llm::LlmSummarizer;
 
 fn server_url() -> Option<String> {
-    match std::env::var("COMPACTBENCH_SMOLLM2_URL") {
+    match std::env::var("COMPACTLENS_SMOLLM2_URL") {
         Ok(u) if !u.is_empty() => Some(u),
         _ => {
-            eprintln!("skipped: COMPACTBENCH_SMOLLM2_URL is not set (scripts/setup-llm.sh, then eval \"$(scripts/serve-llm.sh)\")");
+            eprintln!("skipped: COMPACTLENS_SMOLLM2_URL is not set (scripts/setup-llm.sh, then eval \"$(scripts/serve-llm.sh)\")");
             None
         }
     }

@@ -169,7 +169,7 @@ fn the_stand_in_covers_what_real_summaries_keep() {
             let summary = OfflineSummarizer::new().summarize(&ctx, &request).expect("summarizes").text;
             let real = m.content.as_str();
             // To read the pairs side by side: the folder to write them to.
-            if let Ok(dir) = std::env::var("COMPACTBENCH_DUMP_SUMMARIES") {
+            if let Ok(dir) = std::env::var("COMPACTLENS_DUMP_SUMMARIES") {
                 let base = Path::new(&dir).join(format!("{}-{i}", conv.id));
                 std::fs::write(base.with_extension("real.md"), real).expect("write");
                 std::fs::write(base.with_extension("stand-in.md"), &summary).expect("write");

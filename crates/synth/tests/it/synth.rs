@@ -2,7 +2,7 @@
 //! gives the committed bytes, and every conversation keeps the generator's promises.
 //!
 //! After an intended change to the generator, refresh the files with
-//! `cargo run -p compactbench -- synth --seed 42 --out datasets/synthetic`.
+//! `cargo run -p compactlens -- synth --seed 42 --out datasets/synthetic`.
 
 use std::sync::OnceLock;
 
@@ -37,7 +37,7 @@ fn regenerating_with_the_seed_gives_the_committed_files() {
             let line = fresh.lines().zip(committed.lines()).position(|(a, b)| a != b).map_or(0, |i| i + 1);
             panic!(
                 "{path} differs from a fresh generation with seed {SEED} (first differing line {line}; {} vs {} bytes). \
-                 Regenerate with `cargo run -p compactbench -- synth --seed {SEED} --out datasets/synthetic`.",
+                 Regenerate with `cargo run -p compactlens -- synth --seed {SEED} --out datasets/synthetic`.",
                 fresh.len(),
                 committed.len()
             );

@@ -93,8 +93,8 @@ fn crates_keep_their_layers() {
         problems.push(format!("report depends on {dep} directly"));
     }
     for (name, deps) in &direct {
-        if deps.contains("compactbench") {
-            problems.push(format!("{name} depends on the binary crate compactbench"));
+        if deps.contains("compactlens") {
+            problems.push(format!("{name} depends on the binary crate compactlens"));
         }
     }
     assert!(problems.is_empty(), "the crate layering of ARCHITECTURE.md is broken:\n{}", problems.join("\n"));

@@ -27,7 +27,7 @@ pub fn hostile(n: usize) -> String {
     )
 }
 
-/// The experiment's name (the page title is `compactbench: <name>`).
+/// The experiment's name (the page title is `compactlens: <name>`).
 pub const NAME: &str = "browser-adversarial";
 
 const EXPERIMENT: &str = r#"
@@ -121,7 +121,7 @@ pub fn conversation(id: &str) -> Conversation {
 
 /// A fresh folder under the system temp dir.
 pub fn temp_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("compactbench-report-{}-{test}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("compactlens-report-{}-{test}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir is writable");
     dir

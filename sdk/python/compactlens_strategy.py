@@ -1,13 +1,13 @@
-"""Write a compactbench compaction strategy in Python.
+"""Write a compactlens compaction strategy in Python.
 
-compactbench runs an external strategy as a child process and talks to it in newline-delimited
+compactlens runs an external strategy as a child process and talks to it in newline-delimited
 JSON over stdin and stdout (protocol version 1, docs/external-strategies.md). This module speaks
 that protocol so a strategy only has to say what the context becomes. One file, Python 3.9 or
 later, standard library only: copy it next to your strategy or put its folder on `sys.path`.
 
 Subclass `Strategy`, write `compact(self, messages, call)` and hand the class to `run`:
 
-    from compactbench_strategy import Strategy, SummaryError, run
+    from compactlens_strategy import Strategy, SummaryError, run
 
     class DropMiddle(Strategy):
         name = "drop-middle"
@@ -58,7 +58,7 @@ experiment's params are also on `self.params` from the handshake on.
 
 Anything the strategy prints goes to stderr: stdout is kept for the protocol. An exception
 in the strategy's code writes its traceback to stderr and ends the process with exit code 1;
-compactbench reports the pair as failed with the end of stderr.
+compactlens reports the pair as failed with the end of stderr.
 """
 
 import bisect
@@ -262,7 +262,7 @@ class _Loop:
             elif kind == "init":
                 raise ProtocolError("a second `init`")
             else:
-                sys.stderr.write("compactbench_strategy: ignoring a `%s` message\n" % kind)
+                sys.stderr.write("compactlens_strategy: ignoring a `%s` message\n" % kind)
                 sys.stderr.flush()
 
     def _author(self, fn, *args):
@@ -432,7 +432,7 @@ def run(strategy):
         sys.stderr.flush()
         sys.exit(EXIT_STRATEGY_ERROR)
     except ProtocolError as e:
-        sys.stderr.write("compactbench_strategy: protocol error: %s\n" % e)
+        sys.stderr.write("compactlens_strategy: protocol error: %s\n" % e)
         sys.stderr.flush()
         sys.exit(EXIT_PROTOCOL_ERROR)
     except BrokenPipeError:

@@ -1,4 +1,4 @@
-// compactbench-strategy.mjs: the Node SDK for compactbench's external strategies.
+// compactlens-strategy.mjs: the Node SDK for compactlens's external strategies.
 //
 // It speaks protocol version 1 of docs/external-strategies.md (newline-delimited JSON on
 // stdin/stdout) so that a strategy is one class with one method. One file, Node built-in
@@ -6,7 +6,7 @@
 //
 // Usage:
 //
-//   import { Strategy, SummaryError, run } from "./compactbench-strategy.mjs";
+//   import { Strategy, SummaryError, run } from "./compactlens-strategy.mjs";
 //
 //   class SummarizeOld extends Strategy {
 //     static name = "summarize-old";          // sent in `ready`
@@ -61,7 +61,7 @@
 //   something of the strategy's keeps it alive. A message type this SDK does not know is
 //   ignored (noted on stderr).
 //
-// The Python SDK (sdk/python/compactbench_strategy.py) makes the same choices.
+// The Python SDK (sdk/python/compactlens_strategy.py) makes the same choices.
 
 import process from "node:process";
 import * as readline from "node:readline";
@@ -349,8 +349,8 @@ export function run(strategy) {
     dead = true;
     const protocol = err instanceof ProtocolError;
     const text = protocol
-      ? `compactbench-strategy: protocol error: ${err.message}`
-      : (err && err.stack) || `compactbench-strategy: ${String(err)}`;
+      ? `compactlens-strategy: protocol error: ${err.message}`
+      : (err && err.stack) || `compactlens-strategy: ${String(err)}`;
     process.stderr.write(`${text}\n`, () => process.exit(protocol ? EXIT_PROTOCOL_ERROR : EXIT_STRATEGY_ERROR));
   };
 
@@ -472,7 +472,7 @@ export function run(strategy) {
         return;
       }
       default:
-        process.stderr.write(`compactbench-strategy: ignoring a ${JSON.stringify(msg.type)} message\n`);
+        process.stderr.write(`compactlens-strategy: ignoring a ${JSON.stringify(msg.type)} message\n`);
     }
   };
 
