@@ -173,7 +173,10 @@ case "$mode" in
         import target/corpora
         # The derived probes keep to the limits of a fact (no plain-word share over 10%, no
         # code fragment, no fact tested twice, a critical task probe in every long session).
-        $bin probes audit --strict target/corpora/*.jsonl
+        # ... and the answer keys of datasets/keys/corpora/ still hold on the recordings (every
+        # key's sources before its checkpoint, an alias of each fact in them, no duplicate); the
+        # audit prints how many key facts the derived probes test.
+        $bin probes audit --strict target/corpora/*.jsonl --keys datasets/keys/corpora/*.jsonl
         rm -rf target/ci-corpora-run
         $bin run --config experiments/ci-corpora.toml --out target/ci-corpora-run "$@"
         check target/ci-corpora-run

@@ -51,7 +51,7 @@ pub use invariants::{check_compaction, check_context, Violation};
 pub use layout::{build_layout, covered, Built};
 pub use masking::{check_masks, mask_in_place, masked_entry, ContextShape, Masked};
 #[cfg(feature = "dataset")]
-pub use message::{Conversation, Probe, ProbeKind, Tier};
+pub use message::{Conversation, InRealSummary, Probe, ProbeKind, ProbeOrigin, Tier};
 pub use message::{Message, Role, ThinkingBlock, ThinkingKind, ToolCall};
 pub use plan::{
     Budget, Compacted, CompactionEvent, Fallback, MaskAnswer, MaskPlan, Plan, Promises, Slot, SummaryFailure,

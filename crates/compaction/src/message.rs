@@ -223,11 +223,13 @@ impl Message {
 }
 
 #[cfg(feature = "dataset")]
-/// The five kinds of probe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
+/// The kinds of probe: five that derivation and generators write (`task` to `continuation`),
+/// and the kinds answer keys add for the state an agent needs (`constraint` to `next_step`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum ProbeKind {
     /// The original task.
+    #[default]
     Task,
     /// A detail mentioned once: an id, an error, a number.
     Recall,
@@ -237,12 +239,35 @@ pub enum ProbeKind {
     Decision,
     /// What to do next.
     Continuation,
+    /// A constraint or preference the user stated ("don't", "only", "use X, not Y").
+    Constraint,
+    /// An option the user chose: an answer to a question, an approved plan.
+    Choice,
+    /// Where the work stands: what is done, committed, pushed, tested, running.
+    WorkState,
+    /// An error and the fix that resolved it; an approach known to fail.
+    Lesson,
+    /// The next step: open to-do items, the plan the agent stated last.
+    NextStep,
 }
 
 #[cfg(feature = "dataset")]
 impl ProbeKind {
     /// Every kind, in report order.
-    pub const ALL: [ProbeKind; 5] =
+    pub const ALL: [ProbeKind; 10] = [
+        ProbeKind::Task,
+        ProbeKind::Recall,
+        ProbeKind::Artifact,
+        ProbeKind::Decision,
+        ProbeKind::Continuation,
+        ProbeKind::Constraint,
+        ProbeKind::Choice,
+        ProbeKind::WorkState,
+        ProbeKind::Lesson,
+        ProbeKind::NextStep,
+    ];
+    /// The five kinds every generated dataset holds (the first five of [`ProbeKind::ALL`]).
+    pub const CLASSIC: [ProbeKind; 5] =
         [ProbeKind::Task, ProbeKind::Recall, ProbeKind::Artifact, ProbeKind::Decision, ProbeKind::Continuation];
     /// The name used in files and reports.
     pub fn as_str(self) -> &'static str {
@@ -252,6 +277,11 @@ impl ProbeKind {
             ProbeKind::Artifact => "artifact",
             ProbeKind::Decision => "decision",
             ProbeKind::Continuation => "continuation",
+            ProbeKind::Constraint => "constraint",
+            ProbeKind::Choice => "choice",
+            ProbeKind::WorkState => "work_state",
+            ProbeKind::Lesson => "lesson",
+            ProbeKind::NextStep => "next_step",
         }
     }
 }
@@ -284,12 +314,18 @@ impl Tier {
         }
     }
 
-    /// The tier of a probe that does not state one: the task and the next step are critical,
-    /// every other kind useful (a probe is only `detail` when it says so).
+    /// The tier of a probe that does not state one: the task, constraints, choices, work state
+    /// and the next step are critical, every other kind useful (a probe is only `detail` when it
+    /// says so).
     pub fn of_kind(kind: ProbeKind) -> Tier {
         match kind {
-            ProbeKind::Task | ProbeKind::Continuation => Tier::Critical,
-            ProbeKind::Recall | ProbeKind::Artifact | ProbeKind::Decision => Tier::Useful,
+            ProbeKind::Task
+            | ProbeKind::Continuation
+            | ProbeKind::Constraint
+            | ProbeKind::Choice
+            | ProbeKind::WorkState
+            | ProbeKind::NextStep => Tier::Critical,
+            ProbeKind::Recall | ProbeKind::Artifact | ProbeKind::Decision | ProbeKind::Lesson => Tier::Useful,
         }
     }
 
@@ -302,7 +338,7 @@ impl Tier {
 
 #[cfg(feature = "dataset")]
 /// A question whose answer is in the recorded conversation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Probe {
     /// Unique within the conversation.
     pub id: String,
@@ -323,10 +359,81 @@ pub struct Probe {
     /// How much it matters ([`Tier`]); absent: [`Tier::of_kind`] of its kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tier: Option<Tier>,
+    /// Who wrote it ([`ProbeOrigin`]); absent: not said (hand-written or generated data).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<ProbeOrigin>,
+    /// What the fact means, in one sentence (answer keys).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meaning: Option<String>,
+    /// Every message that states or establishes the answer, `source_message` among them
+    /// (answer keys); empty: `source_message` alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_messages: Vec<usize>,
+    /// Where the recording holds a real compaction at `asked_at`: whether the summary the
+    /// recorded agent wrote there states the fact, as a person read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_real_summary: Option<InRealSummary>,
+}
+
+#[cfg(feature = "dataset")]
+/// Who wrote a probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbeOrigin {
+    /// Derived from the recording by rules (`probes derive`, the importers).
+    Derived,
+    /// Written by a model (`probes generate`).
+    Generated,
+    /// An answer key: written by a person who read the history before `asked_at`.
+    Written,
+}
+
+#[cfg(feature = "dataset")]
+/// How a recorded agent's own summary holds an answer key's fact, as a person read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum InRealSummary {
+    /// One of the fact's aliases is in the summary and means the fact.
+    Verbatim,
+    /// The summary states the fact in other words.
+    Paraphrase,
+    /// The summary does not state it.
+    Absent,
+}
+
+#[cfg(feature = "dataset")]
+impl InRealSummary {
+    /// The name used in files and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InRealSummary::Verbatim => "verbatim",
+            InRealSummary::Paraphrase => "paraphrase",
+            InRealSummary::Absent => "absent",
+        }
+    }
+
+    /// The summary states the fact, in its words or the key's.
+    pub fn stated(self) -> bool {
+        self != InRealSummary::Absent
+    }
 }
 
 #[cfg(feature = "dataset")]
 impl Probe {
+    /// An answer key: written by a person at its checkpoint ([`ProbeOrigin::Written`]).
+    pub fn is_written(&self) -> bool {
+        self.origin == Some(ProbeOrigin::Written)
+    }
+
+    /// The messages that state the answer: `source_messages`, else `source_message` alone.
+    pub fn sources(&self) -> Vec<usize> {
+        if self.source_messages.is_empty() {
+            vec![self.source_message]
+        } else {
+            self.source_messages.clone()
+        }
+    }
+
     /// Its tier: the one it states, else the default of its kind ([`Tier::of_kind`]).
     pub fn tier(&self) -> Tier {
         self.tier.unwrap_or_else(|| Tier::of_kind(self.kind))

@@ -17,7 +17,8 @@ use super::{DatasetError, Problem};
 /// carries a `name`, names the same tool as its call; every call has a result, except the
 /// calls of the last assistant message when nothing but tool results follow it (in flight);
 /// probes have unique non-empty ids, a question, `source_message` in range, `asked_at` in
-/// `1..=messages` and after the source, and at least one fact with no empty alias.
+/// `1..=messages` and after the source, and at least one fact with no empty alias; answer keys
+/// (probes with `origin: "written"`) as [`check_keys`] says.
 pub fn check_conversation(conv: &Conversation) -> Vec<DatasetError> {
     let mut out = Vec::new();
     let id = Some(conv.id.as_str());
@@ -160,11 +161,76 @@ pub fn check_conversation(conv: &Conversation) -> Vec<DatasetError> {
             }
         }
     }
+    out.extend(check_keys(conv).into_iter().map(|(p, field, problem)| {
+        DatasetError::new(problem).in_conversation(Some(&conv.id)).at_field(format!("probes[{p}].{field}"))
+    }));
     // Read in order: conversation fields, then messages by index, then probes.
     out.sort_by_key(|e| match e.message {
         Some(m) => m + 1,
         None if e.field.as_deref().is_some_and(|f| f.starts_with("probes")) => usize::MAX,
         None => 0,
     });
+    out
+}
+
+/// The problems of `conv`'s answer keys (probes with `origin: "written"`), as (probe index,
+/// field, problem): a key has `asked_at`; every source message (`source_message` and
+/// `source_messages`) is before it; each fact has an alias that occurs in its source messages
+/// (normalized, at word boundaries, as the offline judge reads them) and one that is not a
+/// common word or a bare small number; two keys at one checkpoint never share an alias.
+pub fn check_keys(conv: &Conversation) -> Vec<(usize, String, Problem)> {
+    use crate::text::{is_weak_alias, normalize, occurs, render_message};
+    let mut out = Vec::new();
+    let mut rendered: HashMap<usize, String> = HashMap::new();
+    // (checkpoint, normalized alias) -> the first key that has it.
+    let mut seen: HashMap<(usize, String), usize> = HashMap::new();
+    for (p, probe) in conv.probes.iter().enumerate().filter(|(_, p)| p.is_written()) {
+        let Some(asked_at) = probe.asked_at else {
+            out.push((p, "asked_at".to_string(), Problem::KeyWithoutCheckpoint));
+            continue;
+        };
+        let sources = probe.sources();
+        for (s, &index) in sources.iter().enumerate() {
+            if index >= asked_at {
+                let field = if probe.source_messages.is_empty() {
+                    "source_message".to_string()
+                } else {
+                    format!("source_messages[{s}]")
+                };
+                out.push((p, field, Problem::KeySourceAfterCheckpoint { index, asked_at }));
+            }
+        }
+        for (f, fact) in probe.facts.iter().enumerate() {
+            let in_sources = fact.iter().any(|alias| {
+                let a = normalize(alias);
+                !a.is_empty()
+                    && sources.iter().filter(|&&i| i < conv.messages.len()).any(|&i| {
+                        let text = rendered.entry(i).or_insert_with(|| normalize(&render_message(&conv.messages[i])));
+                        occurs(text, &a)
+                    })
+            });
+            if !in_sources {
+                out.push((p, format!("facts[{f}]"), Problem::KeyAliasNotInSources { sources: sources.clone() }));
+            }
+            if !fact.is_empty() && fact.iter().all(|a| is_weak_alias(a)) {
+                out.push((p, format!("facts[{f}]"), Problem::KeyOnlyWeakAliases { aliases: fact.clone() }));
+            }
+            for alias in fact {
+                let a = normalize(alias);
+                if a.is_empty() {
+                    continue;
+                }
+                match seen.get(&(asked_at, a.clone())) {
+                    Some(&first) if first != p => {
+                        out.push((p, format!("facts[{f}]"), Problem::DuplicateKey { first, alias: alias.clone() }));
+                    }
+                    Some(_) => {}
+                    None => {
+                        seen.insert((asked_at, a), p);
+                    }
+                }
+            }
+        }
+    }
     out
 }

@@ -168,6 +168,24 @@ pub enum Problem {
     EmptyFact,
     #[error("empty alias")]
     EmptyAlias,
+
+    // --- answer keys (probes with origin "written") ---
+    /// An answer key is asked at its checkpoint: it needs `asked_at`.
+    #[error("an answer key needs asked_at (its checkpoint)")]
+    KeyWithoutCheckpoint,
+    /// A key's source message at or after its checkpoint: the key must be written from the
+    /// history before it.
+    #[error("source message {index} is not before the checkpoint (asked_at {asked_at})")]
+    KeySourceAfterCheckpoint { index: usize, asked_at: usize },
+    /// No alias of a key's fact occurs in its source messages (normalized, at word boundaries).
+    #[error("no alias of this fact occurs in its source messages {sources:?}")]
+    KeyAliasNotInSources { sources: Vec<usize> },
+    /// Every alias of a key's fact is a common word or a bare small number.
+    #[error("every alias of this fact is a common word or a bare number under a hundred: {aliases:?}")]
+    KeyOnlyWeakAliases { aliases: Vec<String> },
+    /// Two keys at one checkpoint test the same fact (a shared alias).
+    #[error("the same fact as probes[{first}] at the same checkpoint (alias {alias:?})")]
+    DuplicateKey { first: usize, alias: String },
 }
 
 impl Problem {
@@ -205,6 +223,11 @@ impl Problem {
             Problem::NoFacts => "no_facts",
             Problem::EmptyFact => "empty_fact",
             Problem::EmptyAlias => "empty_alias",
+            Problem::KeyWithoutCheckpoint => "key_without_checkpoint",
+            Problem::KeySourceAfterCheckpoint { .. } => "key_source_after_checkpoint",
+            Problem::KeyAliasNotInSources { .. } => "key_alias_not_in_sources",
+            Problem::KeyOnlyWeakAliases { .. } => "key_only_weak_aliases",
+            Problem::DuplicateKey { .. } => "duplicate_key",
         }
     }
 }

@@ -47,6 +47,7 @@ use serde_json::Value;
 mod check;
 mod error;
 pub mod import;
+pub mod keys;
 mod lines;
 pub mod probes;
 mod schema;
@@ -54,7 +55,7 @@ mod schema;
 mod tests;
 pub mod text;
 
-pub use check::check_conversation;
+pub use check::{check_conversation, check_keys};
 pub use error::{DatasetError, Problem};
 pub use schema::{conversation_schema, conversation_schema_text};
 

@@ -114,6 +114,12 @@ impl DeriveParams {
             ProbeKind::Artifact => self.max_artifact,
             ProbeKind::Decision => self.max_gold + self.max_choices + self.max_decisions,
             ProbeKind::Continuation => self.max_continuation,
+            // The kinds of answer keys; derivation writes none of them.
+            ProbeKind::Constraint
+            | ProbeKind::Choice
+            | ProbeKind::WorkState
+            | ProbeKind::Lesson
+            | ProbeKind::NextStep => 0,
         }
     }
 }
@@ -250,6 +256,7 @@ pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>
                 source_message: c.source,
                 asked_at: None,
                 tier: Some(c.tier),
+                ..Default::default()
             });
         }
     }

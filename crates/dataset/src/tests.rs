@@ -75,7 +75,7 @@ fn unknown_probe_kind_names_the_allowed_kinds() {
     assert_eq!(
         messages(&ds),
         vec![
-            r#"t.jsonl:1: conversation c, field probes[0].kind: unknown probe kind "trivia" (allowed: task, recall, artifact, decision, continuation)"#
+            r#"t.jsonl:1: conversation c, field probes[0].kind: unknown probe kind "trivia" (allowed: task, recall, artifact, decision, continuation, constraint, choice, work_state, lesson, next_step)"#
         ]
     );
 }
@@ -321,6 +321,7 @@ fn probe(id: &str, source_message: usize) -> Probe {
         source_message,
         asked_at: None,
         tier: None,
+        ..Default::default()
     }
 }
 

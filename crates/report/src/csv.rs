@@ -59,7 +59,7 @@ pub const RESULTS_HEADER: [&str; 38] = [
 ];
 
 /// Columns of `summary.csv`.
-pub const SUMMARY_HEADER: [&str; 56] = [
+pub const SUMMARY_HEADER: [&str; 66] = [
     "config_id",
     "strategy",
     "params",
@@ -116,10 +116,20 @@ pub const SUMMARY_HEADER: [&str; 56] = [
     "probes_critical",
     "probes_useful",
     "probes_detail",
+    "state_retention",
+    "state_retention_ci_low",
+    "state_retention_ci_high",
+    "state_conversations",
+    "state_keys",
+    "state_retention_critical",
+    "state_keys_critical",
+    "state_retention_useful",
+    "state_keys_useful",
+    "state_at_risk_retention",
 ];
 
 /// Columns of `probes.csv`.
-pub const PROBES_HEADER: [&str; 19] = [
+pub const PROBES_HEADER: [&str; 20] = [
     "conversation_id",
     "dataset",
     "config_id",
@@ -139,6 +149,7 @@ pub const PROBES_HEADER: [&str; 19] = [
     "scored_repeats",
     "evidence",
     "tier",
+    "written",
 ];
 
 /// Columns of `compactions.csv`.
@@ -403,6 +414,27 @@ pub struct SummaryRow {
     pub probes_critical: usize,
     pub probes_useful: usize,
     pub probes_detail: usize,
+    /// State retention: the answer keys' mean score per conversation, then over the
+    /// conversations with keys (`state_conversations`), with its bootstrap interval; empty
+    /// where the dataset has no keys.
+    #[serde(serialize_with = "ratio6")]
+    pub state_retention: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub state_retention_ci_low: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub state_retention_ci_high: Option<f64>,
+    pub state_conversations: usize,
+    /// Keys scored (critical and useful): the denominator.
+    pub state_keys: usize,
+    #[serde(serialize_with = "ratio6")]
+    pub state_retention_critical: Option<f64>,
+    pub state_keys_critical: usize,
+    #[serde(serialize_with = "ratio6")]
+    pub state_retention_useful: Option<f64>,
+    pub state_keys_useful: usize,
+    /// Over the keys none of whose source messages was in the context verbatim.
+    #[serde(serialize_with = "ratio6")]
+    pub state_at_risk_retention: Option<f64>,
 }
 
 impl SummaryRow {
@@ -468,6 +500,16 @@ impl SummaryRow {
             probes_critical: s.probes_by_tier[0],
             probes_useful: s.probes_by_tier[1],
             probes_detail: s.probes_by_tier[2],
+            state_retention: s.state.all.mean,
+            state_retention_ci_low: s.state.all.ci.map(|c| c.0),
+            state_retention_ci_high: s.state.all.ci.map(|c| c.1),
+            state_conversations: s.state.all.n,
+            state_keys: s.state.keys,
+            state_retention_critical: s.state.critical,
+            state_keys_critical: s.state.critical_keys,
+            state_retention_useful: s.state.useful,
+            state_keys_useful: s.state.useful_keys,
+            state_at_risk_retention: s.state.at_risk,
         }
     }
 }
@@ -505,6 +547,8 @@ pub struct ProbeRow {
     pub evidence: String,
     /// `critical`, `useful` or `detail`.
     pub tier: String,
+    /// An answer key (`true`): counted in state retention, not in the probes' figures.
+    pub written: bool,
 }
 
 /// A row of `compactions.csv`: one compaction event with its summary text.
@@ -626,6 +670,7 @@ pub fn probe_rows(records: &[PairRecord]) -> Vec<ProbeRow> {
                     .collect::<Vec<_>>()
                     .join(";"),
                 tier: p.tier().as_str().to_string(),
+                written: p.written,
             });
         }
     }
@@ -763,6 +808,7 @@ mod tests {
     #[test]
     fn probe_spread_and_repeats_come_from_the_llm_detail_and_default_for_the_offline_judge() {
         let probe = |llm: Option<serde_json::Value>| runlog::record::ProbeScore {
+            written: false,
             probe_id: "p".into(),
             kind: compaction::ProbeKind::Recall,
             tier: None,

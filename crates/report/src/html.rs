@@ -582,7 +582,9 @@ impl Page<'_> {
         out.push_str(&format!(
             "<div class=\"scroll\"><table id=\"leaderboard-table{suffix}\" class=\"sortable\">\n<thead><tr>"
         ));
-        let heads: [(&str, bool); 23] = [
+        // State retention on the answer keys leads the figures where the view has keys.
+        let keyed = self.rows(view).iter().any(|s| s.state.all.mean.is_some());
+        let mut heads: Vec<(&str, bool)> = vec![
             ("strategy", false),
             ("window", true),
             ("parameters", false),
@@ -607,6 +609,9 @@ impl Page<'_> {
             ("estimate error p50", true),
             ("estimate error p95", true),
         ];
+        if keyed {
+            heads.insert(4, ("state retention (answer keys)", true));
+        }
         for (h, num) in heads {
             let sorted = if h == "retention" { " aria-sort=\"descending\"" } else { "" };
             out.push_str(&format!("<th{}{sorted}>{}</th>", if num { " class=\"num\"" } else { "" }, escape(h)));
@@ -637,6 +642,19 @@ impl Page<'_> {
                 dv(s.completion_rate),
                 pct(s.completion_rate)
             ));
+            if keyed {
+                out.push_str(&format!(
+                    "<td class=\"num\"{} title=\"critical {}, useful {}; at risk {}\">{}{} <span class=\"note\">({} keys, {} conv.)</span></td>",
+                    dv(s.state.all.mean),
+                    pct(s.state.critical),
+                    pct(s.state.useful),
+                    pct(s.state.at_risk),
+                    pct(s.state.all.mean),
+                    ci(s.state.all.ci),
+                    s.state.keys,
+                    s.state.all.n
+                ));
+            }
             out.push_str(&format!(
                 "<td class=\"num\"{}>{}{} <span class=\"note\">({} probes)</span></td>",
                 dv(s.paired_at_risk_retention),
@@ -918,7 +936,7 @@ impl Page<'_> {
             "<div class=\"scroll\"{}><table id=\"kinds-table{suffix}\" class=\"sortable\">\n<thead><tr><th>configuration</th><th>strategy</th>",
             self.view_attrs(view, i)
         ));
-        for k in ProbeKind::ALL {
+        for k in ProbeKind::CLASSIC {
             out.push_str(&format!("<th class=\"num\">{}</th>", k.as_str()));
         }
         out.push_str("<th class=\"num\">all</th></tr></thead>\n<tbody>\n");

@@ -79,10 +79,10 @@ pub struct ConfigSummary {
     /// Probe-checkpoint pairs (scored) per tier, in [`Tier::ALL`] order: the denominators of
     /// `retention_by_tier`.
     pub probes_by_tier: [usize; 3],
-    /// Mean retention per probe kind, in [`ProbeKind::ALL`] order.
+    /// Mean retention per probe kind, in [`ProbeKind::CLASSIC`] order.
     pub retention_by_kind: [Option<f64>; 5],
     /// Mean retention of the at-risk probes per kind (over the conversations with at-risk
-    /// probes of that kind), in [`ProbeKind::ALL`] order.
+    /// probes of that kind), in [`ProbeKind::CLASSIC`] order.
     pub at_risk_retention_by_kind: [Option<f64>; 5],
     /// Mean retention per checkpoint (over the conversations with probes asked there), in
     /// [`runlog::settings::CHECKPOINTS`] order (25%, 50%, 75%, 100% of the calls).
@@ -120,6 +120,9 @@ pub struct ConfigSummary {
     pub fabricated_directives: u64,
     /// Drift across repeated compactions ([`crate::drift`]).
     pub drift: crate::drift::Drift,
+    /// Retention of the answer keys: what the agent must know at each checkpoint, as a person
+    /// wrote it (empty where the dataset has no keys).
+    pub state: StateRetention,
 }
 
 /// A mean with its bootstrap interval.
@@ -316,9 +319,68 @@ fn paired_sets<'a>(
         .collect()
 }
 
-/// A probe score that enters the means: finite and, for the LLM judge, with a verdict.
+/// A probe score that enters the probes' means: finite, for the LLM judge with a verdict, and
+/// not an answer key (keys are state retention: [`state`]).
 fn counts(p: &runlog::record::ProbeScore) -> bool {
+    !p.written && scored(p)
+}
+
+/// Finite and, for the LLM judge, with a verdict.
+fn scored(p: &runlog::record::ProbeScore) -> bool {
     p.score.is_finite() && runlog::record::is_scored(p)
+}
+
+/// An answer key's score that enters state retention: scored, critical or useful.
+pub(crate) fn state_key(p: &runlog::record::ProbeScore) -> bool {
+    p.written && scored(p) && p.tier().in_headline()
+}
+
+/// State retention: the mean score of the answer keys (critical and useful) per conversation,
+/// then over the conversations that have keys, with its bootstrap interval; per tier; at risk.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StateRetention {
+    /// Over every key (critical and useful), per conversation then over conversations.
+    pub all: Estimate,
+    /// Over the critical keys, and over the useful ones.
+    pub critical: Option<f64>,
+    pub useful: Option<f64>,
+    /// Over the keys at risk (none of their source messages verbatim in the context).
+    pub at_risk: Option<f64>,
+    /// Keys scored (the denominators): all, critical, useful, at risk.
+    pub keys: usize,
+    pub critical_keys: usize,
+    pub useful_keys: usize,
+    pub at_risk_keys: usize,
+}
+
+/// [`StateRetention`] over `ok`'s pairs.
+fn state(ok: &[&PairMetrics], seed: u64) -> StateRetention {
+    let per = |keep: &dyn Fn(&runlog::record::ProbeScore) -> bool| -> (Vec<f64>, usize) {
+        let mut n = 0;
+        let means = ok
+            .iter()
+            .filter_map(|m| {
+                let scores: Vec<f64> = m.probes.iter().filter(|p| state_key(p) && keep(p)).map(|p| p.score).collect();
+                n += scores.len();
+                mean(&scores)
+            })
+            .collect();
+        (means, n)
+    };
+    let (all, keys) = per(&|_| true);
+    let (critical, critical_keys) = per(&|p| p.tier() == Tier::Critical);
+    let (useful, useful_keys) = per(&|p| p.tier() == Tier::Useful);
+    let (at_risk, at_risk_keys) = per(&|p| p.at_risk);
+    StateRetention {
+        all: Estimate::of(&all, seed),
+        critical: mean(&critical),
+        useful: mean(&useful),
+        at_risk: mean(&at_risk),
+        keys,
+        critical_keys,
+        useful_keys,
+        at_risk_keys,
+    }
 }
 
 /// A probe score that enters the headline figures: it [`counts`] and is critical or useful.
@@ -385,7 +447,7 @@ fn summarize_one<'a>(
                     .probes
                     .iter()
                     .filter(|p| p.kind == kind && (p.at_risk || !at_risk_only))
-                    .filter(|p| p.score.is_finite() && runlog::record::is_scored(p))
+                    .filter(|p| counts(p))
                     .map(|p| p.score)
                     .collect();
                 mean(&scores)
@@ -393,7 +455,7 @@ fn summarize_one<'a>(
             .collect();
         mean(&per_conversation)
     };
-    let by_kind = ProbeKind::ALL.map(|kind| kind_mean(kind, false));
+    let by_kind = ProbeKind::CLASSIC.map(|kind| kind_mean(kind, false));
     let by_checkpoint = runlog::settings::CHECKPOINTS.map(|checkpoint| {
         let per_conversation: Vec<f64> = ok
             .iter()
@@ -402,7 +464,7 @@ fn summarize_one<'a>(
                     .probes
                     .iter()
                     .filter(|p| p.checkpoint == checkpoint)
-                    .filter(|p| p.score.is_finite() && runlog::record::is_scored(p))
+                    .filter(|p| counts(p))
                     .map(|p| p.score)
                     .collect();
                 mean(&scores)
@@ -410,7 +472,7 @@ fn summarize_one<'a>(
             .collect();
         mean(&per_conversation)
     });
-    let at_risk_by_kind = ProbeKind::ALL.map(|kind| kind_mean(kind, true));
+    let at_risk_by_kind = ProbeKind::CLASSIC.map(|kind| kind_mean(kind, true));
     let retention_by_tier = Tier::ALL.map(|tier| {
         let per_conversation: Vec<f64> = ok
             .iter()
@@ -444,6 +506,7 @@ fn summarize_one<'a>(
         latest_user_message_dropped: sum(|m| m.latest_user_message_dropped),
         fabricated_directives: ok.iter().map(|m| m.fabricated_directives.len() as u64).sum(),
         drift: crate::drift::drift(&ok),
+        state: state(&ok, metric_seed(seed, &seed_id, "state_retention")),
         dataset: dataset.to_string(),
         conversations: ok.len(),
         completion_rate: ratio(ok.iter().filter(|m| m.first_rejected_call.is_none()).count() as u64, ok.len() as u64),

@@ -181,6 +181,9 @@ pub struct View {
     pub warnings: Vec<Warning>,
     /// Parameters swept over in the view, with the values on the front.
     pub sweeps: Vec<Sweep>,
+    /// State retention on the answer keys, in one line (`None` where the view has no keys).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
 }
 
 /// The best configuration of a view.
@@ -554,9 +557,14 @@ impl Inputs {
         let at_risk = t.require("at_risk")?;
         let score = t.require("score")?;
         let tier = t.col("tier");
+        let written = t.col("written");
         self.tiered = tier.is_some();
         for row in 0..t.len() {
             if tier.is_some_and(|c| !matches!(t.text(row, c), "critical" | "useful")) {
+                continue;
+            }
+            // Answer keys are state retention (summary.csv), not the probes' figures.
+            if written.is_some_and(|c| truthy(t.text(row, c))) {
                 continue;
             }
             let Some(value) = t.num(row, score)? else {
@@ -747,6 +755,7 @@ impl Inputs {
         });
         self.view_warnings(&entries, evidence.len(), compacting.len(), &extra, &mut warnings);
         let sweeps = sweeps(configs, &entries);
+        let state = self.state_line(configs, view)?;
         Ok(View {
             dataset: view.to_string(),
             conversations: all_convs.len(),
@@ -758,7 +767,63 @@ impl Inputs {
             best,
             warnings,
             sweeps,
+            state,
         })
+    }
+
+    /// The answer keys' figures of a view in one line: the recorded agent's own summaries
+    /// beside the configurations that compacted, each with what it rests on.
+    fn state_line(&self, configs: &[&Config], view: &str) -> Result<Option<String>, VerdictError> {
+        let pct = |v: f64| format!("{:.1}%", v * 100.0);
+        let mut recorded: Option<(f64, Option<f64>)> = None;
+        let mut others: Vec<(String, f64, Option<f64>)> = Vec::new();
+        let mut keys = 0.0f64;
+        let mut convs = 0.0f64;
+        for c in configs {
+            let row = self.summary_row(&c.id, view);
+            let Some(state) = self.summary_num(row, "state_retention")? else { continue };
+            keys = keys.max(self.summary_num(row, "state_keys")?.unwrap_or(0.0));
+            convs = convs.max(self.summary_num(row, "state_conversations")?.unwrap_or(0.0));
+            let at_risk = self.summary_num(row, "state_at_risk_retention")?;
+            let compacted = self.summary_num(row, "compacted_conversations")?.unwrap_or(0.0);
+            if c.strategy == "recorded" {
+                recorded = Some((state, at_risk));
+            } else if compacted > 0.0 {
+                others.push((c.strategy.clone(), state, at_risk));
+            }
+        }
+        if recorded.is_none() && others.is_empty() {
+            return Ok(None);
+        }
+        let mut parts = Vec::new();
+        if let Some((state, at_risk)) = recorded {
+            parts.push(format!(
+                "the recorded agent's own summaries {}{}",
+                pct(state),
+                at_risk.map(|a| format!(" (at risk {})", pct(a))).unwrap_or_default()
+            ));
+        }
+        if !others.is_empty() {
+            others.sort_by(|a, b| a.1.total_cmp(&b.1));
+            let (low, high) = (&others[0], &others[others.len() - 1]);
+            let risks: Vec<f64> = others.iter().filter_map(|o| o.2).collect();
+            let risk = match (risks.iter().copied().reduce(f64::min), risks.iter().copied().reduce(f64::max)) {
+                (Some(a), Some(b)) => format!("; at risk {} to {}", pct(a), pct(b)),
+                _ => String::new(),
+            };
+            parts.push(format!(
+                "{} configurations that compacted {} ({}) to {} ({}){risk}",
+                others.len(),
+                pct(low.1),
+                low.0,
+                pct(high.1),
+                high.0
+            ));
+        }
+        Ok(Some(format!(
+            "state retention on the answer keys ({keys:.0} keys in {convs:.0} conversations): {}",
+            parts.join("; ")
+        )))
     }
 
     fn view_warnings(

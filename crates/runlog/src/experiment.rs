@@ -87,6 +87,10 @@ pub struct Experiment {
     pub llm: Option<LlmSettings>,
     /// Seed of the bootstrap confidence intervals.
     pub seed: u64,
+    /// Answer keys per dataset: a dataset entry as `datasets` writes it, and the keys file
+    /// attached to its conversations (both relative to the experiment file).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub keys: std::collections::BTreeMap<String, String>,
     /// The `[[strategy]]` tables as written.
     pub strategies: Vec<serde_json::Value>,
     /// Every configuration of the matrix, in order: table by table, the table's grid in
@@ -181,6 +185,8 @@ struct RawExperiment {
     cache_dir: Option<String>,
     #[serde(default)]
     seed: u64,
+    #[serde(default)]
+    keys: std::collections::BTreeMap<String, String>,
     #[serde(default, rename = "strategy")]
     strategies: Vec<toml::Spanned<toml::Table>>,
 }
@@ -212,6 +218,12 @@ impl Experiment {
         }
         if raw.datasets.is_empty() {
             return Err(key_err("datasets", "name at least one dataset file or folder".into()));
+        }
+        if let Some(entry) = raw.keys.keys().find(|k| !raw.datasets.contains(k)) {
+            return Err(key_err(
+                "keys",
+                format!("{entry:?} is not one of `datasets` (name a dataset entry exactly as `datasets` writes it)"),
+            ));
         }
         for (i, w) in raw.windows.iter().enumerate() {
             if *w == 0 {
@@ -311,6 +323,7 @@ impl Experiment {
             judge,
             llm,
             seed: raw.seed,
+            keys: raw.keys,
             strategies,
             configurations,
         })

@@ -345,6 +345,10 @@ pub struct ProbeScore {
     /// Offline judge only: per fact, where it was credited (`None` for a fact not found).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<Option<Evidence>>,
+    /// An answer key ([`compaction::ProbeOrigin::Written`]): asked on the request of the first
+    /// call at or after its checkpoint, counted in state retention, not in the probes' figures.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub written: bool,
 }
 
 /// Where a judge found a fact: the alias as it matched, the context entry and, when that entry

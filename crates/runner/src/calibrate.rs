@@ -259,6 +259,7 @@ pub fn calibrate(items: &[LabelledItem], judge: &dyn Judge) -> CalibrationReport
                 source_message: 0,
                 asked_at: None,
                 tier: None,
+                ..Default::default()
             };
             let score = judge.score(&conversation, &ctx, &probe);
             if !crate::judge::llm::is_scored(&score) {

@@ -222,6 +222,7 @@ impl Judge for NeedsRoles {
                 endpoint: None,
             },
             evidence: Vec::new(),
+            written: probe.is_written(),
         }
     }
 }

@@ -184,6 +184,7 @@ pub fn validate(conversation: &Conversation, items: Vec<serde_json::Value>) -> (
             source_message: source,
             asked_at: None,
             tier: Some(p.tier),
+            ..Default::default()
         });
     }
     (kept, rejected)
@@ -224,6 +225,7 @@ fn check(conversation: &Conversation, p: &Proposed, tested: &[String]) -> Result
         source_message: 0,
         asked_at: None,
         tier: Some(p.tier),
+        ..Default::default()
     };
     let score = OfflineJudge.score_rendered(conversation, &RenderedContext::new(&sources), &probe);
     if let Some((fact, _)) = p.facts.iter().zip(&score.facts).find(|(_, f)| **f == FoundIn::Lost) {
@@ -318,6 +320,7 @@ mod tests {
             source_message: 1,
             asked_at: None,
             tier: None,
+            ..Default::default()
         };
         c.probes = vec![p("derived-task-1"), p("llm-1"), p("hand-1")];
         replace_generated(&mut c, vec![p("llm-1"), p("llm-2")]);

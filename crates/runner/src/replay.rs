@@ -280,6 +280,8 @@ pub fn replay_built(
     let started = Instant::now();
     let n = conversation.messages.len();
     let mut checkpoints: BTreeMap<usize, Vec<(&Probe, u32)>> = BTreeMap::new();
+    // Answer keys, by the assistant message whose request they are asked on.
+    let mut at_request: BTreeMap<usize, Vec<(&Probe, u32)>> = BTreeMap::new();
     let marks = checkpoints_of(conversation);
     for p in &conversation.probes {
         if p.source_message >= n {
@@ -298,6 +300,12 @@ pub fn replay_built(
                     checkpoints.entry(at).or_default().push((p, percent));
                 }
             }
+            // An answer key is asked on the request of the first call at or after its
+            // checkpoint: the context the agent goes on with, after that call's compaction.
+            Some(at) if p.is_written() => match first_call_from(conversation, at) {
+                Some(call) => at_request.entry(call).or_default().push((p, share_of_calls(conversation, call))),
+                None => checkpoints.entry(n).or_default().push((p, 100)),
+            },
             Some(at) => {
                 let at = at.min(n);
                 checkpoints.entry(at).or_default().push((p, share_of_calls(conversation, at)));
@@ -338,6 +346,11 @@ pub fn replay_built(
                 r.call(i, entry.tokens(&r.exact) + thinking);
                 if let Some(fault) = fault() {
                     return Err(ReplayError::Strategy(fault));
+                }
+                if let Some(probes) = at_request.get(&i) {
+                    // Counted as asked with the call's own message in: a rejected call ends
+                    // the conversation before it, and its keys score as lost.
+                    within(Step::Judging, || r.ask(probes, i + 1));
                 }
             }
             // A summary the recorded agent wrote (see "Recorded compactions" above) enters the
@@ -381,6 +394,12 @@ pub fn checkpoints_of(conversation: &Conversation) -> Vec<(usize, u32)> {
         }
     }
     out
+}
+
+/// The first assistant message at or after index `at`: the call an answer key asked at `at`
+/// is asked on.
+fn first_call_from(conversation: &Conversation, at: usize) -> Option<usize> {
+    conversation.messages.iter().enumerate().skip(at).find(|(_, m)| m.role == Role::Assistant).map(|(i, _)| i)
 }
 
 /// The percentage of the conversation's calls made once `count` recorded messages are in.
@@ -1265,7 +1284,17 @@ impl<'a, 's> Replayer<'a, 's> {
         // agent had): the agent has nothing.
         let ended = self.rejected_at.is_some_and(|at| count > at);
         let verbatim: HashSet<usize> = self.ctx.entries().iter().filter_map(|e| e.origin().verbatim_index()).collect();
-        let at_risk: Vec<bool> = asked.iter().map(|(p, _)| !verbatim.contains(&p.source_message)).collect();
+        // An answer key is at risk when none of its source messages is in verbatim.
+        let at_risk: Vec<bool> = asked
+            .iter()
+            .map(|(p, _)| {
+                if p.is_written() {
+                    !p.sources().iter().any(|s| verbatim.contains(s))
+                } else {
+                    !verbatim.contains(&p.source_message)
+                }
+            })
+            .collect();
         // Calls that compacted after the source message was in: its rounds.
         let marks = &self.compacted_at;
         let rounds: Vec<u32> = asked
@@ -1305,8 +1334,9 @@ impl<'a, 's> Replayer<'a, 's> {
         let Checkpoint { asked, count, ended, at_risk, rounds, .. } = checkpoint;
         self.metrics.probe_compactions.extend(rounds.iter().take(scores.len()));
         let (count, ended) = (*count, *ended);
-        for ((s, (_, percent)), risk) in scores.iter_mut().zip(asked).zip(at_risk) {
+        for ((s, (probe, percent)), risk) in scores.iter_mut().zip(asked).zip(at_risk) {
             s.asked_at = count;
+            s.written = probe.is_written();
             s.checkpoint = *percent;
             s.at_risk = *risk;
             if crate::judge::llm::missed_cache(s) {
@@ -1335,7 +1365,9 @@ impl<'a, 's> Replayer<'a, 's> {
         // Probes the LLM judge could not score (no parseable verdict) stay in `probes` but out
         // of the means: their placeholder 0 is not a score.
         // The headline figures are over critical and useful probes; `detail` is reported apart.
-        let scored = || m.probes.iter().filter(|p| crate::judge::llm::is_scored(p) && p.tier().in_headline());
+        // Answer keys are state retention, reported on their own ([`ProbeScore::written`]).
+        let scored =
+            || m.probes.iter().filter(|p| !p.written && crate::judge::llm::is_scored(p) && p.tier().in_headline());
         m.retention = mean(scored().map(|p| p.score));
         m.retention_if_sent = mean(scored().map(|p| p.if_sent.unwrap_or(p.score)));
         m.at_risk_retention = mean(scored().filter(|p| p.at_risk).map(|p| p.score));

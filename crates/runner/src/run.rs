@@ -151,6 +151,43 @@ impl Plan {
                     problem: format!("not found (the experiment lists {entry:?}, relative to its own folder)"),
                 });
             };
+            let mut datasets = datasets;
+            if let Some(keys_file) = experiment.keys.get(entry) {
+                let keys_path = experiment.base_dir().join(keys_file);
+                // A keys file, or a folder of them (every `*.jsonl` under it).
+                let files: Vec<PathBuf> = if keys_path.is_dir() {
+                    dataset::find_jsonl(&keys_path).into_iter().map(|f| f.path).collect()
+                } else if keys_path.is_file() {
+                    vec![keys_path.clone()]
+                } else {
+                    Vec::new()
+                };
+                if files.is_empty() {
+                    return Err(RunError::Dataset {
+                        path: keys_path,
+                        problem: format!("the answer keys of {entry:?} (`keys`): no keys file there"),
+                    });
+                }
+                let mut keys = dataset::keys::Keys { path: keys_path.clone(), ..Default::default() };
+                for file in &files {
+                    let one = dataset::keys::load_keys(file);
+                    keys.problems.extend(one.problems);
+                    for (id, list) in one.by_conversation {
+                        keys.by_conversation.entry(id).or_default().extend(list);
+                    }
+                }
+                problems.extend(keys.problems.iter().map(|p| format!("{p} (this key is not used)")));
+                let attached = dataset::keys::attach(
+                    datasets.iter_mut().flat_map(|(_, _, ds)| ds.conversations.iter_mut()),
+                    &keys,
+                );
+                for (id, line) in attached.unknown {
+                    problems.push(format!(
+                        "{}:{line}: conversation {id}: not in {entry:?}; its keys are not used",
+                        keys_path.display()
+                    ));
+                }
+            }
             for (name, listed, ds) in datasets {
                 let file = std::fs::canonicalize(&ds.path).unwrap_or_else(|_| ds.path.clone());
                 loaded.push((name, listed, file, ds));

@@ -183,6 +183,7 @@ impl Builder {
             source_message: source,
             asked_at: None,
             tier: None,
+            ..Default::default()
         });
         id
     }

@@ -29,7 +29,7 @@
 //! let conv = synth::generate(7, Family::Support, 0);
 //! assert_eq!(conv.source, "synthetic/support");
 //! assert!(synth::check(&conv).is_empty());
-//! assert!(ProbeKind::ALL.iter().all(|k| conv.probes.iter().any(|p| p.kind == *k)));
+//! assert!(ProbeKind::CLASSIC.iter().all(|k| conv.probes.iter().any(|p| p.kind == *k)));
 //! assert_eq!(conv, synth::generate(7, Family::Support, 0));
 //! ```
 
@@ -264,7 +264,7 @@ pub fn check(conv: &Conversation) -> Vec<Problem> {
             }
         }
     }
-    for kind in ProbeKind::ALL {
+    for kind in ProbeKind::CLASSIC {
         if !conv.probes.iter().any(|p| p.kind == kind) {
             out.push(Problem::MissingKind(kind));
         }

@@ -33,8 +33,17 @@ enum Command {
 #[derive(Debug, clap::Args)]
 struct CalibrateArgs {
     /// The labels: JSONL, one `{"id", "context", "facts", "retained"}` item a line.
-    #[arg(value_name = "LABELS")]
-    labels: PathBuf,
+    #[arg(value_name = "LABELS", required_unless_present = "keys")]
+    labels: Option<PathBuf>,
+    /// Answer keys labelled against the real summaries (`in_real_summary`): score each
+    /// labelled key's facts in the summary the recorded agent wrote at its checkpoint, and
+    /// print the figures per source (dataset) and per label (verbatim, paraphrase, absent).
+    /// Needs `--dataset`.
+    #[arg(long, value_name = "KEYS", num_args = 1.., requires = "datasets")]
+    keys: Vec<PathBuf>,
+    /// The datasets the keys belong to (with the recorded summaries).
+    #[arg(long = "dataset", value_name = "DATASET", num_args = 1..)]
+    datasets: Vec<PathBuf>,
     /// An experiment file whose `[llm]` section names a judge: score with it too.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -50,15 +59,26 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
 }
 
 fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<u8> {
-    let items = match load_labels(&args.labels) {
+    let mut key_sources: Vec<(String, Vec<runner::calibrate::LabelledItem>)> = Vec::new();
+    if !args.keys.is_empty() {
+        match key_items(&args.datasets, &args.keys) {
+            Ok(sources) => key_sources = sources,
+            Err(code) => return Ok(code),
+        }
+    }
+    let Some(labels) = &args.labels else {
+        return Ok(calibrate_on_keys(&key_sources, args.min_accuracy));
+    };
+    let items = match load_labels(labels) {
         Ok(items) => items,
         Err(e) => {
             tell!("error: {e}");
             return Ok(exit::USAGE);
         }
     };
+    let keys_code = if key_sources.is_empty() { exit::OK } else { calibrate_on_keys(&key_sources, args.min_accuracy) };
     let facts: usize = items.iter().map(|i| i.facts.len()).sum();
-    say!("{}: {} items, {facts} facts", args.labels.display(), items.len());
+    say!("{}: {} items, {facts} facts", labels.display(), items.len());
     let mut reports = vec![calibrate(&items, &OfflineJudge)];
     if let Some(config) = &args.config {
         let experiment = match Experiment::load(config) {
@@ -100,7 +120,94 @@ fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<u8> {
             }
         }
     }
-    Ok(if below { exit::FAILED } else { exit::OK })
+    Ok(if below || keys_code != exit::OK { exit::FAILED.max(keys_code) } else { exit::OK })
+}
+
+/// The answer keys labelled against a real summary, as labelled items per source: the
+/// summary the recorded agent wrote at the key's checkpoint is the context, the key's fact
+/// the fact, `in_real_summary` the label (stated unless `absent`), the label the category.
+fn key_items(
+    datasets: &[PathBuf],
+    keys: &[PathBuf],
+) -> Result<Vec<(String, Vec<runner::calibrate::LabelledItem>)>, u8> {
+    let files: Vec<dataset::keys::Keys> = keys.iter().map(dataset::keys::load_keys).collect();
+    let mut bad = false;
+    for e in files.iter().flat_map(|k| &k.problems) {
+        tell!("{e}");
+        bad = true;
+    }
+    let mut out = Vec::new();
+    let mut no_summary = 0usize;
+    for path in datasets {
+        let mut ds = dataset::load_file(path, &dataset::LoadOptions::default());
+        for e in &ds.problems {
+            tell!("{e}");
+            bad = true;
+        }
+        for k in &files {
+            dataset::keys::attach(ds.conversations.iter_mut(), k);
+        }
+        let mut items = Vec::new();
+        for conv in &ds.conversations {
+            for key in conv.probes.iter().filter(|p| p.is_written()) {
+                let (Some(label), Some(at)) = (key.in_real_summary, key.asked_at) else { continue };
+                let Some(summary) = conv.messages.get(at).filter(|m| m.meta_flag(compaction::message::COMPACT_SUMMARY))
+                else {
+                    no_summary += 1;
+                    continue;
+                };
+                items.push(runner::calibrate::LabelledItem {
+                    id: format!("{}/{}", conv.id, key.id),
+                    context: summary.content.clone(),
+                    facts: key.facts.clone(),
+                    retained: vec![label.stated(); key.facts.len()],
+                    group: Some(ds.name.clone()),
+                    category: Some(label.as_str().to_string()),
+                });
+            }
+        }
+        if !items.is_empty() {
+            out.push((ds.name.clone(), items));
+        }
+    }
+    if no_summary > 0 {
+        tell!("warning: {no_summary} labelled keys have no recorded summary at their checkpoint; not scored");
+    }
+    if bad {
+        return Err(exit::USAGE);
+    }
+    if out.is_empty() {
+        tell!("error: no answer key labelled against a real summary (in_real_summary) in these datasets: nothing was measured");
+        return Err(exit::USAGE);
+    }
+    Ok(out)
+}
+
+/// The offline judge against the keys' labels, per source and in all; 1 when `min_accuracy`
+/// is given and a source's accuracy is below it.
+fn calibrate_on_keys(sources: &[(String, Vec<runner::calibrate::LabelledItem>)], min_accuracy: Option<f64>) -> u8 {
+    let mut below = false;
+    let all: Vec<runner::calibrate::LabelledItem> = sources.iter().flat_map(|(_, items)| items.clone()).collect();
+    say!("answer keys against the real summaries: {} labelled facts in {} sources", all.len(), sources.len());
+    let mut reports = vec![("all sources".to_string(), calibrate(&all, &OfflineJudge))];
+    if sources.len() > 1 {
+        reports.extend(sources.iter().map(|(name, items)| (name.clone(), calibrate(items, &OfflineJudge))));
+    }
+    for (name, r) in &reports {
+        say!("source {name}:");
+        print_report(r);
+        if let (Some(min), Some(acc)) = (min_accuracy, r.accuracy()) {
+            if acc < min {
+                tell!("judge {} on the keys of {name}: accuracy {acc:.3} is below {min}", r.judge);
+                below = true;
+            }
+        }
+    }
+    if below {
+        exit::FAILED
+    } else {
+        exit::OK
+    }
 }
 
 fn fmt(v: Option<f64>) -> String {

@@ -37,6 +37,48 @@ enum Command {
     /// Rejected probes are listed and counted. The probes (ids `llm-N`) replace earlier
     /// generated ones and sit beside derived and hand-written probes.
     Generate(GenerateArgs),
+    /// Attach answer keys (keys files: one written probe a line, with its conversation id) to
+    /// a dataset's conversations and write the result; the keys are checked first (sources
+    /// before the checkpoint, an alias of each fact in its sources, no duplicate) and nothing
+    /// is written when one fails.
+    Merge(MergeArgs),
+    /// What a person needs to write answer keys at a checkpoint: every human message in full,
+    /// the to-do list, questions and answers, git and test commands with their outcome, every
+    /// event in one line and the last events in full; recorded summaries hidden.
+    Context(ContextArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct MergeArgs {
+    /// The dataset to read (JSONL, one conversation per line).
+    #[arg(value_name = "DATASET")]
+    input: PathBuf,
+    /// The keys files (JSONL, one key a line with its `conversation`).
+    #[arg(value_name = "KEYS", required = true)]
+    keys: Vec<PathBuf>,
+    /// The dataset to write (not DATASET itself).
+    #[arg(long, value_name = "OUT")]
+    out: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct ContextArgs {
+    /// The dataset to read (JSONL, one conversation per line).
+    #[arg(value_name = "DATASET")]
+    input: PathBuf,
+    /// The conversation's id.
+    #[arg(long, value_name = "ID")]
+    conversation: String,
+    /// The checkpoint: the view shows messages 0..N-1 (for a recorded compaction, N is the
+    /// index of the summary message).
+    #[arg(long, value_name = "N")]
+    at: usize,
+    /// How many of the last events are shown in full.
+    #[arg(long, value_name = "K", default_value_t = 100)]
+    full: usize,
+    /// Characters shown of each event in full.
+    #[arg(long, value_name = "C", default_value_t = 4000)]
+    clip: usize,
 }
 
 #[derive(Debug, clap::Args)]
@@ -69,6 +111,11 @@ struct AuditArgs {
     /// task probe.
     #[arg(long)]
     strict: bool,
+    /// Answer keys to measure the probes against: the share of the keys' facts, by source and
+    /// tier, that the derived probes (and the generated ones, where present) test at the same
+    /// checkpoint. The keys are checked as `probes merge` checks them.
+    #[arg(long, value_name = "KEYS", num_args = 1..)]
+    keys: Vec<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -106,6 +153,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         Command::Derive(a) => derive(a),
         Command::Audit(a) => audit(a),
         Command::Generate(a) => generate(a),
+        Command::Merge(a) => merge(a),
+        Command::Context(a) => context(a),
     }
 }
 
@@ -193,15 +242,56 @@ fn generate(args: GenerateArgs) -> anyhow::Result<u8> {
 fn audit(args: AuditArgs) -> anyhow::Result<u8> {
     let mut audit = probes::audit::Audit::default();
     let mut problems = 0;
+    let keys: Vec<dataset::keys::Keys> = args.keys.iter().map(dataset::keys::load_keys).collect();
+    let mut coverage = dataset::keys::Coverage::default();
+    let mut attached_to: std::collections::HashSet<(usize, String)> = std::collections::HashSet::new();
     for path in &args.datasets {
-        let ds = dataset::load_file(path, &LoadOptions::default());
+        let mut ds = dataset::load_file(path, &LoadOptions::default());
         for e in &ds.problems {
             eprintln!("{}", crate::output::terminal(&e.to_string()));
         }
         problems += ds.problems.len();
-        ds.conversations.iter().for_each(|c| audit.add(c));
+        for (k, file) in keys.iter().enumerate() {
+            let attached = dataset::keys::attach(ds.conversations.iter_mut(), file);
+            for conv in ds.conversations.iter().filter(|c| file.by_conversation.contains_key(&c.id)) {
+                attached_to.insert((k, conv.id.clone()));
+                for (p, field, problem) in dataset::check_keys(conv) {
+                    tell!("{}: conversation {}, probes[{p}].{field}: {problem}", file.path.display(), conv.id);
+                    problems += 1;
+                }
+            }
+            let _ = attached;
+        }
+        for c in &ds.conversations {
+            coverage.add(&ds.name, c);
+            // The audit's limits are for the probes a rule or a model wrote; keys are checked
+            // above.
+            if c.probes.iter().any(|p| p.is_written()) {
+                let mut without = c.clone();
+                without.probes.retain(|p| !p.is_written());
+                audit.add(&without);
+            } else {
+                audit.add(c);
+            }
+        }
+    }
+    for (k, file) in keys.iter().enumerate() {
+        for e in &file.problems {
+            tell!("{e}");
+            problems += 1;
+        }
+        for (id, list) in &file.by_conversation {
+            if !attached_to.contains(&(k, id.clone())) {
+                let line = list.first().map(|(l, _)| *l).unwrap_or(0);
+                tell!("{}:{line}: conversation {id}: not in any dataset given", file.path.display());
+                problems += 1;
+            }
+        }
     }
     print!("{}", crate::output::terminal(&audit.render()));
+    if !keys.is_empty() {
+        print!("{}", crate::output::terminal(&coverage.render()));
+    }
     let violations = audit.violations();
     for v in &violations {
         println!("limit: {}", crate::output::terminal(v));
@@ -282,4 +372,79 @@ fn derive(args: DeriveArgs) -> anyhow::Result<u8> {
         tell!("no probe could be derived for {} tool-using conversations: {}", without.len(), without.join(", "));
     }
     Ok(if ds.problems.is_empty() { crate::exit::OK } else { crate::exit::USAGE })
+}
+
+fn merge(args: MergeArgs) -> anyhow::Result<u8> {
+    if crate::output::same_file(&args.out, &args.input)
+        || args.keys.iter().any(|k| crate::output::same_file(&args.out, k))
+    {
+        tell!("error: --out {} is one of the inputs; write the dataset elsewhere", args.out.display());
+        return Ok(crate::exit::USAGE);
+    }
+    let ds = dataset::load_file(&args.input, &LoadOptions::default());
+    let mut problems = 0usize;
+    for e in &ds.problems {
+        tell!("{e}");
+        problems += 1;
+    }
+    let mut conversations = ds.conversations;
+    let mut keys_in = 0usize;
+    let mut checkpoints = 0usize;
+    for path in &args.keys {
+        let keys = dataset::keys::load_keys(path);
+        for e in &keys.problems {
+            tell!("{e}");
+            problems += 1;
+        }
+        let attached = dataset::keys::attach(conversations.iter_mut(), &keys);
+        for (id, line) in &attached.unknown {
+            tell!("{}:{line}: conversation {id}: not in {}", path.display(), args.input.display());
+            problems += 1;
+        }
+        keys_in += attached.keys;
+        checkpoints += keys.checkpoints();
+    }
+    for conv in &conversations {
+        for (p, field, problem) in dataset::check_keys(conv) {
+            tell!("{}: conversation {}, probes[{p}].{field}: {problem}", args.input.display(), conv.id);
+            problems += 1;
+        }
+    }
+    if problems > 0 {
+        tell!(
+            "error: {problems} problem{} in the dataset or the keys; {} is not written",
+            if problems == 1 { "" } else { "s" },
+            args.out.display()
+        );
+        return Ok(crate::exit::USAGE);
+    }
+    let mut out: Vec<u8> = Vec::new();
+    for conv in &conversations {
+        serde_json::to_writer(&mut out, conv).context("serializing a conversation")?;
+        out.push(b'\n');
+    }
+    crate::output::write_atomic(&args.out, &out)?;
+    say!(
+        "{}: {} conversations, {keys_in} answer keys at {checkpoints} checkpoints attached",
+        args.out.display(),
+        conversations.len()
+    );
+    Ok(crate::exit::OK)
+}
+
+fn context(args: ContextArgs) -> anyhow::Result<u8> {
+    let ds = dataset::load_file(&args.input, &LoadOptions::default());
+    for e in &ds.problems {
+        tell!("{e}");
+    }
+    let Some(conv) = ds.conversations.iter().find(|c| c.id == args.conversation) else {
+        tell!("error: {}: no conversation {:?}", args.input.display(), args.conversation);
+        return Ok(crate::exit::USAGE);
+    };
+    if args.at == 0 || args.at > conv.messages.len() {
+        tell!("error: --at {} is outside 1..={} (the conversation's messages)", args.at, conv.messages.len());
+        return Ok(crate::exit::USAGE);
+    }
+    print!("{}", crate::output::terminal(&dataset::keys::authoring_view(conv, args.at, args.full, args.clip)));
+    Ok(crate::exit::OK)
 }

@@ -51,6 +51,7 @@ fn conversation(id: &str, turns: usize) -> Conversation {
             source_message: 1 + 2 * i,
             asked_at: None,
             tier: None,
+            ..Default::default()
         })
         .collect();
     c

@@ -403,6 +403,7 @@ fn the_audit_flags_plain_words_code_and_long_conversations_without_a_task() {
         source_message: 0,
         asked_at: None,
         tier: None,
+        ..Default::default()
     };
     conv.probes = vec![
         probe("a", ProbeKind::Recall, &["together", "error ->"]),
@@ -546,6 +547,7 @@ fn replacing_derived_probes_keeps_the_others_and_is_deterministic() {
         source_message: 1,
         asked_at: None,
         tier: None,
+        ..Default::default()
     });
     let first = replace_derived(&mut conv, &DeriveParams::default());
     let once = conv.probes.clone();

@@ -2,5 +2,6 @@
 
 mod calibration;
 mod import_fixtures;
+mod keys;
 mod readme_example;
 mod schema;

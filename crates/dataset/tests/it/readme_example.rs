@@ -43,7 +43,7 @@ fn readme_example_loads_and_validates_clean() {
     assert!(conv.messages.iter().any(|m| m.stage.is_some()), "a staged message");
     assert!(conv.messages.iter().any(|m| m.meta_str("stage_decision").is_some()), "a stage decision");
     let kinds: BTreeSet<_> = conv.probes.iter().map(|p| p.kind).collect();
-    assert_eq!(kinds.len(), compaction::ProbeKind::ALL.len(), "one probe of each kind");
+    assert_eq!(kinds.len(), compaction::ProbeKind::CLASSIC.len(), "one probe of each kind");
     assert!(conv.probes.iter().any(|p| p.asked_at.is_some()));
 
     // It is written in canonical form: serializing the loaded conversation gives it back.

@@ -39,6 +39,7 @@ fn metrics(retention: f64, summary: &str, lost: bool) -> PairMetrics {
         uncompacted_input_tokens: 6_000,
         retention: Some(retention),
         probes: vec![ProbeScore {
+            written: false,
             probe_id: HOSTILE.into(),
             kind: ProbeKind::Recall,
             tier: None,
@@ -317,6 +318,7 @@ fn fact_aliases_come_from_the_datasets_when_known() {
         source_message: 0,
         asked_at: None,
         tier: None,
+        ..Default::default()
     }];
     let texts = ProbeTexts::from_conversations([("evil.jsonl", &conversation)]);
     let html = render(&data, &texts);
@@ -407,7 +409,7 @@ fn both_pareto_charts_draw_the_frontier_and_the_page_shows_kinds_and_markers() {
     let kinds = &html[html.find("id=\"kinds-table\"").expect("kinds table")..];
     let kinds = &kinds[..kinds.find("</table>").expect("end")];
     let configurations = data.manifest.experiment.configurations.len();
-    assert_eq!(kinds.matches("class=\"heat\"").count(), configurations * (ProbeKind::ALL.len() + 1));
+    assert_eq!(kinds.matches("class=\"heat\"").count(), configurations * (ProbeKind::CLASSIC.len() + 1));
     assert!(kinds.contains(">recall<"), "the kind is a column");
     // Compaction markers on the timelines: call, tokens before and after, per event.
     let detail = detail_data(&html);

@@ -29,6 +29,7 @@ type P = (&'static str, u32, bool, f64, Tier);
 
 fn probe((id, checkpoint, at_risk, score, tier): P) -> ProbeScore {
     ProbeScore {
+        written: false,
         probe_id: id.into(),
         kind: ProbeKind::Task,
         tier: Some(tier),

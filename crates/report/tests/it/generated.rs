@@ -140,9 +140,10 @@ fn metrics(conversation: usize, strategy: &str, window: u64) -> PairMetrics {
             let kept = facts.iter().filter(|f| **f != FoundIn::Lost).count();
             ProbeScore {
                 probe_id: format!("probe-{p:02}"),
-                kind: ProbeKind::ALL[p % ProbeKind::ALL.len()],
+                kind: ProbeKind::CLASSIC[p % ProbeKind::CLASSIC.len()],
                 tier: Some([Tier::Critical, Tier::Useful, Tier::Detail][p % 3]),
                 asked_at: calls * 2,
+                written: false,
                 checkpoint: 100,
                 at_risk: compacted,
                 score: kept as f64 / 2.0,

@@ -60,6 +60,7 @@ impl Judge for KeptJudge {
             if_sent: None,
             verdict: Default::default(),
             evidence: Vec::new(),
+            written: false,
         }
     }
 }
@@ -130,7 +131,7 @@ fn conversation(id: &str, turns: usize) -> Conversation {
         messages.push(Message::assistant(format!("ok {i}")));
     }
     let mut c = Conversation::new(id, messages);
-    let kinds = ProbeKind::ALL;
+    let kinds = ProbeKind::CLASSIC;
     c.probes = (0..turns)
         .step_by(2)
         .map(|i| Probe {
@@ -142,6 +143,7 @@ fn conversation(id: &str, turns: usize) -> Conversation {
             source_message: 2 * i + 1,
             asked_at: None,
             tier: None,
+            ..Default::default()
         })
         .collect();
     c
@@ -230,12 +232,14 @@ fn headers_are_pinned() {
          paired_at_risk_retention,paired_at_risk_probes,estimate_error_p50,estimate_error_p95,\
          applicable,inapplicable_reason,latest_user_message_dropped,fabricated_directives,post_compaction_growth,\
          median_calls_between_compactions,\
-         retention_critical,retention_useful,retention_detail,probes_critical,probes_useful,probes_detail"
+         retention_critical,retention_useful,retention_detail,probes_critical,probes_useful,probes_detail,\
+         state_retention,state_retention_ci_low,state_retention_ci_high,state_conversations,state_keys,\
+         state_retention_critical,state_keys_critical,state_retention_useful,state_keys_useful,state_at_risk_retention"
     );
     assert_eq!(
         PROBES_HEADER.join(","),
         "conversation_id,dataset,config_id,strategy,window,probe_id,kind,asked_at,checkpoint,at_risk,score,facts_retained,\
-         facts_total,found_in,judge,score_spread,scored_repeats,evidence,tier"
+         facts_total,found_in,judge,score_spread,scored_repeats,evidence,tier,written"
     );
     assert_eq!(
         COMPACTIONS_HEADER.join(","),

@@ -643,6 +643,7 @@ impl LlmJudge {
             if_sent: None,
             verdict,
             evidence: Vec::new(),
+            written: probe.is_written(),
         }
     }
 }
@@ -672,6 +673,7 @@ mod tests {
             source_message: 2,
             asked_at: None,
             tier: None,
+            ..Default::default()
         }
     }
 

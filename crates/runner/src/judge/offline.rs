@@ -46,6 +46,7 @@
 //!     source_message: 0,
 //!     asked_at: None,
 //!     tier: None,
+//!     ..Default::default()
 //! };
 //! let conversation = Conversation::new("c", ctx.to_messages());
 //! let score = OfflineJudge.score(&conversation, &ctx, &probe);
@@ -363,6 +364,7 @@ impl OfflineJudge {
             if_sent: None,
             verdict: Default::default(),
             evidence,
+            written: probe.is_written(),
         }
     }
 }
@@ -436,6 +438,7 @@ mod tests {
             source_message: source,
             asked_at: None,
             tier: None,
+            ..Default::default()
         }
     }
 

@@ -50,6 +50,7 @@ impl Judge for TestJudge {
             if_sent: None,
             verdict: Default::default(),
             evidence: Vec::new(),
+            written: probe.is_written(),
         }
     }
 }
@@ -104,6 +105,7 @@ fn conversation(id: &str, turns: usize, window: Option<u64>) -> Conversation {
             source_message: 1,
             asked_at: None,
             tier: None,
+            ..Default::default()
         },
         Probe {
             id: "p-late".into(),
@@ -114,6 +116,7 @@ fn conversation(id: &str, turns: usize, window: Option<u64>) -> Conversation {
             source_message: 2 * turns - 1,
             asked_at: None,
             tier: None,
+            ..Default::default()
         },
     ];
     c

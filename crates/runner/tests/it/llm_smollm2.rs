@@ -107,6 +107,7 @@ fn smollm2_judges_and_replays_from_the_cache() {
         source_message: 2,
         asked_at: None,
         tier: None,
+        ..Default::default()
     };
     let conversation = Conversation::new("c", ctx().to_messages());
     let warm = Arc::new(ResponseCache::new(&dir, CacheMode::Use));

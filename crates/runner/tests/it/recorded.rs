@@ -56,6 +56,7 @@ fn session() -> Conversation {
         source_message: 0,
         asked_at: None,
         tier: None,
+        ..Default::default()
     };
     let mut conv = Conversation::new("s", messages);
     conv.probes.push(probe);
@@ -159,4 +160,46 @@ fn recorded_replays_the_compaction_of_a_real_claude_code_session() {
     assert_eq!(none.compactions, 0);
     assert!(none.final_tokens > recorded.final_tokens);
     assert_eq!(none.probes.len(), recorded.probes.len());
+}
+
+/// The session above with two answer keys at its recorded compaction (the summary is message
+/// 13): the ticket, which the recorded summary keeps, and the port, which it drops.
+fn keyed_session() -> Conversation {
+    let mut conv = session();
+    conv.probes.clear();
+    for (id, alias) in [("k1-01", "OPS-4711"), ("k1-02", "port 8443")] {
+        conv.probes.push(Probe {
+            id: id.into(),
+            kind: ProbeKind::Task,
+            question: "What is being deployed, and where?".into(),
+            answer: alias.into(),
+            facts: vec![vec![alias.into()]],
+            source_message: 0,
+            asked_at: Some(13),
+            tier: Some(compaction::Tier::Critical),
+            origin: Some(compaction::ProbeOrigin::Written),
+            ..Default::default()
+        });
+    }
+    conv
+}
+
+#[test]
+fn an_answer_key_is_asked_on_the_request_after_its_checkpoint() {
+    let conv = keyed_session();
+    assert!(dataset::check_keys(&conv).is_empty(), "{:?}", dataset::check_keys(&conv));
+    // `recorded` cuts at the summary: on the request of the call after it, the summary holds
+    // the ticket and not the port, and the first message is gone (both keys at risk).
+    let m = run(&conv, "recorded", 1_000_000);
+    let keys: Vec<_> = m.probes.iter().filter(|p| p.written).collect();
+    assert_eq!(keys.len(), 2, "each key asked once");
+    assert!(keys.iter().all(|k| k.at_risk && k.asked_at == 15), "{keys:?}");
+    assert_eq!(keys[0].facts, vec![FoundIn::Summary]);
+    assert_eq!(keys[1].facts, vec![FoundIn::Lost]);
+    // Keys are state retention: the probes' retention is over the other probes (none here).
+    assert_eq!(m.retention, None);
+    // `none` never compacts: the first message is still there, both keys kept verbatim.
+    let m = run(&conv, "none", 1_000_000);
+    let keys: Vec<_> = m.probes.iter().filter(|p| p.written).collect();
+    assert!(keys.iter().all(|k| !k.at_risk && k.score == 1.0), "{keys:?}");
 }

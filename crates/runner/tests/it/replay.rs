@@ -635,6 +635,7 @@ fn probe(id: &str, facts: Vec<Vec<&str>>, source: usize, asked_at: Option<usize>
         source_message: source,
         asked_at,
         tier: None,
+        ..Default::default()
     }
 }
 

@@ -94,6 +94,7 @@ pub fn conversation(id: &str) -> Conversation {
             source_message: 1,
             asked_at: None,
             tier: None,
+            ..Default::default()
         },
         Probe {
             id: "early-identifier".into(),
@@ -104,6 +105,7 @@ pub fn conversation(id: &str) -> Conversation {
             source_message: 8,
             asked_at: None,
             tier: None,
+            ..Default::default()
         },
         Probe {
             id: format!("artifact-{}", hostile(92)),
@@ -114,6 +116,7 @@ pub fn conversation(id: &str) -> Conversation {
             source_message: 6,
             asked_at: None,
             tier: None,
+            ..Default::default()
         },
     ];
     c
