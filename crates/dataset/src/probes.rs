@@ -99,6 +99,16 @@ pub struct DeriveParams {
     pub max_lessons: usize,
     /// Decision probes (the agent's stated decisions and their reasons) per conversation.
     pub max_decisions: usize,
+    /// To-do list probes per conversation: the items still open (next step) and done (work
+    /// state) as each list the agent wrote stood, and the tasks it created.
+    pub max_todos: usize,
+    /// Probes of the answers the user chose to the agent's questions and of the plans they
+    /// approved or turned down.
+    pub max_asked: usize,
+    /// Probes of what the agent committed, pushed and opened as a pull request.
+    pub max_git: usize,
+    /// Probes of the constraints and preferences the user stated.
+    pub max_constraints: usize,
     /// Facts per probe.
     pub max_facts: usize,
 }
@@ -114,12 +124,12 @@ impl DeriveParams {
             ProbeKind::Artifact => self.max_artifact,
             ProbeKind::Decision => self.max_gold + self.max_choices + self.max_decisions,
             ProbeKind::Continuation => self.max_continuation,
-            // The kinds of answer keys; derivation writes none of them.
-            ProbeKind::Constraint
-            | ProbeKind::Choice
-            | ProbeKind::WorkState
-            | ProbeKind::Lesson
-            | ProbeKind::NextStep => 0,
+            ProbeKind::Constraint => self.max_constraints,
+            ProbeKind::Choice => self.max_asked,
+            ProbeKind::WorkState => self.max_todos + self.max_git,
+            ProbeKind::NextStep => self.max_todos,
+            // Lessons are recall probes (an error and its fix).
+            ProbeKind::Lesson => 0,
         }
     }
 }
@@ -135,6 +145,10 @@ impl Default for DeriveParams {
             max_choices: 2,
             max_lessons: 2,
             max_decisions: 2,
+            max_todos: 3,
+            max_asked: 3,
+            max_git: 4,
+            max_constraints: 3,
             max_facts: 4,
         }
     }
@@ -184,8 +198,12 @@ pub fn derive(conv: &Conversation, params: &DeriveParams) -> Vec<Probe> {
 pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>, Dropped) {
     let d = Deriver::new(conv, params);
     let mut out = Vec::new();
-    let families: [(&str, Vec<Candidate>, usize); 10] = [
+    let families: [(&str, Vec<Candidate>, usize); 14] = [
         ("task", d.task(), params.max_task),
+        ("constraint", d.constraints(), params.max_constraints),
+        ("asked", d.asked(), params.max_asked),
+        ("git", d.git(), params.max_git),
+        ("todo", d.todos(), params.max_todos),
         ("gold", d.gold(), params.max_gold),
         ("choice", d.choices(), params.max_choices),
         ("continuation", d.continuation(), params.max_continuation),
@@ -247,6 +265,18 @@ pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>
             kept
         };
         for (n, c) in selected.into_iter().enumerate() {
+            // Facts that come from other messages than the source (a lesson's fix, a pull
+            // request's title, the symbols of earlier changes): every message that holds one.
+            let mut sources: Vec<usize> = c
+                .facts
+                .iter()
+                .filter_map(|f| {
+                    std::iter::once(c.source).chain(c.fact_sources.iter().copied()).find(|&m| d.occurs_in(m, &f[0]))
+                })
+                .collect();
+            sources.push(c.source);
+            sources.sort_unstable();
+            sources.dedup();
             out.push(Probe {
                 id: format!("{DERIVED_PREFIX}{family}-{}", n + 1),
                 kind: c.kind,
@@ -254,6 +284,7 @@ pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>
                 answer: c.answer,
                 facts: c.facts,
                 source_message: c.source,
+                source_messages: if sources.len() > 1 { sources } else { Vec::new() },
                 asked_at: None,
                 tier: Some(c.tier),
                 ..Default::default()
@@ -383,7 +414,7 @@ impl<'a> Deriver<'a> {
         }
         let mut seen = HashSet::new();
         let mut dropped = self.dropped.borrow_mut();
-        let sources = std::mem::take(&mut c.fact_sources);
+        let sources = c.fact_sources.clone();
         c.facts = c
             .facts
             .into_iter()
@@ -719,31 +750,52 @@ impl<'a> Deriver<'a> {
     fn artifacts(&self) -> Vec<Candidate> {
         // Per file: the strongest verb, the last call with it, first appearance.
         let mut files: Vec<Touch> = Vec::new();
+        // Per file (same index as `files`): the symbols its changes touched, each with the
+        // message of the change, in order.
+        let mut symbols: Vec<Vec<(String, usize)>> = Vec::new();
+        // Calls whose result says the user rejected them: an edit the user rejected is not a
+        // change.
+        let rejected: HashSet<&str> = self
+            .conv
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Tool && is_rejection(&m.content))
+            .filter_map(|m| m.tool_call_id.as_deref())
+            .collect();
         for (i, m) in self.conv.messages.iter().enumerate() {
             if !self.usable[i] {
                 continue;
             }
-            for call in &m.tool_calls {
+            for call in m.tool_calls.iter().filter(|c| !rejected.contains(c.id.as_str())) {
                 for t in touches(&call.name, &call.arguments) {
                     let t = Touch { message: i, ..t };
-                    match files.iter_mut().find(|f| same_file(&f.path, &t.path)) {
-                        // A change replaces any earlier touch; a read only replaces a read.
-                        Some(f) if t.verb != Verb::Read || f.verb == Verb::Read => {
-                            let first = f.first;
-                            *f = Touch { first, ..t };
+                    let k = match files.iter().position(|f| same_file(&f.path, &t.path)) {
+                        Some(k) => k,
+                        None => {
+                            files.push(Touch { first: i, ..t.clone() });
+                            symbols.push(Vec::new());
+                            files.len() - 1
                         }
-                        Some(_) => {}
-                        None => files.push(Touch { first: i, ..t }),
+                    };
+                    if let Some(symbol) = t.symbol.clone() {
+                        symbols[k].retain(|(s, _)| *s != symbol);
+                        symbols[k].push((symbol, i));
+                    }
+                    let f = &mut files[k];
+                    // A change replaces any earlier touch; a read only replaces a read.
+                    if t.verb != Verb::Read || f.verb == Verb::Read {
+                        let first = f.first;
+                        *f = Touch { first, ..t };
                     }
                 }
             }
         }
         // Written and edited files first, then files only read; each group in order.
-        let mut ranked: Vec<&Touch> = files.iter().collect();
-        ranked.sort_by_key(|f| (f.verb == Verb::Read, f.first));
+        let mut ranked: Vec<(&Touch, &Vec<(String, usize)>)> = files.iter().zip(&symbols).collect();
+        ranked.sort_by_key(|(f, _)| (f.verb == Verb::Read, f.first));
         ranked
             .into_iter()
-            .map(|f| {
+            .map(|(f, touched)| {
                 let base = basename(&f.path);
                 let mut question = format!(
                     "Which file did the agent {} with the {} tool at call {}",
@@ -759,11 +811,17 @@ impl<'a> Deriver<'a> {
                 if base != f.path && (base.contains('.') || base.chars().count() >= 6) {
                     aliases.push(base.to_string());
                 }
-                // What changed in it: the symbol its last change defines or touches.
+                // What changed in it: the symbols its last changes define or touch (the last
+                // two, each sourced at its change).
                 let mut facts = vec![aliases];
-                if let Some(symbol) = f.symbol.clone() {
+                let mut fact_sources = vec![f.message];
+                let last: Vec<&(String, usize)> = touched.iter().rev().take(2).collect();
+                if !last.is_empty() && f.verb != Verb::Read {
                     question = question.replacen('?', " What did the change touch?", 1);
-                    facts.push(vec![symbol]);
+                    for (symbol, at) in last.into_iter().rev() {
+                        facts.push(vec![symbol.clone()]);
+                        fact_sources.push(*at);
+                    }
                 }
                 Candidate {
                     kind: ProbeKind::Artifact,
@@ -775,7 +833,7 @@ impl<'a> Deriver<'a> {
                     facts,
                     source: f.message,
                     secondary: f.verb == Verb::Read,
-                    fact_sources: Vec::new(),
+                    fact_sources,
                     tier: if f.verb == Verb::Read { Tier::Detail } else { Tier::Useful },
                 }
             })
@@ -881,6 +939,8 @@ fn best(messages: &[usize], hits: impl Fn(usize) -> usize) -> Option<usize> {
 fn is_real_user(m: &Message) -> bool {
     m.role == Role::User
         && !m.meta_flag("injected")
+        && !m.meta_flag("queued")
+        && !structure::is_command_text(&m.content)
         && !m.meta_flag(compaction::message::COMPACT_SUMMARY)
         && !m.meta_flag("demo")
         && !is_harness_text(&m.content)
@@ -894,6 +954,10 @@ const INSTRUCTION_TAGS: [&str; 4] = ["instructions", "example_response", "format
 /// instruction sections (`<instructions>...</instructions>`, an `INSTRUCTIONS:` tail) that
 /// harnesses append to the task.
 fn request_text(content: &str) -> String {
+    // A slash command's request is its arguments.
+    if let Some(args) = structure::command_args(content) {
+        return args;
+    }
     let mut text: String = content
         .split_inclusive(char::is_whitespace)
         .filter(|w| {
@@ -1391,6 +1455,7 @@ pub fn count_by_kind<'a>(probes: impl IntoIterator<Item = &'a Probe>) -> BTreeMa
 
 pub mod audit;
 pub mod facts;
+mod structure;
 mod work;
 
 #[cfg(test)]

@@ -428,13 +428,15 @@ fn the_audit_flags_plain_words_code_and_long_conversations_without_a_task() {
 fn continuation_is_the_last_request_and_the_pending_todos() {
     let conv = coding_session();
     let probes = derive(&conv, &DeriveParams::default());
-    let cont = of(&probes, ProbeKind::Continuation);
-    // The last request is a task probe of its own (it carries `--all-targets`): the pending
-    // todos remain, each item a phrase; their identifiers are the task's facts already.
-    assert_eq!(cont.len(), 1);
-    assert_eq!(cont[0].source_message, 8);
-    assert_eq!(cont[0].facts, vec![vec!["Add MAX_RETRIES constant".to_string()], vec!["Delete utils.py".to_string()]]);
-    assert_eq!(cont[0].tier, Some(Tier::Critical));
+    // The last request is a task probe of its own (it carries `--all-targets`); the pending
+    // todos are the next step, from the to-do list itself, each item a phrase (their
+    // identifiers are the task's facts already), and no continuation probe asks them again.
+    let next = of(&probes, ProbeKind::NextStep);
+    assert_eq!(next.len(), 1, "{probes:#?}");
+    assert_eq!(next[0].source_message, 8);
+    assert_eq!(next[0].facts, vec![vec!["Add MAX_RETRIES constant".to_string()], vec!["Delete utils.py".to_string()]]);
+    assert_eq!(next[0].tier, Some(Tier::Critical));
+    assert!(of(&probes, ProbeKind::Continuation).is_empty(), "{probes:#?}");
     assert!(probes.iter().all(|p| p.source_message != 10));
 }
 

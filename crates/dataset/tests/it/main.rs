@@ -5,3 +5,4 @@ mod import_fixtures;
 mod keys;
 mod readme_example;
 mod schema;
+mod structure;
