@@ -59,7 +59,7 @@ pub const RESULTS_HEADER: [&str; 38] = [
 ];
 
 /// Columns of `summary.csv`.
-pub const SUMMARY_HEADER: [&str; 66] = [
+pub const SUMMARY_HEADER: [&str; 67] = [
     "config_id",
     "strategy",
     "params",
@@ -126,6 +126,7 @@ pub const SUMMARY_HEADER: [&str; 66] = [
     "state_retention_useful",
     "state_keys_useful",
     "state_at_risk_retention",
+    "state_at_risk_keys",
 ];
 
 /// Columns of `probes.csv`.
@@ -435,6 +436,8 @@ pub struct SummaryRow {
     /// Over the keys none of whose source messages was in the context verbatim.
     #[serde(serialize_with = "ratio6")]
     pub state_at_risk_retention: Option<f64>,
+    /// Keys at risk: its denominator.
+    pub state_at_risk_keys: usize,
 }
 
 impl SummaryRow {
@@ -510,6 +513,7 @@ impl SummaryRow {
             state_retention_useful: s.state.useful,
             state_keys_useful: s.state.useful_keys,
             state_at_risk_retention: s.state.at_risk,
+            state_at_risk_keys: s.state.at_risk_keys,
         }
     }
 }

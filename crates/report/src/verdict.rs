@@ -784,7 +784,11 @@ impl Inputs {
             let Some(state) = self.summary_num(row, "state_retention")? else { continue };
             keys = keys.max(self.summary_num(row, "state_keys")?.unwrap_or(0.0));
             convs = convs.max(self.summary_num(row, "state_conversations")?.unwrap_or(0.0));
-            let at_risk = self.summary_num(row, "state_at_risk_retention")?;
+            // A share over no key at risk says nothing.
+            let at_risk = match self.summary_num(row, "state_at_risk_keys")? {
+                Some(n) if n == 0.0 => None,
+                _ => self.summary_num(row, "state_at_risk_retention")?,
+            };
             let compacted = self.summary_num(row, "compacted_conversations")?.unwrap_or(0.0);
             if c.strategy == "recorded" {
                 recorded = Some((state, at_risk));

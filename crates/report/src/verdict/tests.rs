@@ -252,3 +252,18 @@ fn a_sign_test_states_its_threshold_beside_its_p() {
         "+1.3 pt (one-sided sign test p=0.004, under 0.025; 8 conv.)"
     );
 }
+
+#[test]
+fn the_answer_keys_line_sets_the_recorded_summaries_beside_the_rest() {
+    let specs = vec![spec("a", |_| 0.9, 1.0), Spec { strategy: "recorded", ..spec("rec", |_| 0.8, 1.0) }];
+    let v = verdict(&files(&specs, 24, "", Some(("state_retention", &["0.95", "0.8"])), None));
+    let line = pooled(&v).state.clone().expect("a state line where summary.csv has state retention");
+    assert!(line.contains("the recorded agent's own summaries 80.0%"), "{line}");
+    // A configuration whose compactions summary.csv does not count is not among those that
+    // compacted: the line does not rank what it cannot tell was exercised.
+    assert!(!line.contains("95.0%"), "{line}");
+    assert!(verdict(&files(&standard(), 24, "", None, None))
+        .windows
+        .iter()
+        .all(|w| w.views.iter().all(|v| v.state.is_none())));
+}

@@ -234,7 +234,7 @@ fn headers_are_pinned() {
          median_calls_between_compactions,\
          retention_critical,retention_useful,retention_detail,probes_critical,probes_useful,probes_detail,\
          state_retention,state_retention_ci_low,state_retention_ci_high,state_conversations,state_keys,\
-         state_retention_critical,state_keys_critical,state_retention_useful,state_keys_useful,state_at_risk_retention"
+         state_retention_critical,state_keys_critical,state_retention_useful,state_keys_useful,state_at_risk_retention,state_at_risk_keys"
     );
     assert_eq!(
         PROBES_HEADER.join(","),
