@@ -126,7 +126,7 @@ fn quotes(sentence: &str) -> Vec<(&str, &str)> {
 /// and the quote is not a name the sentence gives something (`an epic titled "..."`).
 fn attributed(gaps: &[&str]) -> bool {
     let joined = gaps.join(" ").to_lowercase();
-    let Some(at) = joined.rfind("user") else { return false };
+    let Some(&at) = user_word(&joined).last() else { return false };
     let words: Vec<&str> = joined[at..].split_whitespace().skip(1).collect();
     let names = words.last().is_some_and(|w| {
         matches!(w.trim_matches(|c: char| !c.is_alphabetic()), "titled" | "named" | "called" | "is" | "was" | "reads")
@@ -134,12 +134,24 @@ fn attributed(gaps: &[&str]) -> bool {
     words.len() <= 4 && !names
 }
 
+/// Where the word `user` stands alone in lowercase `text` (`the user`, `user's`), not inside an
+/// identifier (`UserLinesAdded`, `user_lines_added`, `username`).
+fn user_word(text: &str) -> Vec<usize> {
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    text.match_indices("user")
+        .map(|(at, _)| at)
+        .filter(|&at| {
+            !text[..at].chars().next_back().is_some_and(word) && !text[at + 4..].chars().next().is_some_and(word)
+        })
+        .collect()
+}
+
 /// The directives `summary` attributes to the user.
 pub fn directives(summary: &str) -> Vec<Directive> {
     let mut out = Vec::new();
     for sentence in sentences(summary) {
         let lower = sentence.to_lowercase();
-        let Some(user_at) = lower.find("user") else { continue };
+        let Some(&user_at) = user_word(&lower).first() else { continue };
         let quoted = quotes(sentence);
         if !quoted.is_empty() {
             let mut gaps = Vec::new();
@@ -195,6 +207,38 @@ pub fn holds(d: &Directive, user_messages: &[String]) -> bool {
     })
 }
 
+/// The words a person wrote that a recording keeps outside user messages: the reason they gave
+/// when they rejected a tool call (Claude Code's "... the user said:\nno, don't commit"), and
+/// the answers they chose to the agent's questions ("User has answered your questions: ...").
+pub fn person_words(message: &compaction::Message) -> Option<String> {
+    if message.role != compaction::Role::Tool {
+        return None;
+    }
+    let text = &message.content;
+    let after = |marker: &str| text.find(marker).map(|at| text[at + marker.len()..].trim().to_string());
+    let words = after("the user said:").or_else(|| {
+        after("User has answered your questions:")
+            .map(|a| a.split("You can now continue").next().unwrap_or_default().trim().to_string())
+    })?;
+    (!words.is_empty()).then_some(words)
+}
+
+/// Whether `text` carries the request `request`: its normalized text, or (for a request of two
+/// content words or more) at least half of its content words.
+pub fn carries(request: &str, text: &str) -> bool {
+    let wanted = normalize(request);
+    let have = normalize(text);
+    if have.contains(&wanted) {
+        return true;
+    }
+    let words = content_words(&wanted);
+    if words.len() < 2 {
+        return false;
+    }
+    let present = content_words(&have);
+    2 * words.iter().filter(|w| present.contains(*w)).count() >= words.len()
+}
+
 /// The directives of `summary` that no user message holds.
 pub fn fabricated(summary: &str, user_messages: &[String]) -> Vec<Directive> {
     directives(summary).into_iter().filter(|d| !holds(d, user_messages)).collect()
@@ -239,6 +283,13 @@ pub fn fabricated_listed(summary: &str, listed: &[Listed], user_messages: &[Stri
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn user_inside_an_identifier_attributes_nothing() {
+        let summary = "UserLinesAdded    int            `json:\"user_lines_added\"`\nUserAddedPerFile: map[string]int{\"main.go\": 2}, // Added this";
+        assert!(super::directives(summary).is_empty(), "{:?}", super::directives(summary));
+        assert_eq!(super::directives("The user's request: \"ship it\".").len(), 1);
+    }
+
     use super::*;
 
     fn users(texts: &[&str]) -> Vec<String> {

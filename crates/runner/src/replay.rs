@@ -586,6 +586,8 @@ struct Replayer<'a, 's> {
     /// The recorded user messages appended so far (what a summary's directives are checked
     /// against).
     user_messages: Vec<usize>,
+    /// A person's words kept in tool results so far ([`crate::directives::person_words`]).
+    person_words: Vec<String>,
     /// The recording holds thinking blocks: they are counted and their rule checked.
     thinking_in_use: bool,
     /// The latest recorded assistant message appended.
@@ -716,6 +718,7 @@ impl<'a, 's> Replayer<'a, 's> {
             live_request: None,
             live_dropped: false,
             user_messages: Vec::new(),
+            person_words: Vec::new(),
             compacted_at: Vec::new(),
             thinking_in_use: conversation.messages.iter().any(|m| !m.thinking.is_empty()),
             last_assistant: None,
@@ -729,10 +732,14 @@ impl<'a, 's> Replayer<'a, 's> {
     }
 
     /// Whether the context holds the live request, verbatim or as a copy of its text.
+    /// A summary that carries the request (its text, or at least half of its content words:
+    /// [`crate::directives::carries`]) holds it too: the agent still knows what was asked.
     fn holds_live_request(&self) -> bool {
         let (Some(at), Some(live)) = (self.live_request, self.live_request()) else { return true };
         self.ctx.entries().iter().rev().any(|e| {
-            e.origin().verbatim_index() == Some(at) || (e.role() == Role::User && e.message().content == live.content)
+            e.origin().verbatim_index() == Some(at)
+                || (e.role() == Role::User && e.message().content == live.content)
+                || (e.origin().is_summary() && crate::directives::carries(&live.content, &e.message().content))
         })
     }
 
@@ -769,8 +776,14 @@ impl<'a, 's> Replayer<'a, 's> {
     /// Record the user directives `summaries` state that no user message so far holds: those
     /// the offline reading finds and, with the LLM judge, those its grader lists.
     fn check_directives(&mut self, call: u32, summaries: &[String]) {
-        let said: Vec<String> =
-            self.user_messages.iter().map(|i| self.conversation.messages[*i].content.clone()).collect();
+        // What a person said so far: their messages, and their words the recording keeps in
+        // tool results (a rejection's reason, an answer to a question).
+        let said: Vec<String> = self
+            .user_messages
+            .iter()
+            .map(|i| self.conversation.messages[*i].content.clone())
+            .chain(self.person_words.iter().cloned())
+            .collect();
         for summary in summaries {
             let mut found = crate::directives::fabricated(summary, &said);
             // With the LLM judge, the grader's list too (a list it could not give is counted by
@@ -805,6 +818,9 @@ impl<'a, 's> Replayer<'a, 's> {
     fn append(&mut self, entry: Entry) {
         if entry.role() == Role::Assistant {
             self.last_assistant = entry.origin().recorded_index();
+        }
+        if let Some(words) = crate::directives::person_words(entry.message()) {
+            self.person_words.push(words);
         }
         if is_live_request(entry.message()) {
             self.user_messages.extend(entry.origin().recorded_index());

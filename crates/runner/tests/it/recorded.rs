@@ -203,3 +203,58 @@ fn an_answer_key_is_asked_on_the_request_after_its_checkpoint() {
     let keys: Vec<_> = m.probes.iter().filter(|p| p.written).collect();
     assert!(keys.iter().all(|k| !k.at_risk && k.score == 1.0), "{keys:?}");
 }
+
+/// A session whose user rejects a tool call with their own words, then whose agent compacts
+/// with `summary`; the last request is "Rename the retry budget to max_attempts in RetryPolicy".
+fn rejecting_session(summary: &str) -> Conversation {
+    let mut messages = vec![Message::user("Rename the retry budget to max_attempts in RetryPolicy.")];
+    messages.push(Message::assistant_calls(
+        "",
+        vec![ToolCall {
+            id: "r".into(),
+            name: "Bash".into(),
+            arguments: json!({"command": "git commit -am wip"}).to_string(),
+        }],
+    ));
+    messages.push(Message::tool_result(
+        "r",
+        "Bash",
+        "The user doesn't want to proceed with this tool use. The tool use was rejected. To tell you how to proceed, the user said:\nno commits until the tests pass",
+    ));
+    for i in 0..4 {
+        let id = format!("t{i}");
+        messages.push(Message::assistant_calls(
+            "",
+            vec![ToolCall {
+                id: id.clone(),
+                name: "Bash".into(),
+                arguments: json!({"command": format!("step {i}")}).to_string(),
+            }],
+        ));
+        messages.push(Message::tool_result(id, "Bash", "ok ".repeat(200)));
+    }
+    messages.push(Message::user(summary).with_meta("compact_summary", true.into()));
+    messages.push(Message::assistant("Continuing."));
+    Conversation::new("r", messages)
+}
+
+#[test]
+fn a_persons_words_in_a_tool_rejection_are_theirs_and_a_summary_can_carry_the_request() {
+    // The summary says what the user said in the rejection: not invented. It carries the
+    // request's words: the request is not dropped.
+    let m = run(
+        &rejecting_session(
+            "Summary: the user said no commits until the tests pass. Task: rename the retry budget to max_attempts in RetryPolicy.",
+        ),
+        "recorded",
+        1_000_000,
+    );
+    assert_eq!(m.compactions, 1);
+    assert!(m.fabricated_directives.is_empty(), "{:?}", m.fabricated_directives);
+    assert_eq!(m.latest_user_message_dropped, 0);
+    // A summary that invents an instruction and loses the request is flagged for both.
+    let m =
+        run(&rejecting_session("Summary: the user asked to deploy the service to production."), "recorded", 1_000_000);
+    assert_eq!(m.fabricated_directives.len(), 1, "{:?}", m.fabricated_directives);
+    assert_eq!(m.latest_user_message_dropped, 1);
+}
