@@ -34,7 +34,7 @@
 //!   message); it is not in the serialized tail.
 
 use compaction::context::{Context, Origin};
-use compaction::message::{Message, Role};
+use compaction::message::Role;
 use compaction::{apply_layout, Budget, Compacted, Plan, Prompt, Slot, SummaryOutcome, SummaryRequest, Trigger};
 
 use super::{calls_in_flight, Opencode};
@@ -301,7 +301,7 @@ const FAILED: &str = "summary_failed";
 
 /// A message's text for tests: the checkpoint's parts.
 #[cfg(test)]
-pub(super) fn checkpoint_parts(m: &Message) -> Option<(&str, &str)> {
+pub(super) fn checkpoint_parts(m: &compaction::message::Message) -> Option<(&str, &str)> {
     let body = m.content.strip_prefix("<conversation-checkpoint>\n")?.strip_suffix("\n</conversation-checkpoint>")?;
     let summary = body.split("<summary>\n").nth(1)?.split("\n</summary>").next()?;
     let recent = body.split("<recent-context>\n").nth(1)?.split("\n</recent-context>").next()?;
