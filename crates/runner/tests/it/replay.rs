@@ -986,7 +986,7 @@ fn gemini_cli_asks_two_summaries_per_compression_and_bills_both() {
     assert_eq!(m.summarizer_calls as usize, 2 * compressions);
     assert_eq!(m.summarizer_failures, 0);
     // Both calls read the same head: the input billed is twice one call's.
-    assert!(m.summarizer_input_tokens > 0 && m.summarizer_input_tokens % 2 == 0);
+    assert!(m.summarizer_input_tokens > 0 && m.summarizer_input_tokens.is_multiple_of(2));
     let summary_priced = (m.summarizer_input_tokens as f64 + 4.0 * m.summarizer_output_tokens as f64) / 1e6;
     assert!((m.summary_cost_usd.expect("priced") - summary_priced).abs() < 1e-12);
 }
