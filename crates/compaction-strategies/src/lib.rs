@@ -1,5 +1,5 @@
 //! The strategy catalog over the `compaction` kernel: five strategies from the seed documents,
-//! three baselines, nine production systems (`PRODUCTION.md`, modules named after them); and
+//! three baselines, ten production systems (`PRODUCTION.md`, modules named after them); and
 //! the `recorded` reference, which replays the compaction a recording contains
 //! ([`REFERENCE_NAMES`], [`reference_catalog`]).
 //!
@@ -23,6 +23,7 @@ pub mod anthropic_compaction;
 pub mod codex;
 pub mod common;
 pub mod cut_point;
+pub mod gemini_cli;
 pub mod goose;
 pub mod keep_last_n;
 pub mod langchain_summarization;
@@ -181,6 +182,7 @@ macro_rules! catalog_rows {
                 AnthropicCompaction => "anthropic-compaction", anthropic_compaction::AnthropicCompaction, "Anthropic API docs: compaction, compact_20260112";
                 LangchainSummarization => "langchain-summarization", langchain_summarization::LangchainSummarization, "langchain-ai/langchain libs/langchain_v1/langchain/agents/middleware/summarization.py";
                 Letta => "letta", letta::Letta, "letta-ai/letta letta/services/summarizer/summarizer_sliding_window.py";
+                GeminiCli => "gemini-cli", gemini_cli::GeminiCli, "google-gemini/gemini-cli packages/core/src/context/chatCompressionService.ts (5411f113)";
             }
             reference {
                 Recorded => "recorded", recorded::Recorded;

@@ -48,6 +48,10 @@
 //!   "session too large to compact": no plan.
 //! - **Failure**: a failed summary leaves the session unchanged.
 //!
+//! **Engines**: `engine = "v1"` (the default, as the stable CLI ships) is what this header
+//! describes; `engine = "v2"` follows the "compact v2" beta of the core loop (trigger, tail walked
+//! back to a user message, template check with one retry, one checkpoint message): see [`v2`].
+//!
 //! Departures, each kept for a reason: after a compaction caused by a provider's size error
 //! (`overflow`), OpenCode replays the last real user message instead of the continue message
 //! (the error it targets is media too large, which the recordings do not hold); here both
@@ -72,9 +76,22 @@ pub fn prompt() -> Prompt {
     Prompt::new("opencode_anchored", include_str!("opencode/opencode_anchored.md"))
 }
 
-/// Every prompt this strategy asks for.
+/// Every prompt this strategy asks for (both engines).
 pub fn prompts() -> Vec<Prompt> {
-    vec![prompt()]
+    vec![prompt(), v2::prompt(), v2::retry_prompt()]
+}
+
+pub mod v2;
+
+/// Which of OpenCode's compaction engines the strategy models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// The session compaction of the stable CLI (`packages/opencode/src/session/compaction.ts`).
+    #[default]
+    V1,
+    /// The "compact v2" beta (`packages/core/src/session/compaction.ts`).
+    V2,
 }
 
 /// One line for the catalog: what the strategy does.
@@ -133,6 +150,8 @@ pub const PRUNE_PROTECTED_TOOLS: [&str; 1] = ["skill"];
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Params {
+    /// Which engine: `v1` (the stable CLI's) or `v2` (the "compact v2" beta).
+    pub engine: Engine,
     /// The model's output limit (unset: min(32,000, window / 4)).
     pub max_output: Option<u64>,
     /// Tokens reserved below the limit (unset: min(20,000, max_output)).
@@ -149,11 +168,16 @@ pub struct Params {
     pub prune_minimum: u64,
     /// Output cap of the summary (4,096).
     pub summary_max_tokens: u32,
+    /// v2: tokens of newest messages serialized into the checkpoint (`keep.tokens`, 15,000).
+    pub keep_tokens: u64,
+    /// v2: tokens kept free below the window (`buffer`, 20,000).
+    pub buffer: u64,
 }
 
 impl Default for Params {
     fn default() -> Params {
         Params {
+            engine: Engine::V1,
             max_output: None,
             reserved: None,
             preserve_recent_tokens: None,
@@ -162,6 +186,8 @@ impl Default for Params {
             prune_protect: PRUNE_PROTECT,
             prune_minimum: PRUNE_MINIMUM,
             summary_max_tokens: 4_096,
+            keep_tokens: v2::KEEP_TOKENS,
+            buffer: v2::BUFFER,
         }
     }
 }
@@ -364,9 +390,49 @@ impl Strategy for Opencode {
         &self.meter
     }
     fn threshold(&self, _ctx: &Context, budget: &Budget) -> Option<u64> {
-        Some(self.usable(budget).saturating_sub(1))
+        match self.params.engine {
+            Engine::V1 => Some(self.usable(budget).saturating_sub(1)),
+            Engine::V2 => Some(self.v2_ceiling(budget).saturating_sub(1)),
+        }
+    }
+    fn should_compact(&self, ctx: &Context, budget: &Budget) -> bool {
+        match self.params.engine {
+            Engine::V1 => self.threshold(ctx, budget).is_some_and(|t| self.estimate(ctx) > t),
+            Engine::V2 => self.v2_should_compact(ctx, budget),
+        }
+    }
+    fn can_operate(&self, budget: &Budget) -> Result<(), String> {
+        if self.params.engine == Engine::V2 && self.v2_ceiling(budget) == 0 {
+            return Err(format!(
+                "v2's prompt ceiling (window - max(output, buffer {})) leaves nothing below the window ({}): it would \
+                 compact before every call",
+                self.params.buffer, budget.context_window
+            ));
+        }
+        match self.threshold(&Context::new(), budget) {
+            Some(t) if t > budget.context_window => Err(format!(
+                "its trigger threshold ({t} tokens) is above the window ({}): it can never fire on a request that fits",
+                budget.context_window
+            )),
+            _ => Ok(()),
+        }
+    }
+    fn plan_with(
+        &self,
+        ctx: &Context,
+        budget: &Budget,
+        trigger: Trigger,
+        summarize: &mut dyn FnMut(&Context, &SummaryRequest) -> SummaryOutcome,
+    ) -> Option<Plan> {
+        match self.params.engine {
+            Engine::V1 => self.plan(ctx, budget, trigger),
+            Engine::V2 => self.v2_plan_with(ctx, trigger, summarize),
+        }
     }
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan> {
+        if self.params.engine == Engine::V2 {
+            return self.v2_plan(ctx, trigger);
+        }
         if self.params.prune {
             if let Some(plan) = self.prune_plan(ctx, budget, trigger) {
                 return Some(plan);
@@ -406,6 +472,9 @@ impl Strategy for Opencode {
     }
     /// The standard layout; the new summary also stands for what the previous one covered.
     fn apply(&self, ctx: &Context, budget: &Budget, plan: &Plan, summaries: &[SummaryOutcome]) -> Compacted {
+        if self.params.engine == Engine::V2 {
+            return self.v2_apply(ctx, budget, plan, summaries);
+        }
         let mut out = apply_layout(self, ctx, budget, plan, summaries);
         if out.event.fallback.is_none() && plan.step == "compact" {
             let previous: Vec<usize> = ctx.summaries().map(|(i, _)| i).collect();
@@ -414,6 +483,10 @@ impl Strategy for Opencode {
         out
     }
     fn promises(&self, _ctx: &Context, _budget: &Budget) -> Promises {
+        if self.params.engine == Engine::V2 {
+            // The tail becomes text inside the checkpoint: no trailing entry stays as it was.
+            return Promises { keeps_system_prompt: true, recent_window: 0, documented_deviations: Vec::new() };
+        }
         // The tail is kept verbatim, but the continue message every automatic compaction
         // appends follows it: no trailing entry stays as it was.
         Promises {
@@ -582,5 +655,163 @@ mod tests {
         let short = Opencode::new(Params { preserve_recent_tokens: Some(999), ..Params::default() }).unwrap();
         // Split: the newest message alone (999.5 rounds to 1,000) does not fit either.
         assert_eq!(short.tail_start(&ctx, &Budget::new(100_000)), ctx.len());
+    }
+
+    fn v2() -> Opencode {
+        Opencode::new(Params {
+            engine: Engine::V2,
+            keep_tokens: 60,
+            buffer: 100,
+            summary_max_tokens: 100,
+            ..Params::default()
+        })
+        .unwrap()
+    }
+
+    /// A summarizer answering the first request with `first` and the reminder with `second`,
+    /// recording the prompts asked.
+    fn answering<'a>(
+        asked: &'a mut Vec<String>,
+        first: &'a str,
+        second: &'a str,
+    ) -> impl FnMut(&Context, &[SummaryRequest]) -> compaction::Summaries + 'a {
+        move |_, requests| {
+            compaction::Summaries::of(
+                requests
+                    .iter()
+                    .map(|r| {
+                        asked.push(r.prompt.name().to_string());
+                        Ok(if r.prompt.name() == "opencode_v2" { first } else { second }.to_string())
+                    })
+                    .collect(),
+            )
+        }
+    }
+
+    #[test]
+    fn v2_triggers_below_the_window_minus_output_or_buffer() {
+        let s = Opencode::new(Params { engine: Engine::V2, ..Params::default() }).unwrap();
+        // 128k: output min(32,000, 128,000 / 4); 128,000 - max(32,000, 20,000).
+        assert_eq!(s.v2_ceiling(&Budget::new(128_000)), 96_000);
+        assert_eq!(s.threshold(&Context::new(), &Budget::new(128_000)), Some(95_999));
+        // 32k: output 8,000 is under the 20,000 buffer.
+        assert_eq!(s.v2_ceiling(&Budget::new(32_000)), 12_000);
+        // 16k: the buffer takes the whole window.
+        assert!(s.can_operate(&Budget::new(16_000)).unwrap_err().contains("buffer 20000"));
+        assert!(s.can_operate(&Budget::new(32_000)).is_ok());
+        // The default engine is v1.
+        assert_eq!(Params::default().engine, Engine::V1);
+        assert_eq!(
+            Opencode::new(Params::default()).unwrap().threshold(&Context::new(), &Budget::new(128_000)),
+            Some(75_999)
+        );
+    }
+
+    #[test]
+    fn v2_checkpoint_is_one_user_message_with_the_summary_and_the_serialized_tail() {
+        let s = v2();
+        let ctx = turns(5, 50);
+        let budget = Budget::new(400);
+        assert!(s.should_compact(&ctx, &budget));
+        // Newest first within 60 tokens: "done 4" fits, turn 4's 250-character result does not;
+        // the walk goes back to turn 4's user message.
+        assert_eq!(s.v2_tail_start(&ctx), Some(17));
+        let plan = s.plan(&ctx, &budget, Trigger::Proactive).unwrap();
+        assert_eq!(plan.requests[0].span, (1..17).collect::<Vec<_>>());
+        assert_eq!(plan.requests[0].prompt.var("instructions"), Some(v2::OPENING_NEW));
+        let mut asked = Vec::new();
+        let step = compaction::compact(
+            &s,
+            &ctx,
+            &budget,
+            Trigger::Proactive,
+            answering(&mut asked, "## Objective\n- ship it", ""),
+        )
+        .unwrap();
+        assert_eq!(asked, ["opencode_v2"]);
+        assert!(step.plan.requests.is_empty());
+        let out = step.compacted;
+        assert_eq!(out.event.fallback, None);
+        assert_eq!(out.context.len(), 2);
+        let m = out.context.get(1).unwrap().message();
+        assert_eq!(m.role, Role::User);
+        assert!(m.content.contains(v2::CHECKPOINT_NOTE));
+        let (summary, recent) = v2::checkpoint_parts(m).unwrap();
+        assert_eq!(summary, "## Objective\n- ship it");
+        let result = format!("[Tool result]: {}", "text ".repeat(50));
+        assert_eq!(
+            recent,
+            format!("[User]: turn 4\n\n[Assistant tool call]: read({{}})\n\n{result}\n\n[Assistant]: done 4")
+        );
+        // The checkpoint stands for the summarized head and the serialized tail.
+        assert!(
+            matches!(out.context.get(1).unwrap().origin(), Origin::Summary { round: 1, covers } if covers.contains(&1) && covers.contains(&20))
+        );
+        // A context that ends with its checkpoint does not compact again; the next one updates it.
+        assert!(!s.should_compact(&out.context, &budget));
+        let mut longer = out.context.clone();
+        for (k, msg) in [Message::user("turn 5"), Message::assistant("x ".repeat(300))].into_iter().enumerate() {
+            longer.push(compaction::context::Entry::recorded(21 + k, msg));
+        }
+        let next = s.plan(&longer, &budget, Trigger::Proactive).unwrap();
+        assert!(next.requests[0].span.contains(&1));
+        assert_eq!(next.requests[0].prompt.var("instructions"), Some(v2::OPENING_UPDATE));
+    }
+
+    #[test]
+    fn v2_retries_once_when_the_summary_misses_the_template() {
+        let s = v2();
+        let ctx = turns(5, 50);
+        let budget = Budget::new(400);
+        let mut asked = Vec::new();
+        let step = compaction::compact(
+            &s,
+            &ctx,
+            &budget,
+            Trigger::Proactive,
+            answering(&mut asked, "just prose", "## Work State\n- fixed"),
+        )
+        .unwrap();
+        assert_eq!(asked, ["opencode_v2", "opencode_v2_retry"]);
+        assert_eq!(step.plan.requests[0].prompt.var("instructions"), Some(v2::OPENING_NEW));
+        assert_eq!(
+            v2::checkpoint_parts(step.compacted.context.get(1).unwrap().message()).unwrap().0,
+            "## Work State\n- fixed"
+        );
+        // A second miss fails the compaction: the history stays.
+        let mut asked = Vec::new();
+        let step =
+            compaction::compact(&s, &ctx, &budget, Trigger::Proactive, answering(&mut asked, "prose", "more prose"))
+                .unwrap();
+        assert_eq!(asked.len(), 2);
+        assert_eq!(step.compacted.context.len(), ctx.len());
+        assert!(step.compacted.event.fallback.as_deref().unwrap().contains("template"));
+        // A heading must be a line of its own.
+        assert!(!v2::has_summary_section("see ## Objective inline"));
+        assert!(v2::has_summary_section("  ## Next Move  \n1. go"));
+    }
+
+    #[test]
+    fn v2_keeps_a_call_round_in_flight_after_the_checkpoint() {
+        let s = v2();
+        let mut m = turns(5, 50).to_messages();
+        m.push(Message::user("turn 5"));
+        m.push(Message::assistant_calls(
+            "",
+            vec![
+                ToolCall { id: "a".into(), name: "read".into(), arguments: "{}".into() },
+                ToolCall { id: "b".into(), name: "read".into(), arguments: "{}".into() },
+            ],
+        ));
+        m.push(Message::tool_result("a", "read", "first"));
+        let ctx = Context::from_messages(m);
+        let plan = s.plan(&ctx, &Budget::new(400), Trigger::Proactive).unwrap();
+        let out = s.apply(&ctx, &Budget::new(400), &plan, &[Ok("## Objective\n- x".into())]);
+        let roles: Vec<Role> = out.context.messages().map(|m| m.role).collect();
+        assert_eq!(roles, [Role::System, Role::User, Role::Assistant, Role::Tool]);
+        let (_, recent) = v2::checkpoint_parts(out.context.get(1).unwrap().message()).unwrap();
+        assert!(recent.starts_with("[User]: turn 4") && recent.ends_with("[User]: turn 5"), "{recent}");
+        assert!(!recent.contains("first") && !recent.contains("tool call]: read({}), read"), "{recent}");
+        assert!(compaction::check_context(&out.context).is_empty());
     }
 }

@@ -211,7 +211,7 @@ fn the_corpora_check_passes_a_complete_run_and_names_what_an_incomplete_one_lack
         .filter(|s| s["family"] != "reference")
         .map(|s| s["name"].as_str().expect("a name").to_string())
         .collect();
-    assert_eq!(names.len(), 17, "eight seeds and baselines and nine production systems");
+    assert_eq!(names.len(), 18, "eight seeds and baselines and ten production systems");
     strategies.extend(names.iter().map(String::as_str));
     let mut toml = String::from(
         "name = \"check\"\ndatasets = [\"data\"]\nwindows = [4000, 16000]\ntokenizer = \"o200k_base\"\n\
@@ -243,7 +243,7 @@ fn the_corpora_check_passes_a_complete_run_and_names_what_an_incomplete_one_lack
     };
     let o = check(&run_dir);
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
-    assert!(o.stdout.contains("18 strategies x 2 windows x 2 datasets"), "{}", o.stdout);
+    assert!(o.stdout.contains("19 strategies x 2 windows x 2 datasets"), "{}", o.stdout);
     // `recorded` replays only the recording that holds a compaction (the Claude Code session).
     let results_text = std::fs::read_to_string(run_dir.join("results.csv")).expect("results.csv");
     let recorded: Vec<&str> = results_text.lines().filter(|l| l.contains(",recorded,")).collect();

@@ -21,7 +21,7 @@ fn strategies_json_lists_every_strategy_with_its_family_and_params() {
         assert_eq!(e["family"].as_str(), compaction_strategies::family(name), "{name}: family");
     }
     let count = |f: &str| entries.iter().filter(|e| e["family"] == f).count();
-    assert_eq!((count("seed"), count("production"), count("baseline"), count("reference")), (5, 9, 3, 1));
+    assert_eq!((count("seed"), count("production"), count("baseline"), count("reference")), (5, 10, 3, 1));
 
     for e in entries {
         let name = &e["name"];
@@ -56,6 +56,13 @@ fn strategies_json_lists_every_strategy_with_its_family_and_params() {
     assert_eq!(keep["type"], "integer", "{keep}");
     assert!(keep.get("allowed").is_none(), "{keep}");
     assert_eq!(param("cut-point", "trigger_ratio")["type"], "number");
+    let engine = param("opencode", "engine");
+    assert_eq!((engine["allowed"].clone(), engine["default"].clone()), (serde_json::json!(["v1", "v2"]), "v1".into()));
+    let gemini = entries.iter().find(|e| e["name"] == "gemini-cli").expect("gemini-cli listed");
+    assert_eq!(gemini["family"], "production");
+    assert!(gemini["source"].as_str().is_some_and(|s| s.contains("google-gemini/gemini-cli")), "{gemini}");
+    assert_eq!(param("gemini-cli", "compression_threshold")["default"], 0.5);
+    assert_eq!(param("gemini-cli", "mask_min_prunable_tokens")["default"], 30_000);
     for e in entries {
         for p in e["params"].as_array().into_iter().flatten() {
             let ty = p["type"].as_str().unwrap_or_default();

@@ -973,3 +973,21 @@ fn goose_compacts_in_a_tool_loop_only_on_a_context_length_error() {
         assert_eq!(chat.messages[at - 1].role, compaction::Role::User, "call {}", e.call);
     }
 }
+
+#[test]
+fn gemini_cli_asks_two_summaries_per_compression_and_bills_both() {
+    // Requests grow by about 350 tokens a turn; half of the 3,000-token window is reported
+    // after four turns, and each compression asks for the snapshot, then its verification.
+    let conversation = chat(100, 8, 300, 50).conversation("c");
+    let mut s = settings(strategy(json!({"name": "gemini-cli", "summary_max_tokens": 100})), 3_000);
+    s.price = Some(Price { input: 1.0, cached_input: 0.25, output: 4.0, cache_write: None });
+    let m = run(&conversation, &s);
+    let compressions = m.compaction_events.iter().filter(|e| e.step == "compress").count();
+    assert!(compressions >= 1, "{:?}", m.compaction_events.iter().map(|e| &e.step).collect::<Vec<_>>());
+    assert_eq!(m.summarizer_calls as usize, 2 * compressions);
+    assert_eq!(m.summarizer_failures, 0);
+    // Both calls read the same head: the input billed is twice one call's.
+    assert!(m.summarizer_input_tokens > 0 && m.summarizer_input_tokens.is_multiple_of(2));
+    let summary_priced = (m.summarizer_input_tokens as f64 + 4.0 * m.summarizer_output_tokens as f64) / 1e6;
+    assert!((m.summary_cost_usd.expect("priced") - summary_priced).abs() < 1e-12);
+}
