@@ -612,3 +612,56 @@ fn the_run_the_verdict_command_and_the_gate_summary_tell_the_same_verdict() {
         quiet.stdout
     );
 }
+
+#[test]
+fn answer_keys_named_in_the_experiment_give_state_retention_in_every_output() {
+    let dir = setup("keys", 3, &EXPERIMENT.replace("seed = 5\n", "seed = 5\n\n[keys]\n\"data\" = \"keys.jsonl\"\n"));
+    // One key per conversation at message 40: the ticket of the request (message 1), which
+    // truncation at 8k drops and every configuration at 64k keeps.
+    let keys: String = (0..3)
+        .map(|i| {
+            format!(
+                "{}\n",
+                json!({"conversation": format!("c{i}"), "id": "k1-01", "asked_at": 40, "kind": "task", "tier": "critical",
+                       "question": "Which ticket is the work for?", "facts": [[format!("TICKET-c{i}")]],
+                       "meaning": "The ticket the user gave.", "source_message": 1})
+            )
+        })
+        .collect();
+    fs::write(dir.join("keys.jsonl"), keys).expect("write keys");
+    let out = compactlens(&["run", "--config", "exp.toml", "--out", "out"], &dir);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let summary = fs::read_to_string(dir.join("out/summary.csv")).expect("summary.csv");
+    let mut rows = csv::Reader::from_reader(summary.as_bytes());
+    let header = rows.headers().expect("header").clone();
+    let col = |name: &str| header.iter().position(|h| h == name).expect(name);
+    let mut seen = 0;
+    for row in rows.records() {
+        let row = row.expect("row");
+        if &row[col("dataset")] != "all" {
+            continue;
+        }
+        seen += 1;
+        assert_eq!(&row[col("state_keys")], "3", "{row:?}");
+        let state: f64 = row[col("state_retention")].parse().expect("a number");
+        if &row[col("window")] == "64000" {
+            assert_eq!(state, 1.0, "{row:?}");
+        }
+        if &row[col("strategy")] == "truncate" && &row[col("window")] == "8000" {
+            assert_eq!(state, 0.0, "truncation at 8k dropped the request: {row:?}");
+        }
+    }
+    assert_eq!(seen, 8, "every configuration's pooled row");
+    // Keys are not in the probes' figures: probes.csv marks them and the verdict says the line.
+    let probes = fs::read_to_string(dir.join("out/probes.csv")).expect("probes.csv");
+    assert!(probes.lines().next().expect("header").ends_with(",written"));
+    assert!(probes.lines().any(|l| l.contains(",k1-01,") && l.ends_with(",true")), "{probes}");
+    let verdict = compactlens(&["verdict", "out"], &dir);
+    assert!(
+        verdict.stdout.contains("state retention on the answer keys (3 keys in 3 conversations)"),
+        "{}",
+        verdict.stdout
+    );
+    let html = fs::read_to_string(dir.join("out/report.html")).expect("report.html");
+    assert!(html.contains("state retention (answer keys)"), "the leaderboard's column");
+}

@@ -86,6 +86,9 @@ fn verdict_view(out: &mut String, v: &Verdict, dataset: &str) {
             escape(&dataset_label(&view.dataset)),
             escape(&view.basis())
         ));
+        if let Some(state) = &view.state {
+            out.push_str(&format!("<li class=\"state\"><b>{}: {}</b></li>\n", escape(&window_label(w)), escape(state)));
+        }
         for warning in &view.warnings {
             let names: Vec<String> = warning.configurations.iter().map(|c| view.label_of(c)).collect();
             let names = if names.is_empty() { String::new() } else { format!(": {}", names.join(", ")) };

@@ -215,6 +215,9 @@ impl Verdict {
     }
 
     fn view_text(&self, v: &View, out: &mut String) {
+        if let Some(state) = &v.state {
+            out.push_str(&format!("  {state}\n"));
+        }
         match &v.best {
             Some(best) => {
                 let e = Verdict::entry(v, &best.config_id);
@@ -234,9 +237,6 @@ impl Verdict {
             None => out.push_str("  best: none (no configuration can be ranked)\n"),
         }
         out.push_str(&format!("  front: {}\n", list(&v.front_labels())));
-        if let Some(state) = &v.state {
-            out.push_str(&format!("  {state}\n"));
-        }
         for line in v.sweep_lines() {
             out.push_str(&format!("  sweep: {line}\n"));
         }
@@ -270,6 +270,9 @@ impl Verdict {
     }
 
     fn view_brief(&self, v: &View, out: &mut String) {
+        if let Some(state) = &v.state {
+            out.push_str(&format!("  {state}\n"));
+        }
         match &v.best {
             Some(best) => out.push_str(&format!("  best: {}\n", v.label_of(&best.config_id))),
             None => out.push_str("  best: none (no configuration can be ranked)\n"),
@@ -315,6 +318,10 @@ impl Verdict {
             out.push_str(&line(r.iter().map(String::as_str).collect()));
         }
         for (w, v) in self.pooled() {
+            // Where the run has answer keys, what the agent still knows comes first.
+            if let Some(state) = &v.state {
+                out.push_str(&format!("{} {state}\n", window_label(w)));
+            }
             out.push_str(&format!("{} front: {}\n", window_label(w), list(&v.front_labels())));
             if let Some(c) = v.best.as_ref().and_then(|b| b.runner_up.as_ref()) {
                 out.push_str(&format!(
@@ -326,9 +333,6 @@ impl Verdict {
             }
             for s in v.sweep_lines() {
                 out.push_str(&format!("{} sweep: {s}\n", window_label(w)));
-            }
-            if let Some(state) = &v.state {
-                out.push_str(&format!("{} {state}\n", window_label(w)));
             }
             for warning in &v.warnings {
                 out.push_str(&format!("{} ! {}\n", window_label(w), warning_line(warning, &|id| v.label_of(id))));
@@ -374,6 +378,9 @@ impl Verdict {
         }
         for (w, v) in self.pooled() {
             out.push_str(&format!("\n#### {}, {}\n\n{}.\n\n", window_label(w), dataset_label(&v.dataset), v.basis()));
+            if let Some(state) = &v.state {
+                out.push_str(&format!("**{}**\n\n", md(state)));
+            }
             if let Some(c) = v.best.as_ref().and_then(|b| b.runner_up.as_ref()) {
                 out.push_str(&format!(
                     "Best `{}` against `{}`: {}.\n\n",

@@ -991,3 +991,36 @@ fn gemini_cli_asks_two_summaries_per_compression_and_bills_both() {
     let summary_priced = (m.summarizer_input_tokens as f64 + 4.0 * m.summarizer_output_tokens as f64) / 1e6;
     assert!((m.summary_cost_usd.expect("priced") - summary_priced).abs() < 1e-12);
 }
+
+#[test]
+fn gemini_cli_passes_the_provider_checks_at_16k_32k_and_128k() {
+    // A long session: a request, then 300 tool rounds of about 700 tokens each (about 210k
+    // tokens in all) with the user's word every ten rounds (Gemini CLI splits only before a
+    // user message), so every window compacts again and again.
+    let mut b =
+        ContextBuilder::new().system("You are a coding agent.").user("Port the parser in parse.rs to the new lexer.");
+    for r in 0..300 {
+        b = b.tool_call("bash", &format!("{{\"cmd\":\"step {r}\"}}"), format!("{r} {}", words(700)));
+        if r % 10 == 9 {
+            b = b.assistant(&format!("Done with step {r}.")).user(&format!("Go on after step {r}."));
+        }
+    }
+    let conversation = b.assistant("Ported.").conversation("long");
+    for window in [16_000, 32_000, 128_000] {
+        // Every request is checked (`continue`): at 16k a ten-round tool loop can outgrow the
+        // window between two turns, which Gemini CLI does not guard (an over-window request,
+        // not a refusal; the production experiment counts them).
+        let mut s = settings(strategy(json!({"name": "gemini-cli"})), window);
+        s.cache = CacheProfile::Anthropic;
+        let m = run(&conversation, &s);
+        assert!(m.compactions > 0, "{window}: never compacted");
+        assert_eq!(m.inapplicable_reason, None, "{window}");
+        assert_eq!(
+            (m.rejected_requests_openai, m.rejected_requests_anthropic),
+            (0, 0),
+            "{window}: {:?}",
+            m.rejections_by_rule
+        );
+        assert_eq!(m.violations, 0, "{window}: {:?}", m.violations_by_kind);
+    }
+}
