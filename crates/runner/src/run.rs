@@ -47,9 +47,9 @@ use crate::timing::{PairStart, ReplayTotals, Stopwatch};
 use dataset::{self, LoadOptions};
 use runlog::experiment::{canonical_json, fnv1a, id_hash, Configuration, Experiment};
 pub use runlog::log::{
-    count, dedupe, io_err, merge, pair_key, read_manifest, read_results, record_key, record_line, replay_ms,
-    sort_records, versions, write_manifest, write_results, Counts, ExternalRun, Manifest, RunData, RunError, Timings,
-    LOCK_FILE, MANIFEST_FILE, MANIFEST_FORMAT, RESULTS_FILE,
+    count, dedupe, io_err, merge, merge_locked, pair_key, read_manifest, read_results, record_key, record_line,
+    replay_ms, sort_records, versions, write_manifest, write_results, Counts, ExternalRun, Manifest, RunData, RunError,
+    Timings, LOCK_FILE, MANIFEST_FILE, MANIFEST_FORMAT, RESULTS_FILE,
 };
 use runlog::record::{PairFailure, PairMetrics, PairOutcome, PairRecord};
 use seeded::Fnv;
@@ -412,7 +412,9 @@ pub struct Progress {
 }
 
 /// Run `plan` into `options.out`. Returns the run's manifest and all its records (resumed
-/// ones included), sorted by [`sort_records`].
+/// ones included), sorted by [`sort_records`]. The folder is opened with [`open_folder`] and
+/// its lock released on return; a caller that writes more files into the folder afterwards
+/// opens it itself and calls [`run_locked`].
 pub fn run(
     plan: &Plan,
     engine: &Engine<'_>,
@@ -420,13 +422,36 @@ pub fn run(
     provenance: &Provenance,
     progress: &(dyn Fn(&Progress) + Sync),
 ) -> Result<RunData, RunError> {
+    let lock = open_folder(plan, options)?;
+    run_locked(plan, engine, options, provenance, progress, &lock)
+}
+
+/// Open the run folder of `options.out` for `plan`: refuse a foreign folder or one with links
+/// in it, create it, take its lock ([`runlog::folder::open_run_folder`]). Hold the lock until
+/// the last file is written.
+pub fn open_folder(plan: &Plan, options: &RunOptions) -> Result<runlog::folder::RunLock, RunError> {
+    runlog::folder::open_run_folder(&options.out, &plan.experiment_id())
+}
+
+/// [`run`] into a folder the caller opened with [`open_folder`] and holds the lock of.
+pub fn run_locked(
+    plan: &Plan,
+    engine: &Engine<'_>,
+    options: &RunOptions,
+    provenance: &Provenance,
+    progress: &(dyn Fn(&Progress) + Sync),
+    held: &runlog::folder::RunLock,
+) -> Result<RunData, RunError> {
     let started = Instant::now();
     let start_watch = Stopwatch::start();
     let dir = &options.out;
     let experiment_id = plan.experiment_id();
-    runlog::folder::refuse_foreign_folder(dir, &experiment_id)?;
-    fs::create_dir_all(dir).map_err(io_err(dir))?;
-    let _lock = runlog::folder::RunLock::take(dir)?;
+    if fs::canonicalize(held.dir()).ok() != fs::canonicalize(dir).ok() {
+        return Err(RunError::Mismatch {
+            dir: dir.clone(),
+            problem: format!("the lock held is that of {}, not of this folder", held.dir().display()),
+        });
+    }
     let results_path = dir.join(RESULTS_FILE);
     let shard_text = options.shard.map(|s| s.to_string());
 

@@ -242,6 +242,10 @@ struct BadInput {
     expect: Vec<String>,
     absent: Vec<(String, String)>,
     same: Vec<String>,
+    /// Pairs of files of the case's folder that must be byte-identical afterwards.
+    same_as: Vec<(String, String)>,
+    /// Environment variables of the command (`env: NAME VALUE`).
+    env: Vec<(String, String)>,
 }
 
 fn bad_input_cases(text: &str) -> Vec<BadInput> {
@@ -263,6 +267,14 @@ fn bad_input_cases(text: &str) -> Vec<BadInput> {
             "expect" => case.expect.push(value.to_string()),
             "setup" => case.setup.push(value.to_string()),
             "same" => case.same.push(value.trim().to_string()),
+            "env" => {
+                let (name, v) = value.trim().split_once(' ').unwrap_or_else(|| panic!("cases.txt:{}: env", n + 1));
+                case.env.push((name.to_string(), v.to_string()));
+            }
+            "same-as" => {
+                let (a, b) = value.trim().split_once(' ').unwrap_or_else(|| panic!("cases.txt:{}: same-as", n + 1));
+                case.same_as.push((a.to_string(), b.to_string()));
+            }
             "absent" => {
                 let (file, text) = value.split_once(' ').unwrap_or_else(|| panic!("cases.txt:{}: absent", n + 1));
                 case.absent.push((file.to_string(), text.to_string()));
@@ -297,7 +309,9 @@ fn copy_fixtures(from: &Path, to: &Path, urls: &[(&str, String)]) {
     }
 }
 
-fn bad_input_setup(dir: &Path, step: &str) {
+/// Run one setup step in `dir`; a `hold-lock` step returns the lock file it holds (locked
+/// until the value is dropped, after the case's command).
+fn bad_input_setup(dir: &Path, step: &str) -> Option<std::fs::File> {
     let words: Vec<&str> = step.split_whitespace().collect();
     let path = dir.join(words.get(1).expect("a setup step names a path"));
     match words[0] {
@@ -351,17 +365,52 @@ fn bad_input_setup(dir: &Path, step: &str) {
         "copy" => {
             std::fs::copy(dir.join(words[1]), dir.join(words[2])).expect("copy");
         }
+        "hold-lock" => {
+            // The OS lock of a run folder, held by this process as a live run holds it.
+            let lock = path.join(".compactlens.lock");
+            std::fs::write(&lock, "process 77 on test-host").expect("lock file");
+            let file = std::fs::OpenOptions::new().write(true).open(&lock).expect("opens");
+            file.lock().expect("locks");
+            return Some(file);
+        }
+        "empty" => std::fs::write(path, b"").expect("write"),
+        "remove" => std::fs::remove_file(path).expect("remove"),
+        "cut" => {
+            // Drop the last BYTES bytes.
+            let bytes: usize = words[2].parse().expect("bytes");
+            let text = std::fs::read(&path).expect("read");
+            std::fs::write(&path, &text[..text.len().saturating_sub(bytes)]).expect("write");
+        }
+        "edit" => {
+            // Replace the first FROM with TO.
+            let text = std::fs::read_to_string(&path).expect("read");
+            assert!(text.contains(words[2]), "edit: no {:?} in {}", words[2], path.display());
+            std::fs::write(&path, text.replacen(words[2], words[3], 1)).expect("write");
+        }
+        "write" => {
+            // The rest of the step, as the file's text (`\n` for a newline).
+            let text = words[2..].join(" ").replace("\\n", "\n");
+            std::fs::write(&path, text).expect("write");
+        }
         other => panic!("unknown setup step {other:?}"),
     }
+    None
 }
 
 /// Run `args` in `dir`, killing it after `limit`; `None` when it had to be killed.
-fn run_limited(args: &[String], dir: &Path, limit: std::time::Duration) -> Option<(i32, String)> {
+fn run_limited(
+    args: &[String],
+    env: &[(String, String)],
+    dir: &Path,
+    limit: std::time::Duration,
+) -> Option<(i32, String)> {
     let mut child = Command::new(BIN)
         .args(args)
         .current_dir(dir)
         .env("COMPACTLENS_BAD_INPUTS_KEY", "sk-bad-inputs-key-0000")
         .env_remove("CI")
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -439,13 +488,13 @@ fn bad_inputs_suite() {
     for (i, case) in cases.iter().enumerate() {
         let dir = temp_dir(&format!("bad-{i}"));
         copy_fixtures(&root.join("files"), &dir.0, &urls);
-        for step in &case.setup {
-            bad_input_setup(&dir.0, step);
-        }
-        let Some((code, output)) = run_limited(&case.args, &dir.0, std::time::Duration::from_secs(60)) else {
+        let held: Vec<std::fs::File> = case.setup.iter().filter_map(|step| bad_input_setup(&dir.0, step)).collect();
+        let Some((code, output)) = run_limited(&case.args, &case.env, &dir.0, std::time::Duration::from_secs(60))
+        else {
             failures.push(format!("{}: still running after 60 s", case.name));
             continue;
         };
+        drop(held);
         if Some(code) != case.exit {
             failures.push(format!("{}: exit {code}, expected {:?}\n{output}", case.name, case.exit));
         }
@@ -461,6 +510,11 @@ fn bad_inputs_suite() {
                 }
                 Ok(_) => {}
                 Err(e) => failures.push(format!("{}: {file}: {e}", case.name)),
+            }
+        }
+        for (a, b) in &case.same_as {
+            if std::fs::read(dir.join(a)).ok() != std::fs::read(dir.join(b)).ok() {
+                failures.push(format!("{}: {a} is not the same as {b}", case.name));
             }
         }
         for file in &case.same {
