@@ -111,33 +111,66 @@ pub struct Plan {
     /// Lines of the datasets that could not be loaded (their conversations are not in the
     /// plan), and duplicate conversations that were left out.
     pub problems: Vec<String>,
+    /// What the caller should know but is no problem: a dataset file listed more than once
+    /// (repeated, as a folder and a file in it, or through a link), loaded and run once.
+    pub notes: Vec<String>,
 }
 
 impl Plan {
     /// Load every dataset of `experiment`. A dataset entry that does not exist, a folder
     /// without `*.jsonl` files, or an experiment with no conversation at all is an error; a
     /// bad line is a problem and the rest of its file is used.
+    ///
+    /// A dataset file is identified by its canonical path, found before it is loaded: a file
+    /// listed again, a file inside a folder also listed, or a link to a listed file is loaded
+    /// and run once, under its first listing, and [`Plan::notes`] says so once per file.
     pub fn load(experiment: Experiment, options: &LoadOptions) -> Result<Plan, RunError> {
         let mut conversations = Vec::new();
         let mut problems = Vec::new();
         // (name, the path as the experiment lists it, the file on disk, the dataset).
         let mut loaded: Vec<(String, String, PathBuf, dataset::Dataset)> = Vec::new();
+        // Every file planned so far, by canonical path: its first listing, and the later ones.
+        let mut planned: HashMap<PathBuf, (String, Vec<String>)> = HashMap::new();
+        let mut order: Vec<PathBuf> = Vec::new();
+        let mut first_time = |file: &Path, listed: &str| -> bool {
+            let canonical = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+            match planned.get_mut(&canonical) {
+                Some((_, again)) => {
+                    if again.len() < 3 {
+                        again.push(listed.to_string());
+                    } else {
+                        again.push(String::new());
+                    }
+                    false
+                }
+                None => {
+                    planned.insert(canonical.clone(), (listed.to_string(), Vec::new()));
+                    order.push(canonical);
+                    true
+                }
+            }
+        };
         for (entry, path) in experiment.datasets.iter().zip(experiment.dataset_paths()) {
             let datasets = if path.is_dir() {
                 let prefix = path
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_else(|| entry.trim_end_matches('/').to_string());
-                let found = dataset::load_dir(&path, options);
+                let found = dataset::find_jsonl(&path);
                 if found.is_empty() {
                     return Err(RunError::Dataset { path, problem: "no *.jsonl files in this folder".into() });
                 }
                 let listed = entry.trim_end_matches('/').to_string();
                 found
                     .into_iter()
+                    .filter(|f| f.unreadable.is_some() || first_time(&f.path, &format!("{listed}/{}", f.name)))
+                    .map(|f| dataset::load_found(f, options))
                     .map(|ds| (format!("{prefix}/{}", ds.name), format!("{listed}/{}", ds.name), ds))
                     .collect::<Vec<_>>()
             } else if path.is_file() {
+                if !first_time(&path, entry) {
+                    continue;
+                }
                 let ds = dataset::load_file(&path, options);
                 vec![(ds.name.clone(), entry.clone(), ds)]
             } else if path.exists() {
@@ -228,7 +261,25 @@ impl Plan {
                 conversations.push(PlannedConversation { dataset: label.clone(), conversation: Arc::new(conv) });
             }
         }
-        let plan = Plan::from_conversations(experiment, conversations, problems);
+        let notes: Vec<String> = order
+            .iter()
+            .filter_map(|file| {
+                let (first, again) = planned.get(file)?;
+                if again.is_empty() {
+                    return None;
+                }
+                let named: Vec<&str> = again.iter().map(String::as_str).filter(|a| !a.is_empty()).collect();
+                let more = again.len() - named.len();
+                let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+                Some(format!(
+                    "dataset {first} is listed {} times (again as {}{more}): one file, loaded and run once",
+                    again.len() + 1,
+                    named.join(", ")
+                ))
+            })
+            .collect();
+        let mut plan = Plan::from_conversations(experiment, conversations, problems);
+        plan.notes = notes;
         if plan.conversations.is_empty() {
             let path = plan.experiment.dataset_paths().into_iter().next().unwrap_or_default();
             let why = match plan.problems.first() {
@@ -266,7 +317,7 @@ impl Plan {
                 ));
             }
         }
-        Plan { experiment, conversations: kept, problems }
+        Plan { experiment, conversations: kept, problems, notes: Vec::new() }
     }
 
     /// Every pair, conversation-major, in a deterministic order. The `recorded` reference

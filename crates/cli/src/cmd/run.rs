@@ -143,6 +143,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             return Ok(exit::USAGE);
         }
     };
+    for note in &plan.notes {
+        tell!("note: {note}");
+    }
     for problem in &plan.problems {
         let what = if problem.ends_with("(invalid, replayed anyway)") { "warning" } else { "warning: skipped" };
         tell!("{what}: {problem}");

@@ -365,6 +365,14 @@ fn bad_input_setup(dir: &Path, step: &str) -> Option<std::fs::File> {
         "copy" => {
             std::fs::copy(dir.join(words[1]), dir.join(words[2])).expect("copy");
         }
+        "repeat-dataset" => {
+            // An experiment listing one dataset N times.
+            let n: usize = words[2].parse().expect("count");
+            let listing = vec![format!("{:?}", words[3]); n].join(", ");
+            let exp =
+                format!("name = \"repeat\"\ndatasets = [{listing}]\nwindows = [8000]\n[[strategy]]\nname = \"none\"\n");
+            std::fs::write(path, exp).expect("write");
+        }
         "hold-lock" => {
             // The OS lock of a run folder, held by this process as a live run holds it.
             let lock = path.join(".compactlens.lock");
