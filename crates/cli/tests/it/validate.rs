@@ -476,12 +476,17 @@ fn bad_inputs_suite() {
     echo.respond_with(|r| {
         let key = r.header("authorization").unwrap_or_default().trim_start_matches("Bearer ").to_string();
         let spaced: Vec<String> = key.chars().map(String::from).collect();
+        let hex: String = key.bytes().map(|b| format!("{b:02x}")).collect();
+        let percent: String = key.bytes().map(|b| format!("%{b:02X}")).collect();
+        let html: String = key.bytes().map(|b| format!("&#{b};")).collect();
+        let tail: String = key.chars().skip(key.len().saturating_sub(15)).collect();
         let text = format!(
-            "Summary: TICKET-1. {} {} {} {}",
+            "Summary: TICKET-1. {} {} {} {} nodash {} tail {tail} hex {hex} url {percent} html {html}",
             key.to_lowercase(),
             key.to_uppercase(),
             key.chars().rev().collect::<String>(),
-            spaced.join(" ")
+            spaced.join(" "),
+            key.replace('-', "")
         );
         testkit::server::Reply::text(text, 10, 5)
     });
