@@ -246,6 +246,8 @@ struct BadInput {
     same_as: Vec<(String, String)>,
     /// Environment variables of the command (`env: NAME VALUE`).
     env: Vec<(String, String)>,
+    /// The most bytes the command may print (`max-output: BYTES`).
+    max_output: Option<usize>,
 }
 
 fn bad_input_cases(text: &str) -> Vec<BadInput> {
@@ -267,6 +269,10 @@ fn bad_input_cases(text: &str) -> Vec<BadInput> {
             "expect" => case.expect.push(value.to_string()),
             "setup" => case.setup.push(value.to_string()),
             "same" => case.same.push(value.trim().to_string()),
+            "max-output" => {
+                case.max_output =
+                    Some(value.trim().parse().unwrap_or_else(|_| panic!("cases.txt:{}: max-output", n + 1)))
+            }
             "env" => {
                 let (name, v) = value.trim().split_once(' ').unwrap_or_else(|| panic!("cases.txt:{}: env", n + 1));
                 case.env.push((name.to_string(), v.to_string()));
@@ -364,6 +370,21 @@ fn bad_input_setup(dir: &Path, step: &str) -> Option<std::fs::File> {
         "dir" => std::fs::create_dir_all(path).expect("mkdir"),
         "copy" => {
             std::fs::copy(dir.join(words[1]), dir.join(words[2])).expect("copy");
+        }
+        "many-tables" => {
+            // An experiment of N one-line `[[strategy]]` tables.
+            let n: usize = words[2].parse().expect("count");
+            let mut exp = String::from("name = \"many\"\ndatasets = [\"data\"]\nwindows = [8000]\n");
+            for _ in 0..n {
+                exp.push_str("[[strategy]]\n");
+            }
+            std::fs::write(path, exp).expect("write");
+        }
+        "long-toml-line" => {
+            // A TOML error on one line of BYTES bytes.
+            let bytes: usize = words[2].parse().expect("bytes");
+            let exp = format!("name = \"long\"\ndatasets = [\"data\"]\nbroken = {}\n", "x".repeat(bytes));
+            std::fs::write(path, exp).expect("write");
         }
         "repeat-dataset" => {
             // An experiment listing one dataset N times.
@@ -502,12 +523,18 @@ fn bad_inputs_suite() {
         let dir = temp_dir(&format!("bad-{i}"));
         copy_fixtures(&root.join("files"), &dir.0, &urls);
         let held: Vec<std::fs::File> = case.setup.iter().filter_map(|step| bad_input_setup(&dir.0, step)).collect();
+        let max_output = case.max_output;
         let Some((code, output)) = run_limited(&case.args, &case.env, &dir.0, std::time::Duration::from_secs(60))
         else {
             failures.push(format!("{}: still running after 60 s", case.name));
             continue;
         };
         drop(held);
+        if let Some(max) = max_output {
+            if output.len() > max {
+                failures.push(format!("{}: {} bytes of output, more than {max}", case.name, output.len()));
+            }
+        }
         if Some(code) != case.exit {
             failures.push(format!("{}: exit {code}, expected {:?}\n{output}", case.name, case.exit));
         }
