@@ -41,7 +41,7 @@ struct Cli {
     /// Read no input file (experiment, price table, prompt, summary or results table,
     /// results.jsonl, run.json, recording, labels) larger than this; the defaults are per
     /// kind of file (16 MiB for settings, 512 MiB for a CSV table, 2 GiB for results.jsonl).
-    #[arg(long, global = true, value_name = "BYTES")]
+    #[arg(long, global = true, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
     max_input_bytes: Option<u64>,
 }
 
@@ -97,7 +97,7 @@ fn main() -> ExitCode {
         }
     };
     if let Some(bytes) = cli.max_input_bytes {
-        inputs::set_max_bytes(bytes.max(1));
+        inputs::set_max_bytes(bytes);
     }
     let result = match cli.command {
         Command::Run(args) => cmd::run::run(args),

@@ -6,8 +6,16 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-/// The same file on disk: equal canonical paths (or equal paths when either does not exist).
+/// The same file on disk: equal canonical paths, or (on Unix) the same device and inode, so
+/// hard links are one file too (equal paths when either does not exist).
 pub fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+            return x.dev() == y.dev() && x.ino() == y.ino();
+        }
+    }
     match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
         (Ok(a), Ok(b)) => a == b,
         _ => a == b,

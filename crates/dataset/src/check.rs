@@ -7,6 +7,12 @@ use compaction::{check_context, Context, Conversation, Role, Violation};
 
 use super::{DatasetError, Problem};
 
+/// Text with nothing to see: only whitespace and the zero-width characters (zero-width
+/// space, joiners, word joiner, byte-order mark), which `trim` keeps.
+pub fn is_blank_text(text: &str) -> bool {
+    text.chars().all(|c| c.is_whitespace() || matches!(c, '\u{200b}'..='\u{200d}' | '\u{2060}' | '\u{feff}'))
+}
+
 /// Every structural problem of `conv`, located by conversation, message and field (no file
 /// or line: [`super::Dataset::validate`] adds them).
 ///
@@ -17,7 +23,7 @@ use super::{DatasetError, Problem};
 /// carries a `name`, names the same tool as its call; every call has a result, except the
 /// calls of the last assistant message when nothing but tool results follow it (in flight);
 /// probes have unique non-empty ids, a question, `source_message` in range, `asked_at` in
-/// `1..=messages` and after the source, and at least one fact with no empty alias; answer keys
+/// `1..=messages` and after the source, and at least one fact with no empty alias (one of only zero-width characters is empty); answer keys
 /// (probes with `origin: "written"`) as [`check_keys`] says.
 pub fn check_conversation(conv: &Conversation) -> Vec<DatasetError> {
     let mut out = Vec::new();
@@ -128,7 +134,7 @@ pub fn check_conversation(conv: &Conversation) -> Vec<DatasetError> {
         } else {
             probe_ids.insert(probe.id.as_str(), p);
         }
-        if probe.question.trim().is_empty() {
+        if is_blank_text(&probe.question) {
             out.push(at(Problem::EmptyQuestion).at_field(field("question")));
         }
         if probe.source_message >= n {
@@ -155,7 +161,7 @@ pub fn check_conversation(conv: &Conversation) -> Vec<DatasetError> {
                 out.push(at(Problem::EmptyFact).at_field(field(&format!("facts[{f}]"))));
             }
             for (a, alias) in fact.iter().enumerate() {
-                if alias.trim().is_empty() {
+                if is_blank_text(alias) {
                     out.push(at(Problem::EmptyAlias).at_field(field(&format!("facts[{f}][{a}]"))));
                 }
             }

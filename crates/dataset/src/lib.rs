@@ -221,19 +221,22 @@ fn load_named(name: String, path: &Path, options: &LoadOptions) -> Dataset {
 /// followed. Never fails: a folder that cannot be listed (`root` included) gives a dataset
 /// named after it, with no conversations and a [`Problem::Io`], and the walk goes on.
 pub fn load_dir(root: impl AsRef<Path>, options: &LoadOptions) -> Vec<Dataset> {
-    find_jsonl(root)
-        .into_iter()
-        .map(|found| match found.unreadable {
-            None => load_named(found.name, &found.path, options),
-            Some(err) => Dataset {
-                name: found.name,
-                path: found.path,
-                conversations: Vec::new(),
-                lines: Vec::new(),
-                problems: vec![err],
-            },
-        })
-        .collect()
+    find_jsonl(root).into_iter().map(|found| load_found(found, options)).collect()
+}
+
+/// Load one file [`find_jsonl`] found (named by its path under the root), or the dataset of
+/// the folder it could not list.
+pub fn load_found(found: Found, options: &LoadOptions) -> Dataset {
+    match found.unreadable {
+        None => load_named(found.name, &found.path, options),
+        Some(err) => Dataset {
+            name: found.name,
+            path: found.path,
+            conversations: Vec::new(),
+            lines: Vec::new(),
+            problems: vec![err],
+        },
+    }
 }
 
 /// A dataset file found under a folder, or a folder that could not be listed.

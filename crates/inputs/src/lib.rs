@@ -32,6 +32,10 @@ pub enum Kind {
     Recording,
     /// One line an external strategy writes (held in memory while it is read).
     StrategyLine,
+    /// An entry of the LLM response cache (one request and its response).
+    CacheEntry,
+    /// A run folder's CSV view read back (`verdict`).
+    RunTable,
 }
 
 const MIB: u64 = 1024 * 1024;
@@ -46,6 +50,8 @@ impl Kind {
             Kind::Manifest => 256 * MIB,
             Kind::Recording => 1024 * MIB,
             Kind::StrategyLine => 16 * MIB,
+            Kind::CacheEntry => 64 * MIB,
+            Kind::RunTable => 512 * MIB,
         }
     }
 
@@ -65,6 +71,8 @@ impl Kind {
             Kind::Manifest => "a run manifest",
             Kind::Recording => "a recording",
             Kind::StrategyLine => "an external strategy's line",
+            Kind::CacheEntry => "a response cache entry",
+            Kind::RunTable => "a run folder's CSV view",
         }
     }
 }
@@ -107,6 +115,11 @@ impl InputError {
                 io::Error::new(io::ErrorKind::InvalidData, format!("not UTF-8 text (byte {at})"))
             }
         }
+    }
+
+    /// The file is over its cap.
+    pub fn is_too_large(&self) -> bool {
+        matches!(self, InputError::TooLarge { .. })
     }
 
     /// The underlying I/O error kind, when there is one (`NotFound` for a missing file).
@@ -163,6 +176,11 @@ pub fn read(path: &Path, kind: Kind) -> Result<Vec<u8>, InputError> {
         return Err(InputError::NotRegular { path: path.to_path_buf(), what });
     }
     let cap = kind.cap();
+    // A file over the cap by its size is refused before a byte is read (a sparse file of
+    // gigabytes costs nothing to make and seconds to read).
+    if file.metadata().map_err(io)?.len() > cap {
+        return Err(InputError::TooLarge { path: path.to_path_buf(), cap, kind: kind.name() });
+    }
     let mut bytes = Vec::new();
     file.take(cap.saturating_add(1)).read_to_end(&mut bytes).map_err(io)?;
     if bytes.len() as u64 > cap {

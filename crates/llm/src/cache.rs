@@ -175,10 +175,14 @@ impl ResponseCache {
             return Ok(None);
         }
         let path = self.path(key);
-        let text = match fs::read_to_string(&path) {
+        // Through the bounded reader: a device or a FIFO planted at the entry's name is refused
+        // before it is opened; an entry over the cap (by its size, before a byte is read) or
+        // not UTF-8 is a miss, as any entry that cannot be parsed.
+        let text = match inputs::read_to_string(&path, inputs::Kind::CacheEntry) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => return Err(LlmError::Cache { path, source }),
+            Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => return Ok(None),
+            Err(e) if e.is_too_large() || matches!(e, inputs::InputError::NotUtf8 { .. }) => return Ok(None),
+            Err(e) => return Err(LlmError::Cache { path, source: e.into_io() }),
         };
         Ok(serde_json::from_str::<Stored>(&text)
             .ok()
@@ -252,6 +256,34 @@ mod tests {
         let d = std::env::temp_dir().join(format!("llm-cache-{name}-{}", std::process::id()));
         fs::remove_dir_all(&d).ok();
         d
+    }
+
+    /// A device or a FIFO at an entry's name is refused at once (never read, never waited on);
+    /// an entry over the cap is a miss, decided by its size without reading it.
+    #[cfg(unix)]
+    #[test]
+    fn special_and_oversized_entries_are_refused_or_missed_without_reading_them() {
+        let dir = tempdir("special");
+        let cache = ResponseCache::new(&dir, CacheMode::Use);
+        let k = key("planted");
+        let path = cache.path(&k);
+        fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::os::unix::fs::symlink("/dev/zero", &path).expect("link");
+        let started = std::time::Instant::now();
+        let e = cache.get(&k).expect_err("a device");
+        assert!(e.to_string().contains("not a regular file (a device)"), "{e}");
+        fs::remove_file(&path).expect("rm");
+        let made = std::process::Command::new("mkfifo").arg(&path).status().is_ok_and(|s| s.success());
+        assert!(made, "mkfifo");
+        let e = cache.get(&k).expect_err("a FIFO");
+        assert!(e.to_string().contains("not a regular file (a FIFO)"), "{e}");
+        fs::remove_file(&path).expect("rm");
+        // Sparse: no disk used, and a reader that read it whole would take seconds.
+        let f = fs::File::create(&path).expect("create");
+        f.set_len(3 * 1024 * 1024 * 1024).expect("sparse");
+        assert!(cache.get(&k).expect("a miss, not an error").is_none());
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+        fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

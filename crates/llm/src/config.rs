@@ -210,20 +210,28 @@ impl Secret {
         &self.0
     }
     /// `text` with every occurrence of the key replaced by `***`: in any case, with blanks
-    /// (whitespace or zero-width characters) between its characters, and reversed, since an
-    /// endpoint may echo it any of those ways. A key shorter than four characters is not
+    /// (whitespace or zero-width characters) or punctuation between its characters or in
+    /// place of its own (its dashes left out), reversed, any stretch of it as long as
+    /// [`min_stretch`] (its tail alone), and encoded as hex, base64 (standard or URL-safe, at
+    /// any alignment), URL percent-escapes or HTML character references, since an endpoint
+    /// may echo it any of those ways. A key of fewer than four letters and digits is not
     /// searched for: it would match ordinary text.
     pub fn scrub(&self, text: &str) -> String {
-        let key: Vec<char> = self.0.chars().filter(|c| !is_blank(*c)).collect();
+        let key: Vec<char> = self.0.chars().filter(|c| c.is_alphanumeric()).collect();
         if key.len() < 4 {
             return text.to_string();
         }
+        let mut text = text.to_string();
+        for (needle, exact) in encodings(self.0.as_bytes()) {
+            text = replace_all(&text, &needle, exact);
+        }
         let reversed: Vec<char> = key.iter().rev().copied().collect();
+        let stretch = min_stretch(key.len());
         let chars: Vec<(usize, char)> = text.char_indices().collect();
         let mut out = String::with_capacity(text.len());
         let (mut i, mut copied) = (0, 0);
         while i < chars.len() {
-            let end = match_at(&chars, i, &key).or_else(|| match_at(&chars, i, &reversed));
+            let end = longest_match(&chars, i, &key, stretch).or_else(|| longest_match(&chars, i, &reversed, stretch));
             match end {
                 Some(end) => {
                     out.push_str(&text[copied..chars[i].0]);
@@ -239,28 +247,131 @@ impl Secret {
     }
 }
 
+/// The shortest stretch of a key of `len` letters and digits that is scrubbed on its own: the
+/// whole key when it is short, else at least 12 characters and at least half of it.
+pub fn min_stretch(len: usize) -> usize {
+    if len <= 12 {
+        len
+    } else {
+        12.max(len.div_ceil(2))
+    }
+}
+
 /// Characters an echo may put between a key's characters.
 fn is_blank(c: char) -> bool {
     c.is_whitespace() || matches!(c, '\u{200b}'..='\u{200d}' | '\u{2060}' | '\u{feff}')
 }
 
-/// The index after `key` when it starts at `chars[start]` (case-insensitive, blanks allowed
-/// between its characters).
-fn match_at(chars: &[(usize, char)], start: usize, key: &[char]) -> Option<usize> {
+/// Characters skipped between a key's letters and digits: blanks, and punctuation (the key's
+/// own dashes, left out or replaced).
+fn is_separator(c: char) -> bool {
+    is_blank(c) || (c.is_ascii_punctuation() && c != '*')
+}
+
+/// The index after the longest stretch of `key` (of at least `stretch` characters, or the
+/// whole key) starting at `chars[start]`, case-insensitive, separators allowed between its
+/// characters.
+fn longest_match(chars: &[(usize, char)], start: usize, key: &[char], stretch: usize) -> Option<usize> {
     let same = |a: char, b: char| a == b || a.to_lowercase().eq(b.to_lowercase());
-    let mut i = start;
-    for (n, k) in key.iter().enumerate() {
-        if n > 0 {
-            while chars.get(i).is_some_and(|(_, c)| is_blank(*c)) {
-                i += 1;
-            }
-        }
-        if !chars.get(i).is_some_and(|(_, c)| same(*c, *k)) {
-            return None;
-        }
-        i += 1;
+    let first = chars.get(start)?.1;
+    if !first.is_alphanumeric() {
+        return None;
     }
-    Some(i)
+    let mut best: Option<(usize, usize)> = None;
+    for offset in 0..key.len() {
+        if !same(first, key[offset]) || key.len() - offset < stretch.min(key.len()) {
+            continue;
+        }
+        let (mut i, mut n, mut end) = (start, 0usize, start);
+        for k in &key[offset..] {
+            if n > 0 {
+                while chars.get(i).is_some_and(|(_, c)| is_separator(*c)) {
+                    i += 1;
+                }
+            }
+            if !chars.get(i).is_some_and(|(_, c)| same(*c, *k)) {
+                break;
+            }
+            i += 1;
+            n += 1;
+            end = i;
+        }
+        if n >= stretch.min(key.len()) && best.is_none_or(|(m, _)| n > m) {
+            best = Some((n, end));
+        }
+    }
+    best.map(|(_, end)| end)
+}
+
+/// The key's encodings an echo may carry, with whether each must match exactly (base64) or
+/// in any case (hex, percent-escapes, character references).
+fn encodings(key: &[u8]) -> Vec<(String, bool)> {
+    let mut out = vec![
+        (key.iter().map(|b| format!("{b:02x}")).collect::<String>(), false),
+        (key.iter().map(|b| format!("%{b:02x}")).collect::<String>(), false),
+        (key.iter().map(|b| format!("&#{b};")).collect::<String>(), false),
+        (key.iter().map(|b| format!("&#x{b:x};")).collect::<String>(), false),
+    ];
+    // Base64 at each alignment in a longer encoded text: the characters that depend on the
+    // key's bytes alone.
+    for align in 0..3usize {
+        let mut bytes = vec![0u8; align];
+        bytes.extend_from_slice(key);
+        let encoded = base64(&bytes, false);
+        let skip = (align * 4).div_ceil(3);
+        let full = bytes.len() * 8 / 6;
+        if full > skip + 4 {
+            let standard = encoded[skip..full].to_string();
+            out.push((standard.replace('+', "-").replace('/', "_"), true));
+            out.push((standard, true));
+        }
+    }
+    out
+}
+
+/// Standard base64 (without padding when `pad` is false).
+fn base64(bytes: &[u8], pad: bool) -> String {
+    const TABLE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..=chunk.len() {
+            out.push(TABLE[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+        if pad {
+            out.push_str(&"=".repeat(3 - chunk.len()));
+        }
+    }
+    out
+}
+
+/// `text` with every occurrence of `needle` (ASCII) replaced by `***`; in any case unless
+/// `exact`.
+fn replace_all(text: &str, needle: &str, exact: bool) -> String {
+    if needle.is_empty() || text.len() < needle.len() {
+        return text.to_string();
+    }
+    let (hay, pat) = if exact {
+        (text.as_bytes().to_vec(), needle.as_bytes().to_vec())
+    } else {
+        (text.to_ascii_lowercase().into_bytes(), needle.to_ascii_lowercase().into_bytes())
+    };
+    let mut out = String::with_capacity(text.len());
+    let (mut i, mut copied) = (0, 0);
+    while i + pat.len() <= hay.len() {
+        if hay[i..i + pat.len()] == pat[..] {
+            // The needle is ASCII: its match starts and ends on character boundaries.
+            out.push_str(&text[copied..i]);
+            out.push_str("***");
+            i += pat.len();
+            copied = i;
+        } else {
+            i += 1;
+        }
+    }
+    out.push_str(&text[copied..]);
+    out
 }
 
 impl fmt::Debug for Secret {
@@ -278,6 +389,35 @@ impl fmt::Display for Secret {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_key_is_scrubbed_without_its_dashes_by_its_tail_and_encoded() {
+        let key = Secret("sk-AbCd-1234".to_string());
+        for echo in [
+            "skAbCd1234",
+            "sk_AbCd_1234",
+            "736b2d416243642d31323334",
+            "736B2D416243642D31323334",
+            "c2stQWJDZC0xMjM0",
+            "QmVhcmVyIHNrLUFiQ2QtMTIzNA==",
+            "eHNrLUFiQ2QtMTIzNHk=",
+            "%73%6b%2d%41%62%43%64%2d%31%32%33%34",
+            "&#115;&#107;&#45;&#65;&#98;&#67;&#100;&#45;&#49;&#50;&#51;&#52;",
+            "&#x73;&#x6b;&#x2d;&#x41;&#x62;&#x43;&#x64;&#x2d;&#x31;&#x32;&#x33;&#x34;",
+        ] {
+            let scrubbed = key.scrub(&format!("before {echo} after"));
+            assert!(!scrubbed.contains(echo), "{echo:?}: {scrubbed}");
+            assert!(
+                scrubbed.contains("***") && scrubbed.starts_with("before ") && scrubbed.ends_with(" after"),
+                "{scrubbed}"
+            );
+        }
+        // A long key's tail alone (half of it and at least 12 characters) is the key.
+        let long = Secret("sk-proj-0123456789abcdefghijKLMNOP".to_string());
+        assert_eq!(long.scrub("tail: 89abcdefghijKLMNOP."), "tail: ***.");
+        assert_eq!(long.scrub("short: KLMNOP."), "short: KLMNOP.", "a stretch shorter than the floor stays");
+        assert_eq!(key.scrub("ordinary words stay as they are"), "ordinary words stay as they are");
+    }
 
     #[test]
     fn the_key_is_scrubbed_in_every_case_spacing_and_reversed() {

@@ -206,7 +206,15 @@ impl ProbeTexts {
 }
 
 /// Render `report.html` from the run folder's files into the folder; returns its path.
+///
+/// The folder must be a run (its `run.json` is read first, so no lock file is left in a
+/// folder that is not one); its lock is held while it is read and written (a run or merge
+/// writing into it is refused, not raced), none of its files may be a link, and its
+/// `results.jsonl` must agree with `run.json` ([`RunData::read`]).
 pub fn write_report(run_dir: &Path) -> Result<PathBuf, ReportError> {
+    runlog::log::read_manifest(run_dir)?;
+    let _lock = runlog::folder::RunLock::take(run_dir)?;
+    runlog::folder::refuse_links(run_dir)?;
     let data = RunData::read(run_dir)?;
     write_report_for(run_dir, &data)
 }

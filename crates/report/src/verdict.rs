@@ -92,16 +92,19 @@ pub struct RunFiles {
 impl RunFiles {
     /// Read the files of a run folder.
     pub fn read(dir: &Path) -> Result<RunFiles, VerdictError> {
+        // Through the bounded reader: a device or FIFO at a file's name is refused before it
+        // is opened, a file over its cap before it is read.
         let read = |name: &str| {
             let path = dir.join(name);
-            std::fs::read_to_string(&path).map_err(|source| VerdictError::Io { path, source })
+            let kind = if name == RUN_JSON { inputs::Kind::Manifest } else { inputs::Kind::RunTable };
+            inputs::read_to_string(&path, kind).map_err(|e| VerdictError::Io { path, source: e.into_io() })
         };
         let probes_path = dir.join(crate::PROBES_CSV);
         Ok(RunFiles {
             manifest: read(RUN_JSON)?,
             summary: read(crate::SUMMARY_CSV)?,
             results: read(crate::RESULTS_CSV)?,
-            probes: if probes_path.is_file() { read(crate::PROBES_CSV)? } else { String::new() },
+            probes: if probes_path.exists() { read(crate::PROBES_CSV)? } else { String::new() },
         })
     }
 

@@ -206,8 +206,22 @@ impl Experiment {
     /// Parse an experiment whose file is `path` (relative paths in it are resolved against
     /// its folder; the price table is read from there when `price` names a model).
     pub fn parse(text: &str, path: &Path) -> Result<Experiment, ExperimentError> {
-        let raw: RawExperiment = toml::from_str(text)
-            .map_err(|e| ExperimentError::Toml { path: path.to_path_buf(), message: e.to_string().trim().into() })?;
+        // More `[[strategy]]` tables than configurations an experiment may hold is refused
+        // from the headers alone, before the TOML is parsed (which would take minutes).
+        let tables = text.lines().filter(|l| l.trim_start().starts_with("[[strategy]]")).count();
+        if tables > MAX_CONFIGURATIONS {
+            return Err(ExperimentError::Key {
+                path: path.to_path_buf(),
+                key: "strategy".into(),
+                problem: format!(
+                    "{tables} [[strategy]] tables, over the limit of {MAX_CONFIGURATIONS} configurations; split the experiment"
+                ),
+            });
+        }
+        let raw: RawExperiment = toml::from_str(text).map_err(|e| ExperimentError::Toml {
+            path: path.to_path_buf(),
+            message: cap_lines(e.to_string().trim(), ECHO_LINE_CHARS),
+        })?;
         let key_err = |key: &str, problem: String| ExperimentError::Key {
             path: path.to_path_buf(),
             key: key.to_string(),
@@ -419,6 +433,25 @@ fn check_price(p: &PriceTable, path: &Path, model: &str) -> Result<(), Experimen
 /// The most configurations an experiment may expand to (a grid past it is almost always a
 /// mistake, and at 10^8 the expansion alone would exhaust memory).
 pub const MAX_CONFIGURATIONS: usize = 100_000;
+
+/// The longest line of an experiment file a parse error echoes, in characters.
+pub const ECHO_LINE_CHARS: usize = 200;
+
+/// `message` with every line longer than `max` characters cut there, saying how long it was.
+pub fn cap_lines(message: &str, max: usize) -> String {
+    message
+        .lines()
+        .map(|line| {
+            let n = line.chars().count();
+            if n <= max {
+                line.to_string()
+            } else {
+                format!("{}… ({n} characters, cut)", line.chars().take(max).collect::<String>())
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
 
 /// One expanded configuration: (name, params as written, resolved, the external strategy).
 type Expanded = (String, serde_json::Value, StrategyConfig, Option<ExternalSpec>);

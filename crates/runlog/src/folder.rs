@@ -14,7 +14,88 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use crate::log::{io_err, read_manifest, RunError, LOCK_FILE, MANIFEST_FILE};
+use crate::log::{io_err, read_manifest, RunError, LOCK_FILE, MANIFEST_FILE, RESULTS_FILE};
+
+/// The files a run folder holds, which a command reads or writes there: none of them may be
+/// a symbolic link ([`refuse_links`]), so no write or append goes through one to a file
+/// outside the folder, and no read follows one to a device.
+pub const RUN_FOLDER_FILES: [&str; 9] = [
+    RESULTS_FILE,
+    MANIFEST_FILE,
+    "results.csv",
+    "summary.csv",
+    "probes.csv",
+    "compactions.csv",
+    "real_vs_stand_in.csv",
+    "report.html",
+    LOCK_FILE,
+];
+
+/// Refuse a run folder where one of [`RUN_FOLDER_FILES`] is a symbolic link.
+pub fn refuse_links(dir: &Path) -> Result<(), RunError> {
+    for name in RUN_FOLDER_FILES {
+        let path = dir.join(name);
+        if fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(RunError::Link { path });
+        }
+    }
+    Ok(())
+}
+
+/// Open `dir` to write a run of `experiment_id` into it: refuse a foreign folder
+/// ([`refuse_foreign_folder`]), create it, take its [`RunLock`], then check again under the
+/// lock (the folder may have changed while the lock was waited for) and refuse links in it
+/// ([`refuse_links`]). A folder this call created is removed again when it fails.
+pub fn open_run_folder(dir: &Path, experiment_id: &str) -> Result<RunLock, RunError> {
+    // Checked before the lock file is created (none is left in someone else's folder); a
+    // folder a live process holds the lock of is in the middle of being written, so its state
+    // says nothing yet: that process is named instead.
+    if let Err(e) = refuse_foreign_folder(dir, experiment_id) {
+        return Err(match lock_holder(dir) {
+            Some(owner) => RunError::Locked { dir: dir.to_path_buf(), owner },
+            None => e,
+        });
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent).map_err(io_err(parent))?;
+    }
+    let created = match fs::create_dir(dir) {
+        Ok(()) => true,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => false,
+        Err(e) => return Err(RunError::Io { path: dir.to_path_buf(), source: e }),
+    };
+    let opened = RunLock::take(dir).and_then(|lock| {
+        refuse_links(dir)?;
+        refuse_foreign_folder(dir, experiment_id)?;
+        Ok(lock)
+    });
+    if opened.is_err() && created {
+        // Only an empty folder is removed: one another process wrote into meanwhile stays.
+        let _ = fs::remove_dir(dir);
+    }
+    opened
+}
+
+/// Who holds the lock of `dir`, if a live process does; the lock file is neither created nor
+/// changed (for folders a command only reads, such as the shards a merge combines).
+pub fn lock_holder(dir: &Path) -> Option<String> {
+    let path = dir.join(LOCK_FILE);
+    if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+        return None;
+    }
+    let file = fs::File::open(&path).ok()?;
+    match file.try_lock_shared() {
+        Ok(()) => {
+            let _ = file.unlock();
+            None
+        }
+        Err(fs::TryLockError::WouldBlock) => {
+            let owner = fs::read_to_string(&path).unwrap_or_default().trim().to_string();
+            Some(if owner.is_empty() { "a process that has not written its name yet".into() } else { owner })
+        }
+        Err(fs::TryLockError::Error(_)) => None,
+    }
+}
 
 /// Refuse an existing, non-empty `dir` that is not a run folder (no `run.json`), or that is
 /// the run of another experiment: a command never writes its files over someone else's.
@@ -110,6 +191,11 @@ fn host_name() -> String {
 }
 
 impl RunLock {
+    /// The folder this lock holds.
+    pub fn dir(&self) -> &Path {
+        self.path.parent().unwrap_or(Path::new("."))
+    }
+
     /// Take the lock of `dir`, or say who holds it.
     pub fn take(dir: &Path) -> Result<RunLock, RunError> {
         let path = dir.join(LOCK_FILE);

@@ -49,6 +49,18 @@ pub enum RunError {
     /// Another process is running into the folder.
     #[error("{}: another run ({owner}) is writing into this folder; it holds the lock {LOCK_FILE}", dir.display())]
     Locked { dir: PathBuf, owner: String },
+    /// A file of a run folder is a symbolic link.
+    #[error("{}: a symbolic link; a run folder's files are never links (remove it, or copy the file it points to in its place)", path.display())]
+    Link { path: PathBuf },
+    /// `results.jsonl` does not hold what `run.json` says the run recorded.
+    #[error("{}: {problem}; {MANIFEST_FILE} says {expected}: the results log is damaged or was replaced, nothing was written", path.display())]
+    Disagrees { path: PathBuf, problem: String, expected: String },
+    /// A shard folder is still being written by a run.
+    #[error("{}: a run ({owner}) is still writing into it; merge it when the run has finished", dir.display())]
+    Busy { dir: PathBuf, owner: String },
+    /// Two folders of a merge hold different records for one pair.
+    #[error("{} and {} hold different records for conversation {conversation} of {dataset} under {config}; merge folders of disjoint shards, or keep one of them", first.display(), second.display())]
+    Conflict { first: PathBuf, second: PathBuf, dataset: String, conversation: String, config: String },
     #[error("--shard {given}: {problem}")]
     Shard { given: String, problem: String },
     #[error("nothing to merge: name at least one run folder")]
@@ -220,10 +232,45 @@ pub struct RunData {
 
 impl RunData {
     /// Read a run folder (its manifest and log, tolerating a truncated last line).
+    ///
+    /// The log must agree with the manifest: a finished run's (or merge's) `results.jsonl`
+    /// holds one whole record per pair `run.json` counts (ok and failed), and an interrupted
+    /// run's at least the pairs it resumed; otherwise [`RunError::Disagrees`] says how.
     pub fn read(dir: &Path) -> Result<RunData, RunError> {
         let manifest = read_manifest(dir)?;
-        let (mut records, _) = read_results(&dir.join(RESULTS_FILE))?;
+        let path = dir.join(RESULTS_FILE);
+        if !path.exists() {
+            return Err(RunError::Disagrees {
+                path,
+                problem: "does not exist".into(),
+                expected: format!("{} records", manifest.counts.ok + manifest.counts.failed),
+            });
+        }
+        let (mut records, truncated) = read_results(&path)?;
         dedupe(&mut records);
+        let c = &manifest.counts;
+        let counted = c.ok + c.failed;
+        let problem = if manifest.complete && truncated {
+            Some(format!("its last line is cut short ({} whole records before it)", records.len()))
+        } else if manifest.complete && records.len() != counted {
+            Some(if records.is_empty() {
+                "holds no record".to_string()
+            } else {
+                format!("holds {} records", records.len())
+            })
+        } else if !manifest.complete && records.len() < c.resumed {
+            Some(format!("holds {} records", records.len()))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            let expected = if manifest.complete {
+                format!("{counted} ({} ok, {} failed)", c.ok, c.failed)
+            } else {
+                format!("at least {} (the pairs it resumed)", c.resumed)
+            };
+            return Err(RunError::Disagrees { path, problem, expected });
+        }
         sort_records(&manifest.experiment, &mut records);
         Ok(RunData { manifest, records })
     }
@@ -348,17 +395,35 @@ pub fn replay_ms(records: &[PairRecord]) -> u64 {
 }
 
 /// Combine run folders (typically the shards of one experiment) into `out`: records are
-/// deduplicated by pair key (the first folder wins), the manifests must be of the same
-/// experiment, and `out` gets a merged `results.jsonl` (sorted) and `run.json`.
+/// deduplicated by pair key (two folders holding different records for one pair are refused),
+/// the manifests must be of the same experiment, and `out` gets a merged `results.jsonl`
+/// (sorted) and `run.json`. See [`merge_locked`], which also hands back `out`'s lock.
 pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<RunData, RunError> {
+    merge_locked(dirs, out).map(|(data, _lock)| data)
+}
+
+/// [`merge`], returning the lock of `out` with the merged run, so the caller writes the
+/// folder's other files (CSV views, report) before another command can write into it. `out`
+/// is opened with [`crate::folder::open_run_folder`] (the folder's lock, no links in it); a
+/// folder merged from that a run still holds the lock of is refused.
+pub fn merge_locked(dirs: &[PathBuf], out: &Path) -> Result<(RunData, crate::folder::RunLock), RunError> {
     let Some(first_dir) = dirs.first() else {
         return Err(RunError::NothingToMerge);
     };
     let first = read_manifest(first_dir)?;
-    let mut records = Vec::new();
+    // The one rule: `out` is missing, empty, or a run folder of the same experiment; its lock
+    // is held from here to the end of the caller's writes.
+    let lock = crate::folder::open_run_folder(out, &first.experiment_id)?;
+    let mut records: Vec<(usize, PairRecord)> = Vec::new();
     let mut wall_ms = 0;
     let mut problems: Vec<String> = Vec::new();
-    for dir in dirs {
+    for (i, dir) in dirs.iter().enumerate() {
+        if !same_dir(dir, out) {
+            if let Some(owner) = crate::folder::lock_holder(dir) {
+                return Err(RunError::Busy { dir: dir.clone(), owner });
+            }
+            crate::folder::refuse_links(dir)?;
+        }
         let manifest = read_manifest(dir)?;
         if manifest.experiment_id != first.experiment_id {
             return Err(RunError::Mismatch {
@@ -377,20 +442,40 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<RunData, RunError> {
                 problems.push(p);
             }
         }
-        let (mut shard_records, _) = read_results(&dir.join(RESULTS_FILE))?;
-        records.append(&mut shard_records);
+        let (shard_records, _) = read_results(&dir.join(RESULTS_FILE))?;
+        records.extend(shard_records.into_iter().map(|r| (i, r)));
     }
-    dedupe(&mut records);
+    // One record per pair; the same pair recorded differently in two folders is refused (a
+    // folder given twice, or a merged folder with its shards, holds equal records).
+    let mut seen: HashMap<String, (usize, String)> = HashMap::new();
+    let mut kept = Vec::with_capacity(records.len());
+    for (i, r) in records {
+        let line = record_line(&r);
+        match seen.get(&record_key(&r)) {
+            Some((j, old)) if *old != line && !same_dir(&dirs[*j], &dirs[i]) => {
+                return Err(RunError::Conflict {
+                    first: dirs[*j].clone(),
+                    second: dirs[i].clone(),
+                    dataset: r.dataset.clone(),
+                    conversation: r.conversation_id.clone(),
+                    config: r.config_id.clone(),
+                });
+            }
+            Some(_) => {}
+            None => {
+                seen.insert(record_key(&r), (i, line));
+                kept.push(r);
+            }
+        }
+    }
+    let mut records = kept;
     sort_records(&first.experiment, &mut records);
 
-    // The one rule: `out` is missing, empty, or a run folder of the same experiment; and it
-    // must not already hold results, unless it is one of the folders merged.
-    crate::folder::refuse_foreign_folder(out, &first.experiment_id)?;
+    // `out` must not already hold results, unless it is one of the folders merged.
     let out_results = out.join(RESULTS_FILE);
     if out_results.exists() && !dirs.iter().any(|d| same_dir(d, out)) {
         return Err(RunError::Exists { dir: out.to_path_buf() });
     }
-    fs::create_dir_all(out).map_err(io_err(out))?;
     write_results(&out_results, &records)?;
     let (ok, failed) = count(&records);
     let (summaries, summaries_failed) = count_summaries(&records);
@@ -416,7 +501,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<RunData, RunError> {
         ..first
     };
     write_manifest(out, &manifest)?;
-    Ok(RunData { manifest, records })
+    Ok((RunData { manifest, records }, lock))
 }
 
 fn same_dir(a: &Path, b: &Path) -> bool {

@@ -126,7 +126,20 @@ impl<'a> ProbeWriter<'a> {
             problem,
             start: reply.text.chars().take(120).collect(),
         })?;
-        Ok(validate(conversation, items))
+        let (mut kept, mut rejected) = validate(conversation, items);
+        // The model was asked for at most `max_probes`; the rest are dropped, each said.
+        for (index, extra) in kept.split_off(self.max_probes.min(kept.len())).into_iter().enumerate() {
+            rejected.push(Rejected {
+                conversation: conversation.id.clone(),
+                index: self.max_probes + index,
+                question: extra.question,
+                reason: format!(
+                    "over --max-probes {}: only the first {} valid probes are kept",
+                    self.max_probes, self.max_probes
+                ),
+            });
+        }
+        Ok((kept, rejected))
     }
 }
 

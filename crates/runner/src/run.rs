@@ -47,9 +47,9 @@ use crate::timing::{PairStart, ReplayTotals, Stopwatch};
 use dataset::{self, LoadOptions};
 use runlog::experiment::{canonical_json, fnv1a, id_hash, Configuration, Experiment};
 pub use runlog::log::{
-    count, dedupe, io_err, merge, pair_key, read_manifest, read_results, record_key, record_line, replay_ms,
-    sort_records, versions, write_manifest, write_results, Counts, ExternalRun, Manifest, RunData, RunError, Timings,
-    LOCK_FILE, MANIFEST_FILE, MANIFEST_FORMAT, RESULTS_FILE,
+    count, dedupe, io_err, merge, merge_locked, pair_key, read_manifest, read_results, record_key, record_line,
+    replay_ms, sort_records, versions, write_manifest, write_results, Counts, ExternalRun, Manifest, RunData, RunError,
+    Timings, LOCK_FILE, MANIFEST_FILE, MANIFEST_FORMAT, RESULTS_FILE,
 };
 use runlog::record::{PairFailure, PairMetrics, PairOutcome, PairRecord};
 use seeded::Fnv;
@@ -111,33 +111,66 @@ pub struct Plan {
     /// Lines of the datasets that could not be loaded (their conversations are not in the
     /// plan), and duplicate conversations that were left out.
     pub problems: Vec<String>,
+    /// What the caller should know but is no problem: a dataset file listed more than once
+    /// (repeated, as a folder and a file in it, or through a link), loaded and run once.
+    pub notes: Vec<String>,
 }
 
 impl Plan {
     /// Load every dataset of `experiment`. A dataset entry that does not exist, a folder
     /// without `*.jsonl` files, or an experiment with no conversation at all is an error; a
     /// bad line is a problem and the rest of its file is used.
+    ///
+    /// A dataset file is identified by its canonical path, found before it is loaded: a file
+    /// listed again, a file inside a folder also listed, or a link to a listed file is loaded
+    /// and run once, under its first listing, and [`Plan::notes`] says so once per file.
     pub fn load(experiment: Experiment, options: &LoadOptions) -> Result<Plan, RunError> {
         let mut conversations = Vec::new();
         let mut problems = Vec::new();
         // (name, the path as the experiment lists it, the file on disk, the dataset).
         let mut loaded: Vec<(String, String, PathBuf, dataset::Dataset)> = Vec::new();
+        // Every file planned so far, by canonical path: its first listing, and the later ones.
+        let mut planned: HashMap<PathBuf, (String, Vec<String>)> = HashMap::new();
+        let mut order: Vec<PathBuf> = Vec::new();
+        let mut first_time = |file: &Path, listed: &str| -> bool {
+            let canonical = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+            match planned.get_mut(&canonical) {
+                Some((_, again)) => {
+                    if again.len() < 3 {
+                        again.push(listed.to_string());
+                    } else {
+                        again.push(String::new());
+                    }
+                    false
+                }
+                None => {
+                    planned.insert(canonical.clone(), (listed.to_string(), Vec::new()));
+                    order.push(canonical);
+                    true
+                }
+            }
+        };
         for (entry, path) in experiment.datasets.iter().zip(experiment.dataset_paths()) {
             let datasets = if path.is_dir() {
                 let prefix = path
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_else(|| entry.trim_end_matches('/').to_string());
-                let found = dataset::load_dir(&path, options);
+                let found = dataset::find_jsonl(&path);
                 if found.is_empty() {
                     return Err(RunError::Dataset { path, problem: "no *.jsonl files in this folder".into() });
                 }
                 let listed = entry.trim_end_matches('/').to_string();
                 found
                     .into_iter()
+                    .filter(|f| f.unreadable.is_some() || first_time(&f.path, &format!("{listed}/{}", f.name)))
+                    .map(|f| dataset::load_found(f, options))
                     .map(|ds| (format!("{prefix}/{}", ds.name), format!("{listed}/{}", ds.name), ds))
                     .collect::<Vec<_>>()
             } else if path.is_file() {
+                if !first_time(&path, entry) {
+                    continue;
+                }
                 let ds = dataset::load_file(&path, options);
                 vec![(ds.name.clone(), entry.clone(), ds)]
             } else if path.exists() {
@@ -228,7 +261,25 @@ impl Plan {
                 conversations.push(PlannedConversation { dataset: label.clone(), conversation: Arc::new(conv) });
             }
         }
-        let plan = Plan::from_conversations(experiment, conversations, problems);
+        let notes: Vec<String> = order
+            .iter()
+            .filter_map(|file| {
+                let (first, again) = planned.get(file)?;
+                if again.is_empty() {
+                    return None;
+                }
+                let named: Vec<&str> = again.iter().map(String::as_str).filter(|a| !a.is_empty()).collect();
+                let more = again.len() - named.len();
+                let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+                Some(format!(
+                    "dataset {first} is listed {} times (again as {}{more}): one file, loaded and run once",
+                    again.len() + 1,
+                    named.join(", ")
+                ))
+            })
+            .collect();
+        let mut plan = Plan::from_conversations(experiment, conversations, problems);
+        plan.notes = notes;
         if plan.conversations.is_empty() {
             let path = plan.experiment.dataset_paths().into_iter().next().unwrap_or_default();
             let why = match plan.problems.first() {
@@ -266,7 +317,7 @@ impl Plan {
                 ));
             }
         }
-        Plan { experiment, conversations: kept, problems }
+        Plan { experiment, conversations: kept, problems, notes: Vec::new() }
     }
 
     /// Every pair, conversation-major, in a deterministic order. The `recorded` reference
@@ -412,7 +463,9 @@ pub struct Progress {
 }
 
 /// Run `plan` into `options.out`. Returns the run's manifest and all its records (resumed
-/// ones included), sorted by [`sort_records`].
+/// ones included), sorted by [`sort_records`]. The folder is opened with [`open_folder`] and
+/// its lock released on return; a caller that writes more files into the folder afterwards
+/// opens it itself and calls [`run_locked`].
 pub fn run(
     plan: &Plan,
     engine: &Engine<'_>,
@@ -420,13 +473,36 @@ pub fn run(
     provenance: &Provenance,
     progress: &(dyn Fn(&Progress) + Sync),
 ) -> Result<RunData, RunError> {
+    let lock = open_folder(plan, options)?;
+    run_locked(plan, engine, options, provenance, progress, &lock)
+}
+
+/// Open the run folder of `options.out` for `plan`: refuse a foreign folder or one with links
+/// in it, create it, take its lock ([`runlog::folder::open_run_folder`]). Hold the lock until
+/// the last file is written.
+pub fn open_folder(plan: &Plan, options: &RunOptions) -> Result<runlog::folder::RunLock, RunError> {
+    runlog::folder::open_run_folder(&options.out, &plan.experiment_id())
+}
+
+/// [`run`] into a folder the caller opened with [`open_folder`] and holds the lock of.
+pub fn run_locked(
+    plan: &Plan,
+    engine: &Engine<'_>,
+    options: &RunOptions,
+    provenance: &Provenance,
+    progress: &(dyn Fn(&Progress) + Sync),
+    held: &runlog::folder::RunLock,
+) -> Result<RunData, RunError> {
     let started = Instant::now();
     let start_watch = Stopwatch::start();
     let dir = &options.out;
     let experiment_id = plan.experiment_id();
-    runlog::folder::refuse_foreign_folder(dir, &experiment_id)?;
-    fs::create_dir_all(dir).map_err(io_err(dir))?;
-    let _lock = runlog::folder::RunLock::take(dir)?;
+    if fs::canonicalize(held.dir()).ok() != fs::canonicalize(dir).ok() {
+        return Err(RunError::Mismatch {
+            dir: dir.clone(),
+            problem: format!("the lock held is that of {}, not of this folder", held.dir().display()),
+        });
+    }
     let results_path = dir.join(RESULTS_FILE);
     let shard_text = options.shard.map(|s| s.to_string());
 

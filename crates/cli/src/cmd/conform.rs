@@ -34,7 +34,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
     /// Generated conversations per strategy.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     cases: u32,
     /// The generator's seed: the same seed, the same conversations.
     #[arg(long, default_value_t = 7)]

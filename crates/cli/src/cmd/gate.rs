@@ -11,13 +11,16 @@
 //! (`report::verdict`, when `--current` is a run folder or the `summary.csv` of one) are
 //! appended as markdown to the file named by `$GITHUB_STEP_SUMMARY` when that is set (the job
 //! summary of a GitHub Actions step), and otherwise written to `--summary FILE` when given.
+//! The summary file is never one the gate reads (refused, exit 2, before anything is written),
+//! and a baseline that is the current run (the same file or folder however named, or a copy of
+//! the run folder) is refused (exit 2).
 //! Exit 0 when nothing regressed, 1 on a regression or a configuration missing from the
 //! current run, 2 when a file cannot be read, cannot be compared (no rows, a gated column only
 //! one file has, no `retention_mean`, a value that is not a finite number) or a tolerance is
 //! malformed.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use report::gate::{self, ResultsTable, SummaryTable, Tolerances};
 
@@ -96,13 +99,94 @@ fn results_files(args: &Args) -> Option<(PathBuf, PathBuf)> {
     }
 }
 
+/// The run folder of a gate input: the folder itself, or the folder of a file in one.
+fn folder_of(input: &Path) -> PathBuf {
+    if input.is_dir() {
+        input.to_path_buf()
+    } else {
+        input.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf()
+    }
+}
+
+/// Every file the gate may read: the inputs, and the run folders' files the gate and the
+/// verdict read.
+fn inputs_read(args: &Args) -> Vec<PathBuf> {
+    let mut files = vec![args.baseline.clone(), args.current.clone()];
+    files.extend(args.baseline_results.iter().cloned());
+    files.extend(args.current_results.iter().cloned());
+    for side in [&args.baseline, &args.current] {
+        let dir = folder_of(side);
+        for name in [report::SUMMARY_CSV, report::RESULTS_CSV, report::PROBES_CSV, report::verdict::RUN_JSON] {
+            files.push(dir.join(name));
+        }
+    }
+    files
+}
+
+/// Why the baseline and the current run are one run: the same file or folder (by its
+/// canonical path, so `./..` and links are seen through), or two run folders holding the
+/// same run (a copy: one experiment, started at one moment).
+fn same_run(args: &Args) -> Option<String> {
+    if crate::output::same_file(&args.baseline, &args.current) {
+        return Some("they are the same file".into());
+    }
+    let (b, c) = (folder_of(&args.baseline), folder_of(&args.current));
+    let both_runs = b.join(report::verdict::RUN_JSON).is_file() && c.join(report::verdict::RUN_JSON).is_file();
+    if both_runs && crate::output::same_file(&b, &c) {
+        return Some(format!("they are in the same run folder {}", b.display()));
+    }
+    if !both_runs {
+        return None;
+    }
+    // Two runs, even of one experiment, differ in their manifests (their times); a copied
+    // folder does not.
+    let read = |dir: &Path| inputs::read(&dir.join(report::verdict::RUN_JSON), inputs::Kind::Manifest).ok();
+    let (Some(xb), Some(xc)) = (read(&b), read(&c)) else {
+        return None;
+    };
+    let manifest = runlog::log::read_manifest(&b).ok()?;
+    (xb == xc).then(|| {
+        format!(
+            "{} and {} hold the same run (experiment {}, started at {}, the same run.json): one is a copy of the other",
+            b.display(),
+            c.display(),
+            manifest.experiment_id,
+            manifest.started_at
+        )
+    })
+}
+
 pub fn run(args: Args) -> anyhow::Result<u8> {
+    // Checked before anything is read or written: the gate never writes over its inputs, and
+    // a run compared with itself measures nothing.
+    let step_summary = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()).map(PathBuf::from);
+    let target = step_summary.map(|p| (p, true)).or(args.summary.clone().map(|p| (p, false)));
+    if let Some((path, append)) = &target {
+        let inputs = inputs_read(&args);
+        if let Some(input) = crate::output::clobbers(path, inputs.iter().map(PathBuf::as_path)) {
+            let what = if *append { "GITHUB_STEP_SUMMARY" } else { "--summary" };
+            tell!(
+                "error: {what} {} is also an input of the gate ({}); the gate never writes over its inputs: name another file",
+                path.display(),
+                input.display()
+            );
+            return Ok(exit::USAGE);
+        }
+    }
     let mut tolerances = Tolerances::default();
     for t in &args.tolerances {
         if let Err(e) = tolerances.apply(t) {
             tell!("error: {e}");
             return Ok(exit::USAGE);
         }
+    }
+    if let Some(why) = same_run(&args) {
+        tell!(
+            "error: --baseline {} and --current {} are one run ({why}): comparing a run with itself measures nothing",
+            args.baseline.display(),
+            args.current.display()
+        );
+        return Ok(exit::USAGE);
     }
     let verdict = SummaryTable::read(&args.baseline)
         .and_then(|b| Ok((b, SummaryTable::read(&args.current)?)))
@@ -127,8 +211,6 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let table = verdict.markdown();
     say_part!("{table}");
     // The job summary is appended to (other steps write there too); --summary is written anew.
-    let step_summary = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()).map(PathBuf::from);
-    let target = step_summary.map(|p| (p, true)).or(args.summary.clone().map(|p| (p, false)));
     if let Some((path, append)) = target {
         let summary = format!("{table}\n{}\n", verdict_markdown(&args.current));
         let written = std::fs::OpenOptions::new()

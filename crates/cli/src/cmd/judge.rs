@@ -6,7 +6,8 @@
 //! accuracy, precision, recall and Cohen's kappa, overall and per item category (with
 //! `--config`, the two judges side by side per category first), then every disagreement (item, fact, label, verdict). Exit
 //! 0; with `--min-accuracy X`, 1 when a judge's accuracy is below X; 2 for an unreadable labels
-//! or config file.
+//! or config file, a labels file with no item, `X` not a share between 0 and 1, or a judge
+//! that scored no fact under a floor (nothing was measured).
 
 use std::path::PathBuf;
 
@@ -47,9 +48,43 @@ struct CalibrateArgs {
     /// An experiment file whose `[llm]` section names a judge: score with it too.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Exit 1 when a judge's accuracy is below this share (0..1).
-    #[arg(long, value_name = "X")]
+    /// Exit 1 when a judge's accuracy is below this share (0..=1); exit 2 when a judge scored
+    /// no fact (nothing was measured, so the floor cannot pass).
+    #[arg(long, value_name = "X", value_parser = share, allow_hyphen_values = true)]
     min_accuracy: Option<f64>,
+}
+
+/// A share between 0 and 1 (`NaN`, infinities and values outside are refused).
+fn share(text: &str) -> Result<f64, String> {
+    let v: f64 = text.trim().parse().map_err(|_| format!("{text:?} is not a number"))?;
+    if !v.is_finite() || !(0.0..=1.0).contains(&v) {
+        return Err(format!(
+            "{text:?} is not a share between 0 and 1: a floor no accuracy can miss, or none can meet, measures nothing"
+        ));
+    }
+    Ok(v)
+}
+
+/// What a floor says of one report: `Some(code)` when it fails (1 below it, 2 nothing was
+/// measured), printing why; `None` when it passes or no floor was asked.
+fn floor(min_accuracy: Option<f64>, r: &CalibrationReport, what: &str) -> Option<u8> {
+    let min = min_accuracy?;
+    match r.accuracy() {
+        None => {
+            tell!(
+                "error: judge {}{what}: nothing was measured ({} facts scored, {} unscored); --min-accuracy {min} cannot pass on nothing",
+                r.judge,
+                r.scored(),
+                r.unscored
+            );
+            Some(exit::USAGE)
+        }
+        Some(acc) if acc < min => {
+            tell!("judge {}{what}: accuracy {acc:.3} is below {min}", r.judge);
+            Some(exit::FAILED)
+        }
+        Some(_) => None,
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
@@ -78,6 +113,10 @@ fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<u8> {
     };
     let keys_code = if key_sources.is_empty() { exit::OK } else { calibrate_on_keys(&key_sources, args.min_accuracy) };
     let facts: usize = items.iter().map(|i| i.facts.len()).sum();
+    if facts == 0 {
+        tell!("error: {}: no labelled item: nothing was measured", labels.display());
+        return Ok(exit::USAGE);
+    }
     say!("{}: {} items, {facts} facts", labels.display(), items.len());
     let mut reports = vec![calibrate(&items, &OfflineJudge)];
     if let Some(config) = &args.config {
@@ -107,20 +146,17 @@ fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<u8> {
             None => tell!("note: {} names no LLM judge; offline judge only", config.display()),
         }
     }
-    let mut below = false;
+    let mut code = keys_code;
     if reports.len() > 1 {
         print_side_by_side(&reports);
     }
     for r in &reports {
         print_report(r);
-        if let (Some(min), Some(acc)) = (args.min_accuracy, r.accuracy()) {
-            if acc < min {
-                tell!("judge {}: accuracy {:.3} is below {min}", r.judge, acc);
-                below = true;
-            }
+        if let Some(failed) = floor(args.min_accuracy, r, "") {
+            code = code.max(failed);
         }
     }
-    Ok(if below || keys_code != exit::OK { exit::FAILED.max(keys_code) } else { exit::OK })
+    Ok(code)
 }
 
 /// The answer keys labelled against a real summary, as labelled items per source: the
@@ -186,7 +222,7 @@ fn key_items(
 /// The offline judge against the keys' labels, per source and in all; 1 when `min_accuracy`
 /// is given and a source's accuracy is below it.
 fn calibrate_on_keys(sources: &[(String, Vec<runner::calibrate::LabelledItem>)], min_accuracy: Option<f64>) -> u8 {
-    let mut below = false;
+    let mut code = exit::OK;
     let all: Vec<runner::calibrate::LabelledItem> = sources.iter().flat_map(|(_, items)| items.clone()).collect();
     say!("answer keys against the real summaries: {} labelled facts in {} sources", all.len(), sources.len());
     let mut reports = vec![("all sources".to_string(), calibrate(&all, &OfflineJudge))];
@@ -196,18 +232,11 @@ fn calibrate_on_keys(sources: &[(String, Vec<runner::calibrate::LabelledItem>)],
     for (name, r) in &reports {
         say!("source {name}:");
         print_report(r);
-        if let (Some(min), Some(acc)) = (min_accuracy, r.accuracy()) {
-            if acc < min {
-                tell!("judge {} on the keys of {name}: accuracy {acc:.3} is below {min}", r.judge);
-                below = true;
-            }
+        if let Some(failed) = floor(min_accuracy, r, &format!(" on the keys of {name}")) {
+            code = code.max(failed);
         }
     }
-    if below {
-        exit::FAILED
-    } else {
-        exit::OK
-    }
+    code
 }
 
 fn fmt(v: Option<f64>) -> String {

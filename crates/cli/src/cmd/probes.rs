@@ -94,8 +94,8 @@ struct GenerateArgs {
     #[arg(long, value_name = "OUT")]
     out: PathBuf,
     /// Probes asked of the model per conversation.
-    #[arg(long, value_name = "N", default_value_t = 8)]
-    max_probes: usize,
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    max_probes: u16,
     /// Override the experiment's `cache_mode`.
     #[arg(long, value_name = "MODE")]
     cache_mode: Option<runner::llm_setup::CacheMode>,
@@ -190,7 +190,7 @@ fn generate(args: GenerateArgs) -> anyhow::Result<u8> {
             return Ok(crate::exit::USAGE);
         }
     };
-    let writer = ProbeWriter::new(client, args.max_probes)?;
+    let writer = ProbeWriter::new(client, usize::from(args.max_probes))?;
     let ds = dataset::load_file(&args.input, &LoadOptions::default());
     for e in &ds.problems {
         tell!("{e}");

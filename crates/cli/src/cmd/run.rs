@@ -143,6 +143,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             return Ok(exit::USAGE);
         }
     };
+    for note in &plan.notes {
+        tell!("note: {note}");
+    }
     for problem in &plan.problems {
         let what = if problem.ends_with("(invalid, replayed anyway)") { "warning" } else { "warning: skipped" };
         tell!("{what}: {problem}");
@@ -214,7 +217,16 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             bar.set_message(format!("{} failed{resumed}", p.failed));
         }
     };
-    let result = run::run(&plan, &engine, &options, &provenance, &on_progress);
+    // The folder's lock is held until its last file is written: a merge, a report or another
+    // run into it is refused meanwhile.
+    let _lock = match run::open_folder(&plan, &options) {
+        Ok(lock) => lock,
+        Err(e) => {
+            tell!("error: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
+    let result = run::run_locked(&plan, &engine, &options, &provenance, &on_progress, &_lock);
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }

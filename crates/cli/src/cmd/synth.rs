@@ -22,8 +22,9 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', value_name = "A,B")]
     families: Vec<Family>,
     /// Conversations per family: item i is small, medium or large by i % 3.
-    #[arg(long, default_value_t = 3, value_name = "K")]
-    per_family: usize,
+    /// At most 100000: the conversations of a family are held in memory before they are written.
+    #[arg(long, default_value_t = 3, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    per_family: u32,
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
@@ -31,7 +32,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
     let meter = Exact::o200k();
     for family in families {
-        let conversations = synth::generate_family(args.seed, family, args.per_family);
+        let conversations = synth::generate_family(args.seed, family, args.per_family as usize);
         let text = synth::to_jsonl(&conversations).context("serializing conversations")?;
         let path = args.out.join(format!("{}.jsonl", family.name()));
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;

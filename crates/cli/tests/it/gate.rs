@@ -416,8 +416,12 @@ fn a_damaged_strategy_that_loses_information_fails_the_gate() {
         let a = args(current);
         compactlens(&a.iter().map(String::as_str).collect::<Vec<_>>(), &[])
     };
-    // The undamaged slice reproduces its baseline exactly.
-    let same = run_gate(&base_dir);
+    // The undamaged slice reproduces its baseline exactly (a copy of its summary outside the
+    // run folder: a run compared with itself is refused).
+    let undamaged = base_dir.with_file_name("undamaged");
+    std::fs::create_dir_all(&undamaged).expect("mkdir");
+    std::fs::copy(base_dir.join("summary.csv"), undamaged.join("summary.csv")).expect("copy");
+    let same = run_gate(&undamaged);
     assert_eq!(same.code, 0, "{}{}", same.stdout, same.stderr);
     // The damaged one loses facts: retention falls below the baseline's interval.
     let out = run_gate(&damaged_dir);

@@ -128,3 +128,23 @@ fn a_reply_that_is_not_a_probe_list_is_a_clear_error_and_nothing_is_written() {
     assert!(stderr.contains("names no model"), "{stderr}");
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// `--max-probes N` keeps at most N of the model's valid probes per conversation, whatever
+/// the model sends; the rest are listed as rejected.
+#[test]
+fn max_probes_is_honoured_whatever_the_model_sends() {
+    let server = MockServer::start();
+    server.respond_with(|_: &Recorded| Reply::text(PROBES, 400, 120));
+    let dir = setup("max-probes", &server.url());
+    let (code, stdout, stderr) = generate(&dir, &["--max-probes", "1"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stderr.contains("over --max-probes 1: only the first 1 valid probes are kept"), "{stderr}");
+    let written = fs::read_to_string(dir.join("out.jsonl")).expect("out.jsonl");
+    let conv: serde_json::Value = serde_json::from_str(written.trim()).expect("one line");
+    let ids: Vec<&str> =
+        conv["probes"].as_array().expect("probes").iter().map(|p| p["id"].as_str().expect("id")).collect();
+    assert_eq!(ids, ["hand-1", "llm-1"]);
+    let (code, _, stderr) = generate(&dir, &["--max-probes", "0"]);
+    assert_eq!(code, 2, "{stderr}");
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -386,6 +386,79 @@ fn two_concurrent_resumes_write_no_duplicate_record() {
     let _ = fs::remove_dir_all(&dir);
 }
 
+/// The records of a run folder's `results.jsonl`, as pair keys; panics on a line that is not a
+/// whole record.
+fn logged_pairs(dir: &Path) -> Vec<String> {
+    let log = fs::read_to_string(dir.join("results.jsonl")).expect("log");
+    log.lines()
+        .map(|l| {
+            let r: serde_json::Value = serde_json::from_str(l).expect("a whole record");
+            format!("{} {} {}", r["dataset"], r["conversation_id"], r["config_id"])
+        })
+        .collect()
+}
+
+/// A run and a merge started together on one new folder: the merge takes the folder's lock as
+/// the run does, so one of them refuses (exit 2) and the folder holds exactly what the other
+/// said it wrote; nothing is renamed over a log being appended to. Tried several times, as the
+/// order the two reach the folder in varies.
+#[test]
+fn a_run_and_a_merge_started_together_on_one_folder_lose_nothing() {
+    let dir = setup("run-merge", 4, EXPERIMENT);
+    let shard = compactlens(&["run", "--config", "exp.toml", "--out", "shard", "--shard", "1/2"], &dir);
+    assert!(shard.code <= 1, "{}", shard.stderr);
+    let shard_pairs = logged_pairs(&dir.join("shard")).len();
+    assert!(shard_pairs > 0);
+    let mut seen_run_win = false;
+    let mut seen_merge_win = false;
+    for attempt in 0..6 {
+        let out = format!("together-{attempt}");
+        let spawn = |args: Vec<String>| {
+            let dir = dir.clone();
+            move || Command::new(BIN).args(&args).current_dir(&dir).env_remove("CI").output().expect("runs")
+        };
+        let run_args: Vec<String> =
+            ["run", "--config", "exp.toml", "--out", &out, "--jobs", "2"].iter().map(|s| s.to_string()).collect();
+        let merge_args: Vec<String> = ["merge", "shard", "--out", &out].iter().map(|s| s.to_string()).collect();
+        let (run, merge) = std::thread::scope(|s| {
+            let a = s.spawn(spawn(run_args));
+            let b = s.spawn(spawn(merge_args));
+            (a.join().expect("joins"), b.join().expect("joins"))
+        });
+        let (rc, mc) = (run.status.code().expect("exits"), merge.status.code().expect("exits"));
+        let run_err = String::from_utf8_lossy(&run.stderr).into_owned();
+        let merge_err = String::from_utf8_lossy(&merge.stderr).into_owned();
+        // Exactly one of them wrote the folder; the other refused.
+        assert!(
+            (rc <= 1) != (mc <= 1) && (rc == 2 || mc == 2),
+            "attempt {attempt}: run exit {rc}, merge exit {mc}\nrun: {run_err}\nmerge: {merge_err}"
+        );
+        let loser = if rc == 2 { &run_err } else { &merge_err };
+        assert!(
+            loser.contains("is writing into this folder") || loser.contains("already holds results.jsonl"),
+            "attempt {attempt}: {loser}"
+        );
+        let pairs = logged_pairs(&dir.join(&out));
+        let manifest: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(dir.join(&out).join("run.json")).expect("run.json"))
+                .expect("manifest");
+        let counted =
+            manifest["counts"]["ok"].as_u64().expect("ok") + manifest["counts"]["failed"].as_u64().expect("failed");
+        assert_eq!(pairs.len() as u64, counted, "attempt {attempt}: run.json counts every record of the log");
+        if rc <= 1 {
+            seen_run_win = true;
+            let planned = manifest["counts"]["pairs_planned"].as_u64().expect("planned");
+            assert_eq!(pairs.len() as u64, planned, "attempt {attempt}: the run's every pair is in its log");
+            assert!(manifest["merged_from"].is_null(), "attempt {attempt}: run.json is the run's");
+        } else {
+            seen_merge_win = true;
+            assert_eq!(pairs.len(), shard_pairs, "attempt {attempt}: the merge's log is the shard's");
+        }
+    }
+    assert!(seen_run_win || seen_merge_win);
+    let _ = fs::remove_dir_all(&dir);
+}
+
 /// `--resume` after a conversation's text was edited (same id) runs its pairs again and says
 /// so; the other pairs are kept.
 #[test]
@@ -543,8 +616,11 @@ fn the_run_the_verdict_command_and_the_gate_summary_tell_the_same_verdict() {
     let json = compactlens(&["verdict", "r", "--format", "json"], &dir);
     assert_eq!(json.code, 0, "{}", json.stderr);
     let verdict: serde_json::Value = serde_json::from_str(&json.stdout).expect("json");
+    // The baseline: the run's summary outside its folder (a run compared with itself is refused).
+    fs::create_dir_all(dir.join("base")).expect("mkdir");
+    fs::copy(dir.join("r/summary.csv"), dir.join("base/summary.csv")).expect("copy");
     let gate = Command::new(BIN)
-        .args(["gate", "--baseline", "r", "--current", "r", "--summary", "summary.md"])
+        .args(["gate", "--baseline", "base/summary.csv", "--current", "r", "--summary", "summary.md"])
         .current_dir(&dir)
         .env_remove("GITHUB_STEP_SUMMARY")
         .output()

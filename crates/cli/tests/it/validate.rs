@@ -242,6 +242,12 @@ struct BadInput {
     expect: Vec<String>,
     absent: Vec<(String, String)>,
     same: Vec<String>,
+    /// Pairs of files of the case's folder that must be byte-identical afterwards.
+    same_as: Vec<(String, String)>,
+    /// Environment variables of the command (`env: NAME VALUE`).
+    env: Vec<(String, String)>,
+    /// The most bytes the command may print (`max-output: BYTES`).
+    max_output: Option<usize>,
 }
 
 fn bad_input_cases(text: &str) -> Vec<BadInput> {
@@ -263,6 +269,18 @@ fn bad_input_cases(text: &str) -> Vec<BadInput> {
             "expect" => case.expect.push(value.to_string()),
             "setup" => case.setup.push(value.to_string()),
             "same" => case.same.push(value.trim().to_string()),
+            "max-output" => {
+                case.max_output =
+                    Some(value.trim().parse().unwrap_or_else(|_| panic!("cases.txt:{}: max-output", n + 1)))
+            }
+            "env" => {
+                let (name, v) = value.trim().split_once(' ').unwrap_or_else(|| panic!("cases.txt:{}: env", n + 1));
+                case.env.push((name.to_string(), v.to_string()));
+            }
+            "same-as" => {
+                let (a, b) = value.trim().split_once(' ').unwrap_or_else(|| panic!("cases.txt:{}: same-as", n + 1));
+                case.same_as.push((a.to_string(), b.to_string()));
+            }
             "absent" => {
                 let (file, text) = value.split_once(' ').unwrap_or_else(|| panic!("cases.txt:{}: absent", n + 1));
                 case.absent.push((file.to_string(), text.to_string()));
@@ -297,7 +315,9 @@ fn copy_fixtures(from: &Path, to: &Path, urls: &[(&str, String)]) {
     }
 }
 
-fn bad_input_setup(dir: &Path, step: &str) {
+/// Run one setup step in `dir`; a `hold-lock` step returns the lock file it holds (locked
+/// until the value is dropped, after the case's command).
+fn bad_input_setup(dir: &Path, step: &str) -> Option<std::fs::File> {
     let words: Vec<&str> = step.split_whitespace().collect();
     let path = dir.join(words.get(1).expect("a setup step names a path"));
     match words[0] {
@@ -351,17 +371,75 @@ fn bad_input_setup(dir: &Path, step: &str) {
         "copy" => {
             std::fs::copy(dir.join(words[1]), dir.join(words[2])).expect("copy");
         }
+        "many-tables" => {
+            // An experiment of N one-line `[[strategy]]` tables.
+            let n: usize = words[2].parse().expect("count");
+            let mut exp = String::from("name = \"many\"\ndatasets = [\"data\"]\nwindows = [8000]\n");
+            for _ in 0..n {
+                exp.push_str("[[strategy]]\n");
+            }
+            std::fs::write(path, exp).expect("write");
+        }
+        "long-toml-line" => {
+            // A TOML error on one line of BYTES bytes.
+            let bytes: usize = words[2].parse().expect("bytes");
+            let exp = format!("name = \"long\"\ndatasets = [\"data\"]\nbroken = {}\n", "x".repeat(bytes));
+            std::fs::write(path, exp).expect("write");
+        }
+        "repeat-dataset" => {
+            // An experiment listing one dataset N times.
+            let n: usize = words[2].parse().expect("count");
+            let listing = vec![format!("{:?}", words[3]); n].join(", ");
+            let exp =
+                format!("name = \"repeat\"\ndatasets = [{listing}]\nwindows = [8000]\n[[strategy]]\nname = \"none\"\n");
+            std::fs::write(path, exp).expect("write");
+        }
+        "hold-lock" => {
+            // The OS lock of a run folder, held by this process as a live run holds it.
+            let lock = path.join(".compactlens.lock");
+            std::fs::write(&lock, "process 77 on test-host").expect("lock file");
+            let file = std::fs::OpenOptions::new().write(true).open(&lock).expect("opens");
+            file.lock().expect("locks");
+            return Some(file);
+        }
+        "empty" => std::fs::write(path, b"").expect("write"),
+        "remove" => std::fs::remove_file(path).expect("remove"),
+        "cut" => {
+            // Drop the last BYTES bytes.
+            let bytes: usize = words[2].parse().expect("bytes");
+            let text = std::fs::read(&path).expect("read");
+            std::fs::write(&path, &text[..text.len().saturating_sub(bytes)]).expect("write");
+        }
+        "edit" => {
+            // Replace the first FROM with TO.
+            let text = std::fs::read_to_string(&path).expect("read");
+            assert!(text.contains(words[2]), "edit: no {:?} in {}", words[2], path.display());
+            std::fs::write(&path, text.replacen(words[2], words[3], 1)).expect("write");
+        }
+        "write" => {
+            // The rest of the step, as the file's text (`\n` for a newline).
+            let text = words[2..].join(" ").replace("\\n", "\n");
+            std::fs::write(&path, text).expect("write");
+        }
         other => panic!("unknown setup step {other:?}"),
     }
+    None
 }
 
 /// Run `args` in `dir`, killing it after `limit`; `None` when it had to be killed.
-fn run_limited(args: &[String], dir: &Path, limit: std::time::Duration) -> Option<(i32, String)> {
+fn run_limited(
+    args: &[String],
+    env: &[(String, String)],
+    dir: &Path,
+    limit: std::time::Duration,
+) -> Option<(i32, String)> {
     let mut child = Command::new(BIN)
         .args(args)
         .current_dir(dir)
         .env("COMPACTLENS_BAD_INPUTS_KEY", "sk-bad-inputs-key-0000")
         .env_remove("CI")
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -419,12 +497,17 @@ fn bad_inputs_suite() {
     echo.respond_with(|r| {
         let key = r.header("authorization").unwrap_or_default().trim_start_matches("Bearer ").to_string();
         let spaced: Vec<String> = key.chars().map(String::from).collect();
+        let hex: String = key.bytes().map(|b| format!("{b:02x}")).collect();
+        let percent: String = key.bytes().map(|b| format!("%{b:02X}")).collect();
+        let html: String = key.bytes().map(|b| format!("&#{b};")).collect();
+        let tail: String = key.chars().skip(key.len().saturating_sub(15)).collect();
         let text = format!(
-            "Summary: TICKET-1. {} {} {} {}",
+            "Summary: TICKET-1. {} {} {} {} nodash {} tail {tail} hex {hex} url {percent} html {html}",
             key.to_lowercase(),
             key.to_uppercase(),
             key.chars().rev().collect::<String>(),
-            spaced.join(" ")
+            spaced.join(" "),
+            key.replace('-', "")
         );
         testkit::server::Reply::text(text, 10, 5)
     });
@@ -439,13 +522,19 @@ fn bad_inputs_suite() {
     for (i, case) in cases.iter().enumerate() {
         let dir = temp_dir(&format!("bad-{i}"));
         copy_fixtures(&root.join("files"), &dir.0, &urls);
-        for step in &case.setup {
-            bad_input_setup(&dir.0, step);
-        }
-        let Some((code, output)) = run_limited(&case.args, &dir.0, std::time::Duration::from_secs(60)) else {
+        let held: Vec<std::fs::File> = case.setup.iter().filter_map(|step| bad_input_setup(&dir.0, step)).collect();
+        let max_output = case.max_output;
+        let Some((code, output)) = run_limited(&case.args, &case.env, &dir.0, std::time::Duration::from_secs(60))
+        else {
             failures.push(format!("{}: still running after 60 s", case.name));
             continue;
         };
+        drop(held);
+        if let Some(max) = max_output {
+            if output.len() > max {
+                failures.push(format!("{}: {} bytes of output, more than {max}", case.name, output.len()));
+            }
+        }
         if Some(code) != case.exit {
             failures.push(format!("{}: exit {code}, expected {:?}\n{output}", case.name, case.exit));
         }
@@ -461,6 +550,11 @@ fn bad_inputs_suite() {
                 }
                 Ok(_) => {}
                 Err(e) => failures.push(format!("{}: {file}: {e}", case.name)),
+            }
+        }
+        for (a, b) in &case.same_as {
+            if std::fs::read(dir.join(a)).ok() != std::fs::read(dir.join(b)).ok() {
+                failures.push(format!("{}: {a} is not the same as {b}", case.name));
             }
         }
         for file in &case.same {

@@ -198,6 +198,10 @@ pub enum ImportProblem {
     UnknownRole { role: String },
     #[error("no conversation in this file")]
     Empty,
+    /// A session with no message once its bookkeeping entries are left out: a dataset of it
+    /// would fail `validate`.
+    #[error("the session holds no message (only bookkeeping entries, or nothing); nothing to import")]
+    NoMessages,
     #[error("strict: {kind}: {detail}")]
     Repair { kind: RepairKind, detail: String },
 }
@@ -507,6 +511,11 @@ pub fn import_str(text: &str, path: &Path, key: &str, options: &ImportOptions) -
                         let problem = ImportProblem::Repair { kind: r.kind, detail: r.detail };
                         out.errors.push(error(r.line, Some(r.conversation), Some(r.field), problem));
                     }
+                    continue;
+                }
+                if repaired.conversation.messages.is_empty() {
+                    let id = Some(repaired.conversation.id.clone());
+                    out.errors.push(error(None, id, None, ImportProblem::NoMessages));
                     continue;
                 }
                 out.report.merge(&repaired.report);

@@ -338,10 +338,22 @@ fn write_report_reads_a_run_folder_and_names_a_bad_one() {
     let err = write_report(&dir).expect_err("no run.json");
     assert!(err.to_string().contains("run.json"), "{err}");
 
-    let data = run_data();
+    let mut data = run_data();
+    // run.json counts the records of the log (a log that disagrees is refused).
+    (data.manifest.counts.ok, data.manifest.counts.failed) = runlog::log::count(&data.records);
+    data.manifest.complete = true;
     runlog::log::write_manifest(&dir, &data.manifest).expect("manifest");
     let lines: String = data.records.iter().map(|r| serde_json::to_string(r).expect("json") + "\n").collect();
-    std::fs::write(dir.join(runlog::log::RESULTS_FILE), lines).expect("log");
+    std::fs::write(dir.join(runlog::log::RESULTS_FILE), &lines).expect("log");
+    // A log cut short, or emptied, disagrees with run.json: refused, nothing written.
+    std::fs::write(dir.join(runlog::log::RESULTS_FILE), &lines[..lines.len() - 10]).expect("log");
+    let err = write_report(&dir).expect_err("cut short");
+    assert!(err.to_string().contains("its last line is cut short"), "{err}");
+    std::fs::write(dir.join(runlog::log::RESULTS_FILE), "").expect("log");
+    let err = write_report(&dir).expect_err("empty");
+    assert!(err.to_string().contains("holds no record"), "{err}");
+    assert!(!dir.join(REPORT_HTML).exists());
+    std::fs::write(dir.join(runlog::log::RESULTS_FILE), &lines).expect("log");
     let path = write_report(&dir).expect("renders");
     assert_eq!(path, dir.join(REPORT_HTML));
     let html = std::fs::read_to_string(&path).expect("written");

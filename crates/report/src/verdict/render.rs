@@ -424,7 +424,7 @@ impl Verdict {
                 out.push_str(&format!("- **warning:** {}\n", md(&warning_line(warning, &|id| v.label_of(id)))));
             }
         }
-        out
+        inert(&out)
     }
 }
 
@@ -441,7 +441,25 @@ fn list(items: &[String]) -> String {
     }
 }
 
-/// A table cell: pipes and newlines would break the row.
+/// A table cell: pipes and newlines would break the row; control characters and the
+/// bidirectional overrides are made inert ([`inert`]).
 fn md(text: &str) -> String {
-    text.replace('|', "\\|").replace(['\n', '\r'], " ")
+    inert(&text.replace('|', "\\|").replace(['\n', '\r'], " "))
+}
+
+/// `text` with control characters other than newline and tab (ESC, BEL, NUL...) and the
+/// bidirectional overrides and isolates written as `\u{..}`: markdown printed on a terminal or
+/// shown in a job summary can neither drive the terminal nor reverse a line.
+pub fn inert(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi =
+            matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if (c.is_control() && c != '\n' && c != '\t') || bidi {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
