@@ -237,6 +237,9 @@ impl Verdict {
         if let Some(state) = &v.state {
             out.push_str(&format!("  {state}\n"));
         }
+        if let Some(readiness) = &v.readiness {
+            out.push_str(&format!("  {readiness}\n"));
+        }
         for line in v.sweep_lines() {
             out.push_str(&format!("  sweep: {line}\n"));
         }
@@ -329,6 +332,9 @@ impl Verdict {
             }
             if let Some(state) = &v.state {
                 out.push_str(&format!("{} {state}\n", window_label(w)));
+            }
+            if let Some(readiness) = &v.readiness {
+                out.push_str(&format!("{} {readiness}\n", window_label(w)));
             }
             for warning in &v.warnings {
                 out.push_str(&format!("{} ! {}\n", window_label(w), warning_line(warning, &|id| v.label_of(id))));

@@ -252,3 +252,21 @@ fn a_sign_test_states_its_threshold_beside_its_p() {
         "+1.3 pt (one-sided sign test p=0.004, under 0.025; 8 conv.)"
     );
 }
+
+#[test]
+fn readiness_gets_a_line_only_where_it_separates_the_front() {
+    let columns = "next_action_ready,next_action_ready_ci_low,next_action_ready_ci_high,next_action_compactions";
+    // The front is a and c; c's next actions find what they need far less often.
+    let apart = ["0.95,0.9,0.99,40", "0.5,0.45,0.55,40", "0.2,0.1,0.3,40", ",,,0", ",,,0"];
+    let v = verdict(&files(&standard(), 24, "", Some((columns, &apart)), None));
+    let line = pooled(&v).readiness.clone().expect("the intervals do not overlap");
+    assert!(line.contains("95.0%") && line.contains("20.0%") && line.contains("over 40 compactions"), "{line}");
+    assert!(!line.contains("50.0%"), "b is not on the front: {line}");
+    assert!(v.text().contains(&line));
+    // Overlapping intervals: no line.
+    let close = ["0.95,0.8,0.99,40", "0.5,0.45,0.55,40", "0.9,0.85,0.97,40", ",,,0", ",,,0"];
+    let v = verdict(&files(&standard(), 24, "", Some((columns, &close)), None));
+    assert_eq!(pooled(&v).readiness, None);
+    // No readiness at all (a run before it was measured): no line.
+    assert_eq!(pooled(&verdict(&files(&standard(), 24, "", None, None))).readiness, None);
+}
