@@ -28,10 +28,27 @@ use serde_json::Value;
 use crate::probes::{self, Verb};
 
 /// The identifiers of `text` ([`probes::is_id`]: ids, hashes, paths, URLs, error codes), each
-/// once, in order of first occurrence.
+/// once, in order of first occurrence; a path with a line number (`src/a.rs:42:7`, as grep and
+/// compilers print it) is the path.
 pub fn identifiers(text: &str) -> Vec<String> {
     let mut seen = HashSet::new();
-    probes::tokens(text).into_iter().map(|(_, t, _)| t).filter(|t| probes::is_id(t) && seen.insert(t.clone())).collect()
+    probes::tokens(text)
+        .into_iter()
+        .map(|(_, t, _)| without_line(&t).to_string())
+        .filter(|t| probes::is_id(t) && seen.insert(t.clone()))
+        .collect()
+}
+
+/// `path:42` or `path:42:7` without the line and column.
+fn without_line(t: &str) -> &str {
+    let mut head = t;
+    for _ in 0..2 {
+        match head.rsplit_once(':') {
+            Some((h, n)) if !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) && !h.contains("://") => head = h,
+            _ => break,
+        }
+    }
+    head
 }
 
 /// The identifiers an assistant message's action uses: for each tool call, every scalar
@@ -78,17 +95,27 @@ pub fn history_identifiers(m: &Message) -> Vec<String> {
         whole.retain(|t| !out.contains(t));
         out.extend(whole);
     }
-    let mut suffixes = Vec::new();
-    for t in out.iter().filter(|t| t.contains('/') && !t.contains("://")) {
-        let mut rest = t.as_str();
-        while let Some((_, tail)) = rest.split_once('/') {
-            if !tail.is_empty() && probes::is_id(tail) {
-                suffixes.push(tail.to_string());
-            }
-            rest = tail;
-        }
-    }
+    let suffixes: Vec<String> = out.iter().flat_map(|t| shorter_paths(t)).collect();
     out.extend(suffixes);
+    out
+}
+
+/// The shorter paths `t` ends with at a `/` boundary that are still identifiers
+/// (`/repo/src/a.rs`: `repo/src/a.rs`, `src/a.rs`, `a.rs`), longest first; none for a URL or
+/// a token without `/`. A recording without its system prompt does not say the working
+/// directory: an absolute path an action uses is the relative one a summary names.
+pub fn shorter_paths(t: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if t.contains("://") {
+        return out;
+    }
+    let mut rest = t;
+    while let Some((_, tail)) = rest.split_once('/') {
+        if !tail.is_empty() && probes::is_id(tail) {
+            out.push(tail.to_string());
+        }
+        rest = tail;
+    }
     out
 }
 
@@ -159,6 +186,7 @@ mod tests {
         assert_eq!(action_identifiers(&m), vec!["tests/test_parser.py", "test_lexer_42"]);
         let reply = Message::assistant("Your reservation Q69X3R is confirmed.");
         assert_eq!(action_identifiers(&reply), vec!["Q69X3R"]);
+        assert_eq!(identifiers("src/a.rs:42:7: error"), vec!["src/a.rs"]);
         assert!(action_identifiers(&Message::assistant("Done, thank you.")).is_empty());
     }
 

@@ -9,7 +9,9 @@
 //! compaction did; a tool's name comes from its definition and is never one). The action is
 //! ready when the context the compaction left holds every one of them (in a kept message, a
 //! summary or a placeholder: a message's text, or a tool call's arguments), partly ready with
-//! the share, and not applicable when it needs none ([`NextAction::ready`]). Each compaction
+//! the share, and not applicable when it needs none ([`NextAction::ready`]). A path is held
+//! also as a shorter path it ends with: the recordings hold no system prompt, so the working
+//! directory is unknown, and a summary names `/repo/src/a.rs` as `src/a.rs`. Each compaction
 //! is read against the context it left, so a call that compacted twice is read twice.
 //!
 //! Two repeat risks are flagged on the same action: it repeats a call that failed before the
@@ -128,11 +130,15 @@ impl Tracker {
     }
 }
 
-/// `ctx` holds identifier `t`: in a message's text, or in a tool call's arguments.
+/// `ctx` holds identifier `t`: in a message's text, or in a tool call's arguments; a path
+/// also as a shorter path it ends with ([`action::shorter_paths`]: the recordings hold no
+/// system prompt, so the working directory an absolute path starts with is unknown, and a
+/// summary names files relative to it).
 fn holds(ctx: &Context, t: &str) -> bool {
+    let forms: Vec<String> = std::iter::once(t.to_string()).chain(action::shorter_paths(t)).collect();
     ctx.entries().iter().rev().any(|e| {
         let m = e.message();
-        occurs(&m.content, t) || m.tool_calls.iter().any(|c| c.arguments.contains(t))
+        forms.iter().any(|f| occurs(&m.content, f) || m.tool_calls.iter().any(|c| c.arguments.contains(f.as_str())))
     })
 }
 

@@ -157,3 +157,24 @@ fn keep_last_n_keeping_2_messages_is_less_ready_than_keeping_40() {
     assert!(r2 < r40, "keeping 2 messages: {r2}, keeping 40: {r40}");
     assert_eq!(r40, 1.0, "the path read 32 messages before is among the 40 kept");
 }
+
+#[test]
+fn an_absolute_path_is_held_by_the_relative_path_a_summary_names() {
+    let mut conv = session("fixing the off-by-one in src/parser/lexer.rs.", edit());
+    conv.messages[2] = Message::tool_result("t1", "Grep", "/home/dev/parser/src/parser/lexer.rs:42: fn next_token()");
+    conv.messages[3] = call("t2", "Read", json!({"file_path": "/home/dev/parser/src/parser/lexer.rs"}));
+    conv.messages[8] = call(
+        "t4",
+        "Edit",
+        json!({"file_path": "/home/dev/parser/src/parser/lexer.rs", "old_string": "pos < len", "new_string": "pos <= len"}),
+    );
+    let m = run(&conv, "recorded", 1_000_000);
+    let action = m.compaction_events[0].next_action.as_ref().expect("read");
+    assert_eq!(action.needed, 1);
+    assert!(action.missing.is_empty(), "{:?}", action.missing);
+    // A summary that names another file under the same folder does not hold it.
+    let mut other = conv.clone();
+    other.messages[7].content = "This session is being continued. Summary: fixing src/parser/mod.rs.".into();
+    let m = run(&other, "recorded", 1_000_000);
+    assert_eq!(m.next_action_ready, Some(0.0));
+}
