@@ -17,7 +17,7 @@
 //!     }],
 //! );
 //! assert_eq!(action_identifiers(&edit), vec!["src/parser/lexer.rs".to_string()]);
-//! assert_eq!(identifiers("see ticket HAT-1234 and order #W2378156."), vec!["#W2378156".to_string()]);
+//! assert_eq!(identifiers("see ticket HAT-1234 and order #W2378156."), vec!["HAT-1234", "#W2378156"]);
 //! ```
 
 use std::collections::HashSet;
