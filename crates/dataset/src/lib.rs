@@ -44,6 +44,7 @@ use std::path::{Path, PathBuf};
 use compaction::Conversation;
 use serde_json::Value;
 
+pub mod action;
 mod check;
 mod error;
 pub mod import;

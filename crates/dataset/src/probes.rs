@@ -1112,7 +1112,7 @@ fn term_score(token: &str, sentence_start: bool) -> u8 {
 
 /// Whitespace tokens of `text` with punctuation trimmed: (position, token, up to five words
 /// before it). Tokens inside XML-like tags are skipped.
-fn tokens(text: &str) -> Vec<(usize, String, String)> {
+pub(crate) fn tokens(text: &str) -> Vec<(usize, String, String)> {
     let raw: Vec<&str> = text.split_whitespace().collect();
     let mut out = Vec::new();
     for (pos, r) in raw.iter().enumerate() {
@@ -1136,7 +1136,7 @@ fn tokens(text: &str) -> Vec<(usize, String, String)> {
 }
 
 /// The scalar values of a JSON value, in order (strings, and numbers written out).
-fn scalar_values(v: &Value, out: &mut Vec<String>) {
+pub(crate) fn scalar_values(v: &Value, out: &mut Vec<String>) {
     match v {
         Value::String(s) => out.push(s.clone()),
         Value::Number(n) => out.push(n.to_string()),
@@ -1172,7 +1172,7 @@ fn basename(path: &str) -> &str {
 }
 
 /// Two paths name the same file when one ends with the other at a `/` boundary.
-fn same_file(a: &str, b: &str) -> bool {
+pub(crate) fn same_file(a: &str, b: &str) -> bool {
     let a = a.trim_start_matches("./");
     let b = b.trim_start_matches("./");
     let (long, short) = if a.len() >= b.len() { (a, b) } else { (b, a) };
@@ -1181,7 +1181,7 @@ fn same_file(a: &str, b: &str) -> bool {
 
 /// How a call touched a file; the order is the strength.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Verb {
+pub(crate) enum Verb {
     Read,
     Edit,
     Write,
@@ -1198,9 +1198,9 @@ impl Verb {
 }
 
 #[derive(Debug, Clone)]
-struct Touch {
-    path: String,
-    verb: Verb,
+pub(crate) struct Touch {
+    pub(crate) path: String,
+    pub(crate) verb: Verb,
     tool: String,
     hint: Option<String>,
     /// The symbol a change defines or touches (edits and writes only).
@@ -1213,7 +1213,7 @@ const PATH_KEYS: [&str; 7] = ["file_path", "path", "notebook_path", "filename", 
 const TEXT_KEYS: [&str; 5] = ["new_string", "new_str", "content", "file_text", "new_source"];
 
 /// The files one call touches.
-fn touches(tool: &str, arguments: &str) -> Vec<Touch> {
+pub(crate) fn touches(tool: &str, arguments: &str) -> Vec<Touch> {
     let Ok(args) = serde_json::from_str::<Value>(arguments) else { return Vec::new() };
     let lower = tool.to_ascii_lowercase();
     let touch = |path: &str, verb, hint| Touch {
@@ -1342,7 +1342,7 @@ fn shell_files(cmd: &str) -> Vec<(String, Verb)> {
 /// an output flagged as an error, its first informative line. A line of a single word (`ERROR:`)
 /// is replaced by the line after it. Outputs of calls that only read files are skipped unless
 /// flagged: file contents mention errors without being errors.
-fn error_line<'a>(content: &'a str, flagged: bool, reads_files: bool) -> Option<String> {
+pub(crate) fn error_line<'a>(content: &'a str, flagged: bool, reads_files: bool) -> Option<String> {
     if reads_files && !flagged {
         return None;
     }
@@ -1391,7 +1391,7 @@ fn error_line<'a>(content: &'a str, flagged: bool, reads_files: bool) -> Option<
 }
 
 /// True when a tool result says the user refused the call: not a failure of the command.
-fn is_rejection(content: &str) -> bool {
+pub(crate) fn is_rejection(content: &str) -> bool {
     let head: String = content.chars().take(200).collect::<String>().to_lowercase();
     ["doesn't want to proceed", "tool use was rejected", "user rejected", "user denied"]
         .iter()
@@ -1425,7 +1425,7 @@ fn failing_test(output: &str) -> Option<String> {
 }
 
 /// True when a call only reads files (its output is file content).
-fn reads_files(name: &str, arguments: &str) -> bool {
+pub(crate) fn reads_files(name: &str, arguments: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     if ["read", "view", "open", "read_file", "cat", "grep", "glob"].contains(&lower.as_str()) {
         return true;

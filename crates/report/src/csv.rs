@@ -17,7 +17,7 @@ use crate::summary::ConfigSummary;
 use crate::ReportError;
 
 /// Columns of `results.csv`.
-pub const RESULTS_HEADER: [&str; 38] = [
+pub const RESULTS_HEADER: [&str; 42] = [
     "conversation_id",
     "dataset",
     "strategy",
@@ -56,10 +56,14 @@ pub const RESULTS_HEADER: [&str; 38] = [
     "applicable",
     "latest_user_message_dropped",
     "fabricated_directives",
+    "next_action_ready",
+    "next_action_compactions",
+    "repeat_risk_failed",
+    "repeat_risk_reread",
 ];
 
 /// Columns of `summary.csv`.
-pub const SUMMARY_HEADER: [&str; 67] = [
+pub const SUMMARY_HEADER: [&str; 74] = [
     "config_id",
     "strategy",
     "params",
@@ -127,6 +131,13 @@ pub const SUMMARY_HEADER: [&str; 67] = [
     "state_keys_useful",
     "state_at_risk_retention",
     "state_at_risk_keys",
+    "next_action_ready",
+    "next_action_ready_ci_low",
+    "next_action_ready_ci_high",
+    "next_action_conversations",
+    "next_action_compactions",
+    "repeat_risk_failed",
+    "repeat_risk_reread",
 ];
 
 /// Columns of `probes.csv`.
@@ -154,7 +165,7 @@ pub const PROBES_HEADER: [&str; 20] = [
 ];
 
 /// Columns of `compactions.csv`.
-pub const COMPACTIONS_HEADER: [&str; 21] = [
+pub const COMPACTIONS_HEADER: [&str; 27] = [
     "conversation_id",
     "dataset",
     "config_id",
@@ -176,6 +187,12 @@ pub const COMPACTIONS_HEADER: [&str; 21] = [
     "shortfall",
     "violations",
     "summary",
+    "next_action_message",
+    "next_action_tools",
+    "next_action_needed",
+    "next_action_ready",
+    "next_action_missing",
+    "repeat_risk",
 ];
 
 /// Round to `decimals` and write without an exponent; non-finite and `None` are empty.
@@ -260,6 +277,16 @@ pub struct ResultRow {
     pub latest_user_message_dropped: Option<u64>,
     /// User directives the pair's summaries stated that no user message holds.
     pub fabricated_directives: Option<u64>,
+    /// Mean next-action readiness over the pair's compactions whose next action needs an
+    /// identifier from earlier; empty when none does (never compacted included).
+    #[serde(serialize_with = "ratio6")]
+    pub next_action_ready: Option<f64>,
+    /// The compactions it is over.
+    pub next_action_compactions: Option<u64>,
+    /// Compactions whose next action repeats a failed call the context lost.
+    pub repeat_risk_failed: Option<u64>,
+    /// Compactions whose next action re-reads an unchanged file the context lost.
+    pub repeat_risk_reread: Option<u64>,
 }
 
 impl ResultRow {
@@ -310,6 +337,10 @@ impl ResultRow {
                 row.applicable = Some(m.inapplicable_reason.is_none());
                 row.latest_user_message_dropped = Some(m.latest_user_message_dropped);
                 row.fabricated_directives = Some(m.fabricated_directives.len() as u64);
+                row.next_action_ready = m.next_action_ready;
+                row.next_action_compactions = Some(m.next_action_compactions);
+                row.repeat_risk_failed = Some(m.repeat_risk_failed);
+                row.repeat_risk_reread = Some(m.repeat_risk_reread);
             }
         }
         row
@@ -438,6 +469,22 @@ pub struct SummaryRow {
     pub state_at_risk_retention: Option<f64>,
     /// Keys at risk: its denominator.
     pub state_at_risk_keys: usize,
+    /// Next-action readiness: each conversation's mean over its compactions whose next action
+    /// needs an identifier from earlier, then the mean over those conversations, with its
+    /// bootstrap interval; empty when no compaction's next action needs one.
+    #[serde(serialize_with = "ratio6")]
+    pub next_action_ready: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub next_action_ready_ci_low: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub next_action_ready_ci_high: Option<f64>,
+    pub next_action_conversations: usize,
+    /// The compactions it rests on.
+    pub next_action_compactions: u64,
+    /// Compactions whose next action repeats a failed call, or re-reads an unchanged file,
+    /// whose result the context lost, summed over conversations.
+    pub repeat_risk_failed: u64,
+    pub repeat_risk_reread: u64,
 }
 
 impl SummaryRow {
@@ -514,6 +561,13 @@ impl SummaryRow {
             state_keys_useful: s.state.useful_keys,
             state_at_risk_retention: s.state.at_risk,
             state_at_risk_keys: s.state.at_risk_keys,
+            next_action_ready: s.next_action.ready.mean,
+            next_action_ready_ci_low: s.next_action.ready.ci.map(|c| c.0),
+            next_action_ready_ci_high: s.next_action.ready.ci.map(|c| c.1),
+            next_action_conversations: s.next_action.ready.n,
+            next_action_compactions: s.next_action.compactions,
+            repeat_risk_failed: s.next_action.repeat_failed,
+            repeat_risk_reread: s.next_action.repeat_reread,
         }
     }
 }
@@ -580,6 +634,19 @@ pub struct CompactionRow {
     /// Violations this compaction introduced, `;`-separated.
     pub violations: String,
     pub summary: String,
+    /// The recorded assistant message of the action after the compaction.
+    pub next_action_message: Option<usize>,
+    /// Its tools, `;`-separated; empty for a reply.
+    pub next_action_tools: String,
+    /// Identifiers it needs from earlier in the conversation.
+    pub next_action_needed: Option<u32>,
+    /// The share of those the context holds; empty when it needs none.
+    #[serde(serialize_with = "ratio6")]
+    pub next_action_ready: Option<f64>,
+    /// The ones the context lost, `;`-separated.
+    pub next_action_missing: String,
+    /// `failed`, `reread`, both `;`-separated, or empty.
+    pub repeat_risk: String,
 }
 
 impl CompactionRow {
@@ -606,6 +673,19 @@ impl CompactionRow {
             shortfall: e.shortfall,
             violations: e.violations.join(";"),
             summary: e.summary.clone(),
+            next_action_message: e.next_action.as_ref().map(|a| a.message),
+            next_action_tools: e.next_action.as_ref().map(|a| a.tools.clone()).unwrap_or_default(),
+            next_action_needed: e.next_action.as_ref().map(|a| a.needed),
+            next_action_ready: e.next_action.as_ref().and_then(|a| a.ready()),
+            next_action_missing: e.next_action.as_ref().map(|a| a.missing.join(";")).unwrap_or_default(),
+            repeat_risk: e
+                .next_action
+                .as_ref()
+                .map(|a| {
+                    let risks = [("failed", a.repeat_failed), ("reread", a.repeat_reread)];
+                    risks.iter().filter(|(_, on)| *on).map(|(r, _)| *r).collect::<Vec<_>>().join(";")
+                })
+                .unwrap_or_default(),
         }
     }
 }

@@ -123,6 +123,31 @@ pub struct ConfigSummary {
     /// Retention of the answer keys: what the agent must know at each checkpoint, as a person
     /// wrote it (empty where the dataset has no keys).
     pub state: StateRetention,
+    /// Next-action readiness and repeat risks over the compactions.
+    pub next_action: NextActionSummary,
+}
+
+/// Next-action readiness of a configuration: each conversation's mean over its compactions
+/// whose next action needs an identifier from earlier, then over those conversations, with
+/// its bootstrap interval; and the repeat risks, summed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NextActionSummary {
+    pub ready: Estimate,
+    /// Compactions the mean rests on.
+    pub compactions: u64,
+    pub repeat_failed: u64,
+    pub repeat_reread: u64,
+}
+
+/// [`NextActionSummary`] over `ok`'s pairs.
+fn next_action(ok: &[&PairMetrics], seed: u64) -> NextActionSummary {
+    let ready: Vec<f64> = ok.iter().filter_map(|m| m.next_action_ready).filter(|v| v.is_finite()).collect();
+    NextActionSummary {
+        ready: Estimate::of(&ready, seed),
+        compactions: ok.iter().map(|m| m.next_action_compactions).sum(),
+        repeat_failed: ok.iter().map(|m| m.repeat_risk_failed).sum(),
+        repeat_reread: ok.iter().map(|m| m.repeat_risk_reread).sum(),
+    }
 }
 
 /// A mean with its bootstrap interval.
@@ -507,6 +532,7 @@ fn summarize_one<'a>(
         fabricated_directives: ok.iter().map(|m| m.fabricated_directives.len() as u64).sum(),
         drift: crate::drift::drift(&ok),
         state: state(&ok, metric_seed(seed, &seed_id, "state_retention")),
+        next_action: next_action(&ok, metric_seed(seed, &seed_id, "next_action_ready")),
         dataset: dataset.to_string(),
         conversations: ok.len(),
         completion_rate: ratio(ok.iter().filter(|m| m.first_rejected_call.is_none()).count() as u64, ok.len() as u64),

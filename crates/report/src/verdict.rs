@@ -187,6 +187,10 @@ pub struct View {
     /// State retention on the answer keys, in one line (`None` where the view has no keys).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
+    /// Next-action readiness on the front, in one line, where it separates the front (`None`
+    /// elsewhere; see [`Verdict`]'s `readiness_line`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<String>,
 }
 
 /// The best configuration of a view.
@@ -759,7 +763,7 @@ impl Inputs {
         self.view_warnings(&entries, evidence.len(), compacting.len(), &extra, &mut warnings);
         let sweeps = sweeps(configs, &entries);
         let state = self.state_line(configs, view)?;
-        Ok(View {
+        let mut out = View {
             dataset: view.to_string(),
             conversations: all_convs.len(),
             compacting_conversations: compacting.len(),
@@ -771,7 +775,39 @@ impl Inputs {
             warnings,
             sweeps,
             state,
-        })
+            readiness: None,
+        };
+        out.readiness = self.readiness_line(&out, view)?;
+        Ok(out)
+    }
+
+    /// Next-action readiness where it separates the front: the most and the least ready of
+    /// the front's configurations that have a readiness (summary.csv `next_action_ready`),
+    /// when their 95% intervals do not overlap, each with the compactions it rests on.
+    /// `None` with fewer than two such configurations or overlapping intervals.
+    fn readiness_line(&self, v: &View, view: &str) -> Result<Option<String>, VerdictError> {
+        let pct = |x: f64| format!("{:.1}%", x * 100.0);
+        let mut rows: Vec<(&str, f64, f64, f64, f64)> = Vec::new();
+        for id in &v.front {
+            let row = self.summary_row(id, view);
+            let Some(ready) = self.summary_num(row, "next_action_ready")? else { continue };
+            let low = self.summary_num(row, "next_action_ready_ci_low")?.unwrap_or(ready);
+            let high = self.summary_num(row, "next_action_ready_ci_high")?.unwrap_or(ready);
+            let n = self.summary_num(row, "next_action_compactions")?.unwrap_or(0.0);
+            rows.push((id, ready, low, high, n));
+        }
+        if rows.len() < 2 {
+            return Ok(None);
+        }
+        rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let (top, bottom) = (rows[0], rows[rows.len() - 1]);
+        if top.2 <= bottom.3 {
+            return Ok(None);
+        }
+        let one = |r: (&str, f64, f64, f64, f64)| {
+            format!("{} {} [{}, {}] over {:.0} compactions", v.label_of(r.0), pct(r.1), pct(r.2), pct(r.3), r.4)
+        };
+        Ok(Some(format!("next-action readiness separates the front: {} against {}", one(top), one(bottom))))
     }
 
     /// The answer keys' figures of a view in one line: the recorded agent's own summaries

@@ -190,6 +190,20 @@ pub struct PairMetrics {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub probe_compactions: Vec<u32>,
     pub compaction_events: Vec<CompactionRecord>,
+    /// Next-action readiness: the mean over the compactions whose next action needs an
+    /// identifier from earlier ([`NextAction::ready`]); `None` when none does (a pair that
+    /// never compacted included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_action_ready: Option<f64>,
+    /// The compactions `next_action_ready` is over.
+    #[serde(default)]
+    pub next_action_compactions: u64,
+    /// Compactions whose next action repeats a failed call whose result the context lost.
+    #[serde(default)]
+    pub repeat_risk_failed: u64,
+    /// Compactions whose next action re-reads an unchanged file whose read the context lost.
+    #[serde(default)]
+    pub repeat_risk_reread: u64,
     /// One point per call: the sawtooth.
     pub timeline: Vec<CallPoint>,
     /// Wall time of the replay, in milliseconds (not part of any comparison).
@@ -259,6 +273,42 @@ pub struct CompactionRecord {
     pub summary: String,
     /// Violations this compaction introduced.
     pub violations: Vec<String>,
+    /// The recorded action right after it, and what of it the context left (see
+    /// [`NextAction`]); absent in records written before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_action: Option<NextAction>,
+}
+
+/// The recorded next assistant action after a compaction, read against the context the
+/// compaction left: the identifiers it needs from earlier in the conversation (in messages
+/// before the compaction, not in the system prompt or the live user message) and which of
+/// them the context no longer holds, and whether it repeats work the context lost.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NextAction {
+    /// The recorded assistant message of the action.
+    pub message: usize,
+    /// Its tools' names, `;`-joined; empty for a reply to the user.
+    pub tools: String,
+    /// Identifiers it needs from earlier in the conversation.
+    pub needed: u32,
+    /// Of those, the ones the context after the compaction does not hold.
+    pub missing: Vec<String>,
+    /// It repeats a call that failed before the compaction, with the same arguments, and
+    /// the context lost that failure's result.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub repeat_failed: bool,
+    /// It reads a file read before the compaction and not changed since, and the context
+    /// lost that read's result.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub repeat_reread: bool,
+}
+
+impl NextAction {
+    /// The share of the needed identifiers the context holds; `None` (not applicable) when
+    /// the action needs none.
+    pub fn ready(&self) -> Option<f64> {
+        (self.needed > 0).then(|| f64::from(self.needed - self.missing.len() as u32) / f64::from(self.needed))
+    }
 }
 
 impl CompactionRecord {
@@ -289,6 +339,7 @@ impl CompactionRecord {
             shortfall: event.shortfall,
             summary: event.summaries.join("\n\n"),
             violations: violations.iter().map(|v| format!("{}: {v}", v.kind().as_str())).collect(),
+            next_action: None,
         }
     }
 }

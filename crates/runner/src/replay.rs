@@ -47,6 +47,14 @@
 //! A summary the response cache could not answer in mode `only` ([`FailureKind::CacheMiss`])
 //! counts in `cache_misses`, and the run records the pair as failed (see [`crate::run`]).
 //!
+//! # Next action
+//!
+//! After every compaction, the recorded action of the call it ran before is read against the
+//! context it left: the identifiers it needs from earlier in the conversation and which the
+//! context lost, and whether it repeats a failed call or re-reads an unchanged file whose
+//! result the context lost ([`next_action`]'s module docs; the record's
+//! [`CompactionRecord::next_action`], the pair's `next_action_ready`).
+//!
 //! # Invariants
 //!
 //! [`check_context`](compaction::check_context) runs on every request (incrementally: between compactions only the new
@@ -264,6 +272,7 @@ pub fn replay(
     replay_built(conversation, Compactor::Stateless(strategy.as_ref()), settings, summarizer, judge)
 }
 
+pub mod next_action;
 mod recorded;
 pub use recorded::Recorded;
 
@@ -597,6 +606,10 @@ struct Replayer<'a, 's> {
     /// The summarizer is a model (not the offline stand-in, which cannot invent an
     /// instruction): its summaries are checked for fabricated directives.
     summarizer_is_model: bool,
+    /// The recorded assistant message of the call being made.
+    calling: usize,
+    /// What the recording held before each compaction's next action.
+    tracker: next_action::Tracker,
 }
 
 /// A user message a person typed: not a tool result, not text the agent harness injected,
@@ -723,6 +736,8 @@ impl<'a, 's> Replayer<'a, 's> {
             thinking_in_use: conversation.messages.iter().any(|m| !m.thinking.is_empty()),
             last_assistant: None,
             summarizer_is_model: summarizer.name() != "offline",
+            calling: 0,
+            tracker: next_action::Tracker::default(),
         }
     }
 
@@ -911,6 +926,7 @@ impl<'a, 's> Replayer<'a, 's> {
     fn call(&mut self, index: usize, output_tokens: u64) {
         let call = u32::try_from(self.metrics.calls).unwrap_or(u32::MAX);
         let events_before = self.metrics.compaction_events.len();
+        self.calling = index;
         if call == 0 {
             // The thresholds on the first request's real context (a strategy's may depend on
             // the system prompt), as the report draws them.
@@ -1231,7 +1247,17 @@ impl<'a, 's> Replayer<'a, 's> {
             self.edits.extend(masked.replaced);
         }
         self.mask_settled = plan.settled;
+        self.read_next_action();
         changed
+    }
+
+    /// Read the call's recorded action against the context the last compaction left.
+    fn read_next_action(&mut self) {
+        let live = self.live_request();
+        let action = self.tracker.score(self.conversation, self.calling, live, &self.ctx);
+        if let Some(e) = self.metrics.compaction_events.last_mut() {
+            e.next_action = Some(action);
+        }
     }
 
     /// Plan, summarize and apply one compaction for `trigger`; true when the context changed.
@@ -1291,6 +1317,7 @@ impl<'a, 's> Replayer<'a, 's> {
         // Keep the running totals known, so that later appends stay O(1).
         self.ctx.units(&self.exact);
         self.ctx.units(self.strategy.estimator());
+        self.read_next_action();
         changed
     }
 
@@ -1397,6 +1424,7 @@ impl<'a, 's> Replayer<'a, 's> {
             );
             m.summary_cost_usd = Some(summaries);
         }
+        next_action::settle(m);
         m.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.metrics
     }

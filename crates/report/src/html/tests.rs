@@ -503,6 +503,7 @@ fn event(call: u32) -> CompactionRecord {
         shortfall: None,
         summary: format!("summary-of-call-{call}"),
         violations: vec![],
+        next_action: None,
     }
 }
 

@@ -64,6 +64,7 @@ fn event(summary: &str) -> CompactionRecord {
         shortfall: None,
         summary: summary.into(),
         violations: Vec::new(),
+        next_action: None,
     }
 }
 

@@ -237,6 +237,9 @@ impl Verdict {
             None => out.push_str("  best: none (no configuration can be ranked)\n"),
         }
         out.push_str(&format!("  front: {}\n", list(&v.front_labels())));
+        if let Some(readiness) = &v.readiness {
+            out.push_str(&format!("  {readiness}\n"));
+        }
         for line in v.sweep_lines() {
             out.push_str(&format!("  sweep: {line}\n"));
         }
@@ -333,6 +336,9 @@ impl Verdict {
             }
             for s in v.sweep_lines() {
                 out.push_str(&format!("{} sweep: {s}\n", window_label(w)));
+            }
+            if let Some(readiness) = &v.readiness {
+                out.push_str(&format!("{} {readiness}\n", window_label(w)));
             }
             for warning in &v.warnings {
                 out.push_str(&format!("{} ! {}\n", window_label(w), warning_line(warning, &|id| v.label_of(id))));

@@ -267,3 +267,21 @@ fn the_answer_keys_line_sets_the_recorded_summaries_beside_the_rest() {
         .iter()
         .all(|w| w.views.iter().all(|v| v.state.is_none())));
 }
+
+#[test]
+fn readiness_gets_a_line_only_where_it_separates_the_front() {
+    let columns = "next_action_ready,next_action_ready_ci_low,next_action_ready_ci_high,next_action_compactions";
+    // The front is a and c; c's next actions find what they need far less often.
+    let apart = ["0.95,0.9,0.99,40", "0.5,0.45,0.55,40", "0.2,0.1,0.3,40", ",,,0", ",,,0"];
+    let v = verdict(&files(&standard(), 24, "", Some((columns, &apart)), None));
+    let line = pooled(&v).readiness.clone().expect("the intervals do not overlap");
+    assert!(line.contains("95.0%") && line.contains("20.0%") && line.contains("over 40 compactions"), "{line}");
+    assert!(!line.contains("50.0%"), "b is not on the front: {line}");
+    assert!(v.text().contains(&line));
+    // Overlapping intervals: no line.
+    let close = ["0.95,0.8,0.99,40", "0.5,0.45,0.55,40", "0.9,0.85,0.97,40", ",,,0", ",,,0"];
+    let v = verdict(&files(&standard(), 24, "", Some((columns, &close)), None));
+    assert_eq!(pooled(&v).readiness, None);
+    // No readiness at all (a run before it was measured): no line.
+    assert_eq!(pooled(&verdict(&files(&standard(), 24, "", None, None))).readiness, None);
+}

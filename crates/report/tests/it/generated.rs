@@ -105,6 +105,7 @@ fn metrics(conversation: usize, strategy: &str, window: u64) -> PairMetrics {
                 shortfall: None,
                 summary: if SUMMARIZING.contains(&strategy) { summary(conversation, call) } else { String::new() },
                 violations: vec![],
+                next_action: None,
             });
             tokens = after;
         }

@@ -104,6 +104,7 @@ fn stand_in_replay(
             shortfall: None,
             summary: format!("dropped {},\nkept \"{keep}\"", n - keep),
             violations: Vec::new(),
+            next_action: None,
         }]
     } else {
         Vec::new()
@@ -218,7 +219,8 @@ fn headers_are_pinned() {
          violations,peak_tokens,input_tokens,cached_tokens,output_tokens,uncompacted_input_tokens,final_tokens,\
          summarizer_calls,summarizer_failures,cost_usd,summary_cost_usd,probes,retention,at_risk_probes,at_risk_retention,\
          cache_hit_rate,judge,rejected_requests_openai,rejected_requests_anthropic,findings,completed,first_rejected_call,recording_violations,\
-         rejected_because,applicable,latest_user_message_dropped,fabricated_directives"
+         rejected_because,applicable,latest_user_message_dropped,fabricated_directives,\
+         next_action_ready,next_action_compactions,repeat_risk_failed,repeat_risk_reread"
     );
     assert_eq!(
         SUMMARY_HEADER.join(","),
@@ -234,7 +236,9 @@ fn headers_are_pinned() {
          median_calls_between_compactions,\
          retention_critical,retention_useful,retention_detail,probes_critical,probes_useful,probes_detail,\
          state_retention,state_retention_ci_low,state_retention_ci_high,state_conversations,state_keys,\
-         state_retention_critical,state_keys_critical,state_retention_useful,state_keys_useful,state_at_risk_retention,state_at_risk_keys"
+         state_retention_critical,state_keys_critical,state_retention_useful,state_keys_useful,state_at_risk_retention,\
+         state_at_risk_keys,next_action_ready,next_action_ready_ci_low,next_action_ready_ci_high,next_action_conversations,\
+         next_action_compactions,repeat_risk_failed,repeat_risk_reread"
     );
     assert_eq!(
         PROBES_HEADER.join(","),
@@ -245,7 +249,8 @@ fn headers_are_pinned() {
         COMPACTIONS_HEADER.join(","),
         "conversation_id,dataset,config_id,strategy,window,call,trigger,step,tokens_before,tokens_after,\
          estimate_before,estimate_after,messages_before,messages_after,removed,masked,round,fallback,shortfall,\
-         violations,summary"
+         violations,summary,next_action_message,next_action_tools,next_action_needed,next_action_ready,\
+         next_action_missing,repeat_risk"
     );
 }
 

