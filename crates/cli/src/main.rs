@@ -82,6 +82,32 @@ pub mod exit {
     pub const USAGE: u8 = 2;
 }
 
+/// On SIGINT or SIGTERM, kill the process groups of the external strategies' programs (a busy
+/// one would outlive the run otherwise) and exit 130 or 143, as a shell reports a process
+/// those signals ended. The run folder's lock is released by the OS with the process.
+#[cfg(unix)]
+fn stop_strategies_on_signals() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+    // Registered before this returns, so no signal arrives before the handler is in place.
+    let handlers = runtime.block_on(async { (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) });
+    let (Ok(mut interrupt), Ok(mut terminate)) = handlers else { return };
+    std::thread::spawn(move || {
+        let code = runtime.block_on(async {
+            tokio::select! {
+                _ = interrupt.recv() => 130,
+                _ = terminate.recv() => 143,
+            }
+        });
+        runner::external::stop_all();
+        tell!("error: stopped by a signal; the external strategies' processes were killed");
+        std::process::exit(code);
+    });
+}
+
+#[cfg(not(unix))]
+fn stop_strategies_on_signals() {}
+
 fn main() -> ExitCode {
     // clap's own messages (an unknown argument, --help) go through the same escaping.
     let cli = match Cli::try_parse() {
@@ -96,6 +122,9 @@ fn main() -> ExitCode {
             return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(exit::USAGE));
         }
     };
+    if matches!(cli.command, Command::Run(_) | Command::Conform(_)) {
+        stop_strategies_on_signals();
+    }
     if let Some(bytes) = cli.max_input_bytes {
         inputs::set_max_bytes(bytes);
     }

@@ -803,6 +803,21 @@ pub fn write_rows<W: std::io::Write, T: Serialize>(out: W, header: &[&str], rows
 /// A text cell that a spreadsheet would run as a formula (it starts with `=`, `+`, `-`, `@`,
 /// a tab or a carriage return) gets a leading `'`; numbers (`-0.5`) are left as they are.
 pub fn guard_formula(cell: &str) -> std::borrow::Cow<'_, str> {
+    // NUL and the other control characters but tab and line breaks (an id may hold them) are
+    // written as `[U+....]`: many CSV readers stop at a NUL.
+    if cell.chars().any(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r')) {
+        let shown: String = cell
+            .chars()
+            .map(|c| {
+                if c.is_control() && !matches!(c, '\n' | '\t' | '\r') {
+                    format!("[U+{:04X}]", c as u32)
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect();
+        return std::borrow::Cow::Owned(guard_formula(&shown).into_owned());
+    }
     let risky = cell.starts_with(['=', '+', '-', '@', '\t', '\r']);
     if risky && cell.trim().parse::<f64>().is_err() {
         std::borrow::Cow::Owned(format!("'{cell}"))
@@ -823,6 +838,13 @@ pub fn write_file<T: Serialize>(path: &Path, header: &[&str], rows: &[T]) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nul_and_control_characters_in_a_cell_are_shown_not_written() {
+        assert_eq!(guard_formula("id\u{0}x\u{1b}[2J"), "id[U+0000]x[U+001B][2J");
+        assert_eq!(guard_formula("=\u{0}"), "'=[U+0000]");
+        assert_eq!(guard_formula("tab\tand\nline"), "tab\tand\nline");
+    }
 
     /// The header a row struct produces through serde.
     fn serde_header<T: Serialize>(row: &T) -> Vec<String> {

@@ -397,6 +397,8 @@ fn plain(text: &str) -> String {
             '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
                 out.push_str(&format!("[U+{:04X}]", c as u32))
             }
+            // NUL and the other control characters (an id may hold them) are shown, not kept.
+            c if c.is_control() && !matches!(c, '\n' | '\t' | '\r') => out.push_str(&format!("[U+{:04X}]", c as u32)),
             _ => out.push(c),
         }
     }

@@ -128,6 +128,7 @@ impl Process {
 
     /// Kill the program and everything it started (it leads its own process group).
     fn kill(mut self) {
+        forget_group(self.child.id());
         #[cfg(unix)]
         {
             let group = format!("-{}", self.child.id());
@@ -140,6 +141,39 @@ impl Process {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// The process groups of the external strategies' programs started by this process and not
+/// yet killed: what [`stop_all`] stops.
+static LIVE_GROUPS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+fn forget_group(id: u32) {
+    if let Ok(mut groups) = LIVE_GROUPS.lock() {
+        groups.retain(|g| *g != id);
+    }
+}
+
+/// Kill the process group of every external strategy's program still running (each program
+/// runs in its own group, so the programs it started go too). For the binary to call when it
+/// is interrupted (SIGINT) or told to stop (SIGTERM), before it exits.
+pub fn stop_all() {
+    let groups: Vec<u32> = match LIVE_GROUPS.lock() {
+        Ok(mut groups) => groups.drain(..).collect(),
+        Err(poisoned) => poisoned.into_inner().drain(..).collect(),
+    };
+    for id in groups {
+        #[cfg(unix)]
+        {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{id}")])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+        #[cfg(not(unix))]
+        let _ = id;
     }
 }
 
@@ -204,6 +238,9 @@ impl ExternalStrategy {
         #[cfg(unix)]
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
         let mut child = command.spawn().map_err(|e| format!("cannot start {}: {e}", self.spec.command.join(" ")))?;
+        if let Ok(mut groups) = LIVE_GROUPS.lock() {
+            groups.push(child.id());
+        }
         let (stdin, stdout, stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
             (Some(i), Some(o), Some(e)) => (i, o, e),
             _ => return Err("the program's pipes could not be opened".into()),

@@ -379,3 +379,75 @@ fn conform_fails_a_strategy_that_drops_the_thinking_blocks_of_a_running_tool_loo
     assert!(messages.iter().any(|m| m["thinking"].as_array().is_some_and(|t| !t.is_empty())), "{case}");
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// A strategy that records its process id and that of a child it starts, then, asked to
+/// compact, never answers.
+const BUSY: &str = r#"
+import json, os, subprocess, sys, time
+sys.stdin.readline()
+child = subprocess.Popen(["sleep", "300"])
+with open("pids.txt", "w") as f:
+    f.write(f"{os.getpid()} {child.pid}\n")
+sys.stdout.write(json.dumps({"type": "ready", "name": "busy", "version": "1"}) + "\n")
+sys.stdout.flush()
+for line in sys.stdin:
+    time.sleep(300)
+"#;
+
+/// Whether process `pid` still runs (a zombie waiting for its reaper does not).
+fn alive(pid: &str) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// SIGTERM or SIGINT to a run stops the busy external strategy's process group (the program
+/// and the child it started), and the run exits 143 or 130.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_signal_to_the_run_stops_the_external_strategies_process_groups() {
+    for (signal, code) in [("-TERM", 143), ("-INT", 130)] {
+        let dir = setup(&format!("signal{signal}"), &[]);
+        fs::write(dir.join("busy.py"), BUSY).expect("strategy");
+        fs::write(
+            dir.join("exp.toml"),
+            "name = \"busy\"\ndatasets = [\"data\"]\nwindows = [16000]\n\n[[strategy]]\nname = \"external\"\n\
+             command = [\"python3\", \"busy.py\"]\ntimeout_s = 600\n",
+        )
+        .expect("experiment");
+        let mut child = Command::new(BIN)
+            .args(["run", "--config", "exp.toml", "--out", "out"])
+            .current_dir(&dir)
+            .env_remove("CI")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the binary runs");
+        let started = std::time::Instant::now();
+        let pids = loop {
+            if let Some(p) = fs::read_to_string(dir.join("pids.txt")).ok().filter(|p| p.ends_with('\n')) {
+                break p;
+            }
+            assert!(started.elapsed().as_secs() < 60, "the strategy did not start");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let pids: Vec<String> = pids.split_whitespace().map(String::from).collect();
+        assert_eq!(pids.len(), 2);
+        // Busy: asked to compact, it never answers.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        assert!(pids.iter().all(|p| alive(p)));
+        let sent = Command::new("kill").args([signal, &child.id().to_string()]).status().expect("kill runs");
+        assert!(sent.success());
+        let status = child.wait().expect("exits");
+        assert_eq!(status.code(), Some(code), "{signal}");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while pids.iter().any(|p| alive(p)) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        for p in &pids {
+            assert!(!alive(p), "{signal}: process {p} outlived the run");
+        }
+        let _ = fs::remove_dir_all(&dir);
+    }
+}

@@ -281,6 +281,7 @@ fn bad_input_cases(text: &str) -> Vec<BadInput> {
                 let (a, b) = value.trim().split_once(' ').unwrap_or_else(|| panic!("cases.txt:{}: same-as", n + 1));
                 case.same_as.push((a.to_string(), b.to_string()));
             }
+            "absent-nul" => case.absent.push((value.trim().to_string(), "\0".to_string())),
             "absent" => {
                 let (file, text) = value.split_once(' ').unwrap_or_else(|| panic!("cases.txt:{}: absent", n + 1));
                 case.absent.push((file.to_string(), text.to_string()));
