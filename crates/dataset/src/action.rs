@@ -51,10 +51,11 @@ fn without_line(t: &str) -> &str {
     head
 }
 
-/// The identifiers an assistant message's action uses: for each tool call, every scalar
+/// The identifiers an assistant message's action uses: for each tool call, every string
 /// argument that is an identifier as a whole (a `file_path`), then the identifiers inside the
 /// others (a command line); with no tool call, the identifiers of its reply text. The tool's
-/// name is not one (it comes from the tool definitions).
+/// name is not one (it comes from the tool definitions), nor a number argument (a timeout of
+/// `60000` is a setting of the tool, not something learned from the conversation).
 pub fn action_identifiers(m: &Message) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut push = |t: String| {
@@ -69,7 +70,7 @@ pub fn action_identifiers(m: &Message) -> Vec<String> {
     for call in &m.tool_calls {
         let mut values = Vec::new();
         match serde_json::from_str::<Value>(&call.arguments) {
-            Ok(v) => probes::scalar_values(&v, &mut values),
+            Ok(v) => strings(&v, &mut values),
             Err(_) => values.push(call.arguments.clone()),
         }
         for v in values {
@@ -82,6 +83,16 @@ pub fn action_identifiers(m: &Message) -> Vec<String> {
         }
     }
     out
+}
+
+/// The string values of a JSON value, in order.
+fn strings(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|x| strings(x, out)),
+        Value::Object(map) => map.values().for_each(|x| strings(x, out)),
+        _ => {}
+    }
 }
 
 /// The identifiers of a message as a history holds them: those of its text and tool calls,
@@ -184,6 +195,9 @@ mod tests {
             vec![call("Bash", serde_json::json!({"command": "pytest tests/test_parser.py -k test_lexer_42"}))],
         );
         assert_eq!(action_identifiers(&m), vec!["tests/test_parser.py", "test_lexer_42"]);
+        let timed =
+            Message::assistant_calls("", vec![call("Bash", serde_json::json!({"command": "make", "timeout": 60000}))]);
+        assert!(action_identifiers(&timed).is_empty(), "a number argument is a setting");
         let reply = Message::assistant("Your reservation Q69X3R is confirmed.");
         assert_eq!(action_identifiers(&reply), vec!["Q69X3R"]);
         assert_eq!(identifiers("src/a.rs:42:7: error"), vec!["src/a.rs"]);

@@ -1136,7 +1136,7 @@ pub(crate) fn tokens(text: &str) -> Vec<(usize, String, String)> {
 }
 
 /// The scalar values of a JSON value, in order (strings, and numbers written out).
-pub(crate) fn scalar_values(v: &Value, out: &mut Vec<String>) {
+fn scalar_values(v: &Value, out: &mut Vec<String>) {
     match v {
         Value::String(s) => out.push(s.clone()),
         Value::Number(n) => out.push(n.to_string()),
