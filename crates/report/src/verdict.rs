@@ -825,7 +825,7 @@ impl Inputs {
             convs = convs.max(self.summary_num(row, "state_conversations")?.unwrap_or(0.0));
             // A share over no key at risk says nothing.
             let at_risk = match self.summary_num(row, "state_at_risk_keys")? {
-                Some(n) if n == 0.0 => None,
+                Some(0.0) => None,
                 _ => self.summary_num(row, "state_at_risk_retention")?,
             };
             let compacted = self.summary_num(row, "compacted_conversations")?.unwrap_or(0.0);

@@ -9,7 +9,7 @@
 //!   (a replay states no separate input limit, so the `input - buffer` term does not apply),
 //!   and the context does not already end with a checkpoint. The estimate is the last
 //!   response's reported usage plus what came after it: exact `o200k_base` here, as for v1.
-//!   When `buffer` is at least the window nothing is left below it ([`Opencode::can_operate`]
+//!   When `buffer` is at least the window nothing is left below it ([`Strategy::can_operate`](compaction::Strategy::can_operate)
 //!   says so).
 //! - **Tail** (`findTailStart`): the messages as the checkpoint writes them, newest first,
 //!   while their estimate (characters / 4) stays within `keep_tokens` (the newest is kept even

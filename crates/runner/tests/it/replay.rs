@@ -1002,7 +1002,7 @@ fn gemini_cli_passes_the_provider_checks_at_16k_32k_and_128k() {
     for r in 0..300 {
         b = b.tool_call("bash", &format!("{{\"cmd\":\"step {r}\"}}"), format!("{r} {}", words(700)));
         if r % 10 == 9 {
-            b = b.assistant(&format!("Done with step {r}.")).user(&format!("Go on after step {r}."));
+            b = b.assistant(format!("Done with step {r}.")).user(format!("Go on after step {r}."));
         }
     }
     let conversation = b.assistant("Ported.").conversation("long");
