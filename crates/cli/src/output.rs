@@ -40,17 +40,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 /// escape sequence starts with ESC) and the bidirectional overrides and isolates are written
 /// as `\u{..}`, so a hostile id can neither drive the terminal nor reverse the line.
 pub fn terminal(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let bidi =
-            matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-        if (c.is_control() && c != '\n' && c != '\t') || bidi {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    // The verdict's markdown uses the same rule, so there is one.
+    report::verdict::render::inert(text)
 }
 
 #[cfg(test)]
