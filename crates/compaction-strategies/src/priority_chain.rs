@@ -98,9 +98,12 @@
 //! **What a provider refuses (a finding about the document).** The document's brute prune and
 //! its summaries of the oldest messages can leave an assistant message first in the
 //! conversation; the Anthropic Messages API refuses that (`first_not_user`), OpenAI accepts
-//! it. With `keep_tool_pairs = false` its raw message counts cut between a call and its
-//! result, which both providers refuse (an orphaned result, an unanswered call). Declared in
-//! `documented_rejections`.
+//! it. P1 strips every short user message as the document writes it, the latest one
+//! included: a request that ended with one can then end in a tool loop whose latest assistant
+//! message carries no thinking blocks while an earlier one does, which Anthropic refuses
+//! (`thinking_modified`). With `keep_tool_pairs = false` its raw message counts cut between a
+//! call and its result, which both providers refuse (an orphaned result, an unanswered call).
+//! Declared in `documented_rejections`.
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
@@ -1035,7 +1038,10 @@ impl Strategy for PriorityChain {
     fn profile(&self) -> Profile {
         Profile {
             documented_rejections: {
-                let mut rules = vec![(Provider::AnthropicMessages, RequestRule::FirstNotUser)];
+                let mut rules = vec![
+                    (Provider::AnthropicMessages, RequestRule::FirstNotUser),
+                    (Provider::AnthropicMessages, RequestRule::ThinkingModified),
+                ];
                 if !self.params.keep_tool_pairs {
                     for provider in Provider::ALL {
                         for rule in [
