@@ -126,6 +126,20 @@ fn quoted_after(cmd: &str, flags: &[&str]) -> Option<String> {
     None
 }
 
+/// A critical candidate whose facts are all in its source message.
+fn critical(kind: ProbeKind, question: &str, answer: String, facts: Vec<Vec<String>>, source: usize) -> Candidate {
+    Candidate {
+        kind,
+        question: question.to_string(),
+        answer,
+        facts,
+        source,
+        secondary: false,
+        fact_sources: Vec::new(),
+        tier: Tier::Critical,
+    }
+}
+
 impl Deriver<'_> {
     /// The command of a shell call, when the call is one.
     fn shell_command(&self, arguments: &str) -> Option<String> {
@@ -152,49 +166,40 @@ impl Deriver<'_> {
                 let done: Vec<&Todo> = items.iter().filter(|t| t.status == "completed").collect();
                 if let Some(current) = open.first() {
                     let facts: Vec<Vec<String>> = open.iter().take(3).map(|t| item_facts(&t.text)).collect();
-                    out.push(Candidate {
-                        kind: ProbeKind::NextStep,
-                        question: "Which items of its to-do list had the agent not finished yet?".into(),
-                        answer: format!(
+                    out.push(critical(
+                        ProbeKind::NextStep,
+                        "Which items of its to-do list had the agent not finished yet?",
+                        format!(
                             "{} (status {}){}",
                             clip(&current.text, 160),
                             current.status,
                             if open.len() > 1 { format!(", and {} more", open.len() - 1) } else { String::new() }
                         ),
                         facts,
-                        source: i,
-                        secondary: false,
-                        fact_sources: Vec::new(),
-                        tier: Tier::Critical,
-                    });
+                        i,
+                    ));
                 }
                 if let Some(last) = done.last() {
-                    out.push(Candidate {
-                        kind: ProbeKind::WorkState,
-                        question: "Which items of its to-do list had the agent finished?".into(),
-                        answer: clip(&last.text, 200),
-                        facts: done.iter().rev().take(2).map(|t| item_facts(&t.text)).collect(),
-                        source: i,
-                        secondary: false,
-                        fact_sources: Vec::new(),
-                        tier: Tier::Critical,
-                    });
+                    out.push(critical(
+                        ProbeKind::WorkState,
+                        "Which items of its to-do list had the agent finished?",
+                        clip(&last.text, 200),
+                        done.iter().rev().take(2).map(|t| item_facts(&t.text)).collect(),
+                        i,
+                    ));
                 }
             }
             // Claude Code's task tools: a task created is an item still to do.
             for call in m.tool_calls.iter().filter(|c| c.name == "TaskCreate") {
                 let Ok(v) = serde_json::from_str::<Value>(&call.arguments) else { continue };
                 let Some(subject) = v.get("subject").and_then(Value::as_str) else { continue };
-                out.push(Candidate {
-                    kind: ProbeKind::NextStep,
-                    question: "Which task did the agent add to its task list?".into(),
-                    answer: clip(subject, 200),
-                    facts: vec![item_facts(subject)],
-                    source: i,
-                    secondary: false,
-                    fact_sources: Vec::new(),
-                    tier: Tier::Critical,
-                });
+                out.push(critical(
+                    ProbeKind::NextStep,
+                    "Which task did the agent add to its task list?",
+                    clip(subject, 200),
+                    vec![item_facts(subject)],
+                    i,
+                ));
             }
         }
         // The latest lists first: what the work stands on now.
@@ -222,16 +227,13 @@ impl Deriver<'_> {
                             if answer.split_whitespace().count() > 8 {
                                 aliases = key_phrase(answer).into_iter().collect();
                             }
-                            out.push(Candidate {
-                                kind: ProbeKind::Choice,
-                                question: "What did the user answer when the agent asked them to choose?".into(),
-                                answer: clip(answer, 300),
-                                facts: vec![aliases],
-                                source: j,
-                                secondary: false,
-                                fact_sources: Vec::new(),
-                                tier: Tier::Critical,
-                            });
+                            out.push(critical(
+                                ProbeKind::Choice,
+                                "What did the user answer when the agent asked them to choose?",
+                                clip(answer, 300),
+                                vec![aliases],
+                                j,
+                            ));
                         }
                     }
                     "ExitPlanMode" => {
@@ -247,27 +249,21 @@ impl Deriver<'_> {
                         if let Some(words) =
                             result.split("the user said:").nth(1).map(str::trim).filter(|w| !w.is_empty())
                         {
-                            out.push(Candidate {
-                                kind: ProbeKind::Choice,
-                                question: "What did the user say when they turned down the agent's plan?".into(),
-                                answer: clip(words, 300),
-                                facts: vec![key_phrase(words).into_iter().collect()],
-                                source: j,
-                                secondary: false,
-                                fact_sources: Vec::new(),
-                                tier: Tier::Critical,
-                            });
+                            out.push(critical(
+                                ProbeKind::Choice,
+                                "What did the user say when they turned down the agent's plan?",
+                                clip(words, 300),
+                                vec![key_phrase(words).into_iter().collect()],
+                                j,
+                            ));
                         } else if let Some(title) = title.filter(|_| !self.msg(j).is_error) {
-                            out.push(Candidate {
-                                kind: ProbeKind::Choice,
-                                question: "Which plan did the user approve?".into(),
-                                answer: clip(&title, 300),
-                                facts: vec![vec![title.clone()]],
-                                source: i,
-                                secondary: false,
-                                fact_sources: Vec::new(),
-                                tier: Tier::Critical,
-                            });
+                            out.push(critical(
+                                ProbeKind::Choice,
+                                "Which plan did the user approve?",
+                                clip(&title, 300),
+                                vec![vec![title.clone()]],
+                                i,
+                            ));
                         }
                     }
                     _ => {}
@@ -305,16 +301,13 @@ impl Deriver<'_> {
                     if let Some((_, rest)) = subject.split_once(": ") {
                         said.push(rest.trim().to_string());
                     }
-                    out.push(Candidate {
-                        kind: ProbeKind::WorkState,
-                        question: "What did the agent commit, and on which branch?".into(),
-                        answer: format!("{subject} ({hash} on {branch})"),
-                        facts: vec![said, vec![hash.to_string()], vec![branch.to_string()]],
-                        source: j,
-                        secondary: false,
-                        fact_sources: Vec::new(),
-                        tier: Tier::Critical,
-                    });
+                    out.push(critical(
+                        ProbeKind::WorkState,
+                        "What did the agent commit, and on which branch?",
+                        format!("{subject} ({hash} on {branch})"),
+                        vec![said, vec![hash.to_string()], vec![branch.to_string()]],
+                        j,
+                    ));
                 } else if cmd.contains("git push") {
                     let branch = cmd
                         .split_whitespace()
@@ -324,16 +317,13 @@ impl Deriver<'_> {
                         .nth(1)
                         .map(|b| b.trim_matches(|c: char| "\"';&".contains(c)).to_string());
                     let Some(branch) = branch.filter(|b| b.len() >= 3) else { continue };
-                    out.push(Candidate {
-                        kind: ProbeKind::WorkState,
-                        question: "Which branch did the agent push?".into(),
-                        answer: branch.clone(),
-                        facts: vec![vec![branch]],
-                        source: i,
-                        secondary: false,
-                        fact_sources: Vec::new(),
-                        tier: Tier::Critical,
-                    });
+                    out.push(critical(
+                        ProbeKind::WorkState,
+                        "Which branch did the agent push?",
+                        branch.clone(),
+                        vec![vec![branch]],
+                        i,
+                    ));
                 } else if cmd.contains("gh pr create") {
                     let url = result.content.split_whitespace().find(|w| w.contains("/pull/")).map(str::to_string);
                     let Some(url) = url else { continue };
@@ -400,16 +390,13 @@ impl Deriver<'_> {
                 if !facts::allowed(&phrase) {
                     continue;
                 }
-                out.push(Candidate {
-                    kind: ProbeKind::Constraint,
-                    question: "What did the user tell the agent it must or must not do?".into(),
-                    answer: clip(sentence.trim(), 300),
-                    facts: vec![vec![phrase]],
-                    source: i,
-                    secondary: false,
-                    fact_sources: Vec::new(),
-                    tier: Tier::Critical,
-                });
+                out.push(critical(
+                    ProbeKind::Constraint,
+                    "What did the user tell the agent it must or must not do?",
+                    clip(sentence.trim(), 300),
+                    vec![vec![phrase]],
+                    i,
+                ));
             }
         }
         out.reverse();

@@ -26,10 +26,9 @@ fn run(conversation: &Conversation, strategy: &str, window: u64) -> PairMetrics 
     replay(conversation, &settings, &OfflineSummarizer::new(), &OfflineJudge).expect("replays")
 }
 
-/// A session whose agent compacted once: the summary keeps the ticket id, not the port.
-fn session() -> Conversation {
-    let mut messages = vec![Message::user("Deploy ticket OPS-4711 to the staging host on port 8443.")];
-    for i in 0..6 {
+/// `n` rounds of a `Bash` call and its 200-word result.
+fn tool_rounds(messages: &mut Vec<Message>, n: usize) {
+    for i in 0..n {
         let id = format!("t{i}");
         messages.push(Message::assistant_calls(
             "",
@@ -41,6 +40,12 @@ fn session() -> Conversation {
         ));
         messages.push(Message::tool_result(id, "Bash", "ok ".repeat(200)));
     }
+}
+
+/// A session whose agent compacted once: the summary keeps the ticket id, not the port.
+fn session() -> Conversation {
+    let mut messages = vec![Message::user("Deploy ticket OPS-4711 to the staging host on port 8443.")];
+    tool_rounds(&mut messages, 6);
     messages.push(
         Message::user("This session is being continued from a previous conversation. Summary: deploying OPS-4711.")
             .with_meta("compact_summary", true.into())
@@ -221,18 +226,7 @@ fn rejecting_session(summary: &str) -> Conversation {
         "Bash",
         "The user doesn't want to proceed with this tool use. The tool use was rejected. To tell you how to proceed, the user said:\nno commits until the tests pass",
     ));
-    for i in 0..4 {
-        let id = format!("t{i}");
-        messages.push(Message::assistant_calls(
-            "",
-            vec![ToolCall {
-                id: id.clone(),
-                name: "Bash".into(),
-                arguments: json!({"command": format!("step {i}")}).to_string(),
-            }],
-        ));
-        messages.push(Message::tool_result(id, "Bash", "ok ".repeat(200)));
-    }
+    tool_rounds(&mut messages, 4);
     messages.push(Message::user(summary).with_meta("compact_summary", true.into()));
     messages.push(Message::assistant("Continuing."));
     Conversation::new("r", messages)
