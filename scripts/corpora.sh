@@ -8,6 +8,8 @@
 #                               datasets, then experiments/ci-corpora.toml, then check
 #   scripts/corpora.sh peers    import, then experiments/peers.toml over the corpora (the external
 #                               peers beside their built-ins; run scripts/setup-peers.sh first)
+#   scripts/corpora.sh real     import, then rewrite the default experiment's real set
+#                               (datasets/real/, datasets/keys/real/; see datasets/real/SOURCE.md)
 #   scripts/corpora.sh check DIR   check that run folder DIR is complete (below)
 #
 # `ci` ends with `check`: the run's summary.csv must hold exactly the strategies
@@ -153,9 +155,42 @@ import() {
     $bin validate "$out"
 }
 
+# real: the default experiment's real set. From the two MIT-licensed Claude Code sources, every
+# imported session longer than 512,000 bytes of JSONL (about 128k tokens: each compacts at both
+# default windows), in import order, with its answer keys (the lines of
+# datasets/keys/corpora/<source>.jsonl about those sessions, unchanged).
+real() {
+    python3 - <<'PY'
+import json, os
+MIN_BYTES = 512_000
+os.makedirs("datasets/real", exist_ok=True)
+os.makedirs("datasets/keys/real", exist_ok=True)
+for source in ["claude-code-entire", "claude-code-spotter"]:
+    kept = []
+    with open(f"target/corpora/{source}.jsonl", encoding="utf-8") as f:
+        for line in f:
+            if len(line.encode("utf-8")) > MIN_BYTES:
+                kept.append(line if line.endswith("\n") else line + "\n")
+    ids = {json.loads(line)["id"] for line in kept}
+    with open(f"datasets/real/{source}.jsonl", "w", encoding="utf-8") as out:
+        out.writelines(kept)
+    keys = []
+    with open(f"datasets/keys/corpora/{source}.jsonl", encoding="utf-8") as f:
+        keys = [line for line in f if line.strip() and json.loads(line).get("conversation") in ids]
+    with open(f"datasets/keys/real/{source}.jsonl", "w", encoding="utf-8") as out:
+        out.writelines(keys)
+    print(f"datasets/real/{source}.jsonl: {len(kept)} sessions, {len(keys)} keys")
+PY
+}
+
 case "$mode" in
     import)
         import target/corpora
+        ;;
+    real)
+        import target/corpora
+        real
+        $bin validate datasets/real
         ;;
     run)
         import target/corpora
@@ -182,7 +217,7 @@ case "$mode" in
         check target/ci-corpora-run
         ;;
     *)
-        echo "usage: scripts/corpora.sh import|run|ci|peers [run options] | check RUN_DIR" >&2
+        echo "usage: scripts/corpora.sh import|run|ci|peers|real [run options] | check RUN_DIR" >&2
         exit 2
         ;;
 esac

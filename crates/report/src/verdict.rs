@@ -171,16 +171,16 @@ pub struct View {
     pub conversations: usize,
     /// Conversations that compacted under at least one configuration.
     pub compacting_conversations: usize,
-    /// Conversations with at least one paired at-risk probe: what the retention ranking rests on.
-    pub evidence_conversations: usize,
-    /// Paired at-risk probes (probe-checkpoint pairs) per configuration.
-    pub paired_probes: usize,
     /// Every configuration of the window with rows in the view, in experiment order.
     pub configurations: Vec<Entry>,
     /// The front's configuration ids, best first.
     pub front: Vec<String>,
     /// The front's first, compared with its second (how sure the verdict is).
     pub best: Option<Best>,
+    /// Front configurations with no detectable difference from the best in completion or
+    /// retention, on enough conversations compacted under both: the cheapest of them is the pick.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tie: Option<Tie>,
     pub warnings: Vec<Warning>,
     /// Parameters swept over in the view, with the values on the front.
     pub sweeps: Vec<Sweep>,
@@ -199,6 +199,34 @@ pub struct Best {
     pub config_id: String,
     /// The front's second and how the best compares with it; `None` with a front of one.
     pub runner_up: Option<Comparison>,
+    /// The best against every other front configuration, in front order (the runner-up first).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub against: Vec<Against>,
+}
+
+/// The best against one other front configuration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Against {
+    pub config_id: String,
+    pub comparison: Comparison,
+}
+
+/// Front configurations the runs cannot tell apart in quality: no detectable difference from
+/// the best in completion or at-risk retention, each comparison on at least [`MIN_EVIDENCE`]
+/// conversations compacted under both.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Tie {
+    /// The best first, then the others in front order.
+    pub members: Vec<String>,
+    /// The cheapest member by cost per conversation: the one to ship.
+    pub cheapest: String,
+    /// What the cheapest saves per conversation against the best (`best - cheapest`, paired;
+    /// `None` when unpriced or when the best is the cheapest).
+    pub saving: Option<f64>,
+    /// The saving as a share of the best's cost per conversation.
+    pub saving_share: Option<f64>,
+    /// The fewest conversations compacted under both that a member's comparison rests on.
+    pub conversations: usize,
 }
 
 /// One configuration in one view.
@@ -253,6 +281,11 @@ pub enum Standing {
 pub struct Comparison {
     /// The front configuration.
     pub by: String,
+    /// Conversations compacted under both: what the comparison rests on. Under
+    /// [`MIN_EVIDENCE`] the comparison says "too little evidence".
+    pub both_compacted: usize,
+    /// Probe-checkpoint pairs at risk under both (the retention difference's probes).
+    pub probes: usize,
     /// `front - other`: positive when the front configuration completes more.
     pub completion: Difference,
     /// `front - other` in paired at-risk retention.
@@ -265,6 +298,11 @@ impl Comparison {
     /// Some difference is detectable.
     pub fn detectable(&self) -> bool {
         self.completion.detectable || self.retention.detectable || self.cost.detectable
+    }
+
+    /// The comparison rests on enough conversations compacted under both.
+    pub fn enough_evidence(&self) -> bool {
+        self.both_compacted >= MIN_EVIDENCE
     }
 }
 
@@ -359,6 +397,8 @@ struct Inputs {
     at_risk: BTreeMap<String, BTreeSet<(String, String, String)>>,
     unscored_probes: usize,
     tiered: bool,
+    /// The summaries come from the stand-in.
+    stand_in: bool,
 }
 
 impl Verdict {
@@ -396,6 +436,7 @@ impl Verdict {
             at_risk: BTreeMap::new(),
             unscored_probes: 0,
             tiered: false,
+            stand_in: false,
         };
         inputs.read_results(&results)?;
         if let Some(p) = &probes {
@@ -405,6 +446,7 @@ impl Verdict {
         let summarizer = text("summarizer");
         let flag = manifest.get("stand_in_summary").and_then(serde_json::Value::as_bool);
         let stand_in = flag.unwrap_or(summarizer == "offline");
+        inputs.stand_in = stand_in;
         let mut notes = Vec::new();
         if flag.is_none() {
             notes.push(format!(
@@ -460,10 +502,10 @@ impl Verdict {
                     datasets.extend(r.keys().map(|(d, _)| d.clone()));
                 }
             }
-            let mut views = vec![inputs.view(&ids, ALL_DATASETS, &datasets)?];
+            let mut views = vec![inputs.view(&ids, ALL_DATASETS)?];
             if datasets.len() > 1 {
                 for d in &datasets {
-                    views.push(inputs.view(&ids, d, &datasets)?);
+                    views.push(inputs.view(&ids, d)?);
                 }
             }
             windows.push(WindowVerdict { window: w, views });
@@ -617,61 +659,25 @@ impl Inputs {
             .unwrap_or_default()
     }
 
-    /// The paired probe set of a window in a view: per dataset, the probes at risk under every
-    /// configuration that compacted there (pooled: their union).
-    fn paired_set(
-        &self,
-        configs: &[&Config],
-        view: &str,
-        datasets: &BTreeSet<String>,
-    ) -> BTreeSet<(String, String, String)> {
-        let mut out = BTreeSet::new();
-        let empty = BTreeSet::new();
-        for d in datasets.iter().filter(|d| view == ALL_DATASETS || *d == view) {
-            let mut set: Option<BTreeSet<(String, String, String)>> = None;
-            for c in configs {
-                let compacted = self.replays_in(&c.id, d).values().any(|r| r.compacted);
-                if !compacted {
-                    continue;
-                }
-                let mine: BTreeSet<(String, String, String)> =
-                    self.at_risk.get(&c.id).unwrap_or(&empty).iter().filter(|(pd, _, _)| pd == d).cloned().collect();
-                set = Some(match set {
-                    None => mine,
-                    Some(s) => &s & &mine,
-                });
-            }
-            out.extend(set.unwrap_or_default());
-        }
-        out
-    }
-
-    /// Per conversation: (mean over the paired probes' scores, probe count).
-    fn paired_scores(&self, config: &str, set: &BTreeSet<(String, String, String)>) -> BTreeMap<ConvKey, (f64, f64)> {
-        let mut out = BTreeMap::new();
-        let Some(convs) = self.scores.get(config) else { return out };
-        for (key, probes) in convs {
-            let (mut sum, mut n) = (0.0, 0usize);
-            for (probe, scores) in probes {
-                if set.contains(&(key.0.clone(), key.1.clone(), probe.clone())) {
-                    sum += scores.iter().sum::<f64>();
-                    n += scores.len();
-                }
-            }
-            if n > 0 {
-                out.insert(key.clone(), (sum / n as f64, n as f64));
+    /// Per conversation of a view: the scores (every checkpoint) of the probes at risk under a
+    /// configuration, the probes that count toward the headline only.
+    fn at_risk_scores(&self, config: &str, view: &str) -> BTreeMap<ConvKey, BTreeMap<String, Vec<f64>>> {
+        let mut out: BTreeMap<ConvKey, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
+        let (Some(at_risk), Some(scores)) = (self.at_risk.get(config), self.scores.get(config)) else { return out };
+        for (d, c, p) in at_risk.iter().filter(|(d, _, _)| view == ALL_DATASETS || d == view) {
+            let key = (d.clone(), c.clone());
+            if let Some(s) = scores.get(&key).and_then(|probes| probes.get(p)) {
+                out.entry(key).or_default().insert(p.clone(), s.clone());
             }
         }
         out
     }
 
-    fn view(&self, configs: &[&Config], view: &str, datasets: &BTreeSet<String>) -> Result<View, VerdictError> {
-        let set = self.paired_set(configs, view, datasets);
+    fn view(&self, configs: &[&Config], view: &str) -> Result<View, VerdictError> {
         let mut entries = Vec::new();
         let mut per_conv: Vec<Series> = Vec::new();
         let mut all_convs: BTreeSet<&ConvKey> = BTreeSet::new();
         let mut compacting: BTreeSet<&ConvKey> = BTreeSet::new();
-        let mut evidence: BTreeSet<ConvKey> = BTreeSet::new();
         let mut warnings = Vec::new();
         let applicable_col = self.summary.col("applicable");
         let reason_col = self.summary.col("inapplicable_reason");
@@ -684,14 +690,18 @@ impl Inputs {
             }
             all_convs.extend(replays.keys().copied());
             compacting.extend(replays.iter().filter(|(_, r)| r.compacted).map(|(k, _)| *k));
-            let retention = self.paired_scores(&c.id, &set);
-            let retention: BTreeMap<ConvKey, (f64, f64)> =
-                retention.into_iter().filter(|((d, _), _)| view == ALL_DATASETS || d == view).collect();
-            evidence.extend(retention.keys().cloned());
+            let at_risk = self.at_risk_scores(&c.id, view);
+            // Its own at-risk retention: per conversation, the mean over the probes at risk under it.
+            let (rv, rw): (Vec<f64>, Vec<f64>) = at_risk
+                .values()
+                .filter_map(|probes| {
+                    let scores: Vec<f64> = probes.values().flatten().copied().collect();
+                    mean(&scores).map(|m| (m, scores.len() as f64))
+                })
+                .unzip();
             let seed_id = format!("{}@{view}", c.id);
             let completion_values: Vec<f64> = replays.values().map(|r| if r.completed { 1.0 } else { 0.0 }).collect();
             let cost_values: Vec<f64> = replays.values().filter_map(|r| r.cost).collect();
-            let (rv, rw): (Vec<f64>, Vec<f64>) = retention.values().copied().unzip();
             let figure = |values: &[f64], metric: &str| Figure {
                 value: mean(values),
                 interval: bootstrap_ci(values, metric_seed(self.seed, &seed_id, metric)),
@@ -746,32 +756,39 @@ impl Inputs {
             per_conv.push(Series {
                 completion: replays.iter().map(|(k, r)| ((*k).clone(), if r.completed { 1.0 } else { 0.0 })).collect(),
                 cost: replays.iter().filter_map(|(k, r)| r.cost.map(|v| ((*k).clone(), v))).collect(),
-                retention,
+                compacted: replays.iter().filter(|(_, r)| r.compacted).map(|(k, _)| (*k).clone()).collect(),
+                at_risk,
             });
             entries.push(entry);
         }
-        let paired_probes = entries.iter().filter_map(|e| e.retention.probes).max().unwrap_or(0);
         rank(&mut entries, &per_conv, self.seed, view);
-        let front: Vec<String> = front_order(&entries);
+        let front: Vec<String> = front_order(&entries, &per_conv);
         let best = front.first().map(|first| {
-            let runner_up = front.get(1).map(|second| {
-                let (a, b) = (index(&entries, first), index(&entries, second));
-                compare(&entries[a], &per_conv[a], &entries[b], &per_conv[b], self.seed, view)
-            });
-            Best { config_id: first.clone(), runner_up }
+            let a = index(&entries, first);
+            let against: Vec<Against> = front[1..]
+                .iter()
+                .map(|other| {
+                    let b = index(&entries, other);
+                    Against {
+                        config_id: other.clone(),
+                        comparison: compare(&entries[a], &per_conv[a], &entries[b], &per_conv[b], self.seed, view),
+                    }
+                })
+                .collect();
+            Best { config_id: first.clone(), runner_up: against.first().map(|x| x.comparison.clone()), against }
         });
-        self.view_warnings(&entries, evidence.len(), compacting.len(), &extra, &mut warnings);
+        let tie = best.as_ref().and_then(|b| tie(b, &entries));
+        self.view_warnings(&entries, best.as_ref(), &extra, &mut warnings);
         let sweeps = sweeps(configs, &entries);
         let state = self.state_line(configs, view)?;
         let mut out = View {
             dataset: view.to_string(),
             conversations: all_convs.len(),
             compacting_conversations: compacting.len(),
-            evidence_conversations: evidence.len(),
-            paired_probes,
             configurations: entries,
             front,
             best,
+            tie,
             warnings,
             sweeps,
             state,
@@ -855,8 +872,9 @@ impl Inputs {
                 _ => String::new(),
             };
             parts.push(format!(
-                "{} configurations that compacted {} ({}) to {} ({}){risk}",
+                "{} configurations that compacted{} {} ({}) to {} ({}){risk}",
                 others.len(),
+                if self.stand_in { " (summaries by the stand-in)" } else { "" },
                 pct(low.1),
                 low.0,
                 pct(high.1),
@@ -872,8 +890,7 @@ impl Inputs {
     fn view_warnings(
         &self,
         entries: &[Entry],
-        evidence: usize,
-        compacting: usize,
+        best: Option<&Best>,
         extra: &BTreeMap<&str, Vec<String>>,
         warnings: &mut Vec<Warning>,
     ) {
@@ -883,14 +900,27 @@ impl Inputs {
         let mut push = |kind, message: String, configurations: Vec<String>| {
             warnings.push(Warning { kind, message, configurations })
         };
-        if evidence < MIN_EVIDENCE {
-            push(
-                WarningKind::TooLittleEvidence,
-                format!(
-                    "too little evidence to rank: the paired figures rest on {evidence} conversations ({compacting} compacted under some configuration); at least {MIN_EVIDENCE} are needed"
-                ),
-                Vec::new(),
-            );
+        // Said of the best's comparisons that lack evidence, each with its count; a thin
+        // comparison never stands for the others.
+        if let Some(best) = best {
+            let thin: Vec<&Against> = best.against.iter().filter(|a| !a.comparison.enough_evidence()).collect();
+            if !thin.is_empty() {
+                let mut counts: Vec<usize> = thin.iter().map(|a| a.comparison.both_compacted).collect();
+                counts.dedup();
+                let counts: Vec<String> = match counts.as_slice() {
+                    [one] if thin.len() > 1 => vec![format!("{one} conversations each")],
+                    _ => counts.iter().map(|n| format!("{n} conversations")).collect(),
+                };
+                push(
+                    WarningKind::TooLittleEvidence,
+                    format!(
+                        "too little evidence to tell the best from {} on the front ({} compacted under both; at least {MIN_EVIDENCE} are needed)",
+                        if thin.len() == 1 { "one other".to_string() } else { format!("{} others", thin.len()) },
+                        counts.join(", ")
+                    ),
+                    thin.iter().map(|a| a.config_id.clone()).collect(),
+                );
+            }
         }
         let inapplicable =
             ids(&|e| matches!(&e.standing, Standing::NotRanked { reason } if reason.starts_with("cannot operate")));
@@ -959,20 +989,61 @@ impl Inputs {
 struct Series {
     completion: BTreeMap<ConvKey, f64>,
     cost: BTreeMap<ConvKey, f64>,
-    /// (mean over the paired probes, probe count).
-    retention: BTreeMap<ConvKey, (f64, f64)>,
+    /// The conversations it compacted.
+    compacted: BTreeSet<ConvKey>,
+    /// Per conversation, the scores of the probes at risk under it.
+    at_risk: BTreeMap<ConvKey, BTreeMap<String, Vec<f64>>>,
+}
+
+impl Series {
+    /// Per conversation with probes at risk under both: (own mean, other's mean, probe
+    /// count) over the probes at risk under both.
+    fn paired_retention(&self, other: &Series) -> Vec<(f64, f64, f64)> {
+        let mut out = Vec::new();
+        for (key, mine) in &self.at_risk {
+            let Some(theirs) = other.at_risk.get(key) else { continue };
+            let (mut a, mut b, mut n, mut m) = (0.0, 0.0, 0usize, 0usize);
+            for (probe, scores) in mine {
+                if let Some(other_scores) = theirs.get(probe) {
+                    a += scores.iter().sum::<f64>();
+                    n += scores.len();
+                    b += other_scores.iter().sum::<f64>();
+                    m += other_scores.len();
+                }
+            }
+            if n > 0 && m > 0 {
+                out.push((a / n as f64, b / m as f64, n as f64));
+            }
+        }
+        out
+    }
+
+    /// `self - other`, paired means only (no test): completion, at-risk retention over the
+    /// probes at risk under both (`None` with none), cost (`None` unpriced).
+    fn mean_differences(&self, other: &Series) -> [Option<f64>; 3] {
+        let plain = |a: &BTreeMap<ConvKey, f64>, b: &BTreeMap<ConvKey, f64>| {
+            let d: Vec<f64> = a.iter().filter_map(|(k, av)| b.get(k).map(|bv| av - bv)).collect();
+            mean(&d)
+        };
+        let pairs = self.paired_retention(other);
+        let weight: f64 = pairs.iter().map(|p| p.2).sum();
+        let retention = (weight > 0.0).then(|| pairs.iter().map(|(a, b, n)| (a - b) * n).sum::<f64>() / weight);
+        [plain(&self.completion, &other.completion), retention, plain(&self.cost, &other.cost)]
+    }
 }
 
 fn index(entries: &[Entry], id: &str) -> usize {
     entries.iter().position(|e| e.config_id == id).unwrap_or(0)
 }
 
-/// `a` is at least as good as `b` on every figure and better on one (a missing figure on
-/// either side does not count).
-fn dominates(a: &Entry, b: &Entry) -> bool {
-    let cmp = |x: Option<f64>, y: Option<f64>, higher: bool| match (x, y) {
-        (Some(x), Some(y)) if (x - y).abs() > 1e-12 => {
-            if (x > y) == higher {
+/// `a` is at least as good as `b` on every paired figure and better on one: completion and
+/// cost on the conversations both replayed, retention on the probes at risk under both (a
+/// missing figure counts as equal).
+fn dominates(a: &Series, b: &Series) -> bool {
+    let [completion, retention, cost] = a.mean_differences(b);
+    let sign = |d: Option<f64>, higher: bool| match d {
+        Some(d) if d.abs() > 1e-12 => {
+            if (d > 0.0) == higher {
                 std::cmp::Ordering::Greater
             } else {
                 std::cmp::Ordering::Less
@@ -980,27 +1051,41 @@ fn dominates(a: &Entry, b: &Entry) -> bool {
         }
         _ => std::cmp::Ordering::Equal,
     };
-    let all = [
-        cmp(a.completion.value, b.completion.value, true),
-        cmp(a.retention.value, b.retention.value, true),
-        cmp(a.cost.value, b.cost.value, false),
-    ];
+    let all = [sign(completion, true), sign(retention, true), sign(cost, false)];
     all.iter().all(|o| o.is_ge()) && all.iter().any(|o| o.is_gt())
 }
 
-/// Order for the front: completion, then retention (both descending), then cost.
-fn better_first(a: &Entry, b: &Entry) -> std::cmp::Ordering {
-    let key = |v: Option<f64>| v.unwrap_or(f64::NEG_INFINITY);
-    key(b.completion.value)
-        .total_cmp(&key(a.completion.value))
-        .then(key(b.retention.value).total_cmp(&key(a.retention.value)))
-        .then(a.cost.value.unwrap_or(f64::INFINITY).total_cmp(&b.cost.value.unwrap_or(f64::INFINITY)))
-}
-
-fn front_order(entries: &[Entry]) -> Vec<String> {
-    let mut front: Vec<&Entry> = entries.iter().filter(|e| e.standing == Standing::Front).collect();
-    front.sort_by(|a, b| better_first(a, b));
-    front.into_iter().map(|e| e.config_id.clone()).collect()
+/// The front, best first: by completion, then by paired retention wins against the rest of
+/// the front (wins minus losses) in comparisons on at least [`MIN_EVIDENCE`] conversations
+/// compacted under both, then by the same count over every comparison, then by cost. A
+/// configuration that compacts rarely cannot lead on comparisons too thin to count.
+fn front_order(entries: &[Entry], series: &[Series]) -> Vec<String> {
+    let front: Vec<usize> = (0..entries.len()).filter(|&i| entries[i].standing == Standing::Front).collect();
+    let wins = |i: usize| -> (i64, i64) {
+        let (mut evidenced, mut all) = (0, 0);
+        for &j in front.iter().filter(|&&j| j != i) {
+            let w = match series[i].mean_differences(&series[j])[1] {
+                Some(d) if d > 1e-12 => 1,
+                Some(d) if d < -1e-12 => -1,
+                _ => 0,
+            };
+            all += w;
+            if series[i].compacted.intersection(&series[j].compacted).count() >= MIN_EVIDENCE {
+                evidenced += w;
+            }
+        }
+        (evidenced, all)
+    };
+    let mut keyed: Vec<(usize, (i64, i64))> = front.iter().map(|&i| (i, wins(i))).collect();
+    let key = |v: Option<f64>, missing: f64| v.unwrap_or(missing);
+    keyed.sort_by(|(a, wa), (b, wb)| {
+        let (a, b) = (&entries[*a], &entries[*b]);
+        key(b.completion.value, f64::NEG_INFINITY)
+            .total_cmp(&key(a.completion.value, f64::NEG_INFINITY))
+            .then(wb.cmp(wa))
+            .then(key(a.cost.value, f64::INFINITY).total_cmp(&key(b.cost.value, f64::INFINITY)))
+    });
+    keyed.into_iter().map(|(i, _)| entries[i].config_id.clone()).collect()
 }
 
 /// Set every entry's standing.
@@ -1017,28 +1102,50 @@ fn rank(entries: &mut [Entry], series: &[Series], seed: u64, view: &str) {
     }
     let someone_completes = entries.iter().any(|e| e.standing == Standing::Front && e.completion.value == Some(1.0));
     let ranked: Vec<usize> = (0..entries.len()).filter(|&i| entries[i].standing == Standing::Front).collect();
-    let mut front: Vec<usize> = ranked
+    let front: Vec<usize> = ranked
         .iter()
         .copied()
         .filter(|&i| !someone_completes || entries[i].completion.value == Some(1.0))
-        .filter(|&i| !ranked.iter().any(|&j| j != i && dominates(&entries[j], &entries[i])))
+        .filter(|&i| !ranked.iter().any(|&j| j != i && dominates(&series[j], &series[i])))
         .collect();
-    front.sort_by(|&a, &b| better_first(&entries[a], &entries[b]));
+    let order = front_order_of(entries, series, &front);
     for &i in &ranked {
         if front.contains(&i) {
             continue;
         }
-        // The front configuration that beats it: the first that dominates it, else (it loses
-        // conversations while the front completes them all) the front's first.
-        let Some(&by) = front.iter().find(|&&f| dominates(&entries[f], &entries[i])).or(front.first()) else {
-            continue;
-        };
+        // What beats it: the first front configuration that dominates it, else the first
+        // ranked one that does (pairwise dominance need not pass through the front), else
+        // (it loses conversations while the front completes them all) the front's first.
+        let by = order
+            .iter()
+            .copied()
+            .find(|&f| dominates(&series[f], &series[i]))
+            .or_else(|| ranked.iter().copied().find(|&j| j != i && dominates(&series[j], &series[i])))
+            .or(order.first().copied());
+        let Some(by) = by else { continue };
         let comparison = compare(&entries[by], &series[by], &entries[i], &series[i], seed, view);
         entries[i].standing = Standing::Beaten(Box::new(comparison));
     }
 }
 
-/// `front - other`, conversation by conversation on the conversations both have.
+/// The indices of `front` in front order.
+fn front_order_of(entries: &[Entry], series: &[Series], front: &[usize]) -> Vec<usize> {
+    let marked: Vec<Entry> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let mut e = e.clone();
+            if !front.contains(&i) {
+                e.standing = Standing::NotRanked { reason: String::new() };
+            }
+            e
+        })
+        .collect();
+    front_order(&marked, series).iter().map(|id| index(entries, id)).collect()
+}
+
+/// `front - other`, conversation by conversation: completion and cost on the conversations
+/// both replayed, retention on the probes at risk under both.
 fn compare(front: &Entry, fs: &Series, other: &Entry, os: &Series, seed: u64, view: &str) -> Comparison {
     let key = format!("{}/{}@{view}", front.config_id, other.config_id);
     let plain = |a: &BTreeMap<ConvKey, f64>, b: &BTreeMap<ConvKey, f64>, metric: &str, higher: bool| {
@@ -1046,16 +1153,54 @@ fn compare(front: &Entry, fs: &Series, other: &Entry, os: &Series, seed: u64, vi
         let s = metric_seed(seed, &key, metric);
         difference(paired_test(&pairs, higher, s), paired_test(&pairs, !higher, s))
     };
-    let pairs: Vec<((f64, f64), f64)> =
-        os.retention.iter().filter_map(|(k, (ov, n))| fs.retention.get(k).map(|(fv, _)| ((*ov, *fv), *n))).collect();
-    let (p, w): (Vec<(f64, f64)>, Vec<f64>) = pairs.into_iter().unzip();
+    let paired = fs.paired_retention(os);
+    let probes = paired.iter().map(|p| p.2).sum::<f64>() as usize;
+    let (p, w): (Vec<(f64, f64)>, Vec<f64>) = paired.into_iter().map(|(f, o, n)| ((o, f), n)).unzip();
     let s = metric_seed(seed, &key, "verdict/retention");
     Comparison {
         by: front.config_id.clone(),
+        both_compacted: fs.compacted.intersection(&os.compacted).count(),
+        probes,
         completion: plain(&fs.completion, &os.completion, "verdict/completion", true),
         retention: difference(weighted_paired_test(&p, &w, true, s), weighted_paired_test(&p, &w, false, s)),
         cost: plain(&fs.cost, &os.cost, "verdict/cost", false),
     }
+}
+
+/// The best's tie: the front configurations it cannot be told apart from in completion or
+/// retention, each on enough conversations compacted under both; `None` when it has none.
+fn tie(best: &Best, entries: &[Entry]) -> Option<Tie> {
+    let tied: Vec<&Against> = best
+        .against
+        .iter()
+        .filter(|a| {
+            let c = &a.comparison;
+            c.enough_evidence() && c.retention.mean.is_some() && !c.retention.detectable && !c.completion.detectable
+        })
+        .collect();
+    if tied.is_empty() {
+        return None;
+    }
+    let cost = |id: &str| entries.iter().find(|e| e.config_id == id).and_then(|e| e.cost.value);
+    let mut members = vec![best.config_id.clone()];
+    members.extend(tied.iter().map(|a| a.config_id.clone()));
+    let cheapest = members
+        .iter()
+        .min_by(|a, b| cost(a).unwrap_or(f64::INFINITY).total_cmp(&cost(b).unwrap_or(f64::INFINITY)))
+        .cloned()
+        .unwrap_or_else(|| best.config_id.clone());
+    let saving = tied.iter().find(|a| a.config_id == cheapest).and_then(|a| a.comparison.cost.mean);
+    let saving_share = match (saving, cost(&best.config_id)) {
+        (Some(s), Some(c)) if c > 0.0 => Some(s / c),
+        _ => None,
+    };
+    Some(Tie {
+        members,
+        cheapest,
+        saving,
+        saving_share,
+        conversations: tied.iter().map(|a| a.comparison.both_compacted).min().unwrap_or(0),
+    })
 }
 
 /// A difference from the paired test run both ways (a loss each way).

@@ -4,7 +4,9 @@
 //! the page's dataset switch.
 
 use super::{escape, Page};
-use crate::verdict::render::{completion, cost, dataset_label, difference, label, retention, window_label};
+use crate::verdict::render::{
+    completion, cost, dataset_label, difference, evidence, exercised, label, retention, window_label,
+};
 use crate::verdict::{Standing, Verdict, View};
 
 impl Page<'_> {
@@ -50,18 +52,20 @@ fn views_of<'a>(v: &'a Verdict, dataset: &'a str) -> impl Iterator<Item = (Optio
 
 fn verdict_view(out: &mut String, v: &Verdict, dataset: &str) {
     out.push_str(
-        "<div class=\"scroll\"><table class=\"verdict\">\n<thead><tr><th>window</th><th>best</th><th>completion</th>\
-         <th>paired at-risk retention</th><th>cost / conv.</th><th>how sure</th><th>front</th></tr></thead>\n<tbody>\n",
+        "<div class=\"scroll\"><table class=\"verdict\">\n<thead><tr><th>window</th><th>pick</th><th>completion</th>\
+         <th>at-risk retention</th><th>cost / conv.</th><th>how sure</th><th>front</th></tr></thead>\n<tbody>\n",
     );
     for (w, view) in views_of(v, dataset) {
-        let best = view.best.as_ref().and_then(|b| Verdict::entry(view, &b.config_id));
-        let sure = match view.best.as_ref().and_then(|b| b.runner_up.as_ref()) {
-            None if best.is_some() => "alone on the front".to_string(),
-            None => "–".to_string(),
-            Some(c) => format!(
-                "against {}: retention {}",
+        let best = view.pick();
+        let sure = match (view.tie_line(), view.best.as_ref().and_then(|b| b.runner_up.as_ref())) {
+            (Some(tie), _) => tie,
+            (None, None) if best.is_some() => "alone on the front".to_string(),
+            (None, None) => "–".to_string(),
+            (None, Some(c)) => format!(
+                "against {}: retention {}; {}",
                 view.label_of(view.front.get(1).map(String::as_str).unwrap_or("")),
-                difference(&c.retention, false)
+                difference(&c.retention, false),
+                evidence(c)
             ),
         };
         let cell = |f: &dyn Fn(&crate::verdict::Entry) -> String| best.map(f).unwrap_or_else(|| "–".into());
@@ -107,7 +111,7 @@ fn verdict_view(out: &mut String, v: &Verdict, dataset: &str) {
     out.push_str("<details><summary>Off the front: what beats each configuration, and by how much</summary>\n");
     out.push_str(
         "<div class=\"scroll\"><table class=\"verdict-rest\">\n<thead><tr><th>window</th><th>configuration</th>\
-         <th>beaten by</th><th>completion</th><th>paired at-risk retention</th><th>cost / conv.</th></tr></thead>\n<tbody>\n",
+         <th>beaten by</th><th>completion</th><th>at-risk retention (paired)</th><th>cost / conv.</th><th>rests on</th></tr></thead>\n<tbody>\n",
     );
     for (w, view) in views_of(v, dataset) {
         for e in &view.configurations {
@@ -118,18 +122,23 @@ fn verdict_view(out: &mut String, v: &Verdict, dataset: &str) {
                     difference(&c.completion, false),
                     difference(&c.retention, false),
                     difference(&c.cost, true),
+                    evidence(c),
                 ],
-                Standing::NotRanked { reason } => ["not ranked".into(), reason.clone(), String::new(), String::new()],
+                Standing::NotRanked { reason } => {
+                    ["not ranked".into(), reason.clone(), String::new(), String::new(), String::new()]
+                }
             };
             out.push_str(&format!(
-                "<tr><td>{}</td><td title=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                "<tr><td>{}</td><td title=\"{}\">{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
                 escape(&window_label(w)),
                 escape(&e.config_id),
                 escape(&label(e)),
+                escape(&exercised(e, view.conversations)),
                 escape(&cells[0]),
                 escape(&cells[1]),
                 escape(&cells[2]),
-                escape(&cells[3])
+                escape(&cells[3]),
+                escape(&cells[4])
             ));
         }
     }

@@ -1,7 +1,7 @@
 //! The verdict as text (the terminal) and markdown (a CI job summary). Both are drawn from
 //! the same [`Verdict`], with the same labels and numbers.
 
-use super::{Comparison, Difference, Entry, Figure, Standing, Verdict, View, Warning};
+use super::{Comparison, Difference, Entry, Figure, Standing, Verdict, View, Warning, MIN_EVIDENCE};
 use crate::gate::SIGN_TEST_ALPHA;
 
 /// A window as people say it: `32k`, `128k`, `1500`, or `own window`.
@@ -61,7 +61,7 @@ pub fn completion(f: &Figure) -> String {
 /// `69.0% [60.1, 77.2] (661 probes, 15 conv.)`
 pub fn retention(f: &Figure) -> String {
     match f.value {
-        None => "– (no paired probe)".into(),
+        None => "– (no probe at risk)".into(),
         Some(_) => format!(
             "{}{} ({} probes, {} conv.)",
             pct(f.value),
@@ -113,14 +113,36 @@ pub fn difference(d: &Difference, money: bool) -> String {
     format!("{}{unit}{spread}{reading}", f(m))
 }
 
-/// How a front configuration compares with another, in one line.
+/// How a front configuration compares with another, in one line, with what it rests on.
 pub fn comparison(c: &Comparison) -> String {
     format!(
-        "completion {}; paired at-risk retention {}; cost {}",
+        "completion {}; at-risk retention {}; cost {}; {}",
         difference(&c.completion, false),
         difference(&c.retention, false),
-        difference(&c.cost, true)
+        difference(&c.cost, true),
+        evidence(c)
     )
+}
+
+/// What a comparison rests on: `on 24 conv. compacted under both, 310 probes at risk under
+/// both`, and "too little evidence" under [`MIN_EVIDENCE`] conversations.
+pub fn evidence(c: &Comparison) -> String {
+    let base = format!("on {} conv. compacted under both, {} probes at risk under both", c.both_compacted, c.probes);
+    if c.enough_evidence() {
+        base
+    } else {
+        format!("{base}: too little evidence (at least {MIN_EVIDENCE} conv. are needed)")
+    }
+}
+
+/// ` (exercised in 3 of 69 conv.)` for a configuration that compacted in only some of the
+/// view's conversations; empty when it compacted in all.
+pub fn exercised(e: &Entry, conversations: usize) -> String {
+    if e.compacted_conversations >= conversations {
+        String::new()
+    } else {
+        format!(" (exercised in {} of {conversations} conv.)", e.compacted_conversations)
+    }
 }
 
 fn warning_line(w: &Warning, labels: &dyn Fn(&str) -> String) -> String {
@@ -144,14 +166,52 @@ impl View {
     /// One line on what the view rests on.
     pub fn basis(&self) -> String {
         format!(
-            "{} conversations, {} compacted under some configuration; paired figures on {} conversations ({} probes)",
-            self.conversations, self.compacting_conversations, self.evidence_conversations, self.paired_probes
+            "{} conversations, {} compacted under some configuration; each comparison pairs the conversations compacted under both of its configurations",
+            self.conversations, self.compacting_conversations
         )
     }
 
-    /// The front, best first, as labels.
+    /// The front, best first, as labels, each with how often it was exercised when not always.
     pub fn front_labels(&self) -> Vec<String> {
-        self.front.iter().map(|id| self.label_of(id)).collect()
+        self.front
+            .iter()
+            .map(|id| match Verdict::entry(self, id) {
+                Some(e) => format!("{}{}", label(e), exercised(e, self.conversations)),
+                None => id.clone(),
+            })
+            .collect()
+    }
+
+    /// The configuration to ship: the cheapest of a tie, else the best.
+    pub fn pick(&self) -> Option<&Entry> {
+        let id = self.tie.as_ref().map(|t| &t.cheapest).or(self.best.as_ref().map(|b| &b.config_id))?;
+        Verdict::entry(self, id)
+    }
+
+    /// The tie in one line: `letta, opencode, codex: no detectable difference in completion or
+    /// at-risk retention (each against letta on at least 24 conv. compacted under both);
+    /// opencode is $1.30 (28.0%) cheaper per conversation than letta`.
+    pub fn tie_line(&self) -> Option<String> {
+        let t = self.tie.as_ref()?;
+        let best = self.best.as_ref()?;
+        let names: Vec<String> = t.members.iter().map(|m| self.label_of(m)).collect();
+        let cost = match (t.cheapest == best.config_id, t.saving) {
+            (true, _) => format!("{} is also the cheapest", self.label_of(&best.config_id)),
+            (false, Some(s)) => format!(
+                "{} is {}{} cheaper per conversation than {}",
+                self.label_of(&t.cheapest),
+                usd(s),
+                t.saving_share.map(|x| format!(" ({:.1}%)", x * 100.0)).unwrap_or_default(),
+                self.label_of(&best.config_id)
+            ),
+            (false, None) => format!("{} is the cheapest (the saving is not priced)", self.label_of(&t.cheapest)),
+        };
+        Some(format!(
+            "tie: {}: no detectable difference in completion or at-risk retention (each against {} on at least {} conv. compacted under both); {cost}",
+            names.join(", "),
+            self.label_of(&best.config_id),
+            t.conversations
+        ))
     }
 
     /// The sweeps' values on the front, one line each: `keep-last-n threshold_percent: 0.7, 0.8 on the front (of 0.6, 0.7, 0.8, 0.9)`.
@@ -224,14 +284,21 @@ impl Verdict {
                 out.push_str(&format!("  best: {} ({})\n", v.label_of(&best.config_id), best.config_id));
                 if let Some(e) = e {
                     out.push_str(&format!("    completion {}\n", completion(&e.completion)));
-                    out.push_str(&format!("    paired at-risk retention {}\n", retention(&e.retention)));
+                    out.push_str(&format!(
+                        "    at-risk retention {}{}\n",
+                        retention(&e.retention),
+                        exercised(e, v.conversations)
+                    ));
                     out.push_str(&format!("    cost per conversation {}\n", cost(&e.cost)));
                 }
-                match &best.runner_up {
-                    Some(c) => {
-                        out.push_str(&format!("    against {}: {}\n", v.label_of(&runner_up_id(v)), comparison(c)))
-                    }
-                    None => out.push_str("    alone on the front\n"),
+                for a in &best.against {
+                    out.push_str(&format!("    against {}: {}\n", v.label_of(&a.config_id), comparison(&a.comparison)));
+                }
+                if best.against.is_empty() {
+                    out.push_str("    alone on the front\n");
+                }
+                if let Some(tie) = v.tie_line() {
+                    out.push_str(&format!("  {tie}\n"));
                 }
             }
             None => out.push_str("  best: none (no configuration can be ranked)\n"),
@@ -249,7 +316,13 @@ impl Verdict {
             out.push_str("  off the front:\n");
             for e in beaten {
                 if let Standing::Beaten(c) = &e.standing {
-                    out.push_str(&format!("    {}: beaten by {}: {}\n", label(e), v.label_of(&c.by), comparison(c)));
+                    out.push_str(&format!(
+                        "    {}{}: beaten by {}: {}\n",
+                        label(e),
+                        exercised(e, v.conversations),
+                        v.label_of(&c.by),
+                        comparison(c)
+                    ));
                 }
             }
         }
@@ -280,31 +353,36 @@ impl Verdict {
             Some(best) => out.push_str(&format!("  best: {}\n", v.label_of(&best.config_id))),
             None => out.push_str("  best: none (no configuration can be ranked)\n"),
         }
+        if let Some(tie) = v.tie_line() {
+            out.push_str(&format!("  {tie}\n"));
+        }
         out.push_str(&format!("  front: {}\n", list(&v.front_labels())));
         for w in &v.warnings {
             out.push_str(&format!("  ! {}\n", w.message));
         }
     }
 
-    /// The short verdict a run ends with: per window (every dataset pooled) the best with its
-    /// figures, the front, and the warnings.
+    /// The short verdict a run ends with: per window (every dataset pooled) the pick (the
+    /// cheapest of a tie, else the best) with its figures, the tie or how sure the best is, the
+    /// front, and the warnings.
     pub fn short_text(&self) -> String {
         let mut out = self.header_lines().join("\n");
         out.push('\n');
         let rows: Vec<[String; 5]> = self
             .pooled()
             .map(|(w, v)| {
-                let best = v.best.as_ref().and_then(|b| Verdict::entry(v, &b.config_id));
+                let best = v.pick();
                 [
                     window_label(w),
-                    best.map(label).unwrap_or_else(|| "none".into()),
+                    best.map(|e| if v.tie.is_some() { format!("{} (tie)", label(e)) } else { label(e) })
+                        .unwrap_or_else(|| "none".into()),
                     best.map(|e| pct(e.completion.value)).unwrap_or_else(|| "–".into()),
                     best.map(|e| retention(&e.retention)).unwrap_or_else(|| "–".into()),
                     best.map(|e| cost(&e.cost)).unwrap_or_else(|| "–".into()),
                 ]
             })
             .collect();
-        let head = ["window", "best", "completion", "paired at-risk retention", "cost / conv."];
+        let head = ["window", "pick", "completion", "at-risk retention", "cost / conv."];
         let mut widths: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
         for r in &rows {
             for (i, c) in r.iter().enumerate() {
@@ -325,14 +403,21 @@ impl Verdict {
             if let Some(state) = &v.state {
                 out.push_str(&format!("{} {state}\n", window_label(w)));
             }
+            if let Some(tie) = v.tie_line() {
+                out.push_str(&format!("{} {tie}\n", window_label(w)));
+            }
             out.push_str(&format!("{} front: {}\n", window_label(w), list(&v.front_labels())));
             if let Some(c) = v.best.as_ref().and_then(|b| b.runner_up.as_ref()) {
-                out.push_str(&format!(
-                    "{} how sure: against {}, paired at-risk retention {}\n",
-                    window_label(w),
-                    v.label_of(&runner_up_id(v)),
-                    difference(&c.retention, false)
-                ));
+                if v.tie.as_ref().is_none_or(|t| !t.members.contains(&runner_up_id(v))) {
+                    out.push_str(&format!(
+                        "{} how sure: {} against {}, at-risk retention {}; {}\n",
+                        window_label(w),
+                        v.label_of(&c.by),
+                        v.label_of(&runner_up_id(v)),
+                        difference(&c.retention, false),
+                        evidence(c)
+                    ));
+                }
             }
             for s in v.sweep_lines() {
                 out.push_str(&format!("{} sweep: {s}\n", window_label(w)));
@@ -365,11 +450,11 @@ impl Verdict {
             out.push_str(&format!("> note: {}\n>\n", md(n)));
         }
         out.push_str(
-            "\n| window | dataset | best | completion | paired at-risk retention | cost / conv. | front |\n|---|---|---|---|---|---|---|\n",
+            "\n| window | dataset | pick | completion | at-risk retention | cost / conv. | front |\n|---|---|---|---|---|---|---|\n",
         );
         for w in &self.windows {
             for v in &w.views {
-                let best = v.best.as_ref().and_then(|b| Verdict::entry(v, &b.config_id));
+                let best = v.pick();
                 out.push_str(&format!(
                     "| {} | {} | {} | {} | {} | {} | {} |\n",
                     window_label(w.window),
@@ -387,13 +472,21 @@ impl Verdict {
             if let Some(state) = &v.state {
                 out.push_str(&format!("**{}**\n\n", md(state)));
             }
-            if let Some(c) = v.best.as_ref().and_then(|b| b.runner_up.as_ref()) {
-                out.push_str(&format!(
-                    "Best `{}` against `{}`: {}.\n\n",
-                    md(&v.label_of(&c.by)),
-                    md(&v.label_of(&runner_up_id(v))),
-                    md(&comparison(c))
-                ));
+            if let Some(tie) = v.tie_line() {
+                out.push_str(&format!("**{}.**\n\n", md(&tie)));
+            }
+            if let Some(best) = &v.best {
+                for a in &best.against {
+                    out.push_str(&format!(
+                        "- best `{}` against `{}`: {}.\n",
+                        md(&v.label_of(&best.config_id)),
+                        md(&v.label_of(&a.config_id)),
+                        md(&comparison(&a.comparison))
+                    ));
+                }
+                if !best.against.is_empty() {
+                    out.push('\n');
+                }
             }
             for s in v.sweep_lines() {
                 out.push_str(&format!("- sweep: {}\n", md(&s)));
@@ -408,16 +501,18 @@ impl Verdict {
                 .collect();
             if !beaten.is_empty() {
                 out.push_str(
-                    "\n| off the front | beaten by | completion | paired at-risk retention | cost / conv. |\n|---|---|---|---|---|\n",
+                    "\n| off the front | beaten by | completion | at-risk retention | cost / conv. | rests on |\n|---|---|---|---|---|---|\n",
                 );
                 for (e, c) in beaten {
                     out.push_str(&format!(
-                        "| `{}` | `{}` | {} | {} | {} |\n",
+                        "| `{}`{} | `{}` | {} | {} | {} | {} |\n",
                         md(&label(e)),
+                        md(&exercised(e, v.conversations)),
                         md(&v.label_of(&c.by)),
                         md(&difference(&c.completion, false)),
                         md(&difference(&c.retention, false)),
-                        md(&difference(&c.cost, true))
+                        md(&difference(&c.cost, true)),
+                        md(&evidence(c))
                     ));
                 }
             }

@@ -9,13 +9,13 @@ struct Spec {
     strategy: &'static str,
     params: &'static str,
     completed: fn(usize) -> bool,
-    compacted: bool,
+    compacted: fn(usize) -> bool,
     cost: f64,
     score: fn(usize) -> f64,
 }
 
 fn spec(id: &'static str, score: fn(usize) -> f64, cost: f64) -> Spec {
-    Spec { id, strategy: id, params: "{}", completed: |_| true, compacted: true, cost, score }
+    Spec { id, strategy: id, params: "{}", completed: |_| true, compacted: |_| true, cost, score }
 }
 
 /// The files of a run of `specs` at 32k over `n` conversations of dataset `d1`; `summary_extra`
@@ -44,7 +44,7 @@ fn files(
     summary.push('\n');
     for (i, s) in specs.iter().enumerate() {
         for d in ["all", "d1"] {
-            summary.push_str(&format!("{},{},{d},0,{},0", s.id, s.strategy, if s.compacted { 1 } else { 0 }));
+            summary.push_str(&format!("{},{},{d},0,{},0", s.id, s.strategy, if (s.compacted)(0) { 1 } else { 0 }));
             if let Some((_, values)) = summary_extra {
                 summary.push_str(&format!(",{}", values[i]));
             }
@@ -60,11 +60,11 @@ fn files(
                 "c{c},d1,{},ok,{},{},{}\n",
                 s.id,
                 (s.completed)(c),
-                if s.compacted { 2 } else { 0 },
+                if (s.compacted)(c) { 2 } else { 0 },
                 s.cost
             ));
             for p in ["p1", "p2"] {
-                probes.push_str(&format!("c{c},d1,{},{p},{},{}", s.id, s.compacted, (s.score)(c)));
+                probes.push_str(&format!("c{c},d1,{},{p},{},{}", s.id, (s.compacted)(c), (s.score)(c)));
                 match tier {
                     Some(t) => probes.push_str(&format!(",{}\n", if p == "p2" { t } else { "critical" })),
                     None => probes.push('\n'),
@@ -80,7 +80,7 @@ fn standard() -> Vec<Spec> {
         spec("a", |_| 0.9, 1.0),
         spec("b", |_| 0.5, 1.0),
         spec("c", |c| if c % 2 == 0 { 1.0 } else { 0.75 }, 0.5),
-        Spec { compacted: false, ..spec("d", |_| 1.0, 0.2) },
+        Spec { compacted: |_| false, ..spec("d", |_| 1.0, 0.2) },
         Spec { completed: |c| c % 2 == 0, ..spec("e", |_| 1.0, 0.1) },
     ]
 }
@@ -104,8 +104,7 @@ fn the_front_the_best_and_what_beats_the_rest() {
     assert_eq!(a.completion.value, Some(1.0));
     assert_eq!(a.completion.conversations, 24);
     assert!((a.retention.value.expect("scored") - 0.9).abs() < 1e-9);
-    assert_eq!(a.retention.probes, Some(48), "two paired probes in each of 24 conversations");
-    assert_eq!(view.paired_probes, 48);
+    assert_eq!(a.retention.probes, Some(48), "two probes at risk in each of 24 conversations");
     // How sure: a against c differs by 2.5 points, which the conversations cannot tell apart.
     let best = view.best.as_ref().expect("a best");
     assert_eq!(best.config_id, "a");
@@ -117,6 +116,18 @@ fn the_front_the_best_and_what_beats_the_rest() {
     assert!(!up.retention.detectable);
     assert!(up.cost.detectable, "a costs 0.5 more in every conversation");
     assert!((up.cost.mean.expect("priced") - 0.5).abs() < 1e-9);
+    assert_eq!((up.both_compacted, up.probes), (24, 48), "the comparison carries what it rests on");
+    // So a and c are a tie, and c, the cheaper, is the pick, with its saving.
+    let tie = view.tie.as_ref().expect("no detectable difference on 24 conversations");
+    assert_eq!(tie.members, ["a", "c"]);
+    assert_eq!(tie.cheapest, "c");
+    assert!((tie.saving.expect("priced") - 0.5).abs() < 1e-9);
+    assert!((tie.saving_share.expect("priced") - 0.5).abs() < 1e-9);
+    assert_eq!(view.pick().map(|e| e.config_id.as_str()), Some("c"));
+    assert_eq!(
+        view.tie_line().expect("a tie line"),
+        "tie: a, c: no detectable difference in completion or at-risk retention (each against a on at least 24 conv. compacted under both); c is $0.5000 (50.0%) cheaper per conversation than a"
+    );
     // b is beaten by a, by 40 points, detectably.
     let Standing::Beaten(b) = &Verdict::entry(view, "b").expect("b").standing else { panic!("b is beaten") };
     assert_eq!(b.by, "a");
@@ -137,17 +148,50 @@ fn the_front_the_best_and_what_beats_the_rest() {
 }
 
 #[test]
-fn fewer_than_twenty_compacting_conversations_is_too_little_evidence() {
+fn fewer_than_twenty_conversations_compacted_under_both_is_too_little_evidence_for_that_comparison() {
     let v = verdict(&files(&standard(), 19, "", None, None));
-    let w = &pooled(&v).warnings[0];
+    let view = pooled(&v);
+    let w = &view.warnings[0];
     assert_eq!(w.kind, WarningKind::TooLittleEvidence);
-    assert!(
-        w.message.contains("too little evidence to rank") && w.message.contains("19 conversations"),
-        "{}",
-        w.message
+    assert_eq!(
+        w.message,
+        "too little evidence to tell the best from one other on the front (19 conversations compacted under both; at least 20 are needed)"
     );
+    assert_eq!(w.configurations, ["c"]);
+    assert!(view.tie.is_none(), "no tie is named on too little evidence");
+    assert!(v.text().contains("on 19 conv. compacted under both, 38 probes at risk under both: too little evidence"));
     let v = verdict(&files(&standard(), 20, "", None, None));
     assert!(!pooled(&v).warnings.iter().any(|w| w.kind == WarningKind::TooLittleEvidence));
+    assert!(!v.text().contains("too little evidence"), "{}", v.text());
+}
+
+#[test]
+fn a_configuration_that_compacts_rarely_never_shrinks_another_comparison() {
+    // r compacts in 3 of 24 conversations; before, the paired set was the intersection over
+    // every configuration, and r's 3 conversations were all the others rested on.
+    let mut specs = standard();
+    specs.push(Spec { compacted: |c| c < 3, ..spec("r", |_| 0.95, 2.0) });
+    let v = verdict(&files(&specs, 24, "", None, None));
+    let view = pooled(&v);
+    let up = view.best.as_ref().and_then(|b| b.against.iter().find(|a| a.config_id == "c")).expect("a against c");
+    assert_eq!(up.comparison.both_compacted, 24, "a against c rests on every conversation both compacted");
+    let r = Verdict::entry(view, "r").expect("r");
+    assert_eq!(r.compacted_conversations, 3);
+    assert_eq!(r.retention.conversations, 3);
+    assert!(v.text().contains("r (exercised in 3 of 24 conv.)"), "{}", v.text());
+    // r against a: its own comparison says it rests on 3 conversations.
+    let against_r = match &r.standing {
+        Standing::Beaten(c) => c.as_ref().clone(),
+        Standing::Front => view
+            .best
+            .as_ref()
+            .and_then(|b| b.against.iter().find(|a| a.config_id == "r"))
+            .map(|a| a.comparison.clone())
+            .expect("compared with the best"),
+        Standing::NotRanked { reason } => panic!("r is ranked: {reason}"),
+    };
+    assert_eq!(against_r.both_compacted, 3);
+    assert!(!against_r.enough_evidence());
 }
 
 #[test]
@@ -226,10 +270,15 @@ fn text_markdown_and_json_tell_the_same_verdict() {
     assert_eq!(view["front"], serde_json::json!(["a", "c"]));
     for out in [&text, &short, &markdown] {
         assert!(out.contains("a, c") || out.contains("`a`, `c`"), "{out}");
-        assert!(out.contains("90.0% [90.0, 90.0] (48 probes, 24 conv.)"), "{out}");
         assert!(out.contains("stand-in"), "{out}");
+        // The tie is named with its cost in all three, and its cheapest is the pick.
+        assert!(out.contains("c is $0.5000 (50.0%) cheaper per conversation than a"), "{out}");
     }
-    assert!(text.contains("b: beaten by a: completion +0.0 pt [+0.0, +0.0], no detectable difference; paired at-risk retention +40.0 pt [+40.0, +40.0];"), "{text}");
+    assert!(text.contains("at-risk retention 90.0% [90.0, 90.0] (48 probes, 24 conv.)"), "{text}");
+    for out in [&short, &markdown] {
+        assert!(out.contains("87.5% [82.3, 92.7] (48 probes, 24 conv.)"), "the pick's figures: {out}");
+    }
+    assert!(text.contains("b: beaten by a: completion +0.0 pt [+0.0, +0.0], no detectable difference; at-risk retention +40.0 pt [+40.0, +40.0];"), "{text}");
     assert!(markdown.contains("| `b` | `a` |"), "{markdown}");
     assert!(short.contains("32k front: a, c"), "{short}");
 }

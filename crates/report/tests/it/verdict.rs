@@ -38,7 +38,8 @@ pub fn ci_run_folder(root: &Path) -> (std::path::PathBuf, RunData) {
 }
 
 /// The verdict read from the run folder is the one computed in memory, and its figures are
-/// summary.csv's: completion, paired at-risk retention and its probes, cost.
+/// summary.csv's (completion, cost) and probes.csv's (at-risk retention: the critical and
+/// useful probe-checkpoints at risk under the configuration, scored, not answer keys).
 #[test]
 fn the_verdict_of_a_folder_is_the_verdict_of_the_run_and_its_figures_are_the_summary_s() {
     let root = std::env::temp_dir().join(format!("compactlens-verdict-folder-{}", std::process::id()));
@@ -46,6 +47,36 @@ fn the_verdict_of_a_folder_is_the_verdict_of_the_run_and_its_figures_are_the_sum
     let verdict = report::verdict::Verdict::read(&dir).expect("a verdict");
     assert_eq!(verdict, report::verdict::Verdict::of_run(&data).expect("a verdict"));
     let summaries = summary::summarize(&data.manifest.experiment.configurations, &data.records, data.manifest.seed);
+    // (config, dataset) -> (sum of scores, count) over the checkpoints of the probes at risk
+    // under it (at some checkpoint).
+    let mut at_risk: std::collections::HashMap<(String, String), (f64, usize)> = Default::default();
+    let mut reader = ::csv::Reader::from_path(dir.join("probes.csv")).expect("probes.csv");
+    let header = reader.headers().expect("a header").clone();
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name}"));
+    let (config, dataset, conv, probe, risk, score, tier, written) = (
+        col("config_id"),
+        col("dataset"),
+        col("conversation_id"),
+        col("probe_id"),
+        col("at_risk"),
+        col("score"),
+        col("tier"),
+        col("written"),
+    );
+    let rows: Vec<::csv::StringRecord> = reader.records().map(|r| r.expect("a row")).collect();
+    let counted = |row: &::csv::StringRecord| {
+        row[written] != *"true" && matches!(&row[tier], "critical" | "useful") && row[score].parse::<f64>().is_ok()
+    };
+    let key = |row: &::csv::StringRecord| (row[config].to_string(), row[conv].to_string(), row[probe].to_string());
+    let risky: std::collections::HashSet<(String, String, String)> =
+        rows.iter().filter(|r| counted(r) && r[risk] == *"true").map(key).collect();
+    for row in rows.iter().filter(|r| counted(r) && risky.contains(&key(r))) {
+        for view in [row[dataset].to_string(), ALL_DATASETS.to_string()] {
+            let e = at_risk.entry((row[config].to_string(), view)).or_default();
+            e.0 += row[score].parse::<f64>().expect("a score");
+            e.1 += 1;
+        }
+    }
     let mut compared = 0;
     for w in &verdict.windows {
         for view in &w.views {
@@ -60,25 +91,26 @@ fn the_verdict_of_a_folder_is_the_verdict_of_the_run_and_its_figures_are_the_sum
                 };
                 assert!(close(e.completion.value, s.completion_rate), "{} {}", e.config_id, view.dataset);
                 assert!(close(e.cost.value, s.cost_usd_mean), "{} {}", e.config_id, view.dataset);
-                if s.paired_at_risk_probes > 0 {
-                    assert!(close(e.retention.value, s.paired_at_risk_retention), "{} {}", e.config_id, view.dataset);
+                let (sum, n) = at_risk.get(&(e.config_id.clone(), view.dataset.clone())).copied().unwrap_or((0.0, 0));
+                assert_eq!(e.retention.probes.unwrap_or(0), n, "{} {}", e.config_id, view.dataset);
+                if n > 0 {
+                    // Weighted by probes, the mean over conversations is the mean over probes.
+                    assert!(close(e.retention.value, Some(sum / n as f64)), "{} {}", e.config_id, view.dataset);
                 }
-                assert_eq!(
-                    e.retention.probes.unwrap_or(0),
-                    s.paired_at_risk_probes,
-                    "{} {}",
-                    e.config_id,
-                    view.dataset
-                );
                 assert_eq!(e.compacted_conversations, s.compacted_conversations);
                 compared += 1;
             }
         }
     }
     assert!(compared > 17, "every configuration pooled and per dataset");
-    // The offline summarizer is a stand-in, and the synthetic set has under 20 conversations.
+    // The offline summarizer is a stand-in, and the synthetic set has under 20 conversations:
+    // a comparison of the best says so, with its count.
     assert!(verdict.stand_in_summary);
-    assert!(verdict.windows[0].views[0].warnings.iter().any(|w| w.message.contains("too little evidence to rank")));
+    assert!(verdict.windows[0].views[0]
+        .warnings
+        .iter()
+        .any(|w| w.message.contains("too little evidence to tell the best from")
+            && w.message.contains("compacted under both")));
     // The stand-in caveat, from the one computation, in all three outputs: ranking a summarizer
     // against masking or truncation needs an LLM summarizer. The report's manifest states it too.
     let remedy = "ranking a summarizer against masking or truncation needs `summarizer = \"llm\"`";
