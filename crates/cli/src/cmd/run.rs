@@ -30,15 +30,29 @@ const DEFAULT_CONFIG: &str = "experiments/default.toml";
 const EMBEDDED_DEFAULT: &str = include_str!("../../../../experiments/default.toml");
 /// The price table beside it, which the default experiment's `price` key reads.
 const EMBEDDED_PRICES: &str = include_str!("../../../../experiments/prices.toml");
+/// The real set and its answer keys (`datasets/real/SOURCE.md`), built in: real recordings
+/// cannot be regenerated from a seed.
+const EMBEDDED_REAL: [(&str, &str); 4] = [
+    ("datasets/real/claude-code-entire.jsonl", include_str!("../../../../datasets/real/claude-code-entire.jsonl")),
+    ("datasets/real/claude-code-spotter.jsonl", include_str!("../../../../datasets/real/claude-code-spotter.jsonl")),
+    (
+        "datasets/keys/real/claude-code-entire.jsonl",
+        include_str!("../../../../datasets/keys/real/claude-code-entire.jsonl"),
+    ),
+    (
+        "datasets/keys/real/claude-code-spotter.jsonl",
+        include_str!("../../../../datasets/keys/real/claude-code-spotter.jsonl"),
+    ),
+];
 /// The seed and size of the shipped synthetic datasets (`datasets/synthetic/README.md`).
 const SHIPPED_SEED: u64 = 42;
 const SHIPPED_PER_FAMILY: usize = 3;
 
 /// `experiments/default.toml` when the working directory has it (a checkout); otherwise the
 /// embedded copy, written with the datasets it names into a folder under the system's temp
-/// directory. The datasets are generated from the seed the shipped ones use, which gives the
-/// same bytes (a test in the runner checks the committed files against the generator), so
-/// the run is the same as in a checkout without embedding megabytes of JSONL.
+/// directory. The synthetic datasets are generated from the seed the shipped ones use, which
+/// gives the same bytes (a test in the runner checks the committed files against the
+/// generator); the real set and its keys are built in. The run is the same as in a checkout.
 fn default_experiment() -> anyhow::Result<PathBuf> {
     use anyhow::Context as _;
     let local = PathBuf::from(DEFAULT_CONFIG);
@@ -57,6 +71,12 @@ fn default_experiment() -> anyhow::Result<PathBuf> {
         let conversations = synth::generate_family(SHIPPED_SEED, family, SHIPPED_PER_FAMILY);
         let text = synth::to_jsonl(&conversations).context("serializing the synthetic datasets")?;
         write_if_changed(&datasets.join(format!("{}.jsonl", family.name())), text.as_bytes())?;
+    }
+    for (path, text) in EMBEDDED_REAL {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap_or(&root))
+            .with_context(|| format!("creating {}", path.display()))?;
+        write_if_changed(&path, text.as_bytes())?;
     }
     tell!("note: no {DEFAULT_CONFIG} here; running the built-in default experiment from {}", config.display());
     Ok(config)
