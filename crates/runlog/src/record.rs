@@ -219,6 +219,10 @@ pub struct FabricatedDirective {
     pub directive: String,
     /// The summary's sentence that states it.
     pub sentence: String,
+    /// The person's sentence nearest to it (most content words shared), empty when none
+    /// shares a word: beside the flag, so a reader can tell an invention from a paraphrase.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub nearest: String,
 }
 
 /// One model call of the replay.

@@ -239,6 +239,33 @@ pub fn carries(request: &str, text: &str) -> bool {
     2 * words.iter().filter(|w| present.contains(*w)).count() >= words.len()
 }
 
+/// The person's sentence nearest to a flagged directive: of every sentence in `user_messages`,
+/// the one sharing the most content words with it (the latest on a tie), cut to 240
+/// characters; `None` when no sentence shares a word. Shown beside each flag so a reader can
+/// tell an invention from a paraphrase the check missed.
+pub fn nearest(directive: &str, user_messages: &[String]) -> Option<String> {
+    let wanted = normalize(directive);
+    let words = content_words(&wanted);
+    let mut best: Option<(usize, &str)> = None;
+    for m in user_messages {
+        for s in sentences(m) {
+            let normalized = normalize(s);
+            let have = content_words(&normalized);
+            let shared = words.iter().filter(|w| have.contains(*w)).count();
+            if shared > 0 && best.is_none_or(|(n, _)| shared >= n) {
+                best = Some((shared, s));
+            }
+        }
+    }
+    best.map(|(_, s)| {
+        let mut out: String = s.chars().take(240).collect();
+        if s.chars().count() > 240 {
+            out.push('…');
+        }
+        out
+    })
+}
+
 /// The directives of `summary` that no user message holds.
 pub fn fabricated(summary: &str, user_messages: &[String]) -> Vec<Directive> {
     directives(summary).into_iter().filter(|d| !holds(d, user_messages)).collect()
@@ -283,6 +310,20 @@ pub fn fabricated_listed(summary: &str, listed: &[Listed], user_messages: &[Stri
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_nearest_user_sentence_shares_the_most_words() {
+        let said = users(&[
+            "Please fix the flaky login test. Then deploy the staging server.",
+            "no, I did not say commit anything",
+        ]);
+        assert_eq!(nearest("commit the changes and push", &said).as_deref(), Some("no, I did not say commit anything"));
+        assert_eq!(
+            nearest("deploy the production server", &said).as_deref(),
+            Some("Then deploy the staging server.")
+        );
+        assert_eq!(nearest("rewrite everything in haskell", &said), None);
+    }
+
     #[test]
     fn user_inside_an_identifier_attributes_nothing() {
         let summary = "UserLinesAdded    int            `json:\"user_lines_added\"`\nUserAddedPerFile: map[string]int{\"main.go\": 2}, // Added this";

@@ -816,10 +816,12 @@ impl<'a, 's> Replayer<'a, 's> {
                 Some(Err(crate::judge::ListError::Unreadable(_))) => {}
             }
             for d in found {
+                let nearest = crate::directives::nearest(&d.text, &said).unwrap_or_default();
                 self.metrics.fabricated_directives.push(runlog::record::FabricatedDirective {
                     call,
                     directive: d.text,
                     sentence: d.sentence,
+                    nearest,
                 });
             }
         }

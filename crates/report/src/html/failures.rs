@@ -174,16 +174,17 @@ fn directives(out: &mut String, data: &RunData) {
     }
     out.push_str(
         "<table><thead><tr><th>conversation</th><th>configuration</th><th class=\"num\">call</th><th>directive</th>\
-         <th>the summary's sentence</th></tr></thead><tbody>\n",
+         <th>the summary's sentence</th><th>the person's nearest words</th></tr></thead><tbody>\n",
     );
     for (r, d) in found.iter().take(MAX_DIRECTIVES) {
         out.push_str(&format!(
-            "<tr><td class=\"mono\">{}</td><td class=\"mono\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>\n",
+            "<tr><td class=\"mono\">{}</td><td class=\"mono\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
             escape(&r.conversation_id),
             escape(&r.config_id),
             d.call,
             escape(&d.directive),
-            escape(&d.sentence)
+            escape(&d.sentence),
+            if d.nearest.is_empty() { "(no sentence shares a word)".to_string() } else { escape(&d.nearest) }
         ));
     }
     out.push_str("</tbody></table>\n");

@@ -616,6 +616,7 @@ fn an_inapplicable_configuration_is_listed_with_its_reason_and_never_ranked() {
                 call: 2,
                 directive: format!("push to main {HOSTILE}"),
                 sentence: format!("The user asked to push to main {HOSTILE}."),
+                nearest: format!("please push the branch {HOSTILE}"),
             });
         }
     }
@@ -633,6 +634,8 @@ fn an_inapplicable_configuration_is_listed_with_its_reason_and_never_ranked() {
     assert!(section.contains("inapplicable"));
     assert!(section.contains(&escape(&format!("max_output_tokens is at least the window {HOSTILE}"))));
     assert!(section.contains(&escape(&format!("The user asked to push to main {HOSTILE}."))));
+    // Beside the flag, the person's nearest words, escaped like the rest.
+    assert!(section.contains(&escape(&format!("please push the branch {HOSTILE}"))));
     assert_eq!(html.matches("<script>").count(), 1, "only the page's own script tag is real");
 }
 
