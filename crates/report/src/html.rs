@@ -440,11 +440,8 @@ impl Page<'_> {
         ));
         // In page order; the real summaries' section, when the run has one, right after the
         // leaderboard.
-        let real = if crate::real::has_recorded(self.data) {
-            "<a href=\"#real-summaries\">Real summaries</a>"
-        } else {
-            ""
-        };
+        let real =
+            if crate::real::has_recorded(self.data) { "<a href=\"#real-summaries\">Real summaries</a>" } else { "" };
         out.push_str(&format!(
             "<nav><a href=\"#verdict\">Verdict</a><a href=\"#leaderboard\">Leaderboard</a>{real}\
              <a href=\"#failures\">What breaks agents</a><a href=\"#families\">By family</a><a href=\"#pareto\">Pareto</a>\

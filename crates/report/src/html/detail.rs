@@ -223,7 +223,9 @@ impl Page<'_> {
             .experiment
             .configurations
             .iter()
-            .map(|c| serde_json::json!([plain(&c.config_id), self.color(&c.strategy), self.summary_source(&c.strategy)]))
+            .map(|c| {
+                serde_json::json!([plain(&c.config_id), self.color(&c.strategy), self.summary_source(&c.strategy)])
+            })
             .collect();
         // A record whose configuration the experiment does not list (a merged run) still has a row.
         let mut configs = configs;

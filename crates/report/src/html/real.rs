@@ -80,9 +80,8 @@ pub(crate) fn section(out: &mut String, page: &Page<'_>) {
             row(out, r, stand_in, "");
             continue;
         }
-        let pooled_row = rows.iter().any(|o| {
-            o.dataset == ALL_DATASETS && o.window == r.window && o.config_id == r.config_id
-        });
+        let pooled_row =
+            rows.iter().any(|o| o.dataset == ALL_DATASETS && o.window == r.window && o.config_id == r.config_id);
         let first_of_config = rows[..k].iter().all(|o| o.window != r.window || o.config_id != r.config_id);
         if r.dataset != ALL_DATASETS && !pooled_row && first_of_config {
             row(out, r, stand_in, &page.view_attrs(ALL_DATASETS, 0));
@@ -116,7 +115,7 @@ fn row(out: &mut String, r: &Comparison, stand_in: bool, attrs: &str) {
         n => format!("<br><span class=\"ci\">{n} after a rejected call</span>"),
     };
     out.push_str(&format!(
-        "<tr{}><td class=\"mono sticky-name\">{}</td><td class=\"num\"{}>{}</td><td>{}</td><td class=\"num\"{}>{}{}</td>\
+        "<tr{}><td class=\"mono sticky-name\">{}</td><td class=\"num\"{}>{}</td><td class=\"nowrap\">{}</td><td class=\"num\"{}>{}{}</td>\
          <td class=\"num\"{}>{}</td><td class=\"num\"{}>{}{}</td><td class=\"num\"{}>{}{}</td>\
          <td class=\"num\"{}>{}{}</td><td>{}</td></tr>\n",
         attrs,
@@ -257,32 +256,48 @@ fn paired(out: &mut String, page: &Page<'_>, stand_in: bool) {
             ""
         }
     ));
-    let mut shown: Vec<(usize, String)> = Vec::new();
+    // In turn from each configuration; each takes its next pair whose real summary is not shown
+    // yet, so the pairs shown cover as many of the recording's compactions as they can.
+    let mut shown: Vec<(usize, usize, String)> = Vec::new();
+    let mut used: Vec<Vec<bool>> = groups.iter().map(|g| vec![false; g.len()]).collect();
+    let mut real_shown: Vec<(&str, &str, u32)> = Vec::new();
     let mut bytes = 0usize;
-    let longest = groups.iter().map(Vec::len).max().unwrap_or(0);
-    'all: for k in 0..longest {
+    'all: loop {
+        let mut any = false;
         for (g, group) in groups.iter().enumerate() {
-            let Some(p) = group.get(k) else { continue };
+            let fresh = (0..group.len()).find(|&k| {
+                !used[g][k] && !real_shown.contains(&(group[k].dataset, group[k].conversation, group[k].real.call))
+            });
+            let Some(k) = fresh.or_else(|| (0..group.len()).find(|&k| !used[g][k])) else { continue };
+            any = true;
             if shown.len() >= MAX_PAIRED_COMPACTIONS {
                 break 'all;
             }
+            let p = &group[k];
             let html = pair_html(page, p, stand_in);
             if bytes + html.len() > MAX_PAIRED_BYTES {
                 break 'all;
             }
             bytes += html.len();
-            shown.push((g * longest + k, html));
+            used[g][k] = true;
+            real_shown.push((p.dataset, p.conversation, p.real.call));
+            shown.push((g, k, html));
+        }
+        if !any {
+            break;
         }
     }
     if shown.len() < total {
         out.push_str(&format!(
-            "<p class=\"note\" id=\"paired-left-out\">Showing {} of {total} paired compactions, to keep the page \
-             under its size bound; compactions.csv has every summary.</p>\n",
-            shown.len()
+            "<p class=\"note\" id=\"paired-left-out\">Showing {} of {total} paired compactions (at most \
+             {MAX_PAIRED_COMPACTIONS}, in no more than {} kB, to keep the page under its size bound); \
+             compactions.csv has every summary.</p>\n",
+            shown.len(),
+            MAX_PAIRED_BYTES / 1000
         ));
     }
-    shown.sort_by_key(|(order, _)| *order);
-    for (_, html) in shown {
+    shown.sort_by_key(|(g, k, _)| (*g, *k));
+    for (_, _, html) in shown {
         out.push_str(&html);
     }
 }

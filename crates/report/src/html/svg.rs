@@ -47,7 +47,12 @@ pub(crate) fn nice_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
 
 /// An axis range fitted to `values`: their span with a margin of 8% of it on each side (at
 /// least `min_margin`), widened to round ticks, and kept within `floor..=ceiling`.
-pub(crate) fn fitted_range(values: impl IntoIterator<Item = f64>, min_margin: f64, floor: f64, ceiling: f64) -> (f64, f64) {
+pub(crate) fn fitted_range(
+    values: impl IntoIterator<Item = f64>,
+    min_margin: f64,
+    floor: f64,
+    ceiling: f64,
+) -> (f64, f64) {
     let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
     for v in values.into_iter().filter(|v| v.is_finite()) {
         lo = lo.min(v);
@@ -302,6 +307,20 @@ mod tests {
         assert_eq!(t.first(), Some(&0.0));
         assert!(t.iter().all(|v| v % 50_000.0 == 0.0), "{t:?}");
         assert_eq!(nice_ticks(3.0, 3.0, 4), vec![3.0]);
+    }
+
+    #[test]
+    fn fitted_ranges_hold_the_values_with_a_small_margin_on_round_bounds() {
+        // Retentions of 82-97%: the axis holds them, within 0-100%, far from starting at 0.
+        let (lo, hi) = fitted_range([0.82, 0.9, 0.97], 0.02, 0.0, 1.0);
+        assert!((0.7..=0.82).contains(&lo) && (0.97..=1.0).contains(&hi), "{lo} {hi}");
+        assert!(((lo * 100.0).round() - lo * 100.0).abs() < 1e-9, "a round bound: {lo}");
+        // Never past the floor or the ceiling; nothing to fit: 0 to 1.
+        assert_eq!(fitted_range([0.0, 1.0], 0.02, 0.0, 1.0), (0.0, 1.0));
+        assert_eq!(fitted_range(std::iter::empty(), 0.02, 0.0, 1.0), (0.0, 1.0));
+        // One value: the minimum margin around it.
+        let (lo, hi) = fitted_range([0.5], 0.02, 0.0, 1.0);
+        assert!(lo < 0.5 && hi > 0.5 && hi - lo < 0.1, "{lo} {hi}");
     }
 
     #[test]

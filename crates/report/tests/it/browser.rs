@@ -318,6 +318,7 @@ const PROBE_PAGE: &str = r#"(() => {
     javascriptTextShown: text.includes('javascript:window.__pwned=3'),
     resources: performance.getEntriesByType('resource').map(e => e.name),
     costNotMeasured: document.getElementById('cost-not-measured') !== null,
+    summaryLabels: Array.from(document.querySelectorAll('details.events tbody details > summary')).map(e => e.textContent),
   });
 })()"#;
 
@@ -491,7 +492,8 @@ fn assert_layout(v: &Visit, data: &runlog::log::RunData) {
     let f = &v.facts;
     assert!(v.problems.is_empty(), "console errors: {:#?}", v.problems);
     let fits = |w: &Value, when: &str| {
-        let (scroll, inner) = (w["scrollWidth"].as_f64().expect("scrollWidth"), w["innerWidth"].as_f64().expect("width"));
+        let (scroll, inner) =
+            (w["scrollWidth"].as_f64().expect("scrollWidth"), w["innerWidth"].as_f64().expect("width"));
         assert!(scroll <= inner, "{when}: the document scrolls sideways at {inner} px ({scroll} px wide): {w}");
     };
     fits(&f["width"], "opened");
@@ -541,7 +543,10 @@ fn assert_layout(v: &Visit, data: &runlog::log::RunData) {
         fits(&pick["width"], chosen);
         assert_eq!(pick["views"], json!([chosen]), "only the {chosen} view is visible: {pick}");
         for id in &sections {
-            assert!(pick["sections"].as_array().expect("sections").iter().any(|s| s == id), "{id} shows {chosen}: {pick}");
+            assert!(
+                pick["sections"].as_array().expect("sections").iter().any(|s| s == id),
+                "{id} shows {chosen}: {pick}"
+            );
         }
         assert_eq!(pick["pareto"], 1, "one dataset's Pareto charts: {pick}");
         let of = pick["of"].as_array().expect("of");
@@ -659,6 +664,11 @@ fn the_report_opens_in_chromium_with_no_errors_no_requests_and_no_injected_code(
     // Compactions are marked on the timelines, and every compacting strategy draws a trigger.
     assert!(facts["compactionMarkers"].as_u64().unwrap_or(0) > 0, "compaction markers: {facts}");
     assert!(facts["thresholdLines"].as_u64().unwrap_or(0) > 0, "trigger lines: {facts}");
+    // The run's summarizer is the offline stand-in: its summaries are labelled so, not with
+    // the strategy's name.
+    let labels = facts["summaryLabels"].as_array().expect("summary labels");
+    assert!(!labels.is_empty(), "summaries listed: {facts}");
+    assert!(labels.iter().all(|l| l.as_str().unwrap_or("").starts_with("stand-in summary · ")), "{labels:?}");
     let v = visit_with(&chromium, &run_dir.join("report.html"), &root, "report-800", (800, 1000), PROBE_LAYOUT);
     assert_layout(&v, &data);
     let _ = std::fs::remove_dir_all(&root);
