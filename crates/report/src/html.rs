@@ -20,7 +20,9 @@
 //! [`MAX_TIMELINE_POINTS`] points (min/max per bucket, so every peak and trough of the sawtooth
 //! survives), a pair lists its first and last [`MAX_COMPACTION_EVENTS_PER_PAIR`] compaction
 //! events with summaries cut at [`MAX_SUMMARY_CHARS`] characters, and the lost facts keep at most
-//! [`MAX_PROBE_ROWS`] rows and [`MAX_LOST_BYTES`] bytes. Conversations are embedded in page order while the page stays under
+//! [`MAX_PROBE_ROWS`] rows and [`MAX_LOST_BYTES`] bytes; the paired compactions (the real summary
+//! beside a strategy's, `real.rs`) keep at most [`real::MAX_PAIRED_COMPACTIONS`] pairs in
+//! [`real::MAX_PAIRED_BYTES`] bytes. Conversations are embedded in page order while the page stays under
 //! its bound. The page says when it left something out; the CSV files always hold everything.
 //!
 //! ```no_run

@@ -18,6 +18,13 @@
 //!   has one row per configuration and sorts on a click (numeric columns by value), the charts
 //!   are there with the frontier in both Pareto charts, retention by kind and compaction
 //!   markers;
+//! - at 800 px wide (every list opened, then each dataset picked in turn): the document never
+//!   scrolls sideways (`document.scrollingElement.scrollWidth <= innerWidth`), the leaderboard's
+//!   strategy column keeps its place while its table scrolls sideways, the Pareto charts come
+//!   one block per window with their axes' ranges said, and after each pick no element of
+//!   another dataset is visible while every section with per-dataset content shows the chosen
+//!   one (`COMPACTLENS_REPORT_DIR` runs the same on a real run folder);
+//! - the stand-in's summaries are labelled `stand-in` in the compaction events;
 //! - the hostile text executed nothing: the title is the page's, no global was set, no `blink`,
 //!   `img`, `iframe`, `link` or `javascript:` link exists, the body is visible, and the text
 //!   `<script>document.title=` is on the page as text.
