@@ -21,8 +21,8 @@
 //! survives), a pair lists its first and last [`MAX_COMPACTION_EVENTS_PER_PAIR`] compaction
 //! events with summaries cut at [`MAX_SUMMARY_CHARS`] characters, and the lost facts keep at most
 //! [`MAX_PROBE_ROWS`] rows and [`MAX_LOST_BYTES`] bytes; the paired compactions (the real summary
-//! beside a strategy's, `real.rs`) keep at most [`real::MAX_PAIRED_COMPACTIONS`] pairs in
-//! [`real::MAX_PAIRED_BYTES`] bytes. Conversations are embedded in page order while the page stays under
+//! beside a strategy's, `real.rs`) keep at most `MAX_PAIRED_COMPACTIONS` (24) pairs in
+//! `MAX_PAIRED_BYTES` (a sixteenth of the bound) bytes. Conversations are embedded in page order while the page stays under
 //! its bound. The page says when it left something out; the CSV files always hold everything.
 //!
 //! ```no_run
@@ -85,7 +85,8 @@ fn family_palette(family: &str) -> &'static [&'static str] {
     match family {
         "seed" => &["#2457c5", "#1e8449", "#17a2b8", "#5b8def", "#0e6655"],
         "production" => {
-            &["#d9822b", "#c0392b", "#e84393", "#b7950b", "#8c6d31", "#e67e22", "#a93226", "#d35400", "#7e5109"]
+            // Warm hues told apart from each other (no two oranges or two reds side by side).
+            &["#d9822b", "#c0392b", "#e84393", "#b7950b", "#8c6d31", "#6d214f", "#7d8c1f", "#ff8a65", "#5d4037"]
         }
         "baseline" => &["#5b6475", "#95a5a6", "#34495e"],
         "reference" => &["#7d3cb5"],
