@@ -20,7 +20,9 @@
 //! [`MAX_TIMELINE_POINTS`] points (min/max per bucket, so every peak and trough of the sawtooth
 //! survives), a pair lists its first and last [`MAX_COMPACTION_EVENTS_PER_PAIR`] compaction
 //! events with summaries cut at [`MAX_SUMMARY_CHARS`] characters, and the lost facts keep at most
-//! [`MAX_PROBE_ROWS`] rows and [`MAX_LOST_BYTES`] bytes. Conversations are embedded in page order while the page stays under
+//! [`MAX_PROBE_ROWS`] rows and [`MAX_LOST_BYTES`] bytes; the paired compactions (the real summary
+//! beside a strategy's, `real.rs`) keep at most `MAX_PAIRED_COMPACTIONS` (24) pairs in
+//! `MAX_PAIRED_BYTES` (a sixteenth of the bound) bytes. Conversations are embedded in page order while the page stays under
 //! its bound. The page says when it left something out; the CSV files always hold everything.
 //!
 //! ```no_run
@@ -83,7 +85,8 @@ fn family_palette(family: &str) -> &'static [&'static str] {
     match family {
         "seed" => &["#2457c5", "#1e8449", "#17a2b8", "#5b8def", "#0e6655"],
         "production" => {
-            &["#d9822b", "#c0392b", "#e84393", "#b7950b", "#8c6d31", "#e67e22", "#a93226", "#d35400", "#7e5109"]
+            // Warm hues told apart from each other (no two oranges or two reds side by side).
+            &["#d9822b", "#c0392b", "#e84393", "#b7950b", "#8c6d31", "#6d214f", "#7d8c1f", "#ff8a65", "#5d4037"]
         }
         "baseline" => &["#5b6475", "#95a5a6", "#34495e"],
         "reference" => &["#7d3cb5"],
@@ -296,8 +299,8 @@ pub fn render(data: &RunData, texts: &ProbeTexts) -> String {
     page.header(&mut out);
     page.verdict(&mut out);
     page.leaderboard(&mut out);
-    failures::section(&mut out, &page.summaries, page.data);
-    real::section(&mut out, page.data);
+    real::section(&mut out, &page);
+    failures::section(&mut out, &page.summaries, page.data, &|s| page.color(s));
     page.families(&mut out);
     page.pareto(&mut out);
     page.by_kind(&mut out);
@@ -412,13 +415,18 @@ pub fn json_block(id: &str, value: &serde_json::Value) -> String {
     format!("<script type=\"application/json\" id=\"{}\">{json}</script>\n", escape(id))
 }
 
+/// A colour swatch before a name.
+fn swatch_of(color: &str) -> String {
+    format!("<span class=\"swatch\" style=\"background:{color}\"></span>")
+}
+
 impl Page<'_> {
     fn color(&self, strategy: &str) -> &'static str {
         self.colors.get(strategy).copied().unwrap_or(PALETTE[PALETTE.len() - 2])
     }
 
     fn swatch(&self, strategy: &str) -> String {
-        format!("<span class=\"swatch\" style=\"background:{}\"></span>", self.color(strategy))
+        swatch_of(self.color(strategy))
     }
 
     fn header(&self, out: &mut String) {
@@ -433,11 +441,16 @@ impl Page<'_> {
             m.conversations,
             if m.complete { "" } else { " · <span class=\"bad\">incomplete run</span>" }
         ));
-        out.push_str(
-            "<nav><a href=\"#verdict\">Verdict</a><a href=\"#leaderboard\">Leaderboard</a><a href=\"#families\">By family</a><a href=\"#pareto\">Pareto</a>\
+        // In page order; the real summaries' section, when the run has one, right after the
+        // leaderboard.
+        let real =
+            if crate::real::has_recorded(self.data) { "<a href=\"#real-summaries\">Real summaries</a>" } else { "" };
+        out.push_str(&format!(
+            "<nav><a href=\"#verdict\">Verdict</a><a href=\"#leaderboard\">Leaderboard</a>{real}\
+             <a href=\"#failures\">What breaks agents</a><a href=\"#families\">By family</a><a href=\"#pareto\">Pareto</a>\
              <a href=\"#kinds\">By probe kind</a><a href=\"#timelines\">Timelines</a><a href=\"#lost\">Lost facts</a>\
              <a href=\"#compactions\">Compactions</a><a href=\"#manifest\">Manifest</a><a href=\"#problems\">Problems</a></nav>\n",
-        );
+        ));
     }
 
     fn manifest(&self, out: &mut String) {
@@ -590,7 +603,7 @@ impl Page<'_> {
             "<input class=\"filter\" type=\"search\" placeholder=\"filter configurations\" data-filter=\"leaderboard-table{suffix}\">\n"
         ));
         out.push_str(&format!(
-            "<div class=\"scroll\"><table id=\"leaderboard-table{suffix}\" class=\"sortable\">\n<thead><tr>"
+            "<div class=\"scroll\"><table id=\"leaderboard-table{suffix}\" class=\"sortable sticky\">\n<thead><tr>"
         ));
         // State retention on the answer keys leads the figures where the view has keys.
         let keyed = self.rows(view).iter().any(|s| s.state.all.mean.is_some());
@@ -781,7 +794,7 @@ impl Page<'_> {
     fn families_view(&self, out: &mut String, view: &str, i: usize) {
         let suffix = if i == 0 { String::new() } else { format!("-{i}") };
         out.push_str(&format!(
-            "<div{}><div class=\"scroll\"><table id=\"families-table{suffix}\">\n<thead><tr><th>strategy</th>\
+            "<div{}><div class=\"scroll\"><table id=\"families-table{suffix}\" class=\"sticky\">\n<thead><tr><th>strategy</th>\
              <th class=\"num\">window</th><th>parameters</th><th class=\"num\">completion</th><th class=\"num\">retention</th>\
              <th class=\"num\">compression ratio</th><th class=\"num\">overflow rate</th><th class=\"num\">cost / conv.</th>\
              <th class=\"num\">failed</th></tr></thead>\n<tbody>\n",
@@ -888,43 +901,70 @@ impl Page<'_> {
         self.switch(out);
         self.legend(out);
         for (i, view) in self.views.iter().enumerate() {
-            let rows = self.rows(view);
-            let eligible = summary::frontier_eligible(&rows);
-            let points = |x: fn(&ConfigSummary) -> Option<f64>| -> Vec<svg::ParetoPoint> {
-                rows.iter()
-                    .zip(&eligible)
-                    .filter_map(|(s, eligible)| {
-                        Some(svg::ParetoPoint {
-                            config_id: s.config.config_id.clone(),
-                            strategy: s.config.strategy.clone(),
-                            color: self.color(&s.config.strategy),
-                            x: x(s).filter(|v| v.is_finite())?,
-                            y: s.retention.mean.filter(|v| v.is_finite())?,
-                            ci: s.retention.ci,
-                            eligible: *eligible,
+            let all = self.rows(view);
+            // One pair of charts per window: configurations of different windows are not
+            // alternatives to each other, and their retentions sit on different scales.
+            let mut windows: Vec<Option<u64>> = Vec::new();
+            for s in &all {
+                if !windows.contains(&s.config.window) {
+                    windows.push(s.config.window);
+                }
+            }
+            windows.sort_by_key(|w| w.unwrap_or(u64::MAX));
+            out.push_str(&format!("<div class=\"window-charts\"{}>\n", self.view_attrs(view, i)));
+            for (k, window) in windows.iter().enumerate() {
+                let rows: Vec<&ConfigSummary> = all.iter().copied().filter(|s| s.config.window == *window).collect();
+                let eligible = summary::frontier_eligible(&rows);
+                let points = |x: fn(&ConfigSummary) -> Option<f64>| -> Vec<svg::ParetoPoint> {
+                    rows.iter()
+                        .zip(&eligible)
+                        .filter_map(|(s, eligible)| {
+                            Some(svg::ParetoPoint {
+                                config_id: s.config.config_id.clone(),
+                                strategy: s.config.strategy.clone(),
+                                color: self.color(&s.config.strategy),
+                                x: x(s).filter(|v| v.is_finite())?,
+                                y: s.retention.mean.filter(|v| v.is_finite())?,
+                                ci: s.retention.ci,
+                                eligible: *eligible,
+                            })
                         })
-                    })
-                    .collect()
-            };
-            out.push_str(&format!("<div class=\"charts\"{}>\n", self.view_attrs(view, i)));
-            let cost = points(|s| s.cost_usd_mean);
-            out.push_str("<div class=\"chart big\"><h3>Retention against cost per conversation</h3>");
-            if cost.is_empty() && !rows.is_empty() {
-                // One id per page: the first view's note carries it.
-                let id = if i == 0 { " id=\"cost-not-measured\"" } else { "" };
-                out.push_str(&format!("<p class=\"note\"{id}>Cost is not measured: the experiment sets no price.</p>"));
-            } else {
-                out.push_str(&svg::pareto_chart("cost per conversation (USD)", usd, &cost));
+                        .collect()
+                };
+                let label = crate::verdict::render::window_label(*window);
+                out.push_str(&format!(
+                    "<h3>Window {}</h3>\n<div class=\"charts\" data-window=\"{}\">\n",
+                    escape(&label),
+                    escape(&label)
+                ));
+                let cost = points(|s| s.cost_usd_mean);
+                out.push_str(&format!(
+                    "<div class=\"chart big\"><h4>Retention against cost per conversation ({})</h4>",
+                    escape(&label)
+                ));
+                if cost.is_empty() && !rows.is_empty() {
+                    // One id per page: the first view's first note carries it.
+                    let id = if i == 0 && k == 0 { " id=\"cost-not-measured\"" } else { "" };
+                    out.push_str(&format!(
+                        "<p class=\"note\"{id}>Cost is not measured: the experiment sets no price.</p>"
+                    ));
+                } else {
+                    out.push_str(&svg::pareto_chart("cost per conversation (USD)", usd, &cost));
+                }
+                out.push_str("</div>\n");
+                let kept = points(|s| s.compression_ratio);
+                out.push_str(&format!(
+                    "<div class=\"chart big\"><h4>Retention against tokens kept ({})</h4>",
+                    escape(&label)
+                ));
+                out.push_str(&svg::pareto_chart(
+                    "tokens kept (request tokens sent / without compaction)",
+                    |v| format!("{:.0}%", v * 100.0),
+                    &kept,
+                ));
+                out.push_str("</div>\n</div>\n");
             }
             out.push_str("</div>\n");
-            let kept = points(|s| s.compression_ratio);
-            out.push_str("<div class=\"chart big\"><h3>Retention against tokens kept</h3>");
-            out.push_str(&svg::pareto_chart(
-                "tokens kept (request tokens sent / without compaction)",
-                |v| format!("{:.0}%", v * 100.0),
-                &kept,
-            ));
-            out.push_str("</div>\n</div>\n");
         }
     }
 
@@ -943,7 +983,7 @@ impl Page<'_> {
     fn by_kind_view(&self, out: &mut String, view: &str, i: usize) {
         let suffix = if i == 0 { String::new() } else { format!("-{i}") };
         out.push_str(&format!(
-            "<div class=\"scroll\"{}><table id=\"kinds-table{suffix}\" class=\"sortable\">\n<thead><tr><th>configuration</th><th>strategy</th>",
+            "<div class=\"scroll\"{}><table id=\"kinds-table{suffix}\" class=\"sortable sticky\">\n<thead><tr><th>configuration</th><th>strategy</th>",
             self.view_attrs(view, i)
         ));
         for k in ProbeKind::CLASSIC {
@@ -952,7 +992,7 @@ impl Page<'_> {
         out.push_str("<th class=\"num\">all</th></tr></thead>\n<tbody>\n");
         for s in self.rows(view) {
             out.push_str(&format!(
-                "<tr><td class=\"mono\">{}</td><td>{}{}{}</td>",
+                "<tr><td class=\"mono sticky-name\">{}</td><td>{}{}{}</td>",
                 escape(&s.config.config_id),
                 self.swatch(&s.config.strategy),
                 escape(&s.config.strategy),
@@ -976,7 +1016,7 @@ impl Page<'_> {
              strategy.</p>\n",
         );
         out.push_str(&format!(
-            "<div class=\"scroll\"{}><table id=\"checkpoints-table{suffix}\" class=\"sortable\">\n<thead><tr><th>configuration</th>\
+            "<div class=\"scroll\"{}><table id=\"checkpoints-table{suffix}\" class=\"sortable sticky\">\n<thead><tr><th>configuration</th>\
              <th>strategy</th>",
             self.view_attrs(view, i)
         ));
@@ -987,7 +1027,7 @@ impl Page<'_> {
         // The view's rows only: every view used to repeat every dataset's rows.
         for s in self.rows(view) {
             out.push_str(&format!(
-                "<tr><td class=\"mono\">{}</td><td>{}{}</td>",
+                "<tr><td class=\"mono sticky-name\">{}</td><td>{}{}</td>",
                 escape(&s.config.config_id),
                 self.swatch(&s.config.strategy),
                 escape(&s.config.strategy)

@@ -6,7 +6,8 @@
 //! network.
 //!
 //! The block holds `{"c": configurations, "k": events listed at each end of a pair, "v": conversations}`:
-//! - a configuration is `[config id, colour]`;
+//! - a configuration is `[config id, colour, who wrote its summaries]` (`stand-in` when the
+//!   run's summarizer is the offline stand-in, `real (recorded)` for `recorded`);
 //! - a conversation is `[dataset, "dataset / id", compaction events, pairs]`;
 //! - a failed pair is `[configuration, window, error]`;
 //! - a replayed pair is `[configuration, window, null, calls, compactions, overflows, peak tokens,
@@ -198,6 +199,19 @@ impl Page<'_> {
         )
     }
 
+    /// Who wrote a strategy's summaries, as the compaction events label them: `recorded` for the
+    /// recording's own, `stand-in` when the run's summarizer is the offline stand-in (not the
+    /// strategy: every summarizing strategy's text comes from it), else the strategy's name.
+    fn summary_source(&self, strategy: &str) -> String {
+        if strategy == crate::real::RECORDED {
+            "real (recorded)".into()
+        } else if super::real::stand_in(self.data) {
+            "stand-in".into()
+        } else {
+            plain(strategy)
+        }
+    }
+
     /// The conversations' detail, as many as fit in `budget` bytes (with the picker option and
     /// the event list each adds to the page).
     pub(super) fn detail(&self, budget: usize) -> Detail {
@@ -209,14 +223,20 @@ impl Page<'_> {
             .experiment
             .configurations
             .iter()
-            .map(|c| serde_json::json!([plain(&c.config_id), self.color(&c.strategy)]))
+            .map(|c| {
+                serde_json::json!([plain(&c.config_id), self.color(&c.strategy), self.summary_source(&c.strategy)])
+            })
             .collect();
         // A record whose configuration the experiment does not list (a merged run) still has a row.
         let mut configs = configs;
         for r in &self.data.records {
             if !configs.contains(&r.config_id.as_str()) {
                 configs.push(&r.config_id);
-                config_rows.push(serde_json::json!([plain(&r.config_id), self.color(&r.strategy)]));
+                config_rows.push(serde_json::json!([
+                    plain(&r.config_id),
+                    self.color(&r.strategy),
+                    self.summary_source(&r.strategy)
+                ]));
             }
         }
         let head = serde_json::json!({ "c": config_rows }).to_string();

@@ -12,11 +12,15 @@ use crate::summary::{ConfigSummary, ALL_DATASETS};
 const MAX_DIRECTIVES: usize = 60;
 /// Chart size.
 const W: f64 = 560.0;
-const H: f64 = 200.0;
-const PAD: f64 = 40.0;
+const H: f64 = 220.0;
 
 /// The whole section.
-pub(crate) fn section(out: &mut String, summaries: &[ConfigSummary], data: &RunData) {
+pub(crate) fn section(
+    out: &mut String,
+    summaries: &[ConfigSummary],
+    data: &RunData,
+    color: &dyn Fn(&str) -> &'static str,
+) {
     let pooled: Vec<&ConfigSummary> = summaries.iter().filter(|s| s.dataset == ALL_DATASETS).collect();
     out.push_str("<h2 id=\"failures\">What breaks agents</h2>\n");
     let refusals = if data.manifest.refusals.is_empty() {
@@ -26,7 +30,7 @@ pub(crate) fn section(out: &mut String, summaries: &[ConfigSummary], data: &RunD
     };
     out.push_str(&format!("<p class=\"note\"><b>Provider refusals</b>: {}.</p>\n", escape(&refusals)));
     inapplicable(out, &pooled);
-    drift(out, &pooled);
+    drift(out, &pooled, color);
     directives(out, data);
     live_request(out, &pooled);
 }
@@ -40,7 +44,7 @@ fn inapplicable(out: &mut String, pooled: &[&ConfigSummary]) {
     }
     out.push_str(
         "<p class=\"note\">These strategies cannot work at this window with these parameters: they were never able \
-         to run, so they are not ranked.</p>\n<table><thead><tr><th>configuration</th><th>strategy</th>\
+         to run, so they are not ranked.</p>\n<div class=\"scroll\"><table><thead><tr><th>configuration</th><th>strategy</th>\
          <th class=\"num\">window</th><th>why not</th></tr></thead><tbody>\n",
     );
     for s in rows {
@@ -52,60 +56,151 @@ fn inapplicable(out: &mut String, pooled: &[&ConfigSummary]) {
             escape(&s.inapplicable_reason)
         ));
     }
-    out.push_str("</tbody></table>\n");
+    out.push_str("</tbody></table></div>\n");
 }
 
-/// One line per configuration over rounds 0..=last; `y` gives the value at a round.
-fn chart(
-    title: &str,
-    rows: &[&ConfigSummary],
-    y: impl Fn(&crate::drift::Round) -> Option<f64>,
-    percent: bool,
-) -> String {
-    let last = rows.iter().map(|s| s.drift.rounds.len()).max().unwrap_or(1).saturating_sub(1).max(1);
+/// A configuration's line style in the drift charts: its strategy's colour, and a dash
+/// pattern per window (solid for the smallest), so two windows of one strategy stay apart.
+struct Line<'a> {
+    summary: &'a ConfigSummary,
+    color: &'static str,
+    dash: &'static str,
+}
+
+const DASHES: [&str; 4] = ["", "6 3", "2 2", "8 3 2 3"];
+
+fn lines<'a>(rows: &[&'a ConfigSummary], color: &dyn Fn(&str) -> &'static str) -> Vec<Line<'a>> {
+    let mut windows: Vec<Option<u64>> = rows.iter().map(|s| s.config.window).collect();
+    windows.sort_by_key(|w| w.unwrap_or(u64::MAX));
+    windows.dedup();
+    rows.iter()
+        .map(|s| Line {
+            summary: s,
+            color: color(&s.config.strategy),
+            dash: DASHES[windows.iter().position(|w| *w == s.config.window).unwrap_or(0) % DASHES.len()],
+        })
+        .collect()
+}
+
+fn dash_attr(dash: &str) -> String {
+    if dash.is_empty() {
+        String::new()
+    } else {
+        format!(" stroke-dasharray=\"{dash}\"")
+    }
+}
+
+fn short_tokens(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.1}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.0}k", v / 1e3)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+/// One line per configuration over rounds 0..=last, coloured by strategy; `y` gives the value
+/// at a round. Ticks on both axes.
+fn chart(title: &str, lines: &[Line<'_>], y: impl Fn(&crate::drift::Round) -> Option<f64>, percent: bool) -> String {
+    const LEFT: f64 = 52.0;
+    const RIGHT: f64 = 12.0;
+    const TOP: f64 = 12.0;
+    const BOTTOM: f64 = 34.0;
+    let last = lines.iter().map(|l| l.summary.drift.rounds.len()).max().unwrap_or(1).saturating_sub(1).max(1);
     let top = if percent {
         1.0
     } else {
-        rows.iter().flat_map(|s| s.drift.rounds.iter().filter_map(&y)).fold(1.0_f64, f64::max)
+        lines.iter().flat_map(|l| l.summary.drift.rounds.iter().filter_map(&y)).fold(1.0_f64, f64::max) * 1.05
     };
-    let x = |k: usize| PAD + (W - 2.0 * PAD) * k as f64 / last as f64;
-    let yy = |v: f64| H - PAD + (2.0 * PAD - H) * v / top;
+    let x = |k: f64| LEFT + (W - LEFT - RIGHT) * k / last as f64;
+    let yy = |v: f64| H - BOTTOM - (H - BOTTOM - TOP) * v / top;
     let mut svg = format!(
-        "<svg class=\"chart\" viewBox=\"0 0 {W} {H}\" role=\"img\"><title>{}</title>\
-         <line x1=\"{PAD}\" y1=\"{b}\" x2=\"{r}\" y2=\"{b}\" stroke=\"#888\"/>\
-         <line x1=\"{PAD}\" y1=\"{PAD}\" x2=\"{PAD}\" y2=\"{b}\" stroke=\"#888\"/>\
-         <text x=\"{PAD}\" y=\"{t}\" font-size=\"10\">{}</text>\
-         <text x=\"{r}\" y=\"{u}\" font-size=\"10\" text-anchor=\"end\">round {last}</text>",
-        escape(title),
-        if percent { "100%".to_string() } else { format!("{top:.0} tokens") },
-        b = H - PAD,
-        r = W - PAD,
-        t = PAD - 6.0,
-        u = H - PAD + 14.0,
+        "<svg class=\"drift\" viewBox=\"0 0 {W} {H}\" role=\"img\" aria-label=\"{t}\"><title>{t}</title>",
+        t = escape(title)
     );
-    for s in rows {
-        let points: Vec<String> = s
+    for t in super::svg::nice_ticks(0.0, top, 4) {
+        svg.push_str(&format!(
+            "<line class=\"gridline\" x1=\"{LEFT}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            W - RIGHT,
+            LEFT - 5.0,
+            yy(t) + 4.0,
+            if percent { format!("{:.0}%", t * 100.0) } else { short_tokens(t) },
+            y = yy(t)
+        ));
+    }
+    for t in super::svg::nice_ticks(0.0, last as f64, 6) {
+        svg.push_str(&format!(
+            "<line class=\"axis\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/>\
+             <text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            H - BOTTOM,
+            H - BOTTOM + 4.0,
+            H - BOTTOM + 16.0,
+            t.round(),
+            x = x(t)
+        ));
+    }
+    svg.push_str(&format!(
+        "<line class=\"axis\" x1=\"{LEFT}\" x2=\"{r:.1}\" y1=\"{b:.1}\" y2=\"{b:.1}\"/>\
+         <line class=\"axis\" x1=\"{LEFT}\" x2=\"{LEFT}\" y1=\"{TOP}\" y2=\"{b:.1}\"/>\
+         <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">compaction round</text>\
+         <text transform=\"translate(12 {:.1}) rotate(-90)\" text-anchor=\"middle\">{}</text>",
+        (LEFT + W - RIGHT) / 2.0,
+        H - 4.0,
+        (TOP + H - BOTTOM) / 2.0,
+        if percent { "survival" } else { "tokens" },
+        r = W - RIGHT,
+        b = H - BOTTOM,
+    ));
+    for l in lines {
+        let points: Vec<String> = l
+            .summary
             .drift
             .rounds
             .iter()
             .enumerate()
-            .filter_map(|(k, r)| y(r).map(|v| format!("{:.1},{:.1}", x(k), yy(v))))
+            .filter_map(|(k, r)| y(r).map(|v| format!("{:.1},{:.1}", x(k as f64), yy(v))))
             .collect();
         if points.len() < 2 {
             continue;
         }
         svg.push_str(&format!(
-            "<polyline fill=\"none\" stroke=\"currentColor\" stroke-opacity=\"0.6\" points=\"{}\"><title>{}</title></polyline>",
+            "<polyline class=\"drift-line\" stroke=\"{}\"{} points=\"{}\"><title>{}</title></polyline>",
+            l.color,
+            dash_attr(l.dash),
             points.join(" "),
-            escape(&s.config.config_id)
+            escape(&l.summary.config.config_id)
         ));
     }
     svg.push_str("</svg>\n");
     svg
 }
 
-fn drift(out: &mut String, pooled: &[&ConfigSummary]) {
-    out.push_str("<h3>Drift across repeated compactions</h3>\n");
+/// The drift charts' legend: one entry per configuration, its strategy's colour and its
+/// window's dash.
+fn legend(lines: &[Line<'_>]) -> String {
+    let mut out = String::from("<div class=\"legend drift-legend\">");
+    for l in lines {
+        out.push_str(&format!(
+            "<span title=\"{}\"><svg viewBox=\"0 0 22 8\" aria-hidden=\"true\"><line x1=\"0\" x2=\"22\" y1=\"4\" \
+             y2=\"4\" stroke=\"{}\" stroke-width=\"2\"{}/></svg>{} · {}</span> ",
+            escape(&l.summary.config.config_id),
+            l.color,
+            dash_attr(l.dash),
+            escape(&l.summary.config.strategy),
+            escape(&crate::verdict::render::window_label(l.summary.config.window))
+        ));
+    }
+    out.push_str("</div>\n");
+    out
+}
+
+/// Rounds listed per configuration in the drift table; the rest are counted.
+const MAX_SURVIVAL_ROUNDS: usize = 8;
+
+fn drift(out: &mut String, pooled: &[&ConfigSummary], color: &dyn Fn(&str) -> &'static str) {
+    out.push_str("<h3 id=\"drift\">Drift across repeated compactions</h3>\n");
     let rows: Vec<&ConfigSummary> = pooled.iter().copied().filter(|s| s.drift.rounds.len() > 2).collect();
     if rows.is_empty() {
         out.push_str("<p class=\"note\">No configuration compacted twice in a conversation.</p>\n");
@@ -115,24 +210,34 @@ fn drift(out: &mut String, pooled: &[&ConfigSummary]) {
         "<p class=\"note\">Round k: a conversation's k-th call that compacted. Survival: the retention of probes whose \
          source message went through k compactions before it was asked (round 0: none). Size: the context right \
          after the k-th compaction, mean over the conversations that reached it. Growth: the size after the last \
-         round over the size after the first, minus 1 (mean over conversations with two rounds or more).</p>\n",
+         round over the size after the first, minus 1 (mean over conversations with two rounds or more). Every \
+         dataset pooled; one line per configuration, in its strategy's colour, dashed by window.</p>\n",
     );
-    out.push_str(&chart("Survival by compaction round", &rows, |r| r.retention, true));
-    out.push_str(&chart("Context size right after each compaction round", &rows, |r| r.size_after, false));
+    let lines = lines(&rows, color);
+    out.push_str(&legend(&lines));
+    out.push_str("<div class=\"charts\">\n<div class=\"chart big\"><h4>Survival by compaction round</h4>");
+    out.push_str(&chart("Survival by compaction round", &lines, |r| r.retention, true));
+    out.push_str("</div>\n<div class=\"chart big\"><h4>Context size right after each compaction round</h4>");
+    out.push_str(&chart("Context size right after each compaction round", &lines, |r| r.size_after, false));
+    out.push_str("</div>\n</div>\n");
     out.push_str(
-        "<table><thead><tr><th>configuration</th><th class=\"num\">rounds (max)</th><th class=\"num\">post-compaction growth</th>\
-         <th class=\"num\">median calls between compactions</th><th>survival by round</th></tr></thead><tbody>\n",
+        "<div class=\"scroll\"><table class=\"sticky\"><thead><tr><th>configuration</th><th class=\"num\">rounds (max)</th>\
+         <th class=\"num\">post-compaction growth</th><th class=\"num\">median calls between compactions</th>\
+         <th>survival by round (probes)</th></tr></thead><tbody>\n",
     );
     for s in rows {
-        let survival: Vec<String> = s
-            .drift
-            .rounds
+        let with_probes: Vec<&crate::drift::Round> = s.drift.rounds.iter().filter(|r| r.probes > 0).collect();
+        let mut survival: Vec<String> = with_probes
             .iter()
-            .filter(|r| r.probes > 0)
+            .take(MAX_SURVIVAL_ROUNDS)
             .map(|r| format!("{}: {} ({})", r.round, pct(r.retention), r.probes))
             .collect();
+        if with_probes.len() > MAX_SURVIVAL_ROUNDS {
+            survival.push(format!("… {} more rounds", with_probes.len() - MAX_SURVIVAL_ROUNDS));
+        }
         out.push_str(&format!(
-            "<tr><td class=\"mono\">{}</td><td class=\"num\">{}</td><td class=\"num\"{}>{}</td><td class=\"num\"{}>{}</td><td class=\"note\">{}</td></tr>\n",
+            "<tr><td class=\"mono sticky-name\">{}{}</td><td class=\"num\">{}</td><td class=\"num\"{}>{}</td><td class=\"num\"{}>{}</td><td class=\"note wrap\">{}</td></tr>\n",
+            super::swatch_of(color(&s.config.strategy)),
             escape(&s.config.config_id),
             s.drift.rounds.len() - 1,
             dv(s.drift.post_compaction_growth),
@@ -142,7 +247,7 @@ fn drift(out: &mut String, pooled: &[&ConfigSummary]) {
             escape(&survival.join("; "))
         ));
     }
-    out.push_str("</tbody></table>\n");
+    out.push_str("</tbody></table></div>\n");
 }
 
 fn directives(out: &mut String, data: &RunData) {
@@ -173,7 +278,7 @@ fn directives(out: &mut String, data: &RunData) {
         return;
     }
     out.push_str(
-        "<table><thead><tr><th>conversation</th><th>configuration</th><th class=\"num\">call</th><th>directive</th>\
+        "<div class=\"scroll\"><table><thead><tr><th>conversation</th><th>configuration</th><th class=\"num\">call</th><th>directive</th>\
          <th>the summary's sentence</th><th>the person's nearest words</th></tr></thead><tbody>\n",
     );
     for (r, d) in found.iter().take(MAX_DIRECTIVES) {
@@ -187,7 +292,7 @@ fn directives(out: &mut String, data: &RunData) {
             if d.nearest.is_empty() { "(no sentence shares a word)".to_string() } else { escape(&d.nearest) }
         ));
     }
-    out.push_str("</tbody></table>\n");
+    out.push_str("</tbody></table></div>\n");
     if found.len() > MAX_DIRECTIVES {
         out.push_str(&format!(
             "<p class=\"note\">{} more in results.jsonl (<code>fabricated_directives</code>).</p>\n",
@@ -205,7 +310,7 @@ fn live_request(out: &mut String, pooled: &[&ConfigSummary]) {
     }
     out.push_str(
         "<p class=\"note\">Requests sent without the user's most recent message (the agent's current ask), neither \
-         verbatim nor as a copy of its text.</p>\n<table><thead><tr><th>configuration</th><th class=\"num\">requests</th>\
+         verbatim nor as a copy of its text.</p>\n<div class=\"scroll\"><table><thead><tr><th>configuration</th><th class=\"num\">requests</th>\
          <th class=\"num\">of calls</th></tr></thead><tbody>\n",
     );
     for s in rows {
@@ -216,5 +321,5 @@ fn live_request(out: &mut String, pooled: &[&ConfigSummary]) {
             s.calls
         ));
     }
-    out.push_str("</tbody></table>\n");
+    out.push_str("</tbody></table></div>\n");
 }

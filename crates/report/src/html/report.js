@@ -247,6 +247,11 @@
     if (!conv) { return; }
     var div = element("div", "conversation");
     div.setAttribute("data-conversation", String(k));
+    if (switches.length) {
+      // The charts belong to their conversation's dataset: another dataset's switch hides them.
+      div.setAttribute("data-of", conv[0]);
+      div.classList.toggle("off-dataset", currentDataset() !== "all" && conv[0] !== currentDataset());
+    }
     div.appendChild(element("h3", null, conv[1]));
     var grid = element("div", "grid");
     conv[3].forEach(function (p) {
@@ -308,7 +313,9 @@
           summary.textContent = "–";
         } else {
           var fold = element("details");
-          fold.appendChild(element("summary", null, e[14] + " characters"));
+          // Labelled with who wrote it: the offline stand-in's text is not the strategy's.
+          var source = (d.c[p[0]] || [])[2];
+          fold.appendChild(element("summary", null, (source ? source + " summary \u00b7 " : "") + e[14] + " characters"));
           fold.appendChild(element("pre", null, e[13] === null
             ? "(not embedded: the page reached its size bound; compactions.csv has it)"
             : e[13] + (e[15] > 0 ? "\n… (" + e[15] + " more characters)" : "")));

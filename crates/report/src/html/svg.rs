@@ -26,17 +26,48 @@ impl Scale {
     }
 }
 
+/// The round step (1, 2 or 5 times a power of ten) that cuts `lo..=hi` into about `n` parts.
+fn nice_step(lo: f64, hi: f64, n: usize) -> f64 {
+    let raw = (hi - lo) / n.max(1) as f64;
+    let power = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * power).find(|s| *s >= raw).unwrap_or(10.0 * power)
+}
+
 /// About `n` round tick values covering `lo..=hi` (steps of 1, 2 or 5 times a power of ten).
 pub(crate) fn nice_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     if !(lo.is_finite() && hi.is_finite()) || hi <= lo || n == 0 {
         return vec![lo];
     }
-    let raw = (hi - lo) / n as f64;
-    let power = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * power).find(|s| *s >= raw).unwrap_or(10.0 * power);
-    let first = (lo / step).ceil() as i64;
-    let last = (hi / step).floor() as i64;
+    let step = nice_step(lo, hi, n);
+    // A hair of slack, so a bound that is itself a tick (0.3 as 3 * 0.1) is not lost to rounding.
+    let first = (lo / step - 1e-9).ceil() as i64;
+    let last = (hi / step + 1e-9).floor() as i64;
     (first..=last).map(|i| i as f64 * step).collect()
+}
+
+/// An axis range fitted to `values`: their span with a margin of 8% of it on each side (at
+/// least `min_margin`), widened to round ticks, and kept within `floor..=ceiling`.
+pub(crate) fn fitted_range(
+    values: impl IntoIterator<Item = f64>,
+    min_margin: f64,
+    floor: f64,
+    ceiling: f64,
+) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in values.into_iter().filter(|v| v.is_finite()) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if lo > hi {
+        return (floor, (floor + 1.0).min(ceiling));
+    }
+    let margin = ((hi - lo) * 0.08).max(min_margin);
+    let (lo, hi) = ((lo - margin).max(floor), (hi + margin).min(ceiling));
+    // Bounds on a round value, finer than the ticks so the margin stays small.
+    let step = nice_step(lo, hi, 10);
+    let lo = ((lo / step).floor() * step).max(floor);
+    let hi = ((hi / step).ceil() * step).min(ceiling);
+    (lo, hi)
 }
 
 fn px(v: f64) -> String {
@@ -81,16 +112,33 @@ pub(crate) fn frontier(points: &[ParetoPoint]) -> Vec<usize> {
 pub(crate) fn pareto_chart(x_label: &str, x_fmt: fn(f64) -> String, points: &[ParetoPoint]) -> String {
     let (w, h) = (640.0, 380.0);
     let (left, right, top, bottom) = (58.0, 18.0, 14.0, 46.0);
-    let x_max = points.iter().map(|p| p.x).fold(0.0f64, f64::max);
-    let x_hi = if x_max > 0.0 { x_max * 1.08 } else { 1.0 };
-    let xs = Scale { d0: 0.0, d1: x_hi, r0: left, r1: w - right };
-    let ys = Scale { d0: 0.0, d1: 1.0, r0: h - bottom, r1: top };
-    let mut s = format!(
-        r#"<svg viewBox="0 0 {w} {h}" role="img" aria-label="{}"><title>{}</title>"#,
-        escape(&format!("retention against {x_label}")),
-        escape(&format!("retention against {x_label}")),
+    // Both axes fitted to the points (retention with its intervals), with a margin: a 0-100%
+    // axis squeezes configurations that all keep 80-100% into a fifth of the chart.
+    let (x_lo, x_hi) = {
+        let max = points.iter().map(|p| p.x).fold(0.0f64, f64::max);
+        fitted_range(points.iter().map(|p| p.x), if max > 0.0 { max * 0.05 } else { 0.5 }, 0.0, f64::INFINITY)
+    };
+    let (y_lo, y_hi) = fitted_range(
+        points.iter().flat_map(|p| [Some(p.y), p.ci.map(|c| c.0), p.ci.map(|c| c.1)]).flatten(),
+        0.02,
+        0.0,
+        1.0,
     );
-    for t in nice_ticks(0.0, 1.0, 5) {
+    let xs = Scale { d0: x_lo, d1: x_hi, r0: left, r1: w - right };
+    let ys = Scale { d0: y_lo, d1: y_hi, r0: h - bottom, r1: top };
+    let range = format!(
+        "retention axis {:.0}%–{:.0}%; {x_label} axis {}–{}",
+        y_lo * 100.0,
+        y_hi * 100.0,
+        x_fmt(x_lo),
+        x_fmt(x_hi)
+    );
+    let mut s = format!(
+        r#"<svg viewBox="0 0 {w} {h}" role="img" aria-label="{}" data-y-range="{y_lo:.4} {y_hi:.4}"><title>{}</title>"#,
+        escape(&format!("retention against {x_label}")),
+        escape(&format!("retention against {x_label} ({range})")),
+    );
+    for t in nice_ticks(y_lo, y_hi, 5) {
         let y = ys.at(t);
         s.push_str(&format!(
             r#"<line class="gridline" x1="{}" x2="{}" y1="{}" y2="{}"/><text x="{}" y="{}" text-anchor="end">{}%</text>"#,
@@ -103,7 +151,7 @@ pub(crate) fn pareto_chart(x_label: &str, x_fmt: fn(f64) -> String, points: &[Pa
             (t * 100.0).round()
         ));
     }
-    for t in nice_ticks(0.0, x_hi, 5) {
+    for t in nice_ticks(x_lo, x_hi, 5) {
         let x = xs.at(t);
         s.push_str(&format!(
             r#"<line class="gridline" x1="{}" x2="{}" y1="{}" y2="{}"/><text x="{}" y="{}" text-anchor="middle">{}</text>"#,
@@ -195,6 +243,7 @@ pub(crate) fn pareto_chart(x_label: &str, x_fmt: fn(f64) -> String, points: &[Pa
         ));
     }
     s.push_str("</svg>");
+    s.push_str(&format!("<p class=\"axis-range\">{}</p>", escape(&range)));
     s
 }
 
@@ -258,6 +307,20 @@ mod tests {
         assert_eq!(t.first(), Some(&0.0));
         assert!(t.iter().all(|v| v % 50_000.0 == 0.0), "{t:?}");
         assert_eq!(nice_ticks(3.0, 3.0, 4), vec![3.0]);
+    }
+
+    #[test]
+    fn fitted_ranges_hold_the_values_with_a_small_margin_on_round_bounds() {
+        // Retentions of 82-97%: the axis holds them, within 0-100%, far from starting at 0.
+        let (lo, hi) = fitted_range([0.82, 0.9, 0.97], 0.02, 0.0, 1.0);
+        assert!((0.7..=0.82).contains(&lo) && (0.97..=1.0).contains(&hi), "{lo} {hi}");
+        assert!(((lo * 100.0).round() - lo * 100.0).abs() < 1e-9, "a round bound: {lo}");
+        // Never past the floor or the ceiling; nothing to fit: 0 to 1.
+        assert_eq!(fitted_range([0.0, 1.0], 0.02, 0.0, 1.0), (0.0, 1.0));
+        assert_eq!(fitted_range(std::iter::empty(), 0.02, 0.0, 1.0), (0.0, 1.0));
+        // One value: the minimum margin around it.
+        let (lo, hi) = fitted_range([0.5], 0.02, 0.0, 1.0);
+        assert!(lo < 0.5 && hi > 0.5 && hi - lo < 0.1, "{lo} {hi}");
     }
 
     #[test]

@@ -664,3 +664,108 @@ fn a_json_block_cannot_close_its_element() {
     let back: serde_json::Value = serde_json::from_str(body).expect("still JSON");
     assert_eq!(back["t"], "</script><script>alert(1)</script><!-- & ");
 }
+
+/// A run of `recorded` beside one summarizing configuration over `conversations`
+/// conversations, every summary longer than the page shows.
+fn run_with_recorded(conversations: usize) -> RunData {
+    let mut data = run_data();
+    let experiment = Experiment::parse(
+        "name = \"html-real\"\ndatasets = [\"none.jsonl\"]\nwindows = [2000]\nseed = 1\n\n[[strategy]]\nname = \"recorded\"\n\n[[strategy]]\nname = \"truncate\"\n",
+        Path::new("experiments/html-real.toml"),
+    )
+    .expect("valid");
+    let long = |who: &str| format!("{who} {HOSTILE} {}", "x".repeat(MAX_SUMMARY_CHARS + 100));
+    data.records = (0..conversations)
+        .flat_map(|k| experiment.configurations.iter().map(move |c| (k, c.clone())).collect::<Vec<_>>())
+        .map(|(k, c)| PairRecord {
+            content_hash: None,
+            failure: None,
+            conversation_id: format!("c{k:02}"),
+            dataset: "evil.jsonl".into(),
+            config_id: c.config_id.clone(),
+            strategy: c.strategy.clone(),
+            params: c.params.clone(),
+            window: 2_000,
+            judge: "offline".into(),
+            outcome: PairOutcome::Ok(Box::new(metrics(0.75, &long(&c.strategy), false))),
+        })
+        .collect();
+    data.manifest.experiment = Experiment { description: None, ..experiment };
+    data.manifest.conversations = conversations;
+    data
+}
+
+#[test]
+fn paired_compactions_show_the_real_and_the_stand_in_side_by_side_within_their_bound() {
+    let html = render(&run_with_recorded(2), &ProbeTexts::default());
+    // In the navigation, and placed right after the leaderboard.
+    assert!(html.contains("<a href=\"#real-summaries\">Real summaries</a>"));
+    let real = html.find("id=\"real-summaries\"").expect("the section");
+    assert!(html.find("id=\"leaderboard\"").expect("leaderboard") < real);
+    assert!(real < html.find("id=\"failures\"").expect("failures"));
+    // One pair per conversation: the compaction at call 2 is the summary held at 50%, 75% and
+    // 100% of the 4 calls under both.
+    assert_eq!(html.matches("<details class=\"pair\"").count(), 2);
+    assert!(html.contains("held at 50%, 75%, 100% of the calls"), "the checkpoints are named");
+    // The right-hand text is labelled stand-in, not with the strategy's name; both are cut
+    // with a note; hostile text stays text.
+    assert!(html.contains("<summary><span class=\"swatch\""), "a pair's line opens on its colour");
+    assert!(html.contains("stand-in (offline summarizer), in truncate&#39;s compaction"));
+    assert!(html.contains("real summary (<code>recorded</code>)"));
+    assert_eq!(html.matches(" more characters; compactions.csv has the full text)").count(), 4, "each text cut");
+    assert_eq!(html.matches("<script>").count(), 1, "only the page's own script tag is real");
+    assert!(!html.contains("paired-left-out"), "nothing left out");
+    // The compaction events say who wrote each summary.
+    let detail = detail_data(&html);
+    let sources: Vec<&str> = detail["c"].as_array().expect("configs").iter().filter_map(|c| c[2].as_str()).collect();
+    assert_eq!(sources, ["real (recorded)", "stand-in"]);
+
+    // Past the bound on pairs, the section says how many it shows.
+    let many = render(&run_with_recorded(real::MAX_PAIRED_COMPACTIONS + 6), &ProbeTexts::default());
+    assert_eq!(many.matches("<details class=\"pair\"").count(), real::MAX_PAIRED_COMPACTIONS);
+    assert!(many.contains(&format!(
+        "Showing {} of {} paired compactions",
+        real::MAX_PAIRED_COMPACTIONS,
+        real::MAX_PAIRED_COMPACTIONS + 6
+    )));
+    assert!(many.len() < MAX_REPORT_BYTES);
+}
+
+#[test]
+fn pareto_charts_are_drawn_per_window_on_fitted_axes() {
+    let mut data = run_data();
+    let experiment = Experiment::parse(
+        "name = \"w\"\ndatasets = [\"none.jsonl\"]\nwindows = [2000, 4000]\nseed = 1\n\n[[strategy]]\nname = \"truncate\"\n",
+        Path::new("experiments/w.toml"),
+    )
+    .expect("valid");
+    data.records = experiment
+        .configurations
+        .iter()
+        .map(|c| PairRecord {
+            content_hash: None,
+            failure: None,
+            conversation_id: "c".into(),
+            dataset: "evil.jsonl".into(),
+            config_id: c.config_id.clone(),
+            strategy: c.strategy.clone(),
+            params: c.params.clone(),
+            window: c.window.unwrap_or(0),
+            judge: "offline".into(),
+            outcome: PairOutcome::Ok(Box::new(metrics(0.9, "s", false))),
+        })
+        .collect();
+    data.manifest.experiment = experiment;
+    let html = render(&data, &ProbeTexts::default());
+    let section = &html[html.find("id=\"pareto\"").expect("pareto")..html.find("id=\"kinds\"").expect("kinds")];
+    assert_eq!(section.matches("<div class=\"charts\" data-window=").count(), 2, "one block per window");
+    assert!(section.contains("data-window=\"2k\"") && section.contains("data-window=\"4k\""));
+    // Every configuration retains 90% here: the axis holds it, with a margin, and does not
+    // start at 0.
+    for range in section.split("data-y-range=\"").skip(1) {
+        let r: Vec<f64> =
+            range[..range.find('"').expect("closed")].split(' ').map(|v| v.parse().expect("a number")).collect();
+        assert!(r[0] > 0.5 && r[0] < 0.9 && r[1] > 0.9 && r[1] <= 1.0, "{r:?}");
+    }
+    assert!(section.contains("<p class=\"axis-range\">retention axis"), "the chart says its axis");
+}

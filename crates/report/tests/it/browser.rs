@@ -18,6 +18,13 @@
 //!   has one row per configuration and sorts on a click (numeric columns by value), the charts
 //!   are there with the frontier in both Pareto charts, retention by kind and compaction
 //!   markers;
+//! - at 800 px wide (every list opened, then each dataset picked in turn): the document never
+//!   scrolls sideways (`document.scrollingElement.scrollWidth <= innerWidth`), the leaderboard's
+//!   strategy column keeps its place while its table scrolls sideways, the Pareto charts come
+//!   one block per window with their axes' ranges said, and after each pick no element of
+//!   another dataset is visible while every section with per-dataset content shows the chosen
+//!   one (`COMPACTLENS_REPORT_DIR` runs the same on a real run folder);
+//! - the stand-in's summaries are labelled `stand-in` in the compaction events;
 //! - the hostile text executed nothing: the title is the page's, no global was set, no `blink`,
 //!   `img`, `iframe`, `link` or `javascript:` link exists, the body is visible, and the text
 //!   `<script>document.title=` is on the page as text.
@@ -301,9 +308,9 @@ const PROBE_PAGE: &str = r#"(() => {
     javascriptLinks: Array.from(document.querySelectorAll('a')).filter(a => a.protocol === 'javascript:').length,
     bodyDisplay: getComputedStyle(document.body).display,
     svgs: document.querySelectorAll('svg').length,
-    paretoPoints: Array.from(document.querySelectorAll('#pareto ~ .charts svg circle.point')).filter(e => !e.closest('[hidden]')).length,
-    paretoCharts: Array.from(document.querySelectorAll('#pareto ~ .charts svg')).filter(e => !e.closest('[hidden]')).length,
-    frontiers: Array.from(document.querySelectorAll('#pareto ~ .charts svg path.frontier')).filter(e => !e.closest('[hidden]')).length,
+    paretoPoints: Array.from(document.querySelectorAll('#pareto ~ .window-charts svg circle.point')).filter(e => !e.closest('[hidden]')).length,
+    paretoCharts: Array.from(document.querySelectorAll('#pareto ~ .window-charts svg')).filter(e => !e.closest('[hidden]')).length,
+    frontiers: Array.from(document.querySelectorAll('#pareto ~ .window-charts svg path.frontier')).filter(e => !e.closest('[hidden]')).length,
     kindCells: document.querySelectorAll('#kinds-table td.heat').length,
     compactionMarkers: document.querySelectorAll('svg[aria-label="context size per call"] line.event').length,
     thresholdLines: document.querySelectorAll('svg[aria-label="context size per call"] line.threshold').length,
@@ -317,6 +324,8 @@ const PROBE_PAGE: &str = r#"(() => {
     imgTextShown: text.includes('<img src=x onerror='),
     javascriptTextShown: text.includes('javascript:window.__pwned=3'),
     resources: performance.getEntriesByType('resource').map(e => e.name),
+    costNotMeasured: document.getElementById('cost-not-measured') !== null,
+    summaryLabels: Array.from(document.querySelectorAll('details.events tbody details > summary')).map(e => e.textContent),
   });
 })()"#;
 
@@ -402,6 +411,158 @@ fn visit_with(chromium: &Path, page: &Path, scratch: &Path, shot: &str, viewport
     Visit { facts, problems, requests, url, png }
 }
 
+/// The windows of a run's configurations (each conversation's own counts as one).
+fn windows(data: &runlog::log::RunData) -> usize {
+    let mut windows: Vec<Option<u64>> = data.manifest.experiment.configurations.iter().map(|c| c.window).collect();
+    windows.sort();
+    windows.dedup();
+    windows.len()
+}
+
+/// The page at 800 px wide, after every list is opened and every dataset is picked in turn:
+/// what is visible of each dataset, the Pareto charts per window, the leaderboard's first
+/// column before and after its table is scrolled sideways, and the document's width.
+const PROBE_LAYOUT: &str = r#"(() => {
+  const visible = e => e.getClientRects().length > 0;
+  const sectionOf = e => {
+    let h = e;
+    while (h && h.tagName !== 'H2') { h = h.previousElementSibling || h.parentElement; }
+    return h ? h.id : null;
+  };
+  // Everything drawn on demand is drawn first, so the switch is checked on it too.
+  const lostDetails = document.getElementById('lost-details');
+  if (lostDetails) { lostDetails.open = true; lostDetails.dispatchEvent(new Event('toggle')); }
+  document.querySelectorAll('details').forEach(d => { d.open = true; d.dispatchEvent(new Event('toggle')); });
+  const wide = () => ({
+    scrollWidth: document.scrollingElement.scrollWidth,
+    innerWidth: window.innerWidth,
+    // The elements that stick out past the window's right edge (none when the page fits).
+    over: Array.from(document.querySelectorAll('body *')).filter(e => visible(e) && !e.closest('.scroll') &&
+      e.getBoundingClientRect().right > window.innerWidth + 0.5).slice(0, 5)
+      .map(e => e.tagName + '.' + e.className + '#' + e.id + ' ' + Math.round(e.getBoundingClientRect().right)),
+  });
+  const width = wide();
+  // The leaderboard's first column stays put while its table scrolls sideways.
+  const table = document.getElementById('leaderboard-table');
+  const wrapper = table ? table.closest('.scroll') : null;
+  const firstCell = table ? table.tBodies[0].rows[0].cells[0] : null;
+  const head = table ? table.tHead.rows[0].cells[0].textContent.trim() : null;
+  let sticky = null;
+  if (wrapper && firstCell) {
+    wrapper.scrollLeft = 0;
+    const left0 = firstCell.getBoundingClientRect().left;
+    const second0 = firstCell.nextElementSibling.getBoundingClientRect().left;
+    wrapper.scrollLeft = 400;
+    sticky = {
+      head, scrolled: wrapper.scrollLeft, left0, left1: firstCell.getBoundingClientRect().left,
+      second0, second1: firstCell.nextElementSibling.getBoundingClientRect().left,
+      position: getComputedStyle(firstCell).position,
+    };
+    wrapper.scrollLeft = 0;
+  }
+  // The Pareto charts of the view shown: one block per window, its charts' retention axes.
+  const pareto = () => Array.from(document.querySelectorAll('.window-charts')).filter(visible).map(v =>
+    Array.from(v.querySelectorAll('.charts[data-window]')).map(c => ({
+      window: c.getAttribute('data-window'),
+      charts: Array.from(c.querySelectorAll('.chart')).filter(visible).length,
+      svgs: c.querySelectorAll('svg').length,
+      ranges: Array.from(c.querySelectorAll('svg[data-y-range]')).map(s => s.getAttribute('data-y-range')),
+      axisNotes: c.querySelectorAll('.axis-range').length,
+    })));
+  const paretoFirst = pareto();
+  const select = document.querySelector('select.dataset-switch');
+  const options = select ? Array.from(select.options).map(o => o.value) : [];
+  const picks = options.map(chosen => {
+    select.value = chosen;
+    select.dispatchEvent(new Event('change'));
+    const views = Array.from(document.querySelectorAll('[data-dataset]')).filter(visible);
+    const convs = Array.from(document.querySelectorAll('[data-of]')).filter(visible);
+    return {
+      chosen,
+      views: Array.from(new Set(views.map(e => e.getAttribute('data-dataset')))),
+      sections: Array.from(new Set(views.map(sectionOf))),
+      of: Array.from(new Set(convs.map(e => e.getAttribute('data-of')))),
+      ofSections: Array.from(new Set(convs.map(sectionOf))),
+      pareto: pareto().length,
+      width: wide(),
+    };
+  });
+  return JSON.stringify({ width, sticky, paretoFirst, options, picks,
+    sections: Array.from(document.querySelectorAll('h2[id]')).map(h => h.id) });
+})()"#;
+
+/// What every report must show at 800 px: the document never scrolls sideways, the
+/// leaderboard's strategy column stays put while its table scrolls, one Pareto block per
+/// window with its axis said, and each pick of the dataset switch shows that dataset's
+/// elements only, in every section that has them.
+fn assert_layout(v: &Visit, data: &runlog::log::RunData) {
+    let f = &v.facts;
+    assert!(v.problems.is_empty(), "console errors: {:#?}", v.problems);
+    let fits = |w: &Value, when: &str| {
+        let (scroll, inner) =
+            (w["scrollWidth"].as_f64().expect("scrollWidth"), w["innerWidth"].as_f64().expect("width"));
+        assert!(scroll <= inner, "{when}: the document scrolls sideways at {inner} px ({scroll} px wide): {w}");
+    };
+    fits(&f["width"], "opened");
+    // The strategy column is sticky: scrolled 400 px sideways, its cell has not moved while
+    // the next one has.
+    let s = &f["sticky"];
+    assert_eq!(s["head"], "strategy", "{s}");
+    assert_eq!(s["position"], "sticky", "{s}");
+    assert!(s["scrolled"].as_f64() > Some(0.0), "the leaderboard's table is wider than 800 px and scrolls: {s}");
+    assert_eq!(s["left0"], s["left1"], "the strategy column stays put: {s}");
+    assert!(s["second1"].as_f64() < s["second0"].as_f64(), "the other columns scroll: {s}");
+    // One Pareto block per window, each with its charts and its axes' ranges said.
+    let windows = windows(data);
+    let blocks = f["paretoFirst"].as_array().expect("pareto");
+    assert_eq!(blocks.len(), 1, "one dataset view of Pareto charts is shown: {f}");
+    let per_window = blocks[0].as_array().expect("windows");
+    assert_eq!(per_window.len(), windows, "one block of Pareto charts per window: {f}");
+    let mut labels: Vec<&str> = per_window.iter().filter_map(|w| w["window"].as_str()).collect();
+    labels.dedup();
+    assert_eq!(labels.len(), windows, "each window once: {f}");
+    for w in per_window {
+        assert_eq!(w["svgs"], w["axisNotes"], "each chart says its axes' ranges: {w}");
+        for range in w["ranges"].as_array().expect("ranges") {
+            let r: Vec<f64> = range.as_str().unwrap_or("").split(' ').filter_map(|x| x.parse().ok()).collect();
+            assert!(r.len() == 2 && 0.0 <= r[0] && r[0] < r[1] && r[1] <= 1.0, "a retention axis within 0-100%: {w}");
+        }
+    }
+    // The dataset switch, picked to each dataset in turn.
+    let options: Vec<&str> = f["options"].as_array().expect("options").iter().filter_map(|o| o.as_str()).collect();
+    let datasets = report::summary::datasets(&report::summary::summarize(
+        &data.manifest.experiment.configurations,
+        &data.records,
+        data.manifest.seed,
+    ))
+    .len();
+    if datasets < 2 {
+        assert!(options.is_empty(), "no switch for one dataset: {f}");
+        return;
+    }
+    assert_eq!(options.len(), datasets + 1, "every dataset and the pooled view: {f}");
+    let mut sections = vec!["verdict", "leaderboard", "families", "pareto", "kinds"];
+    if !report::real::compare(data).is_empty() {
+        sections.push("real-summaries");
+    }
+    for pick in f["picks"].as_array().expect("picks") {
+        let chosen = pick["chosen"].as_str().expect("chosen");
+        fits(&pick["width"], chosen);
+        assert_eq!(pick["views"], json!([chosen]), "only the {chosen} view is visible: {pick}");
+        for id in &sections {
+            assert!(
+                pick["sections"].as_array().expect("sections").iter().any(|s| s == id),
+                "{id} shows {chosen}: {pick}"
+            );
+        }
+        assert_eq!(pick["pareto"], 1, "one dataset's Pareto charts: {pick}");
+        let of = pick["of"].as_array().expect("of");
+        if chosen != "all" {
+            assert!(of.iter().all(|d| d == chosen), "only {chosen}'s conversations are visible: {pick}");
+        }
+    }
+}
+
 /// The configurations the leaderboard ranks: those that can operate at their window.
 fn ranked(data: &runlog::log::RunData) -> usize {
     let summaries =
@@ -411,7 +572,7 @@ fn ranked(data: &runlog::log::RunData) -> usize {
 
 /// What every report must show: it loaded clean, fetched nothing, its script ran, and its
 /// leaderboard, charts and sorting work.
-fn assert_clean_page(v: &Visit, name: &str, configurations: usize, ranked: usize) {
+fn assert_clean_page(v: &Visit, name: &str, configurations: usize, ranked: usize, windows: usize) {
     let facts = &v.facts;
     assert!(v.problems.is_empty(), "console errors: {:#?}", v.problems);
     assert_eq!(v.requests, vec![v.url.clone()], "the only request is the page itself");
@@ -457,7 +618,9 @@ fn assert_clean_page(v: &Visit, name: &str, configurations: usize, ranked: usize
     // The retention-by-kind table has a cell per kind and the mean for each configuration.
     assert_eq!(facts["kindCells"], 6 * configurations, "{facts}");
     // Only the shown dataset view counts: the others are hidden until the switch picks them.
-    assert_eq!(facts["paretoCharts"], 2, "cost and tokens kept");
+    // Cost and tokens kept, per window (a run without a price has a note for cost instead).
+    let per_window = if facts["costNotMeasured"] == true { 1 } else { 2 };
+    assert_eq!(facts["paretoCharts"], per_window * windows, "cost and tokens kept per window: {facts}");
     // The screenshot is a real picture of the page, not a blank one.
     assert!(v.png.len() > 20_000, "screenshot of {} bytes looks blank", v.png.len());
 }
@@ -482,7 +645,7 @@ fn the_report_opens_in_chromium_with_no_errors_no_requests_and_no_injected_code(
     let (run_dir, data) = crate::common::adversarial_run(&root);
     let configurations = data.manifest.experiment.configurations.len();
     let v = visit(&chromium, &run_dir.join("report.html"), &root, "report-screenshot");
-    assert_clean_page(&v, crate::common::NAME, configurations, ranked(&data));
+    assert_clean_page(&v, crate::common::NAME, configurations, ranked(&data), windows(&data));
     let facts = &v.facts;
 
     // Nothing injected ran or became an element.
@@ -508,6 +671,13 @@ fn the_report_opens_in_chromium_with_no_errors_no_requests_and_no_injected_code(
     // Compactions are marked on the timelines, and every compacting strategy draws a trigger.
     assert!(facts["compactionMarkers"].as_u64().unwrap_or(0) > 0, "compaction markers: {facts}");
     assert!(facts["thresholdLines"].as_u64().unwrap_or(0) > 0, "trigger lines: {facts}");
+    // The run's summarizer is the offline stand-in: its summaries are labelled so, not with
+    // the strategy's name.
+    let labels = facts["summaryLabels"].as_array().expect("summary labels");
+    assert!(!labels.is_empty(), "summaries listed: {facts}");
+    assert!(labels.iter().all(|l| l.as_str().unwrap_or("").starts_with("stand-in summary · ")), "{labels:?}");
+    let v = visit_with(&chromium, &run_dir.join("report.html"), &root, "report-800", (800, 1000), PROBE_LAYOUT);
+    assert_layout(&v, &data);
     let _ = std::fs::remove_dir_all(&root);
 }
 
@@ -527,7 +697,15 @@ fn the_run_folder_named_by_the_environment_opens_cleanly() {
     let data = runner::run::RunData::read(&dir).expect("COMPACTLENS_REPORT_DIR is a run folder");
     let scratch = crate::common::temp_dir("browser-run");
     let v = visit(&chromium, &dir.join("report.html"), &scratch, "report-run-screenshot");
-    assert_clean_page(&v, &data.manifest.experiment.name, data.manifest.experiment.configurations.len(), ranked(&data));
+    assert_clean_page(
+        &v,
+        &data.manifest.experiment.name,
+        data.manifest.experiment.configurations.len(),
+        ranked(&data),
+        windows(&data),
+    );
+    let v = visit_with(&chromium, &dir.join("report.html"), &scratch, "report-run-800", (800, 1000), PROBE_LAYOUT);
+    assert_layout(&v, &data);
     let _ = std::fs::remove_dir_all(&scratch);
 }
 
@@ -568,7 +746,7 @@ const PROBE_VERDICT: &str = r#"(() => {
 fn the_verdict_opens_the_page_and_the_dataset_switch_moves_every_section() {
     let Some(chromium) = chromium_or_skip() else { return };
     let root = crate::common::temp_dir("browser-verdict");
-    let (run_dir, _) = crate::verdict::ci_run_folder(&root);
+    let (run_dir, data) = crate::verdict::ci_run_folder(&root);
     let v = visit_with(
         &chromium,
         &run_dir.join("report.html"),
@@ -578,6 +756,8 @@ fn the_verdict_opens_the_page_and_the_dataset_switch_moves_every_section() {
         PROBE_VERDICT,
     );
     assert_verdict_first_and_switch(&v, "32k");
+    let v = visit_with(&chromium, &run_dir.join("report.html"), &root, "report-verdict-800", (800, 1000), PROBE_LAYOUT);
+    assert_layout(&v, &data);
     let _ = std::fs::remove_dir_all(&root);
 }
 
@@ -629,7 +809,15 @@ fn a_generated_run_of_36_configurations_by_120_conversations_opens_on_its_verdic
     let v = visit_with(&chromium, &page, &root, "report-generated-verdict", (1280, 800), PROBE_VERDICT);
     assert_verdict_first_and_switch(&v, "16k");
     let v = visit(&chromium, &page, &root, "report-generated");
-    assert_clean_page(&v, crate::generated::NAME, data.manifest.experiment.configurations.len(), ranked(&data));
+    assert_clean_page(
+        &v,
+        crate::generated::NAME,
+        data.manifest.experiment.configurations.len(),
+        ranked(&data),
+        windows(&data),
+    );
     assert_eq!(v.facts["timelineCounts"][0], data.manifest.experiment.configurations.len(), "{}", v.facts);
+    let v = visit_with(&chromium, &page, &root, "report-generated-800", (800, 1000), PROBE_LAYOUT);
+    assert_layout(&v, &data);
     let _ = std::fs::remove_dir_all(&root);
 }
