@@ -48,7 +48,7 @@ mod failures;
 mod real;
 mod stand_in;
 mod svg;
-mod verdict;
+pub(crate) mod verdict;
 
 /// The report's file name in a run folder.
 pub const REPORT_HTML: &str = "report.html";

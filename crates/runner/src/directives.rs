@@ -317,10 +317,7 @@ mod tests {
             "no, I did not say commit anything",
         ]);
         assert_eq!(nearest("commit the changes and push", &said).as_deref(), Some("no, I did not say commit anything"));
-        assert_eq!(
-            nearest("deploy the production server", &said).as_deref(),
-            Some("Then deploy the staging server.")
-        );
+        assert_eq!(nearest("deploy the production server", &said).as_deref(), Some("Then deploy the staging server."));
         assert_eq!(nearest("rewrite everything in haskell", &said), None);
     }
 

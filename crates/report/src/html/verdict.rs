@@ -50,7 +50,7 @@ fn views_of<'a>(v: &'a Verdict, dataset: &'a str) -> impl Iterator<Item = (Optio
     v.windows.iter().filter_map(move |w| w.views.iter().find(|x| x.dataset == dataset).map(|x| (w.window, x)))
 }
 
-fn verdict_view(out: &mut String, v: &Verdict, dataset: &str) {
+pub(crate) fn verdict_view(out: &mut String, v: &Verdict, dataset: &str) {
     out.push_str(
         "<div class=\"scroll\"><table class=\"verdict\">\n<thead><tr><th>window</th><th>pick</th><th>completion</th>\
          <th>at-risk retention</th><th>cost / conv.</th><th>how sure</th><th>front</th></tr></thead>\n<tbody>\n",
@@ -73,7 +73,7 @@ fn verdict_view(out: &mut String, v: &Verdict, dataset: &str) {
             "<tr><td class=\"nowrap\">{}</td><td class=\"nowrap\"{}><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
             escape(&window_label(w)),
             best.map(|e| format!(" title=\"{}\"", escape(&e.config_id))).unwrap_or_default(),
-            escape(&cell(&|e| label(e))),
+            escape(&cell(&|e| if view.tie.is_some() { format!("{} (cheapest of a tie)", label(e)) } else { label(e) })),
             escape(&cell(&|e| completion(&e.completion))),
             escape(&cell(&|e| retention(&e.retention))),
             escape(&cell(&|e| cost(&e.cost))),
@@ -92,6 +92,13 @@ fn verdict_view(out: &mut String, v: &Verdict, dataset: &str) {
         ));
         if let Some(state) = &view.state {
             out.push_str(&format!("<li class=\"state\"><b>{}: {}</b></li>\n", escape(&window_label(w)), escape(state)));
+        }
+        if let Some(readiness) = &view.readiness {
+            out.push_str(&format!(
+                "<li class=\"readiness\">{}: {}</li>\n",
+                escape(&window_label(w)),
+                escape(readiness)
+            ));
         }
         for warning in &view.warnings {
             let names: Vec<String> = warning.configurations.iter().map(|c| view.label_of(c)).collect();

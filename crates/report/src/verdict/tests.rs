@@ -124,6 +124,9 @@ fn the_front_the_best_and_what_beats_the_rest() {
     assert!((tie.saving.expect("priced") - 0.5).abs() < 1e-9);
     assert!((tie.saving_share.expect("priced") - 0.5).abs() < 1e-9);
     assert_eq!(view.pick().map(|e| e.config_id.as_str()), Some("c"));
+    let mut html = String::new();
+    crate::html::verdict::verdict_view(&mut html, &v, ALL_DATASETS);
+    assert!(html.contains("<b>c (cheapest of a tie)</b>"), "no bold best that the tie contradicts: {html}");
     assert_eq!(
         view.tie_line().expect("a tie line"),
         "tie: a, c: no detectable difference in completion or at-risk retention (each against a on at least 24 conv. compacted under both); c is $0.5000 (50.0%) cheaper per conversation than a"
@@ -327,6 +330,9 @@ fn readiness_gets_a_line_only_where_it_separates_the_front() {
     assert!(line.contains("95.0%") && line.contains("20.0%") && line.contains("over 40 compactions"), "{line}");
     assert!(!line.contains("50.0%"), "b is not on the front: {line}");
     assert!(v.text().contains(&line));
+    let mut html = String::new();
+    crate::html::verdict::verdict_view(&mut html, &v, ALL_DATASETS);
+    assert!(html.contains(&crate::html::escape(&line)), "the report's verdict has the line too");
     // Overlapping intervals: no line.
     let close = ["0.95,0.8,0.99,40", "0.5,0.45,0.55,40", "0.9,0.85,0.97,40", ",,,0", ",,,0"];
     let v = verdict(&files(&standard(), 24, "", Some((columns, &close)), None));
