@@ -240,6 +240,8 @@ struct BadInput {
     args: Vec<String>,
     exit: Option<i32>,
     expect: Vec<String>,
+    /// Fragments the output must not hold (`unexpected: TEXT`).
+    unexpected: Vec<String>,
     absent: Vec<(String, String)>,
     same: Vec<String>,
     /// Pairs of files of the case's folder that must be byte-identical afterwards.
@@ -267,6 +269,7 @@ fn bad_input_cases(text: &str) -> Vec<BadInput> {
             "args" => case.args = value.split_whitespace().map(String::from).collect(),
             "exit" => case.exit = Some(value.trim().parse().unwrap_or_else(|_| panic!("cases.txt:{}: exit", n + 1))),
             "expect" => case.expect.push(value.to_string()),
+            "unexpected" => case.unexpected.push(value.to_string()),
             "setup" => case.setup.push(value.to_string()),
             "same" => case.same.push(value.trim().to_string()),
             "max-output" => {
@@ -542,6 +545,11 @@ fn bad_inputs_suite() {
         for fragment in &case.expect {
             if !output.contains(fragment.as_str()) {
                 failures.push(format!("{}: no {fragment:?} in\n{output}", case.name));
+            }
+        }
+        for fragment in &case.unexpected {
+            if output.contains(fragment.as_str()) {
+                failures.push(format!("{}: {fragment:?} in\n{output}", case.name));
             }
         }
         for (file, text) in &case.absent {
