@@ -430,6 +430,19 @@ fn bad_input_setup(dir: &Path, step: &str) -> Option<std::fs::File> {
     None
 }
 
+/// `path` if it is a file, every file under it if it is a folder, nothing if it is missing.
+fn files_under(path: &Path) -> Vec<std::path::PathBuf> {
+    if !path.is_dir() {
+        return if path.exists() { vec![path.to_path_buf()] } else { Vec::new() };
+    }
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(path).expect("a readable folder") {
+        out.extend(files_under(&entry.expect("an entry").path()));
+    }
+    out.sort();
+    out
+}
+
 /// Run `args` in `dir`, killing it after `limit`; `None` when it had to be killed.
 fn run_limited(
     args: &[String],
@@ -553,12 +566,19 @@ fn bad_inputs_suite() {
             }
         }
         for (file, text) in &case.absent {
-            match std::fs::read_to_string(dir.join(file)) {
-                Ok(content) if content.contains(text.as_str()) => {
-                    failures.push(format!("{}: {file} contains {text:?}", case.name))
+            // A folder: every file under it.
+            let files = files_under(&dir.join(file));
+            if files.is_empty() {
+                failures.push(format!("{}: {file}: no file there", case.name));
+            }
+            for path in files {
+                match std::fs::read(&path) {
+                    Ok(content) if String::from_utf8_lossy(&content).contains(text.as_str()) => {
+                        failures.push(format!("{}: {} contains {text:?}", case.name, path.display()))
+                    }
+                    Ok(_) => {}
+                    Err(e) => failures.push(format!("{}: {}: {e}", case.name, path.display())),
                 }
-                Ok(_) => {}
-                Err(e) => failures.push(format!("{}: {file}: {e}", case.name)),
             }
         }
         for (a, b) in &case.same_as {
