@@ -3,8 +3,8 @@
 //!
 //! [`ExternalStrategy`] is built once per configuration and keeps a pool of idle processes;
 //! [`Sessions::begin`] takes one (or starts one: `init`, then `ready` with the program's name,
-//! version and protocol version) for a conversation and returns an [`ExternalSession`]. The session is the
-//! strategy the replay uses for that conversation. At every model call the replay asks it
+//! version and protocol version) for a conversation and returns an [`ExternalSession`]. The
+//! session is the strategy the replay uses for that conversation. At every model call the replay asks it
 //! ([`Strategy::should_compact`] always holds while it is healthy); its
 //! [`Strategy::plan_with`] sends `call` with the messages appended since the previous one,
 //! serves the program's `summarize` requests through the replay's summarizer (so they are

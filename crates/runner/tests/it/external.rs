@@ -61,10 +61,12 @@ while True:
         send({"type": "keep"}, call_id)
     elif mode == "summary-id":
         # A summary through the harness: the reply carries this call's id too.
-        send({"type": "summarize", "id": "s%d" % calls, "messages": msg["append"], "instructions": "x", "max_tokens": 10}, call_id)
+        request = {"type": "summarize", "id": "s%d" % calls, "messages": msg["append"], "instructions": "x"}
+        send(request, call_id)
         summary = read()
         assert summary["type"] == "summary" and summary["call_id"] == call_id, (summary, call_id)
-        send({"type": "compact", "context": [{"message": {"role": "user", "content": summary["text"], "summary": True}}]}, call_id)
+        written = {"role": "user", "content": summary["text"], "summary": True}
+        send({"type": "compact", "context": [{"message": written}]}, call_id)
     else:
         # The conversation's number, as a new message: which process answered.
         text = "conversation %d, call %d" % (conversations, calls)
