@@ -1,9 +1,11 @@
 """Write a compactlens compaction strategy in Python.
 
 compactlens runs an external strategy as a child process and talks to it in newline-delimited
-JSON over stdin and stdout (protocol version 1, docs/external-strategies.md). This module speaks
-that protocol so a strategy only has to say what the context becomes. One file, Python 3.9 or
-later, standard library only: copy it next to your strategy or put its folder on `sys.path`.
+JSON over stdin and stdout (docs/external-strategies.md). This module speaks that protocol so a
+strategy only has to say what the context becomes: version 2 (every request and answer carries
+a call id) when the harness offers it, version 1 with a harness that offers only that. One
+file, Python 3.9 or later, standard library only: copy it next to your strategy or put its
+folder on `sys.path`.
 
 Subclass `Strategy`, write `compact(self, messages, call)` and hand the class to `run`:
 
@@ -67,9 +69,12 @@ import os
 import sys
 import traceback
 
-__all__ = ["Call", "ProtocolError", "Strategy", "SummaryError", "run", "PROTOCOL_VERSION"]
+__all__ = ["Call", "ProtocolError", "Strategy", "SummaryError", "run", "PROTOCOL_VERSION", "PROTOCOL_VERSIONS"]
 
-PROTOCOL_VERSION = 1
+#: The newest protocol version, spoken whenever the harness offers it.
+PROTOCOL_VERSION = 2
+#: Every version this module speaks.
+PROTOCOL_VERSIONS = (1, 2)
 
 # Exit codes: the strategy's own code raised; the harness broke the protocol.
 EXIT_STRATEGY_ERROR = 1
@@ -81,7 +86,7 @@ class SummaryError(Exception):
 
 
 class ProtocolError(Exception):
-    """The harness sent something protocol version 1 does not allow at that point."""
+    """The harness sent something the protocol does not allow at that point."""
 
 
 class Strategy:
@@ -178,6 +183,10 @@ class _Loop:
         self.writer = writer
         self.params = {}
         self.summary_count = 0
+        # The protocol version agreed in the handshake, and (version 2) the call id of the
+        # request being answered: every message this side writes carries it.
+        self.protocol = 1
+        self.call_id = None
         self._reset(None, None, None)
 
     def _reset(self, conversation, window, tokenizer):
@@ -194,6 +203,8 @@ class _Loop:
     # -- I/O ---------------------------------------------------------------------------------
 
     def send(self, obj):
+        if self.protocol >= 2:
+            obj = dict(obj, call_id=self.call_id)
         line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
         self.writer.write(line.encode("utf-8"))
         self.writer.flush()
@@ -222,9 +233,19 @@ class _Loop:
             return
         if first["type"] != "init":
             raise ProtocolError("expected `init` first, got `%s`" % first["type"])
-        protocol = first.get("protocol")
-        if protocol != PROTOCOL_VERSION:
-            raise ProtocolError("protocol %r is not supported (this SDK speaks %d)" % (protocol, PROTOCOL_VERSION))
+        # `protocols` lists the versions the harness speaks; a harness of version 1 only sends
+        # `protocol`.
+        offered = first.get("protocols")
+        if not isinstance(offered, list):
+            offered = [first.get("protocol")]
+        common = [v for v in PROTOCOL_VERSIONS if v in offered]
+        if not common:
+            raise ProtocolError(
+                "protocol %s is not supported (this SDK speaks %s)"
+                % (" or ".join(map(repr, offered)), " and ".join(map(str, PROTOCOL_VERSIONS)))
+            )
+        self.protocol = max(common)
+        self.take_call_id(first)
         params = first.get("params")
         self.params = params if isinstance(params, dict) else {}
         strategy = self.strategy
@@ -234,7 +255,10 @@ class _Loop:
             pass
         name = getattr(strategy, "name", None) or type(strategy).__name__
         version = getattr(strategy, "version", None)
-        self.send({"type": "ready", "name": str(name), "version": str(version or "0")})
+        ready = {"type": "ready", "name": str(name), "version": str(version or "0")}
+        if self.protocol >= 2:
+            ready["protocol"] = self.protocol
+        self.send(ready)
 
         in_conversation = False
         while True:
@@ -243,19 +267,26 @@ class _Loop:
                 return
             kind = msg["type"]
             if kind == "begin":
+                self.take_call_id(msg)
                 if in_conversation:
                     self._author(strategy.end)
                 self._reset(msg.get("conversation"), msg.get("window"), msg.get("tokenizer"))
                 in_conversation = True
                 self._author(strategy.begin, self.conversation, self.window, self.tokenizer)
+                if self.protocol >= 2:
+                    self.send({"type": "ok"})
             elif kind == "end":
+                self.take_call_id(msg)
                 if in_conversation:
                     self._author(strategy.end)
                 in_conversation = False
                 self._reset(None, None, None)
+                if self.protocol >= 2:
+                    self.send({"type": "ok"})
             elif kind == "call":
                 if not in_conversation:
                     raise ProtocolError("`call` outside a conversation (no `begin`)")
+                self.take_call_id(msg)
                 self.on_call(msg)
             elif kind == "summary":
                 raise ProtocolError("`summary` %r when no summary was asked for" % msg.get("id"))
@@ -264,6 +295,15 @@ class _Loop:
             else:
                 sys.stderr.write("compactlens_strategy: ignoring a `%s` message\n" % kind)
                 sys.stderr.flush()
+
+    def take_call_id(self, msg):
+        """Version 2: the request's call id, which the answer will carry."""
+        if self.protocol < 2:
+            return
+        call_id = msg.get("call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise ProtocolError("`%s` with no `call_id` (protocol 2)" % msg["type"])
+        self.call_id = call_id
 
     def _author(self, fn, *args):
         try:
@@ -392,6 +432,10 @@ class _Loop:
             raise ProtocolError("expected `summary` %s, got `%s`" % (sid, answer["type"]))
         if answer.get("id") != sid:
             raise ProtocolError("expected `summary` %s, got id %r" % (sid, answer.get("id")))
+        if self.protocol >= 2 and answer.get("call_id") != self.call_id:
+            raise ProtocolError(
+                "expected `summary` %s of call id %r, got call id %r" % (sid, self.call_id, answer.get("call_id"))
+            )
         if answer.get("error") is not None:
             raise SummaryError(str(answer["error"]))
         text = answer.get("text")

@@ -1,7 +1,9 @@
 // compactlens-strategy.mjs: the Node SDK for compactlens's external strategies.
 //
-// It speaks protocol version 1 of docs/external-strategies.md (newline-delimited JSON on
-// stdin/stdout) so that a strategy is one class with one method. One file, Node built-in
+// It speaks the protocol of docs/external-strategies.md (newline-delimited JSON on
+// stdin/stdout) so that a strategy is one class with one method: version 2 (every request and
+// answer carries a call id) when the harness offers it, version 1 with a harness that offers
+// only that. One file, Node built-in
 // modules only (Node 20 or later); copy it next to your strategy or import it by path.
 //
 // Usage:
@@ -40,7 +42,9 @@
 //
 // What `run` does for you:
 //
-// - the handshake (`init` / `ready`), the conversations (`begin` / `end`) and the calls;
+// - the handshake (`init` / `ready`, where the version is agreed), the conversations (`begin` /
+//   `end`, each answered `ok` in version 2) and the calls; in version 2 every message it writes
+//   carries the `call_id` of the request it answers;
 // - the mirror of the context: the messages of each `call`'s `append` are added to it, and a
 //   compaction replaces it. `compact` gets a copy of the array; the messages in it are frozen
 //   (build new objects instead of editing them), so a message returned as it was given is
@@ -66,8 +70,11 @@
 import process from "node:process";
 import * as readline from "node:readline";
 
-/** The protocol version this SDK speaks. */
-export const PROTOCOL = 1;
+/** The newest protocol version, spoken whenever the harness offers it. */
+export const PROTOCOL = 2;
+
+/** Every protocol version this SDK speaks. */
+export const PROTOCOLS = Object.freeze([1, 2]);
 
 /** Exit codes: the strategy's own code threw; the harness broke the protocol. */
 export const EXIT_STRATEGY_ERROR = 1;
@@ -176,7 +183,7 @@ export class Strategy {
   end() {}
 }
 
-/** The harness sent something protocol 1 does not allow there (exit code 2, no stack). */
+/** The harness sent something the protocol does not allow there (exit code 2, no stack). */
 export class ProtocolError extends Error {
   constructor(message) {
     super(message);
@@ -330,7 +337,19 @@ export function run(strategy) {
   }
 
   const out = process.stdout;
-  const write = (obj) => out.write(`${JSON.stringify(obj)}\n`);
+  /** The version agreed in `init`. */
+  let protocol = 1;
+  /** Version 2: the call id of the request being answered; everything written carries it. */
+  let callId = null;
+  const write = (obj) => out.write(`${JSON.stringify(protocol >= 2 ? { ...obj, call_id: callId } : obj)}\n`);
+  /** Version 2: take the request's call id, which its answer will carry. */
+  const takeCallId = (msg) => {
+    if (protocol < 2) return;
+    if (typeof msg.call_id !== "string" || msg.call_id === "") {
+      throw new ProtocolError(`\`${msg.type}\` with no \`call_id\` (protocol 2)`);
+    }
+    callId = msg.call_id;
+  };
 
   /** @type {Record<string, unknown> | null} */
   let params = null;
@@ -384,9 +403,17 @@ export function run(strategy) {
     switch (msg.type) {
       case "init": {
         if (params !== null) throw new ProtocolError("a second `init`");
-        if (msg.protocol !== PROTOCOL) {
-          throw new ProtocolError(`this SDK speaks protocol ${PROTOCOL}; the harness asked for ${JSON.stringify(msg.protocol)}`);
+        // `protocols` lists the versions the harness speaks; a harness of version 1 sends
+        // only `protocol`.
+        const offered = Array.isArray(msg.protocols) ? msg.protocols : [msg.protocol];
+        const common = PROTOCOLS.filter((v) => offered.includes(v));
+        if (common.length === 0) {
+          throw new ProtocolError(
+            `this SDK speaks protocol ${PROTOCOLS.join(" or ")}; the harness asked for ${offered.map((v) => JSON.stringify(v)).join(" or ")}`,
+          );
         }
+        protocol = Math.max(...common);
+        takeCallId(msg);
         const p = msg.params;
         params = p !== null && typeof p === "object" && !Array.isArray(p) ? p : {};
         try {
@@ -395,11 +422,13 @@ export function run(strategy) {
           // A frozen strategy object: `call.params` still has them.
         }
         const name = nameOf(impl, "name", "external");
-        write({ type: "ready", name, version: nameOf(impl, "version", "0") });
+        const ready = { type: "ready", name, version: nameOf(impl, "version", "0") };
+        write(protocol >= 2 ? { ...ready, protocol } : ready);
         return;
       }
       case "begin": {
         if (params === null) throw new ProtocolError("`begin` before `init`");
+        takeCallId(msg);
         // A `begin` without the previous conversation's `end` ends it.
         if (conv) await endConversation();
         conv = {
@@ -414,10 +443,12 @@ export function run(strategy) {
         if (typeof impl.begin === "function") {
           await impl.begin({ conversation: msg.conversation, window: msg.window, tokenizer: msg.tokenizer, params });
         }
+        if (protocol >= 2) write({ type: "ok" });
         return;
       }
       case "call": {
         if (!conv) throw new ProtocolError("`call` outside a conversation (no `begin`)");
+        takeCallId(msg);
         const append = msg.append ?? [];
         if (!Array.isArray(append)) throw new ProtocolError("`call` with an `append` that is not an array");
         for (const m of append) conv.mirror.push(deepFreeze(m));
@@ -468,7 +499,9 @@ export function run(strategy) {
         return;
       }
       case "end": {
+        takeCallId(msg);
         if (conv) await endConversation();
+        if (protocol >= 2) write({ type: "ok" });
         return;
       }
       default:
@@ -479,6 +512,11 @@ export function run(strategy) {
   const answerSummary = (msg) => {
     const waiting = pending.get(msg.id);
     if (!waiting) throw new ProtocolError(`a \`summary\` for no pending request (id ${JSON.stringify(msg.id)})`);
+    if (protocol >= 2 && msg.call_id !== callId) {
+      throw new ProtocolError(
+        `a \`summary\` (id ${JSON.stringify(msg.id)}) of call id ${JSON.stringify(msg.call_id)}, expected ${JSON.stringify(callId)}`,
+      );
+    }
     pending.delete(msg.id);
     if (msg.error !== undefined && msg.error !== null) waiting.reject(new SummaryError(String(msg.error), msg.id));
     else if (typeof msg.text === "string") waiting.resolve(msg.text);

@@ -145,7 +145,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            tell!("error: {err:#}");
+            tell!("error: {}", output::error_text(&err));
             ExitCode::from(exit::USAGE)
         }
     }

@@ -44,9 +44,52 @@ pub fn terminal(text: &str) -> String {
     report::verdict::render::inert(text)
 }
 
+/// An error as the binary prints it: its message, then each cause the message does not already
+/// hold. The libraries' errors name their cause in their own message (`{path}: {source}`) and
+/// keep it as their `source` too, so printing the whole chain would say the OS text twice; a
+/// context added in the binary (`creating DIR`) names nothing, so its cause is appended.
+pub fn error_text(err: &anyhow::Error) -> String {
+    let mut text = err.to_string();
+    for cause in err.chain().skip(1) {
+        let cause = cause.to_string();
+        if !cause.is_empty() && !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_names_its_cause_once() {
+        /// A library's error: its message holds its cause, which is its source too.
+        #[derive(Debug)]
+        struct Io {
+            path: String,
+            source: std::io::Error,
+        }
+        impl std::fmt::Display for Io {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{}: {}", self.path, self.source)
+            }
+        }
+        impl std::error::Error for Io {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.source)
+            }
+        }
+        let os = || std::io::Error::from(std::io::ErrorKind::IsADirectory);
+        let typed = anyhow::Error::from(Io { path: "r/summary.csv".into(), source: os() });
+        assert_eq!(error_text(&typed), format!("r/summary.csv: {}", os()));
+        let wrapped = typed.context("writing the run's tables");
+        assert_eq!(error_text(&wrapped), format!("writing the run's tables: r/summary.csv: {}", os()));
+        let plain = anyhow::Error::from(os()).context("creating out");
+        assert_eq!(error_text(&plain), format!("creating out: {}", os()));
+    }
 
     #[test]
     fn terminal_text_shows_escapes_and_bidi_controls_inert() {

@@ -423,7 +423,8 @@ enum Attempt {
 }
 
 /// A transport failure: a time-out, a refused or broken connection, a body cut short. All
-/// retried. The message names the error chain, never a header.
+/// retried. The message names the error chain, never a header, and each cause once (one that
+/// names its own cause in its message is not followed by it again).
 fn transport(e: &reqwest::Error) -> Attempt {
     if e.is_timeout() {
         return Attempt::Retry(LlmError::Timeout { attempts: 1, timeout_s: 0.0 }, None);
@@ -431,8 +432,11 @@ fn transport(e: &reqwest::Error) -> Attempt {
     let mut message = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
-        message.push_str(": ");
-        message.push_str(&s.to_string());
+        let text = s.to_string();
+        if !text.is_empty() && !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
         source = s.source();
     }
     Attempt::Retry(LlmError::Connection { attempts: 1, message }, None)

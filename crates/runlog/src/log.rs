@@ -147,8 +147,8 @@ pub struct PhaseTiming {
     pub thread_ms: Option<u64>,
 }
 
-/// An external strategy of a run: its configuration, label and command, and the `name` and
-/// `version` its program reported (`None` when no process started).
+/// An external strategy of a run: its configuration, label and command, and the `name`,
+/// `version` and protocol version its program reported (`None` when no process started).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExternalRun {
     pub config_id: String,
@@ -156,6 +156,9 @@ pub struct ExternalRun {
     pub command: Vec<String>,
     pub name: Option<String>,
     pub version: Option<String>,
+    /// The protocol version it spoke (absent in runs made before version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<u32>,
 }
 
 /// `run.json`.

@@ -2,9 +2,9 @@
 //! `docs/external-strategies.md` on stdin/stdout, compacts like a built-in strategy.
 //!
 //! [`ExternalStrategy`] is built once per configuration and keeps a pool of idle processes;
-//! [`Sessions::begin`] takes one (or starts one: `init`, then `ready` with the program's name
-//! and version) for a conversation and returns an [`ExternalSession`]. The session is the
-//! strategy the replay uses for that conversation. At every model call the replay asks it
+//! [`Sessions::begin`] takes one (or starts one: `init`, then `ready` with the program's name,
+//! version and protocol version) for a conversation and returns an [`ExternalSession`]. The
+//! session is the strategy the replay uses for that conversation. At every model call the replay asks it
 //! ([`Strategy::should_compact`] always holds while it is healthy); its
 //! [`Strategy::plan_with`] sends `call` with the messages appended since the previous one,
 //! serves the program's `summarize` requests through the replay's summarizer (so they are
@@ -14,8 +14,18 @@
 //! Failures are values: a program that exits, hangs past `timeout_s`, writes a line that is
 //! not a protocol message, answers out of turn or with an invalid range sets the session's
 //! [`Session::fault`] (naming the conversation, the call and the last lines of its stderr),
-//! is killed, and the replay fails that pair. Dropping a healthy session sends `end` and puts
-//! its process back in the pool.
+//! is killed, and the replay fails that pair.
+//!
+//! Two protocol versions are spoken; the program picks one in `ready`. In version 2 every
+//! request (`init`, `begin`, `call`, `end`) carries a `call_id` made of the request's number
+//! and 32 unpredictable bits, and every message of the program's answer must carry it: an
+//! answer with a missing, wrong or repeated id, a line nobody asked for (read as the next
+//! request's answer) or a second answer is a fault by construction, whatever its timing, and
+//! no answer can be written before its request was read. Version 1 has no ids; there a line
+//! already waiting when the harness has asked nothing is the fault (a check of timing: a
+//! program that answers every call late is not caught). [`Session::close`] ends a version-2
+//! conversation (`end`, answered `ok`) and a closed session's process goes back in the pool;
+//! dropping a healthy version-1 session sends `end` and pools its process.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
@@ -35,8 +45,16 @@ use serde_json::{json, Value};
 use crate::session::{Session, Sessions};
 use crate::summarize::prompts::external_prompt;
 
-/// The protocol version this harness speaks.
-pub const PROTOCOL: u32 = 1;
+/// The protocol versions this harness speaks. `init` names version 1 in `protocol` (the field a
+/// version-1 program checks) and all of them in `protocols`; the program names the one it
+/// speaks in `ready` (no `protocol` there is version 1).
+pub const PROTOCOLS: [u32; 2] = [1, 2];
+
+/// The newest protocol version: call ids on every request and answer.
+pub const PROTOCOL: u32 = 2;
+
+/// The call ids remembered per process, to name an answer that repeats an earlier request's.
+const REMEMBERED_IDS: usize = 256;
 
 /// How long a line known to be waiting behind another is waited for.
 const OUT_OF_TURN_WAIT: Duration = Duration::from_millis(200);
@@ -51,6 +69,17 @@ pub struct Identity {
     pub name: String,
     /// Its `version`.
     pub version: String,
+    /// The protocol version it speaks.
+    #[serde(default)]
+    pub protocol: u32,
+}
+
+/// A request of protocol version 2 waiting for its answer.
+struct Request {
+    /// Its `call_id`.
+    id: String,
+    /// What it asked, for a message (`call 3`, `` `begin` of conversation c1 ``).
+    what: String,
 }
 
 /// One running program.
@@ -62,6 +91,12 @@ struct Process {
     /// same burst: after an answer, that is a line out of turn).
     lines: Receiver<std::io::Result<(String, bool)>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
+    /// The protocol version it speaks (1 until its `ready` says otherwise).
+    protocol: u32,
+    /// Requests sent so far: the number in the next call id.
+    requests: u64,
+    /// The latest requests' call ids and what each asked, oldest first.
+    asked: VecDeque<(String, String)>,
 }
 
 impl Process {
@@ -106,6 +141,48 @@ impl Process {
 
     fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()
+    }
+
+    /// Send `message` as a request of protocol version 2 about `what`, with a new call id.
+    fn request(&mut self, mut message: Value, what: String) -> Result<Request, String> {
+        self.requests += 1;
+        let id = format!("{}-{:08x}", self.requests, unpredictable());
+        if self.asked.len() == REMEMBERED_IDS {
+            self.asked.pop_front();
+        }
+        self.asked.push_back((id.clone(), what.clone()));
+        if let Some(fields) = message.as_object_mut() {
+            fields.insert("call_id".into(), json!(id));
+        }
+        self.send(&message)?;
+        Ok(Request { id, what })
+    }
+
+    /// The next message of the answer to `request` (protocol version 2), within `timeout`.
+    fn answer(&mut self, request: &Request, timeout: Duration) -> Result<Value, String> {
+        let (message, _) = self.receive_turn(timeout)?;
+        self.check_id(request, &message)?;
+        Ok(message)
+    }
+
+    /// `message` carries `request`'s call id; otherwise the fault names the id expected and the
+    /// one received (and which request that one was, when it was an earlier request's).
+    fn check_id(&self, request: &Request, message: &Value) -> Result<(), String> {
+        let received = match message.get("call_id") {
+            Some(Value::String(id)) if *id == request.id => return Ok(()),
+            None | Some(Value::Null) => "no call id".to_string(),
+            Some(Value::String(id)) => match self.asked.iter().find(|(asked, _)| asked == id) {
+                Some((_, what)) => format!("call id {id:?} (the id of {what}, already answered)"),
+                None => format!("call id {:?} (no request carried it)", clip(id)),
+            },
+            Some(other) => format!("call id {} (no request carried it)", clip(&other.to_string())),
+        };
+        Err(format!(
+            "expected call id {:?} ({}), received {} with {received}",
+            request.id,
+            request.what,
+            kind_of(message)
+        ))
     }
 
     /// A line the program wrote when it had nothing to answer (a `compact` before any `call`,
@@ -274,20 +351,43 @@ impl ExternalStrategy {
                 }
             }
         });
-        let mut process = Process { child, stdin: Some(stdin), lines, stderr: tail };
+        let mut process = Process {
+            child,
+            stdin: Some(stdin),
+            lines,
+            stderr: tail,
+            protocol: 1,
+            requests: 0,
+            asked: VecDeque::new(),
+        };
         let handshake = (|| {
-            process.send(&json!({"type": "init", "protocol": PROTOCOL, "params": self.spec.params}))?;
+            // `protocol` stays 1 for version-1 programs, which check it; `call_id` is unknown
+            // to them and ignored.
+            let init = json!({"type": "init", "protocol": 1, "protocols": PROTOCOLS, "params": self.spec.params});
+            let request = process.request(init, "`init`".into())?;
             let (ready, more) = process.receive_turn(self.timeout())?;
+            let protocol = match ready.get("protocol") {
+                None | Some(Value::Null) => 1,
+                Some(v) => {
+                    v.as_u64().and_then(|n| u32::try_from(n).ok()).filter(|n| PROTOCOLS.contains(n)).ok_or_else(
+                        || format!("answered init with protocol {}; this harness speaks 1 and 2", clip(&v.to_string())),
+                    )?
+                }
+            };
+            if protocol >= 2 {
+                process.check_id(&request, &ready)?;
+            }
             if ready["type"] != "ready" {
                 return Err(format!("answered init with {} instead of `ready`", kind_of(&ready)));
             }
-            if more {
+            if protocol == 1 && more {
                 if let Some(stray) = process.stray_within(OUT_OF_TURN_WAIT) {
                     return Err(format!("wrote {stray} out of turn (before the conversation began)"));
                 }
             }
+            process.protocol = protocol;
             let text = |k: &str| ready[k].as_str().unwrap_or("").to_string();
-            Ok(Identity { name: text("name"), version: text("version") })
+            Ok(Identity { name: text("name"), version: text("version"), protocol })
         })();
         match handshake {
             Ok(identity) => {
@@ -340,9 +440,21 @@ impl Sessions for ExternalStrategy {
             "window": budget.context_window,
             "tokenizer": self.encoding,
         });
-        let sent = match process.stray() {
-            Some(stray) => Err(format!("wrote {stray} out of turn (before the conversation began)")),
-            None => process.send(&begin),
+        let sent = if process.protocol >= 2 {
+            // Answered `ok`: a line written before it, or after the previous conversation's
+            // end, is read here and carries another id.
+            process.request(begin, format!("`begin` of conversation {conversation}")).and_then(|request| {
+                let ok = process.answer(&request, self.timeout())?;
+                match ok["type"].as_str() {
+                    Some("ok") => Ok(()),
+                    _ => Err(format!("answered `begin` with {} instead of `ok`", kind_of(&ok))),
+                }
+            })
+        } else {
+            match process.stray() {
+                Some(stray) => Err(format!("wrote {stray} out of turn (before the conversation began)")),
+                None => process.send(&begin),
+            }
         };
         if let Err(e) = sent {
             let message = format!(
@@ -353,7 +465,8 @@ impl Sessions for ExternalStrategy {
             process.kill();
             return Err(message);
         }
-        let state = State { process: Some(process), mirror: 0, call: 0, fault: None, pending: Vec::new() };
+        let state =
+            State { process: Some(process), mirror: 0, call: 0, fault: None, pending: Vec::new(), closed: false };
         Ok(Box::new(ExternalSession { owner: self, conversation: conversation.to_string(), state: Mutex::new(state) }))
     }
 }
@@ -374,16 +487,17 @@ struct State {
     fault: Option<String>,
     /// The summary flags of the last `compact` answer's layout, slot by slot.
     pending: Vec<bool>,
+    /// `end` was answered (protocol version 2): the process can serve another conversation.
+    closed: bool,
 }
 
 impl ExternalSession<'_> {
-    fn fail(&self, state: &mut State, what: String) {
+    /// Record the fault `what`, found at `place` (`call 3`), and kill the program.
+    fn fail(&self, state: &mut State, place: &str, what: String) {
         let tail = state.process.as_ref().map(|p| p.stderr_tail()).unwrap_or_default();
         state.fault = Some(format!(
-            "external strategy {}, conversation {}, call {}: {what}; {tail}",
-            self.owner.label,
-            self.conversation,
-            state.call.saturating_sub(1)
+            "external strategy {}, conversation {}, {place}: {what}; {tail}",
+            self.owner.label, self.conversation
         ));
         if let Some(p) = state.process.take() {
             p.kill();
@@ -412,27 +526,45 @@ impl ExternalSession<'_> {
         });
         state.call += 1;
         state.mirror = ctx.len();
-        if let Some(stray) = process.stray() {
-            return Err(format!("wrote {stray} out of turn (before this call was sent, or after its previous answer)"));
-        }
-        process.send(&call)?;
-        loop {
-            let (answer, more) = process.receive_turn(timeout)?;
-            // Every message of a turn waits for the harness (a `summarize` for its summary):
-            // a line already written behind it is out of turn.
-            if more {
-                if let Some(stray) = process.stray_within(OUT_OF_TURN_WAIT) {
-                    return Err(format!("wrote {stray} out of turn (after {})", kind_of(&answer)));
-                }
+        // Version 2: every message of the answer carries the call's id. Version 1: a line
+        // waiting before the call is sent is out of turn.
+        let request = if process.protocol >= 2 {
+            Some(process.request(call, format!("call {}", state.call - 1))?)
+        } else {
+            if let Some(stray) = process.stray() {
+                return Err(format!(
+                    "wrote {stray} out of turn (before this call was sent, or after its previous answer)"
+                ));
             }
+            process.send(&call)?;
+            None
+        };
+        loop {
+            let answer = match &request {
+                Some(request) => process.answer(request, timeout)?,
+                None => {
+                    let (answer, more) = process.receive_turn(timeout)?;
+                    // Every message of a turn waits for the harness (a `summarize` for its
+                    // summary): a line already written behind it is out of turn.
+                    if more {
+                        if let Some(stray) = process.stray_within(OUT_OF_TURN_WAIT) {
+                            return Err(format!("wrote {stray} out of turn (after {})", kind_of(&answer)));
+                        }
+                    }
+                    answer
+                }
+            };
             match answer["type"].as_str() {
                 Some("summarize") => {
                     let id = answer["id"].clone();
-                    let (span_ctx, request) = summary_request(&answer)?;
-                    let reply = match summarize(&span_ctx, &request) {
+                    let (span_ctx, summary) = summary_request(&answer)?;
+                    let mut reply = match summarize(&span_ctx, &summary) {
                         Ok(text) => json!({"type": "summary", "id": id, "text": text}),
                         Err(e) => json!({"type": "summary", "id": id, "error": e.reason}),
                     };
+                    if let (Some(request), Some(fields)) = (&request, reply.as_object_mut()) {
+                        fields.insert("call_id".into(), json!(request.id));
+                    }
                     process.send(&reply)?;
                 }
                 Some("keep") => return Ok(None),
@@ -487,7 +619,8 @@ impl Strategy for ExternalSession<'_> {
         match self.ask(&mut state, ctx, trigger, summarize) {
             Ok(plan) => plan,
             Err(what) => {
-                self.fail(&mut state, what);
+                let place = format!("call {}", state.call.saturating_sub(1));
+                self.fail(&mut state, &place, what);
                 None
             }
         }
@@ -551,14 +684,57 @@ impl Session for ExternalSession<'_> {
     fn fault(&self) -> Option<String> {
         self.state.lock().ok().and_then(|s| s.fault.clone())
     }
+
+    /// Version 2: `end`, answered `ok` (a second answer to the last call, or any line written
+    /// after it, is read here and carries another id). Version 1: nothing (the drop sends
+    /// `end`, which has no answer).
+    fn close(&self) -> Result<(), String> {
+        let Ok(mut state) = self.state.lock() else { return Ok(()) };
+        if let Some(fault) = &state.fault {
+            return Err(fault.clone());
+        }
+        let timeout = self.owner.timeout();
+        let closed = state.closed;
+        let Some(process) = state.process.as_mut() else { return Ok(()) };
+        if process.protocol < 2 || closed {
+            return Ok(());
+        }
+        let ended = process
+            .request(json!({"type": "end"}), format!("`end` of conversation {}", self.conversation))
+            .and_then(|request| {
+                let ok = process.answer(&request, timeout)?;
+                match ok["type"].as_str() {
+                    Some("ok") => Ok(()),
+                    _ => Err(format!("answered `end` with {} instead of `ok`", kind_of(&ok))),
+                }
+            });
+        match ended {
+            Ok(()) => {
+                state.closed = true;
+                Ok(())
+            }
+            Err(what) => {
+                self.fail(&mut state, "at its end", what);
+                Err(state.fault.clone().unwrap_or_default())
+            }
+        }
+    }
 }
 
 impl Drop for ExternalSession<'_> {
     fn drop(&mut self) {
         let Ok(mut state) = self.state.lock() else { return };
         let Some(mut process) = state.process.take() else { return };
-        // A program that wrote something after its last answer is not reused.
-        if state.fault.is_none() && process.stray().is_none() && process.send(&json!({"type": "end"})).is_ok() {
+        let reusable = state.fault.is_none()
+            && if process.protocol >= 2 {
+                // Only a conversation closed in turn; one left midway would leave its
+                // answers behind.
+                state.closed
+            } else {
+                // A program that wrote something after its last answer is not reused.
+                process.stray().is_none() && process.send(&json!({"type": "end"})).is_ok()
+            };
+        if reusable {
             if let Ok(mut idle) = self.owner.idle.lock() {
                 idle.push(process);
                 return;
@@ -625,6 +801,26 @@ fn read_line_bounded(reader: &mut impl BufRead, cap: u64) -> std::io::Result<Opt
                 .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "wrote a line that is not UTF-8"));
         }
     }
+}
+
+/// 32 bits no program can predict: the second half of a call id.
+fn unpredictable() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static DRAWN: AtomicU64 = AtomicU64::new(0);
+    // `RandomState` keys SipHash with random bits drawn for the thread.
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(DRAWN.fetch_add(1, Ordering::Relaxed));
+    hasher.finish() as u32
+}
+
+/// At most 80 characters of `text`, for a message.
+fn clip(text: &str) -> String {
+    let mut out: String = text.chars().take(80).collect();
+    if out.len() < text.len() {
+        out.push_str("...");
+    }
+    out
 }
 
 fn kind_of(v: &Value) -> String {

@@ -375,6 +375,9 @@ pub fn replay_built(
                 within(Step::Judging, || r.ask(probes, i + 1));
             }
         }
+        if let Some(session) = &session {
+            session.close().map_err(ReplayError::Strategy)?;
+        }
         Ok(r.finish(started))
     })
 }

@@ -733,7 +733,8 @@ pub fn run_locked(
                 label: c.strategy.clone(),
                 command: c.external.as_ref().map(|e| e.command.clone()).unwrap_or_default(),
                 name: identity.as_ref().map(|i| i.name.clone()),
-                version: identity.map(|i| i.version),
+                version: identity.as_ref().map(|i| i.version.clone()),
+                protocol: identity.map(|i| i.protocol),
             })
         })
         .collect();

@@ -21,6 +21,13 @@ pub trait Session: Strategy {
     /// A fault that ends the conversation for this strategy (the program crashed, hung or broke
     /// the protocol), with what it said.
     fn fault(&self) -> Option<String>;
+
+    /// End the conversation, after its last call: `Err` is a fault found in doing so (the
+    /// program answered out of turn), which fails the pair. Called once, by a replay that
+    /// found no fault before.
+    fn close(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A strategy as a replay takes it.

@@ -177,9 +177,9 @@ def test_langchain_summarization_summary_error(peer):
     h = peer("langchain_summarization.py")
     h.init({"keep_messages": 6, "on_summary_error": "fail"})
     h.begin(window=4000)
-    h.send({"type": "call", "append": conversation(12, size=1200), "tokens": 5000, "trigger": "proactive"})
-    request = h.receive()
-    h.send({"type": "summary", "id": request["id"], "error": "empty summary"})
+    h.request({"type": "call", "append": conversation(12, size=1200), "tokens": 5000, "trigger": "proactive"})
+    request = h.answer()
+    h.summary(request, error="empty summary")
     code, err = h.close()
     assert code != 0 and "SummarizerFailed: empty summary" in err
 

@@ -1,7 +1,8 @@
 """Tests of the Python SDK and the example strategies, through a fake harness.
 
 The fake harness starts a strategy script as a child process (with this interpreter) and
-speaks protocol version 1 to it over pipes, as compactlens does (docs/external-strategies.md).
+speaks the protocol to it over pipes, as compactlens does (docs/external-strategies.md):
+version 2, with a call id on every request and answer, unless a test asks for version 1.
 
     python -m pytest sdk/python/tests
 """
@@ -33,7 +34,12 @@ TIMEOUT = 30
 class FakeHarness:
     """One strategy process and the harness's side of the protocol."""
 
-    def __init__(self, command, cwd=None, env=None):
+    def __init__(self, command, cwd=None, env=None, protocol=2):
+        # The versions offered in `init`: [1, 2], or [1] as a harness of version 1 would.
+        self.offered = [1, 2] if protocol >= 2 else [1]
+        self.protocol = 1
+        self.requests = 0
+        self.call_id = None
         self.stderr_file = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             command,
@@ -56,6 +62,23 @@ class FakeHarness:
     def send(self, obj):
         self.proc.stdin.write((json.dumps(obj) + "\n").encode("utf-8"))
         self.proc.stdin.flush()
+
+    def request(self, obj):
+        """Send a request; in version 2 with a new call id, which every answer must carry."""
+        if self.protocol >= 2:
+            self.requests += 1
+            self.call_id = "%d-test" % self.requests
+            obj = dict(obj, call_id=self.call_id)
+        self.send(obj)
+
+    def answer(self):
+        """The next message of the answer to the request sent last, without its call id
+        (checked in version 2)."""
+        message = self.receive()
+        if self.protocol >= 2:
+            assert message.get("call_id") == self.call_id, (message, self.call_id)
+            del message["call_id"]
+        return message
 
     def receive(self, timeout=TIMEOUT):
         try:
@@ -88,36 +111,57 @@ class FakeHarness:
     # The protocol, as the harness drives it.
 
     def init(self, params=None):
-        self.send({"type": "init", "protocol": 1, "params": params or {}})
+        """The handshake; returns `ready` without the version-2 fields (checked here)."""
+        self.call_id = "0-init"
+        self.send(
+            {"type": "init", "protocol": 1, "protocols": self.offered, "call_id": self.call_id, "params": params or {}}
+        )
         ready = self.receive()
         assert ready["type"] == "ready", ready
+        self.protocol = ready.pop("protocol", 1)
+        assert self.protocol == max(self.offered), (ready, self.offered)
+        if self.protocol >= 2:
+            assert ready.pop("call_id") == self.call_id, ready
+        else:
+            assert "call_id" not in ready, ready
         return ready
 
     def begin(self, conversation="c1", window=32000, tokenizer="o200k_base"):
         self.context = []
-        self.send({"type": "begin", "conversation": conversation, "window": window, "tokenizer": tokenizer})
+        self.request({"type": "begin", "conversation": conversation, "window": window, "tokenizer": tokenizer})
+        if self.protocol >= 2:
+            assert self.answer() == {"type": "ok"}
 
     def end(self):
-        self.send({"type": "end"})
+        self.request({"type": "end"})
+        if self.protocol >= 2:
+            assert self.answer() == {"type": "ok"}
+
+    def summary(self, request, **answer):
+        """Answer a `summarize` request (`text=` or `error=`)."""
+        reply = dict({"type": "summary", "id": request["id"]}, **answer)
+        if self.protocol >= 2:
+            reply["call_id"] = self.call_id
+        self.send(reply)
 
     def call(self, append, tokens=100, trigger="proactive", summaries=None):
         """Send a call and return its answer; `summaries(request)` answers summarize requests
         (a string is the text, an exception instance the error). Applies a compact answer to
         the harness's context and returns (answer, summarize requests seen)."""
         self.context.extend(append)
-        self.send({"type": "call", "append": append, "tokens": tokens, "trigger": trigger})
+        self.request({"type": "call", "append": append, "tokens": tokens, "trigger": trigger})
         seen = []
         while True:
-            answer = self.receive()
+            answer = self.answer()
             if answer["type"] != "summarize":
                 break
             seen.append(answer)
             assert summaries is not None, "unexpected summarize request %r" % answer
             result = summaries(answer)
             if isinstance(result, Exception):
-                self.send({"type": "summary", "id": answer["id"], "error": str(result)})
+                self.summary(answer, error=str(result))
             else:
-                self.send({"type": "summary", "id": answer["id"], "text": result})
+                self.summary(answer, text=result)
         assert answer["type"] in ("keep", "compact"), answer
         if answer["type"] == "compact":
             self.context = apply_compact(self.context, answer["context"])
@@ -224,7 +268,7 @@ def strategy(tmp_path):
     """Write a strategy script (the body defines `Test`) and start it under a fake harness."""
     started = []
 
-    def start(body, cls="Test"):
+    def start(body, cls="Test", protocol=2):
         script = tmp_path / ("strategy_%d.py" % len(started))
         script.write_text(
             "import sys, json\n"
@@ -234,7 +278,7 @@ def strategy(tmp_path):
             + textwrap.dedent(body)
             + "\n\nif __name__ == '__main__':\n    run(%s)\n" % cls
         )
-        h = FakeHarness([sys.executable, str(script)])
+        h = FakeHarness([sys.executable, str(script)], protocol=protocol)
         started.append(h)
         return h
 
@@ -446,6 +490,51 @@ def test_summarize_round_trip_text_and_error(strategy):
     assert h.close()[0] == 0
 
 
+SUMMARIZING = """
+class Test(Strategy):
+    def compact(self, messages, call):
+        return messages[:1] + [{"role": "user", "content": call.summarize(messages[1:], "Sum.", 80), "summary": True}]
+"""
+
+
+def test_every_answer_carries_the_call_id_of_its_request(strategy):
+    h = strategy(SUMMARIZING)
+    assert h.init() == {"type": "ready", "name": "Test", "version": "0"}
+    assert h.protocol == 2
+    h.begin()  # answered `ok` with begin's call id
+    # h.answer() checks the call id of the `summarize` request and of the `compact` answer
+    answer, seen = h.call(FIRST, summaries=lambda request: "so far")
+    assert len(seen) == 1 and answer["type"] == "compact"
+    h.end()  # answered `ok` with end's call id
+    assert h.close()[0] == 0
+
+
+def test_a_summary_of_another_call_is_a_protocol_error(strategy):
+    h = strategy(SUMMARIZING)
+    h.init()
+    h.begin()
+    h.request({"type": "call", "append": FIRST, "tokens": 10, "trigger": "proactive"})
+    request = h.answer()
+    h.send({"type": "summary", "id": request["id"], "text": "late", "call_id": "1-test"})
+    code, err = h.close()
+    assert code == 2 and "expected `summary` s1 of call id '2-test', got call id '1-test'" in err
+
+
+def test_a_harness_of_version_1_is_answered_in_version_1(strategy):
+    h = strategy(SUMMARIZING, protocol=1)
+    ready = h.init()  # checks: no `protocol`, no `call_id`
+    assert ready == {"type": "ready", "name": "Test", "version": "0"} and h.protocol == 1
+    h.begin()
+    h.request({"type": "call", "append": FIRST, "tokens": 10, "trigger": "proactive"})
+    request = h.receive()
+    assert request["type"] == "summarize" and "call_id" not in request
+    h.summary(request, text="so far")
+    answer = h.receive()
+    assert answer["type"] == "compact" and "call_id" not in answer
+    h.end()  # no answer in version 1
+    assert h.close()[0] == 0
+
+
 def test_multiple_conversations_in_one_process(strategy):
     h = strategy(
         """
@@ -536,7 +625,7 @@ def test_an_exception_in_compact_exits_non_zero_with_a_traceback(strategy):
     )
     h.init()
     h.begin()
-    h.send({"type": "call", "append": FIRST, "tokens": 10, "trigger": "proactive"})
+    h.request({"type": "call", "append": FIRST, "tokens": 10, "trigger": "proactive"})
     code, err = h.close()
     assert code != 0
     assert "Traceback (most recent call last)" in err
@@ -555,7 +644,7 @@ def test_an_exception_in_begin_or_a_bad_return_exits_non_zero(strategy):
         """
     )
     h.init()
-    h.begin()
+    h.request({"type": "begin", "conversation": "c1", "window": 1000, "tokenizer": "o200k_base"})
     code, err = h.close()
     assert code != 0 and "KeyError: 'no such param'" in err
 
@@ -568,7 +657,7 @@ def test_an_exception_in_begin_or_a_bad_return_exits_non_zero(strategy):
     )
     h.init()
     h.begin()
-    h.send({"type": "call", "append": FIRST, "tokens": 10, "trigger": "proactive"})
+    h.request({"type": "call", "append": FIRST, "tokens": 10, "trigger": "proactive"})
     code, err = h.close()
     assert code != 0 and "must return a list of messages or None" in err
 
@@ -583,10 +672,10 @@ def test_an_unanswered_summary_error_fails_the_pair(strategy):
     )
     h.init()
     h.begin()
-    h.send({"type": "call", "append": FIRST, "tokens": 10, "trigger": "proactive"})
-    request = h.receive()
+    h.request({"type": "call", "append": FIRST, "tokens": 10, "trigger": "proactive"})
+    request = h.answer()
     assert request["type"] == "summarize"
-    h.send({"type": "summary", "id": request["id"], "error": "no model"})
+    h.summary(request, error="no model")
     code, err = h.close()
     assert code != 0 and "SummaryError: no model" in err
 
@@ -619,14 +708,21 @@ def test_the_harness_breaking_the_protocol_exits_2(strategy):
         """
     )
     h.init()
-    h.send({"type": "call", "append": FIRST, "tokens": 10, "trigger": "proactive"})
+    h.request({"type": "call", "append": FIRST, "tokens": 10, "trigger": "proactive"})
     code, err = h.close()
     assert code == 2 and "outside a conversation" in err
 
     h = strategy("class Test(Strategy):\n    pass\n")
-    h.send({"type": "init", "protocol": 2, "params": {}})
+    h.send({"type": "init", "protocol": 3, "params": {}})
     code, err = h.close()
-    assert code == 2 and "protocol 2 is not supported" in err
+    assert code == 2 and "protocol 3 is not supported (this SDK speaks 1 and 2)" in err
+
+    h = strategy("class Test(Strategy):\n    pass\n")
+    h.send({"type": "init", "protocol": 1, "protocols": [1, 2], "call_id": "0-init", "params": {}})
+    assert h.receive()["protocol"] == 2
+    h.send({"type": "begin", "conversation": "c1", "window": 1000, "tokenizer": "o200k_base"})
+    code, err = h.close()
+    assert code == 2 and "`begin` with no `call_id` (protocol 2)" in err
 
 
 # -- examples/strategies/keep_last_n.py ----------------------------------------------------------

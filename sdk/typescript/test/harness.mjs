@@ -47,8 +47,19 @@ export function killAll() {
 }
 
 export class Harness {
-  /** @param {string} file a strategy module */
-  constructor(file) {
+  /**
+   * @param {string} file a strategy module
+   * @param {{protocol?: number}} [options] the newest version offered in `init` (default 2)
+   */
+  constructor(file, { protocol = 2 } = {}) {
+    this.offered = protocol >= 2 ? [1, 2] : [1];
+    /** The version agreed in `init`. */
+    this.protocol = 1;
+    this.requests = 0;
+    /** Version 2: the requests not yet answered, oldest first ({id, type}). */
+    this.pending = [];
+    /** Version 2: the call id of the last `call` (summary replies carry it). */
+    this.callId = null;
     this.child = spawn(process.execPath, [file], { stdio: ["pipe", "pipe", "pipe"] });
     started.add(this);
     this.child.on("exit", () => started.delete(this));
@@ -73,8 +84,21 @@ export class Harness {
     this.exited = new Promise((resolve) => this.child.on("exit", (code, signal) => resolve({ code, signal })));
   }
 
-  /** Write one protocol message. */
+  /**
+   * Write one protocol message. In version 2 a `begin`, `call` or `end` gets a new call id
+   * (unless it has one) and a `summary` the id of the last `call`.
+   */
   send(msg) {
+    if (this.protocol >= 2 && !("call_id" in msg)) {
+      if (["begin", "call", "end"].includes(msg.type)) {
+        const id = `${++this.requests}-test`;
+        msg = { ...msg, call_id: id };
+        this.pending.push({ id, type: msg.type });
+        if (msg.type === "call") this.callId = id;
+      } else if (msg.type === "summary") {
+        msg = { ...msg, call_id: this.callId };
+      }
+    }
     this.child.stdin.write(`${JSON.stringify(msg)}\n`);
   }
 
@@ -83,10 +107,25 @@ export class Harness {
     this.child.stdin.write(`${line}\n`);
   }
 
-  /** The next line the strategy writes, parsed. */
+  /**
+   * The next line the strategy writes, parsed. In version 2 its call id is checked against the
+   * oldest unanswered request and removed, and the `ok` answers to `begin` and `end` are
+   * checked and skipped.
+   */
   async next(timeoutMs = 5000) {
-    const line = await this.nextLine(timeoutMs);
-    return JSON.parse(line);
+    for (;;) {
+      const message = JSON.parse(await this.nextLine(timeoutMs));
+      if (this.protocol < 2) return message;
+      const request = this.pending[0];
+      if (!request) throw new Error(`an answer when nothing was asked: ${JSON.stringify(message)}`);
+      if (message.call_id !== request.id) {
+        throw new Error(`expected call id ${request.id} (${request.type}), received ${JSON.stringify(message)}`);
+      }
+      delete message.call_id;
+      if (request.type !== "call" || message.type !== "summarize") this.pending.shift();
+      if (request.type === "call") return message;
+      if (message.type !== "ok") throw new Error(`${request.type} answered with ${JSON.stringify(message)}`);
+    }
   }
 
   nextLine(timeoutMs = 5000) {
@@ -111,10 +150,20 @@ export class Harness {
     });
   }
 
-  /** `init` → `ready`. */
+  /** `init` → `ready`, without the version-2 fields (checked here). */
   async init(params = {}) {
-    this.send({ type: "init", protocol: 1, params });
-    return this.next();
+    this.send({ type: "init", protocol: 1, protocols: this.offered, call_id: "0-init", params });
+    const ready = JSON.parse(await this.nextLine());
+    this.protocol = ready.protocol ?? 1;
+    if (this.protocol !== Math.max(...this.offered)) {
+      throw new Error(`offered ${this.offered}, the strategy chose ${JSON.stringify(ready)}`);
+    }
+    if (this.protocol >= 2 ? ready.call_id !== "0-init" : "call_id" in ready) {
+      throw new Error(`a ready with the wrong call id: ${JSON.stringify(ready)}`);
+    }
+    delete ready.protocol;
+    delete ready.call_id;
+    return ready;
   }
 
   /** Send a `call` and read the answer. */

@@ -1,4 +1,4 @@
-// examples/strategies/keep_last_n.mjs through protocol 1, with the fake harness.
+// examples/strategies/keep_last_n.mjs through protocol 2, with the fake harness.
 
 import assert from "node:assert/strict";
 import * as fs from "node:fs";

@@ -1,4 +1,5 @@
-// The Node SDK (compactlens-strategy.mjs) driven through protocol 1 by a fake harness.
+// The Node SDK (compactlens-strategy.mjs) driven by a fake harness: protocol 2 (the harness
+// checks the call id of every answer), and protocol 1 where a test asks for it.
 // Run with `node --test sdk/typescript/test/`.
 
 import assert from "node:assert/strict";
@@ -68,10 +69,37 @@ describe("handshake", () => {
 
   test("another protocol version is refused with exit code 2", async () => {
     const h = new Harness(strategyFile("reporter.mjs", REPORTER));
-    h.send({ type: "init", protocol: 2, params: {} });
+    h.send({ type: "init", protocol: 3, params: {} });
     const { code } = await h.exited;
     assert.equal(code, 2);
-    assert.match(h.stderr, /protocol 1; the harness asked for 2/);
+    assert.match(h.stderr, /protocol 1 or 2; the harness asked for 3/);
+  });
+
+  test("version 2 when the harness offers it: ready, begin and end carry the request's call id", async () => {
+    const h = new Harness(strategyFile("reporter.mjs", REPORTER));
+    h.send({ type: "init", protocol: 1, protocols: [1, 2], call_id: "0-x", params: {} });
+    assert.deepEqual(await h.next(), { type: "ready", name: "reporter", version: "0.1.0", protocol: 2, call_id: "0-x" });
+    h.send({ type: "begin", conversation: "c1", window: 1000, tokenizer: "o200k_base", call_id: "1-y" });
+    assert.deepEqual(await h.next(), { type: "ok", call_id: "1-y" });
+    h.send({ type: "call", append: [sys(), user("hi")], tokens: 10, trigger: "proactive", call_id: "2-z" });
+    assert.deepEqual(await h.next(), { type: "keep", call_id: "2-z" });
+    h.send({ type: "end", call_id: "3-w" });
+    assert.deepEqual(await h.next(), { type: "ok", call_id: "3-w" });
+    // A request without its call id is the harness's fault.
+    h.send({ type: "begin", conversation: "c2", window: 1000, tokenizer: "o200k_base" });
+    assert.equal((await h.exited).code, 2);
+    assert.match(h.stderr, /`begin` with no `call_id` \(protocol 2\)/);
+  });
+
+  test("version 1 with a harness that offers only version 1: no call ids, no `ok`", async () => {
+    const h = new Harness(strategyFile("reporter.mjs", REPORTER), { protocol: 1 });
+    assert.deepEqual(await h.init(), { type: "ready", name: "reporter", version: "0.1.0" });
+    assert.equal(h.protocol, 1);
+    h.send({ type: "begin", conversation: "c1", window: 1000, tokenizer: "o200k_base" });
+    assert.deepEqual(await h.call([sys(), user("hi")], 10), { type: "keep" });
+    h.send({ type: "end" });
+    assert.equal((await h.close()).code, 0);
+    assert.equal(h.lines.length, 0, "nothing answers `begin` or `end` in version 1");
   });
 });
 
@@ -308,6 +336,18 @@ await run(new Summarizer());
     assert.equal((await h.exited).code, 1);
     assert.match(h.stderr, /only allowed while compact\(\) is running/);
     assert.equal(h.lines.length, 0);
+  });
+
+  test("a summary carrying another call's id is a protocol failure", async () => {
+    const { h } = await start("summarizer.mjs", SUMMARIZER);
+    h.send({ type: "begin", conversation: "c1", window: 1000, tokenizer: "o200k_base" });
+    await h.call([sys(), user("hi")], 10);
+    const stale = h.callId;
+    h.send({ type: "call", append: [assistant("hello"), user("go on")], tokens: 900, trigger: "proactive" });
+    const request = await h.next();
+    h.send({ type: "summary", id: request.id, text: "late", call_id: stale });
+    assert.equal((await h.exited).code, 2);
+    assert.match(h.stderr, /a `summary` \(id "s1"\) of call id "2-test", expected "3-test"/);
   });
 
   test("a summary for no pending request is a protocol failure", async () => {

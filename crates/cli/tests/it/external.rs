@@ -154,6 +154,7 @@ fn an_external_strategy_runs_beside_a_built_in_one() {
         serde_json::from_str(&fs::read_to_string(dir.join("out/run.json")).expect("run.json")).expect("JSON");
     assert_eq!(manifest["external"][0]["label"], "tail-ok");
     assert_eq!(manifest["external"][0]["version"], "0.3.1");
+    assert_eq!(manifest["external"][0]["protocol"], 1, "this program speaks version 1, still accepted");
     let report = fs::read_to_string(dir.join("out/report.html")).expect("report.html");
     assert!(report.contains("tail-ok") && report.contains("test-tail 0.3.1"), "the report names it and its version");
     let _ = fs::remove_dir_all(&dir);
@@ -219,6 +220,43 @@ fn out_of_turn_messages_a_huge_line_and_a_grandchild_are_strategy_faults() {
     let pid = fs::read_to_string(dir.join("grandchild.pid")).expect("the grandchild's pid");
     let state = fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
     assert!(state.is_empty() || state.contains(") Z"), "the grandchild still runs: {state}");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// The SDKs' example strategies speak protocol version 2 under `run` (every answer carries its
+/// call id, `begin` and `end` are answered `ok`), over three conversations, and run.json says so.
+#[test]
+fn the_sdks_examples_speak_protocol_version_2() {
+    let dir = setup("v2", &[]);
+    let support = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/synthetic/support.jsonl");
+    fs::copy(support, dir.join("data/support.jsonl")).expect("dataset");
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/strategies");
+    let exp = format!(
+        "name = \"v2\"\ndatasets = [\"data\"]\nwindows = [16000]\n\
+         \n[[strategy]]\nname = \"external\"\ncommand = [\"python3\", \"{}\"]\nlabel = \"py\"\n\
+         \n[[strategy]]\nname = \"external\"\ncommand = [\"node\", \"{}\"]\nlabel = \"js\"\n",
+        examples.join("keep_last_n.py").display(),
+        examples.join("keep_last_n.mjs").display()
+    );
+    fs::write(dir.join("exp.toml"), exp).expect("experiment");
+    let out = Command::new(BIN)
+        .args(["run", "--config", "exp.toml", "--out", "out", "--jobs", "1"])
+        .current_dir(&dir)
+        .env_remove("CI")
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let recs = records(&dir);
+    assert_eq!(recs.len(), 6);
+    assert!(recs.iter().all(|r| r["outcome"]["status"] == "ok"), "{recs:?}");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("out/run.json")).expect("run.json")).expect("JSON");
+    let external = manifest["external"].as_array().expect("the external strategies");
+    assert_eq!(external.len(), 2);
+    for e in external {
+        assert_eq!(e["protocol"], 2, "{e}");
+    }
     let _ = fs::remove_dir_all(&dir);
 }
 

@@ -240,6 +240,8 @@ struct BadInput {
     args: Vec<String>,
     exit: Option<i32>,
     expect: Vec<String>,
+    /// Fragments the output must not hold (`unexpected: TEXT`).
+    unexpected: Vec<String>,
     absent: Vec<(String, String)>,
     same: Vec<String>,
     /// Pairs of files of the case's folder that must be byte-identical afterwards.
@@ -267,6 +269,7 @@ fn bad_input_cases(text: &str) -> Vec<BadInput> {
             "args" => case.args = value.split_whitespace().map(String::from).collect(),
             "exit" => case.exit = Some(value.trim().parse().unwrap_or_else(|_| panic!("cases.txt:{}: exit", n + 1))),
             "expect" => case.expect.push(value.to_string()),
+            "unexpected" => case.unexpected.push(value.to_string()),
             "setup" => case.setup.push(value.to_string()),
             "same" => case.same.push(value.trim().to_string()),
             "max-output" => {
@@ -427,6 +430,19 @@ fn bad_input_setup(dir: &Path, step: &str) -> Option<std::fs::File> {
     None
 }
 
+/// `path` if it is a file, every file under it if it is a folder, nothing if it is missing.
+fn files_under(path: &Path) -> Vec<std::path::PathBuf> {
+    if !path.is_dir() {
+        return if path.exists() { vec![path.to_path_buf()] } else { Vec::new() };
+    }
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(path).expect("a readable folder") {
+        out.extend(files_under(&entry.expect("an entry").path()));
+    }
+    out.sort();
+    out
+}
+
 /// Run `args` in `dir`, killing it after `limit`; `None` when it had to be killed.
 fn run_limited(
     args: &[String],
@@ -544,13 +560,25 @@ fn bad_inputs_suite() {
                 failures.push(format!("{}: no {fragment:?} in\n{output}", case.name));
             }
         }
+        for fragment in &case.unexpected {
+            if output.contains(fragment.as_str()) {
+                failures.push(format!("{}: {fragment:?} in\n{output}", case.name));
+            }
+        }
         for (file, text) in &case.absent {
-            match std::fs::read_to_string(dir.join(file)) {
-                Ok(content) if content.contains(text.as_str()) => {
-                    failures.push(format!("{}: {file} contains {text:?}", case.name))
+            // A folder: every file under it.
+            let files = files_under(&dir.join(file));
+            if files.is_empty() {
+                failures.push(format!("{}: {file}: no file there", case.name));
+            }
+            for path in files {
+                match std::fs::read(&path) {
+                    Ok(content) if String::from_utf8_lossy(&content).contains(text.as_str()) => {
+                        failures.push(format!("{}: {} contains {text:?}", case.name, path.display()))
+                    }
+                    Ok(_) => {}
+                    Err(e) => failures.push(format!("{}: {}: {e}", case.name, path.display())),
                 }
-                Ok(_) => {}
-                Err(e) => failures.push(format!("{}: {file}: {e}", case.name)),
             }
         }
         for (a, b) in &case.same_as {
