@@ -24,9 +24,12 @@ impl Page<'_> {
         }
         out.push_str(
             "<p class=\"note\">Per window, the configuration to ship: the first of the Pareto front over completion, \
-             paired at-risk retention and cost per conversation, each with its 95% interval and what it rests on. \
-             <i>How sure</i> compares it with the front's second, conversation by conversation: a difference whose \
-             interval covers 0 is not detectable.</p>\n",
+             at-risk retention and cost per conversation, the front decided by paired comparisons (two configurations \
+             on the conversations both replayed, retention on the probes at risk under both); the cheapest of a tie \
+             when the front's best cannot be told apart from others on 20 or more conversations compacted under both. \
+             <i>How sure</i> compares the best with the front's second, conversation by conversation: a difference \
+             whose interval covers 0 is not detectable, and a comparison on fewer than 20 conversations compacted \
+             under both says so.</p>\n",
         );
         self.switch(out);
         for (i, dataset) in self.views.iter().enumerate() {
