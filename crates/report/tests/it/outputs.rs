@@ -70,9 +70,9 @@ fn stand_in_replay(
     conversation: &Conversation,
     _strategy: runner::session::Compactor<'_>,
     settings: &ReplaySettings,
-    _summarizer: &dyn Summarizer,
-    judge: &dyn Judge,
+    models: runner::replay::Models<'_>,
 ) -> Result<PairMetrics, ReplayError> {
+    let judge = models.judge;
     if conversation.id.starts_with("bad") {
         return Err(ReplayError::Conversation {
             id: conversation.id.clone(),
@@ -105,6 +105,7 @@ fn stand_in_replay(
             summary: format!("dropped {},\nkept \"{keep}\"", n - keep),
             violations: Vec::new(),
             next_action: None,
+            agreement: None,
         }]
     } else {
         Vec::new()
@@ -185,7 +186,7 @@ fn temp_dir(test: &str) -> PathBuf {
 }
 
 fn run_into(dir: &Path, resume: bool, shard: Option<Shard>) -> RunData {
-    let engine = Engine { summarizer: &NoSummarizer, judge: &KeptJudge, replay: stand_in_replay };
+    let engine = Engine { summarizer: &NoSummarizer, judge: &KeptJudge, next_action: None, replay: stand_in_replay };
     let options = RunOptions { out: dir.to_path_buf(), resume, jobs: Some(2), shard };
     let provenance = Provenance { tool_version: "test".into(), git_commit: None, started_at: "t".into() };
     let data = run::run(&plan(), &engine, &options, &provenance, &|_| {}).expect("runs");
