@@ -297,6 +297,44 @@ mod tests {
     }
 
     #[test]
+    fn next_action_is_a_role_of_its_own() {
+        let alone = parse("next_action = \"llm\"\n[llm]\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9/v1\"").unwrap();
+        assert_eq!((alone.summarizer, alone.judge), (SummarizerSpec::Offline, JudgeSpec::Offline));
+        let s = alone.llm.as_ref().unwrap();
+        assert_eq!(s.next_action.as_ref().unwrap().model, "m");
+        assert!(s.summarizer.is_none() && s.judge.is_none());
+        // Measured or not, a new configuration; an experiment without it keeps its ids.
+        assert_ne!(alone.configurations[0].config_id, parse("").unwrap().configurations[0].config_id);
+        let judged = |extra: &str| {
+            parse(&format!("judge = \"llm\"\n{extra}\n[llm]\nmodel = \"m\"")).unwrap().configurations[0]
+                .config_id
+                .clone()
+        };
+        assert_ne!(judged(""), judged("next_action = \"llm\""));
+        assert_eq!(judged(""), judged("next_action = \"offline\""));
+        let own = parse("judge = \"llm\"\n[next_action]\nkind = \"llm\"\n[next_action.llm]\nmodel = \"small\"\n[llm]\nmodel = \"big\"")
+            .unwrap();
+        assert_eq!(own.llm.as_ref().unwrap().next_action.as_ref().unwrap().model, "small");
+        let roles = LlmRoles::build(&alone, &|_| None, None).unwrap();
+        let model = roles.next_action_model().unwrap();
+        assert_eq!(model.name(), "llm:m");
+        assert!(roles.summarizer.is_none() && roles.judge.is_none());
+        let stats = roles.stats().unwrap();
+        let n = stats.next_action.unwrap();
+        assert_eq!((n.model.as_str(), n.points, n.prompt_hash.len()), ("m", 0, 16));
+        for (head, expected) in [
+            ("next_action = \"llm\"", "key `next_action`"),
+            ("next_action = \"model\"", "unknown next_action"),
+            ("[next_action]\nkind = \"llm\"\nprompt_file = \"p.md\"\n[llm]\nmodel = \"m\"", "next_action.prompt_file"),
+            ("[next_action]\nkind = \"offline\"\n[next_action.llm]\nmodel = \"m\"", "next_action.llm"),
+            ("[next_action]\nkind = \"llm\"\nmodle = \"m\"", "[next_action]: unknown key `modle`"),
+        ] {
+            let err = parse(head).unwrap_err();
+            assert!(err.contains(expected), "{head}: {err}");
+        }
+    }
+
+    #[test]
     fn per_role_tables_override_the_shared_one() {
         let e = parse(
             "judge = \"llm\"\n[summarizer]\nkind = \"llm\"\n[summarizer.llm]\nmodel = \"small\"\ntemperature = 0.2\n\

@@ -53,7 +53,11 @@
 //! context it left: the identifiers it needs from earlier in the conversation and which the
 //! context lost, and whether it repeats a failed call or re-reads an unchanged file whose
 //! result the context lost ([`next_action`]'s module docs; the record's
-//! [`CompactionRecord::next_action`], the pair's `next_action_ready`).
+//! [`CompactionRecord::next_action`], the pair's `next_action_ready`). With a next-action
+//! model ([`replay_with`], [`Models::next_action`]) each call that compacted also asks it for
+//! the next action with the context the call's compactions left and with the full history,
+//! beside the replay, collected at its end ([`next_action`]'s module docs; the record's
+//! `agreement`, the pair's `next_action_agreement`).
 //!
 //! # Invariants
 //!

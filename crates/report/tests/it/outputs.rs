@@ -221,7 +221,9 @@ fn headers_are_pinned() {
          summarizer_calls,summarizer_failures,cost_usd,summary_cost_usd,probes,retention,at_risk_probes,at_risk_retention,\
          cache_hit_rate,judge,rejected_requests_openai,rejected_requests_anthropic,findings,completed,first_rejected_call,recording_violations,\
          rejected_because,applicable,latest_user_message_dropped,fabricated_directives,\
-         next_action_ready,next_action_compactions,repeat_risk_failed,repeat_risk_reread"
+         next_action_ready,next_action_compactions,repeat_risk_failed,repeat_risk_reread,\
+         next_action_agree_recorded,next_action_agree_recorded_compactions,next_action_agree_full,\
+         next_action_agree_full_compactions,next_action_unparsed"
     );
     assert_eq!(
         SUMMARY_HEADER.join(","),
@@ -239,7 +241,10 @@ fn headers_are_pinned() {
          state_retention,state_retention_ci_low,state_retention_ci_high,state_conversations,state_keys,\
          state_retention_critical,state_keys_critical,state_retention_useful,state_keys_useful,state_at_risk_retention,\
          state_at_risk_keys,next_action_ready,next_action_ready_ci_low,next_action_ready_ci_high,next_action_conversations,\
-         next_action_compactions,repeat_risk_failed,repeat_risk_reread"
+         next_action_compactions,repeat_risk_failed,repeat_risk_reread,\
+         next_action_agree_recorded,next_action_agree_recorded_ci_low,next_action_agree_recorded_ci_high,\
+         next_action_agree_recorded_compactions,next_action_agree_full,next_action_agree_full_ci_low,\
+         next_action_agree_full_ci_high,next_action_agree_full_compactions,next_action_unparsed"
     );
     assert_eq!(
         PROBES_HEADER.join(","),
@@ -251,7 +256,8 @@ fn headers_are_pinned() {
         "conversation_id,dataset,config_id,strategy,window,call,trigger,step,tokens_before,tokens_after,\
          estimate_before,estimate_after,messages_before,messages_after,removed,masked,round,fallback,shortfall,\
          violations,summary,next_action_message,next_action_tools,next_action_needed,next_action_ready,\
-         next_action_missing,repeat_risk"
+         next_action_missing,repeat_risk,next_action_model_compacted,next_action_model_full,\
+         next_action_agrees_recorded,next_action_agrees_full"
     );
 }
 
