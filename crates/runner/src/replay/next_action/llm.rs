@@ -151,9 +151,8 @@ impl LlmNextAction {
         }
     }
 
-    /// The full-history answer at `at`, asked once per run (see the module docs), and whether
-    /// this call made the request.
-    fn full_answer(&self, conversation: &Conversation, at: usize) -> (Answer, bool) {
+    /// The full-history answer at `at`, asked once per run (see the module docs).
+    fn full_answer(&self, conversation: &Conversation, at: usize) -> Answer {
         let request = self.request(&full_history(conversation, at));
         let key = self.client.cache_key(&request).hex().to_string();
         let cell = {
@@ -179,7 +178,7 @@ impl LlmNextAction {
         } else {
             self.full_shared.fetch_add(1, Ordering::Relaxed);
         }
-        (answer, made)
+        answer
     }
 }
 
@@ -192,7 +191,7 @@ impl NextActionModel for LlmNextAction {
         self.points.fetch_add(1, Ordering::Relaxed);
         self.compacted_requests.fetch_add(1, Ordering::Relaxed);
         let (compacted, c_fault) = self.complete(self.request(ctx), &self.unparsed_compacted);
-        let ((full, f_fault), made) = self.full_answer(conversation, at);
+        let (full, f_fault) = self.full_answer(conversation, at);
         let mut asked = Asked {
             agreement: match conversation.messages.get(at) {
                 Some(recorded) => agreement(recorded, compacted, full),
@@ -202,9 +201,9 @@ impl NextActionModel for LlmNextAction {
             endpoint_error: None,
             endpoint_failures: 0,
         };
-        // A shared answer's failure is counted by the pair whose request it was.
-        let faults = if made { vec![c_fault, f_fault] } else { vec![c_fault] };
-        for f in faults {
+        // A shared answer's failure counts against every pair that reads it: its agreement
+        // with the full history is not what a run with the answer gives.
+        for f in [c_fault, f_fault] {
             match f {
                 Fault::None => {}
                 Fault::CacheMiss => asked.cache_misses += 1,
@@ -281,6 +280,32 @@ fn action_of(map: &serde_json::Map<String, Value>) -> Option<ModelAction> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use compaction::Message;
+    use llm::{LlmConfig, Protocol};
+    use testkit::server::{MockServer, Reply};
+
+    #[test]
+    fn a_failed_answer_counts_against_the_pair_and_a_failed_full_answer_is_asked_again() {
+        let server = MockServer::start();
+        server.respond_with(|_: &testkit::server::Recorded| Reply::ServerError);
+        let mut cfg = LlmConfig::new(Protocol::Openai, "m");
+        cfg.base_url = Some(format!("{}/v1", server.url()));
+        cfg.max_retries = 0;
+        let model = LlmNextAction::new(Arc::new(Client::new(cfg, None).unwrap())).unwrap();
+        let conversation = Conversation::new(
+            "c",
+            vec![Message::user("Read src/a.rs."), Message::assistant("Reading src/a.rs."), Message::user("And?")],
+        );
+        let ctx = Context::from_messages(vec![Message::user("And?")]);
+        let asked = model.ask(&conversation, 1, &ctx);
+        assert!(matches!(asked.agreement.compacted, ModelAction::Failed { .. }), "{asked:?}");
+        assert_eq!((asked.agreement.agrees_recorded, asked.agreement.agrees_full), (None, None));
+        assert_eq!((asked.endpoint_failures, asked.cache_misses), (2, 0), "the compacted and the full request");
+        assert!(asked.endpoint_error.as_deref().is_some_and(|e| e.starts_with("server_error")), "{asked:?}");
+        model.ask(&conversation, 1, &ctx);
+        let st = model.stats();
+        assert_eq!((st.full_requests, st.full_shared, st.failures), (2, 0, 4), "a failure is not shared");
+    }
 
     #[test]
     fn answers_parse_leniently_and_prose_does_not() {
