@@ -81,8 +81,8 @@ pub struct Experiment {
     pub price: Option<PriceSpec>,
     pub summarizer: SummarizerSpec,
     pub judge: JudgeSpec,
-    /// The models of an `llm` summarizer or judge, the judge's repeats and the response cache
-    /// (see `runner::llm_setup`); `None` when both are offline.
+    /// The models of an `llm` summarizer, judge or next-action model, the judge's repeats and
+    /// the response cache (see `runner::llm_setup`); `None` when every role is offline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmSettings>,
     /// Seed of the bootstrap confidence intervals.

@@ -3,9 +3,10 @@
 //! roles did in a run (`run.json`'s `llm` section). Building the summarizer and judge from these
 //! is the runner's (`runner::llm_setup`).
 //!
-//! An experiment chooses a model per role with `summarizer = "llm"` / `judge = "llm"` and an
-//! `[llm]` table, or per role with a `[summarizer]` / `[judge]` table (`kind = "llm"`) holding
-//! its own `[summarizer.llm]` / `[judge.llm]` endpoint (TOML cannot give a key both a string and
+//! An experiment chooses a model per role with `summarizer = "llm"` / `judge = "llm"` /
+//! `next_action = "llm"` and an `[llm]` table, or per role with a `[summarizer]` / `[judge]` /
+//! `[next_action]` table (`kind = "llm"`) holding its own `[summarizer.llm]` / `[judge.llm]` /
+//! `[next_action.llm]` endpoint (TOML cannot give a key both a string and
 //! a table, so the per-role form is a table). `judge_repeats`, `cache_mode` and `cache_dir` are
 //! top-level keys. See `experiments/README.md`.
 

@@ -1,4 +1,5 @@
-//! The LLM settings of an experiment, and building the summarizer and judge they ask for.
+//! The LLM settings of an experiment, and building the summarizer, judge and next-action model
+//! they ask for.
 //!
 //! An experiment chooses a model per role with `summarizer = "llm"` / `judge = "llm"` and an
 //! `[llm]` table, or per role with a `[summarizer]` / `[judge]` table (`kind = "llm"`) holding
