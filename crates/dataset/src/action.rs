@@ -180,6 +180,49 @@ pub fn same_call(a: &ToolCall, b: &ToolCall) -> bool {
     }
 }
 
+/// Whether a proposed action agrees with a reference action, both assistant messages: for a
+/// reference that calls tools, the proposal calls one of the same name (ASCII case aside)
+/// whose arguments hold every identifier that reference call uses ([`action_identifiers`] of
+/// it alone: its paths, ids, hashes, URLs; a number argument or free text is not a key
+/// argument), a path also as a longer or shorter form of it ([`same_file`]); for a reply, the
+/// proposal is a reply that holds every identifier of the reference's text. A reference call
+/// whose arguments hold no identifier agrees on its name alone. Agreement with any one of a
+/// reference's parallel calls is agreement.
+///
+/// ```
+/// use compaction::{Message, ToolCall};
+/// use dataset::action::agrees;
+///
+/// let call = |name: &str, args: &str| {
+///     Message::assistant_calls("", vec![ToolCall { id: "c".into(), name: name.into(), arguments: args.into() }])
+/// };
+/// let recorded = call("Read", r#"{"file_path": "/repo/src/lexer.rs", "limit": 200}"#);
+/// assert!(agrees(&recorded, &call("read", r#"{"file_path": "src/lexer.rs"}"#)));
+/// assert!(!agrees(&recorded, &call("Read", r#"{"file_path": "src/parser.rs"}"#)));
+/// assert!(!agrees(&recorded, &Message::assistant("I will read src/lexer.rs.")));
+/// ```
+pub fn agrees(reference: &Message, proposed: &Message) -> bool {
+    if reference.tool_calls.is_empty() {
+        if !proposed.tool_calls.is_empty() {
+            return false;
+        }
+        let held = identifiers(&proposed.content);
+        return identifiers(&reference.content).iter().all(|t| holds_id(&held, t));
+    }
+    reference.tool_calls.iter().any(|r| {
+        let needed = action_identifiers(&Message::assistant_calls("", vec![r.clone()]));
+        proposed.tool_calls.iter().filter(|p| p.name.eq_ignore_ascii_case(&r.name)).any(|p| {
+            let held = action_identifiers(&Message::assistant_calls("", vec![p.clone()]));
+            needed.iter().all(|t| holds_id(&held, t))
+        })
+    })
+}
+
+/// `t` is among `held`, a path also as a longer or shorter form of it.
+fn holds_id(held: &[String], t: &str) -> bool {
+    held.iter().any(|h| h == t || ((h.contains('/') || t.contains('/')) && same_file(h, t)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,6 +254,28 @@ mod tests {
         for t in ["/repo/src/parser/lexer.rs", "repo/src/parser/lexer.rs", "src/parser/lexer.rs", "lexer.rs"] {
             assert!(ids.iter().any(|i| i == t), "{t} in {ids:?}");
         }
+    }
+
+    #[test]
+    fn agreement_is_the_tool_and_its_key_arguments() {
+        let bash = |cmd: &str| Message::assistant_calls("", vec![call("Bash", serde_json::json!({"command": cmd}))]);
+        let recorded = bash("pytest tests/test_parser.py -k test_lexer_42");
+        assert!(agrees(&recorded, &bash("python -m pytest tests/test_parser.py -k test_lexer_42 -x")));
+        assert!(!agrees(&recorded, &bash("pytest tests/test_parser.py")), "the test's id is a key argument");
+        assert!(agrees(&bash("make"), &bash("make test")), "no identifier: the tool alone");
+        let two = Message::assistant_calls(
+            "",
+            vec![
+                call("Read", serde_json::json!({"file_path": "a.rs"})),
+                call("Grep", serde_json::json!({"pattern": "x"})),
+            ],
+        );
+        assert!(agrees(&two, &Message::assistant_calls("", vec![call("grep", serde_json::json!({"pattern": "y"}))])));
+        let reply = Message::assistant("Your reservation Q69X3R is confirmed.");
+        assert!(agrees(&reply, &Message::assistant("Done: Q69X3R is booked.")));
+        assert!(!agrees(&reply, &Message::assistant("Done.")));
+        assert!(!agrees(&reply, &bash("echo Q69X3R")));
+        assert!(agrees(&Message::assistant("Done, thank you."), &Message::assistant("Anything else?")));
     }
 
     #[test]

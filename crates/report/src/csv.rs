@@ -17,7 +17,7 @@ use crate::summary::ConfigSummary;
 use crate::ReportError;
 
 /// Columns of `results.csv`.
-pub const RESULTS_HEADER: [&str; 42] = [
+pub const RESULTS_HEADER: [&str; 47] = [
     "conversation_id",
     "dataset",
     "strategy",
@@ -60,10 +60,15 @@ pub const RESULTS_HEADER: [&str; 42] = [
     "next_action_compactions",
     "repeat_risk_failed",
     "repeat_risk_reread",
+    "next_action_agree_recorded",
+    "next_action_agree_recorded_compactions",
+    "next_action_agree_full",
+    "next_action_agree_full_compactions",
+    "next_action_unparsed",
 ];
 
 /// Columns of `summary.csv`.
-pub const SUMMARY_HEADER: [&str; 74] = [
+pub const SUMMARY_HEADER: [&str; 83] = [
     "config_id",
     "strategy",
     "params",
@@ -138,6 +143,15 @@ pub const SUMMARY_HEADER: [&str; 74] = [
     "next_action_compactions",
     "repeat_risk_failed",
     "repeat_risk_reread",
+    "next_action_agree_recorded",
+    "next_action_agree_recorded_ci_low",
+    "next_action_agree_recorded_ci_high",
+    "next_action_agree_recorded_compactions",
+    "next_action_agree_full",
+    "next_action_agree_full_ci_low",
+    "next_action_agree_full_ci_high",
+    "next_action_agree_full_compactions",
+    "next_action_unparsed",
 ];
 
 /// Columns of `probes.csv`.
@@ -165,7 +179,7 @@ pub const PROBES_HEADER: [&str; 20] = [
 ];
 
 /// Columns of `compactions.csv`.
-pub const COMPACTIONS_HEADER: [&str; 27] = [
+pub const COMPACTIONS_HEADER: [&str; 31] = [
     "conversation_id",
     "dataset",
     "config_id",
@@ -193,6 +207,10 @@ pub const COMPACTIONS_HEADER: [&str; 27] = [
     "next_action_ready",
     "next_action_missing",
     "repeat_risk",
+    "next_action_model_compacted",
+    "next_action_model_full",
+    "next_action_agrees_recorded",
+    "next_action_agrees_full",
 ];
 
 /// Round to `decimals` and write without an exponent; non-finite and `None` are empty.
@@ -287,6 +305,20 @@ pub struct ResultRow {
     pub repeat_risk_failed: Option<u64>,
     /// Compactions whose next action re-reads an unchanged file the context lost.
     pub repeat_risk_reread: Option<u64>,
+    /// Next-action agreement with a model (`next_action = "llm"`; every column empty without
+    /// it): the share of the calls that compacted whose answer with the compacted context
+    /// agrees with the recorded action, over those where that answer is an action (empty over
+    /// none: never compacted included).
+    #[serde(serialize_with = "ratio6")]
+    pub next_action_agree_recorded: Option<f64>,
+    pub next_action_agree_recorded_compactions: Option<u64>,
+    /// The share whose answer with the compacted context agrees with the answer with the full
+    /// history, over those where both are actions.
+    #[serde(serialize_with = "ratio6")]
+    pub next_action_agree_full: Option<f64>,
+    pub next_action_agree_full_compactions: Option<u64>,
+    /// Answers (compacted and full history) that were not an action.
+    pub next_action_unparsed: Option<u64>,
 }
 
 impl ResultRow {
@@ -341,6 +373,13 @@ impl ResultRow {
                 row.next_action_compactions = Some(m.next_action_compactions);
                 row.repeat_risk_failed = Some(m.repeat_risk_failed);
                 row.repeat_risk_reread = Some(m.repeat_risk_reread);
+                if let Some(a) = &m.next_action_agreement {
+                    row.next_action_agree_recorded = a.agree_recorded;
+                    row.next_action_agree_recorded_compactions = Some(a.agree_recorded_compactions);
+                    row.next_action_agree_full = a.agree_full;
+                    row.next_action_agree_full_compactions = Some(a.agree_full_compactions);
+                    row.next_action_unparsed = Some(a.unparsed);
+                }
             }
         }
         row
@@ -485,6 +524,24 @@ pub struct SummaryRow {
     /// whose result the context lost, summed over conversations.
     pub repeat_risk_failed: u64,
     pub repeat_risk_reread: u64,
+    /// Next-action agreement with a model: each conversation's share of agreeing compaction
+    /// points, then the mean over the conversations with one, with its bootstrap interval;
+    /// the points each rests on, summed; every column empty when no model was asked.
+    #[serde(serialize_with = "ratio6")]
+    pub next_action_agree_recorded: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub next_action_agree_recorded_ci_low: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub next_action_agree_recorded_ci_high: Option<f64>,
+    pub next_action_agree_recorded_compactions: Option<u64>,
+    #[serde(serialize_with = "ratio6")]
+    pub next_action_agree_full: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub next_action_agree_full_ci_low: Option<f64>,
+    #[serde(serialize_with = "ratio6")]
+    pub next_action_agree_full_ci_high: Option<f64>,
+    pub next_action_agree_full_compactions: Option<u64>,
+    pub next_action_unparsed: Option<u64>,
 }
 
 impl SummaryRow {
@@ -568,6 +625,15 @@ impl SummaryRow {
             next_action_compactions: s.next_action.compactions,
             repeat_risk_failed: s.next_action.repeat_failed,
             repeat_risk_reread: s.next_action.repeat_reread,
+            next_action_agree_recorded: s.agreement.as_ref().and_then(|a| a.recorded.mean),
+            next_action_agree_recorded_ci_low: s.agreement.as_ref().and_then(|a| a.recorded.ci.map(|c| c.0)),
+            next_action_agree_recorded_ci_high: s.agreement.as_ref().and_then(|a| a.recorded.ci.map(|c| c.1)),
+            next_action_agree_recorded_compactions: s.agreement.as_ref().map(|a| a.recorded_compactions),
+            next_action_agree_full: s.agreement.as_ref().and_then(|a| a.full.mean),
+            next_action_agree_full_ci_low: s.agreement.as_ref().and_then(|a| a.full.ci.map(|c| c.0)),
+            next_action_agree_full_ci_high: s.agreement.as_ref().and_then(|a| a.full.ci.map(|c| c.1)),
+            next_action_agree_full_compactions: s.agreement.as_ref().map(|a| a.full_compactions),
+            next_action_unparsed: s.agreement.as_ref().map(|a| a.unparsed),
         }
     }
 }
@@ -647,6 +713,14 @@ pub struct CompactionRow {
     pub next_action_missing: String,
     /// `failed`, `reread`, both `;`-separated, or empty.
     pub repeat_risk: String,
+    /// With a next-action model, on the last compaction of a call: its answer with the
+    /// compacted context and with the full history (the tool's name, `reply`, `unparsed` or
+    /// `failed`), and whether the first agrees with the recorded action and with the second
+    /// (empty where an answer is not an action).
+    pub next_action_model_compacted: String,
+    pub next_action_model_full: String,
+    pub next_action_agrees_recorded: Option<bool>,
+    pub next_action_agrees_full: Option<bool>,
 }
 
 impl CompactionRow {
@@ -686,6 +760,14 @@ impl CompactionRow {
                     risks.iter().filter(|(_, on)| *on).map(|(r, _)| *r).collect::<Vec<_>>().join(";")
                 })
                 .unwrap_or_default(),
+            next_action_model_compacted: e
+                .agreement
+                .as_ref()
+                .map(|a| a.compacted.label().to_string())
+                .unwrap_or_default(),
+            next_action_model_full: e.agreement.as_ref().map(|a| a.full.label().to_string()).unwrap_or_default(),
+            next_action_agrees_recorded: e.agreement.as_ref().and_then(|a| a.agrees_recorded),
+            next_action_agrees_full: e.agreement.as_ref().and_then(|a| a.agrees_full),
         }
     }
 }

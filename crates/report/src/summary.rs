@@ -125,6 +125,39 @@ pub struct ConfigSummary {
     pub state: StateRetention,
     /// Next-action readiness and repeat risks over the compactions.
     pub next_action: NextActionSummary,
+    /// Next-action agreement with a model; `None` when no pair asked one.
+    pub agreement: Option<AgreementSummary>,
+}
+
+/// Next-action agreement of a configuration: each conversation's share of agreeing points,
+/// then over the conversations with a point, with its bootstrap interval; the points each
+/// rests on and the unparsed answers, summed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AgreementSummary {
+    pub recorded: Estimate,
+    pub recorded_compactions: u64,
+    pub full: Estimate,
+    pub full_compactions: u64,
+    pub unparsed: u64,
+}
+
+/// [`AgreementSummary`] over `ok`'s pairs that asked a model; `None` when none did.
+fn agreement(ok: &[&PairMetrics], seeds: (u64, u64)) -> Option<AgreementSummary> {
+    let asked: Vec<&runlog::record::AgreementFigures> =
+        ok.iter().filter_map(|m| m.next_action_agreement.as_ref()).collect();
+    if asked.is_empty() {
+        return None;
+    }
+    let finite = |v: Vec<f64>| v.into_iter().filter(|x| x.is_finite()).collect::<Vec<f64>>();
+    let recorded = finite(asked.iter().filter_map(|a| a.agree_recorded).collect());
+    let full = finite(asked.iter().filter_map(|a| a.agree_full).collect());
+    Some(AgreementSummary {
+        recorded: Estimate::of(&recorded, seeds.0),
+        recorded_compactions: asked.iter().map(|a| a.agree_recorded_compactions).sum(),
+        full: Estimate::of(&full, seeds.1),
+        full_compactions: asked.iter().map(|a| a.agree_full_compactions).sum(),
+        unparsed: asked.iter().map(|a| a.unparsed).sum(),
+    })
 }
 
 /// Next-action readiness of a configuration: each conversation's mean over its compactions
@@ -533,6 +566,13 @@ fn summarize_one<'a>(
         drift: crate::drift::drift(&ok),
         state: state(&ok, metric_seed(seed, &seed_id, "state_retention")),
         next_action: next_action(&ok, metric_seed(seed, &seed_id, "next_action_ready")),
+        agreement: agreement(
+            &ok,
+            (
+                metric_seed(seed, &seed_id, "next_action_agree_recorded"),
+                metric_seed(seed, &seed_id, "next_action_agree_full"),
+            ),
+        ),
         dataset: dataset.to_string(),
         conversations: ok.len(),
         completion_rate: ratio(ok.iter().filter(|m| m.first_rejected_call.is_none()).count() as u64, ok.len() as u64),

@@ -81,8 +81,8 @@ pub struct Experiment {
     pub price: Option<PriceSpec>,
     pub summarizer: SummarizerSpec,
     pub judge: JudgeSpec,
-    /// The models of an `llm` summarizer or judge, the judge's repeats and the response cache
-    /// (see `runner::llm_setup`); `None` when both are offline.
+    /// The models of an `llm` summarizer, judge or next-action model, the judge's repeats and
+    /// the response cache (see `runner::llm_setup`); `None` when every role is offline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmSettings>,
     /// Seed of the bootstrap confidence intervals.
@@ -173,6 +173,8 @@ struct RawExperiment {
     summarizer: RawRole,
     #[serde(default, deserialize_with = "llm_setup::judge_role")]
     judge: RawRole,
+    #[serde(default, deserialize_with = "llm_setup::next_action_role")]
+    next_action: RawRole,
     #[serde(default)]
     llm: Option<llm::LlmConfig>,
     #[serde(default)]
@@ -253,6 +255,7 @@ impl Experiment {
         let raw_llm = RawLlm {
             summarizer: raw.summarizer.clone(),
             judge: raw.judge.clone(),
+            next_action: raw.next_action.clone(),
             llm: raw.llm.clone(),
             judge_repeats: raw.judge_repeats,
             cache_mode: raw.cache_mode,

@@ -3,9 +3,10 @@
 //! roles did in a run (`run.json`'s `llm` section). Building the summarizer and judge from these
 //! is the runner's (`runner::llm_setup`).
 //!
-//! An experiment chooses a model per role with `summarizer = "llm"` / `judge = "llm"` and an
-//! `[llm]` table, or per role with a `[summarizer]` / `[judge]` table (`kind = "llm"`) holding
-//! its own `[summarizer.llm]` / `[judge.llm]` endpoint (TOML cannot give a key both a string and
+//! An experiment chooses a model per role with `summarizer = "llm"` / `judge = "llm"` /
+//! `next_action = "llm"` and an `[llm]` table, or per role with a `[summarizer]` / `[judge]` /
+//! `[next_action]` table (`kind = "llm"`) holding its own `[summarizer.llm]` / `[judge.llm]` /
+//! `[next_action.llm]` endpoint (TOML cannot give a key both a string and
 //! a table, so the per-role form is a table). `judge_repeats`, `cache_mode` and `cache_dir` are
 //! top-level keys. See `experiments/README.md`.
 
@@ -116,6 +117,10 @@ pub struct LlmSettings {
     /// Why the summarizer's tokens are priced at the replayed model's price, when they are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summarizer_price_note: Option<String>,
+    /// The next-action model's endpoint (`[next_action.llm]`, else `[llm]`); `None` when
+    /// next-action agreement is not measured (`next_action = "offline"`, the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_action: Option<LlmConfig>,
 }
 
 impl LlmSettings {
@@ -146,6 +151,10 @@ impl LlmSettings {
         }
         if let Some(f) = self.judge_verdict_format {
             id["judge_verdict_format"] = serde_json::json!(f);
+        }
+        // Only present when measured, so the ids of experiments without it stay as they were.
+        if self.next_action.is_some() {
+            id["next_action"] = serde_json::json!(endpoint(&self.next_action));
         }
         id
     }
@@ -230,6 +239,11 @@ pub(crate) fn judge_role<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RawRo
     d.deserialize_any(RoleVisitor("judge"))
 }
 
+/// Read the `next_action` key (a name or a table).
+pub(crate) fn next_action_role<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RawRole, D::Error> {
+    d.deserialize_any(RoleVisitor("next_action"))
+}
+
 impl Default for RawRole {
     fn default() -> RawRole {
         RawRole::Name("offline".into())
@@ -241,6 +255,7 @@ impl Default for RawRole {
 pub(crate) struct RawLlm {
     pub summarizer: RawRole,
     pub judge: RawRole,
+    pub next_action: RawRole,
     pub llm: Option<LlmConfig>,
     pub judge_repeats: Option<u32>,
     pub cache_mode: Option<CacheMode>,
@@ -301,8 +316,22 @@ pub(crate) fn resolve(
             other => Err(problem(role, format!("unknown {role} {other:?} (allowed: offline, llm)"))),
         }
     };
+    let (n_kind, n_llm, n_prompt, n_format) = match raw.next_action {
+        RawRole::Name(n) => (n, None, None, None),
+        RawRole::Table(t) => (t.kind, t.llm, t.prompt_file, t.verdict_format),
+    };
+    if n_prompt.is_some() {
+        return Err(problem(
+            "next_action.prompt_file",
+            "the next-action prompt is built in; prompt_file is for the summarizer".into(),
+        ));
+    }
+    if n_format.is_some() {
+        return Err(problem("next_action.verdict_format", "verdict_format is for the judge".into()));
+    }
     let summarizer = pick("summarizer", &s_kind, s_llm)?;
     let judge = pick("judge", &j_kind, j_llm)?;
+    let next_action = pick("next_action", &n_kind, n_llm)?;
     let mut prompt_hash = None;
     if let Some(p) = &prompt_file {
         if summarizer.is_none() {
@@ -331,7 +360,7 @@ pub(crate) fn resolve(
     if verdict_format.is_some() && judge.is_none() {
         return Err(problem("judge.verdict_format", "only the LLM judge has a verdict format".into()));
     }
-    if summarizer.is_none() && judge.is_none() {
+    if summarizer.is_none() && judge.is_none() && next_action.is_none() {
         for (key, set) in [
             ("llm", raw.llm.is_some()),
             ("judge_repeats", raw.judge_repeats.is_some()),
@@ -340,7 +369,10 @@ pub(crate) fn resolve(
             ("cache_dir", raw.cache_dir.is_some()),
         ] {
             if set {
-                return Err(problem(key, "has no effect: neither the summarizer nor the judge is `llm`".into()));
+                return Err(problem(
+                    key,
+                    "has no effect: neither the summarizer, the judge nor next_action is `llm`".into(),
+                ));
             }
         }
         return Ok((s_spec, j_spec, None));
@@ -364,6 +396,7 @@ pub(crate) fn resolve(
         cache_dir: raw.cache_dir.unwrap_or_else(|| DEFAULT_CACHE_DIR.to_string()),
         summarizer_price,
         summarizer_price_note,
+        next_action,
     };
     Ok((s_spec, j_spec, Some(settings)))
 }
@@ -377,6 +410,35 @@ pub struct LlmRunStats {
     pub summarizer: Option<SummarizerRunStats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<JudgeRunStats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_action: Option<NextActionRunStats>,
+}
+
+/// The next-action model's part of [`LlmRunStats`]: what it was asked after the compactions
+/// (`runner::replay::next_action::llm`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NextActionRunStats {
+    pub model: String,
+    /// A hash of the built-in prompt's text (`prompts/next_action.md`), as it entered every
+    /// request (and so every cache key).
+    pub prompt_hash: String,
+    /// Compaction points asked: calls that compacted, one per configuration.
+    pub points: u64,
+    /// Requests with the compacted context (one per point).
+    pub compacted_requests: u64,
+    /// Requests with the full history: one per distinct point of a conversation, shared by
+    /// every configuration that compacted there (`full_shared` counts the reuses).
+    pub full_requests: u64,
+    pub full_shared: u64,
+    /// Answers that were neither `{tool, arguments}` nor `{reply}` (never counted as
+    /// agreeing), by request kind.
+    pub unparsed_compacted: u64,
+    pub unparsed_full: u64,
+    /// Requests that failed (the endpoint, the cache in mode `only`, the model refusing).
+    pub failures: u64,
+    /// Requests, HTTP attempts, retries, cache hits and misses, failures by kind and tokens
+    /// (prompt, cached, completion) of its client.
+    pub client: ClientStats,
 }
 
 /// The LLM summarizer's part of [`LlmRunStats`].

@@ -204,6 +204,10 @@ pub struct PairMetrics {
     /// Compactions whose next action re-reads an unchanged file whose read the context lost.
     #[serde(default)]
     pub repeat_risk_reread: u64,
+    /// Next-action agreement with a model ([`AgreementFigures`]); `None` when the experiment
+    /// does not ask one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_action_agreement: Option<AgreementFigures>,
     /// One point per call: the sawtooth.
     pub timeline: Vec<CallPoint>,
     /// Wall time of the replay, in milliseconds (not part of any comparison).
@@ -281,6 +285,75 @@ pub struct CompactionRecord {
     /// [`NextAction`]); absent in records written before it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_action: Option<NextAction>,
+    /// What a model proposed as the next action with the context the call's compactions left
+    /// and with the full history, and whether they agree (see [`NextActionAgreement`]); on the
+    /// last compaction of a call, when the experiment asks a model (`next_action = "llm"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agreement: Option<NextActionAgreement>,
+}
+
+/// A model's answer to "what do you do next?" (`runner::replay::next_action::llm`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ModelAction {
+    /// A tool call: the tool's name and its arguments (a JSON object as text).
+    Tool { name: String, arguments: String },
+    /// A reply to the user.
+    Reply { text: String },
+    /// An answer that is neither (kept raw, cut to a few thousand characters): never agreement.
+    Unparsed { raw: String },
+    /// The request failed (its error kind and message).
+    Failed { error: String },
+}
+
+impl ModelAction {
+    /// A tool call or a reply: an answer agreement can be read on.
+    pub fn is_action(&self) -> bool {
+        matches!(self, ModelAction::Tool { .. } | ModelAction::Reply { .. })
+    }
+    /// The tool's name, `reply`, `unparsed` or `failed`: what `compactions.csv` shows.
+    pub fn label(&self) -> &str {
+        match self {
+            ModelAction::Tool { name, .. } => name,
+            ModelAction::Reply { .. } => "reply",
+            ModelAction::Unparsed { .. } => "unparsed",
+            ModelAction::Failed { .. } => "failed",
+        }
+    }
+}
+
+/// Next-action agreement at one compaction point: the model's action with the compacted
+/// context and with the full (uncompacted) history at the same point, and whether the first
+/// agrees (same tool, the key arguments) with the recorded action and with the second.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NextActionAgreement {
+    pub compacted: ModelAction,
+    pub full: ModelAction,
+    /// `None` when the compacted answer is not an action (unparsed or failed).
+    pub agrees_recorded: Option<bool>,
+    /// `None` when either answer is not an action.
+    pub agrees_full: Option<bool>,
+    /// The full-history answer agrees with the recorded action (the model's own ceiling at
+    /// this point); `None` when it is not an action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_agrees_recorded: Option<bool>,
+}
+
+/// A pair's next-action agreement figures, over the calls that compacted (present only when
+/// the experiment asks a model).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgreementFigures {
+    /// The share of compaction points whose compacted-context answer agrees with the recorded
+    /// action, over the points where that answer is an action; `None` over no point (a pair
+    /// that never compacted included).
+    pub agree_recorded: Option<f64>,
+    pub agree_recorded_compactions: u64,
+    /// The share whose compacted-context answer agrees with the full-history answer, over the
+    /// points where both are actions.
+    pub agree_full: Option<f64>,
+    pub agree_full_compactions: u64,
+    /// Answers (compacted and full-history) at the pair's points that were not an action.
+    pub unparsed: u64,
 }
 
 /// The recorded next assistant action after a compaction, read against the context the
@@ -344,6 +417,7 @@ impl CompactionRecord {
             summary: event.summaries.join("\n\n"),
             violations: violations.iter().map(|v| format!("{}: {v}", v.kind().as_str())).collect(),
             next_action: None,
+            agreement: None,
         }
     }
 }

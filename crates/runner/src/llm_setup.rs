@@ -1,4 +1,5 @@
-//! The LLM settings of an experiment, and building the summarizer and judge they ask for.
+//! The LLM settings of an experiment, and building the summarizer, judge and next-action model
+//! they ask for.
 //!
 //! An experiment chooses a model per role with `summarizer = "llm"` / `judge = "llm"` and an
 //! `[llm]` table, or per role with a `[summarizer]` / `[judge]` table (`kind = "llm"`) holding
@@ -17,13 +18,16 @@ use std::sync::Arc;
 use llm::cache::ResponseCache;
 use llm::{Client, Limits, LlmConfig, LlmError};
 pub use runlog::llm_settings::{
-    CacheMode, JudgeRunStats, LlmRunStats, LlmSettings, OnLlmError, SummarizerRunStats, DEFAULT_CACHE_DIR,
+    CacheMode, JudgeRunStats, LlmRunStats, LlmSettings, NextActionRunStats, OnLlmError, SummarizerRunStats,
+    DEFAULT_CACHE_DIR,
 };
 
 use compaction::{Context, Conversation, Probe, SummaryFailure, SummaryRequest};
 
 use crate::judge::llm::LlmJudge;
 use crate::judge::Judge;
+use crate::replay::next_action::llm::LlmNextAction;
+use crate::replay::next_action::NextActionModel;
 use crate::summarize::llm::{LlmSetupError, LlmSummarizer, Prompts};
 use crate::summarize::{Summarizer, Summary};
 use runlog::experiment::{Experiment, JudgeSpec, SummarizerSpec};
@@ -34,6 +38,8 @@ use runlog::record::ProbeScore;
 pub struct LlmRoles {
     pub summarizer: Option<Arc<LlmSummarizer>>,
     pub judge: Option<Arc<LlmJudge>>,
+    /// The next-action model, when next-action agreement is measured.
+    pub next_action: Option<Arc<LlmNextAction>>,
     /// The response cache folder, when a role uses a model.
     pub cache_dir: Option<PathBuf>,
     /// The cache mode in force, when a role uses a model.
@@ -43,7 +49,8 @@ pub struct LlmRoles {
 }
 
 impl LlmRoles {
-    /// Build the LLM summarizer and judge `experiment` asks for (none when both are offline).
+    /// Build the LLM summarizer, judge and next-action model `experiment` asks for (none when
+    /// every role is offline).
     /// `lookup` resolves the API key variables (the caller passes its environment);
     /// `cache_mode` overrides the file's.
     pub fn build(
@@ -87,14 +94,17 @@ impl LlmRoles {
                 LlmJudge::new(c.clone(), c, settings.judge_repeats)?.with_verdict_format(settings.judge_verdict_format);
             roles.judge = Some(Arc::new(judge));
         }
+        if let Some(cfg) = &settings.next_action {
+            roles.next_action = Some(Arc::new(LlmNextAction::new(client(cfg)?)?));
+        }
         roles.cache_mode = Some(cache.mode());
         roles.summarizer_price_note = settings.summarizer_price_note.clone();
         Ok(roles)
     }
 
-    /// What the roles did, for `run.json`; `None` when both are offline.
+    /// What the roles did, for `run.json`; `None` when every role is offline.
     pub fn stats(&self) -> Option<LlmRunStats> {
-        if self.summarizer.is_none() && self.judge.is_none() {
+        if self.summarizer.is_none() && self.judge.is_none() && self.next_action.is_none() {
             return None;
         }
         Some(LlmRunStats {
@@ -125,7 +135,27 @@ impl LlmRoles {
                     client: st.client,
                 }
             }),
+            next_action: self.next_action.as_ref().map(|n| {
+                let st = n.stats();
+                NextActionRunStats {
+                    model: n.client().config().model.clone(),
+                    prompt_hash: LlmNextAction::prompt_hash(),
+                    points: st.points,
+                    compacted_requests: st.compacted_requests,
+                    full_requests: st.full_requests,
+                    full_shared: st.full_shared,
+                    unparsed_compacted: st.unparsed_compacted,
+                    unparsed_full: st.unparsed_full,
+                    failures: st.failures,
+                    client: st.client,
+                }
+            }),
         })
+    }
+
+    /// The next-action model as the engine takes it.
+    pub fn next_action_model(&self) -> Option<&dyn NextActionModel> {
+        self.next_action.as_deref().map(|n| n as &dyn NextActionModel)
     }
 
     /// One small request to every distinct endpoint (protocol, URL and model) the roles use,
@@ -142,6 +172,9 @@ impl LlmRoles {
         }
         if let Some(j) = &self.judge {
             clients.push(("judge", j.answerer()));
+        }
+        if let Some(n) = &self.next_action {
+            clients.push(("next-action model", n.client()));
         }
         let mut seen: Vec<(llm::Protocol, String, String)> = Vec::new();
         let rt = crate::summarize::llm::runtime().map_err(|e| PreflightError {
@@ -169,10 +202,12 @@ impl LlmRoles {
         Ok(())
     }
 
-    /// Cache keys missed in cache mode `only`, by either role, in order of first miss.
+    /// Cache keys missed in cache mode `only`, by any role, in order of first miss.
     pub fn missing_keys(&self) -> Vec<String> {
         let mut keys = self.summarizer.as_ref().map(|s| s.missing_keys()).unwrap_or_default();
-        for k in self.judge.as_ref().map(|j| j.missing_keys()).unwrap_or_default() {
+        let others =
+            [self.judge.as_ref().map(|j| j.missing_keys()), self.next_action.as_ref().map(|n| n.missing_keys())];
+        for k in others.into_iter().flatten().flatten() {
             if !keys.contains(&k) {
                 keys.push(k);
             }
@@ -260,6 +295,44 @@ mod tests {
         assert_eq!(s.judge.as_ref().unwrap().model, "gpt-4o-mini");
         assert_eq!((s.judge_repeats, s.cache_mode, s.cache_dir.as_str()), (3, CacheMode::Only, DEFAULT_CACHE_DIR));
         assert_ne!(e.configurations[0].config_id, parse("").unwrap().configurations[0].config_id);
+    }
+
+    #[test]
+    fn next_action_is_a_role_of_its_own() {
+        let alone = parse("next_action = \"llm\"\n[llm]\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9/v1\"").unwrap();
+        assert_eq!((alone.summarizer, alone.judge), (SummarizerSpec::Offline, JudgeSpec::Offline));
+        let s = alone.llm.as_ref().unwrap();
+        assert_eq!(s.next_action.as_ref().unwrap().model, "m");
+        assert!(s.summarizer.is_none() && s.judge.is_none());
+        // Measured or not, a new configuration; an experiment without it keeps its ids.
+        assert_ne!(alone.configurations[0].config_id, parse("").unwrap().configurations[0].config_id);
+        let judged = |extra: &str| {
+            parse(&format!("judge = \"llm\"\n{extra}\n[llm]\nmodel = \"m\"")).unwrap().configurations[0]
+                .config_id
+                .clone()
+        };
+        assert_ne!(judged(""), judged("next_action = \"llm\""));
+        assert_eq!(judged(""), judged("next_action = \"offline\""));
+        let own = parse("judge = \"llm\"\n[next_action]\nkind = \"llm\"\n[next_action.llm]\nmodel = \"small\"\n[llm]\nmodel = \"big\"")
+            .unwrap();
+        assert_eq!(own.llm.as_ref().unwrap().next_action.as_ref().unwrap().model, "small");
+        let roles = LlmRoles::build(&alone, &|_| None, None).unwrap();
+        let model = roles.next_action_model().unwrap();
+        assert_eq!(model.name(), "llm:m");
+        assert!(roles.summarizer.is_none() && roles.judge.is_none());
+        let stats = roles.stats().unwrap();
+        let n = stats.next_action.unwrap();
+        assert_eq!((n.model.as_str(), n.points, n.prompt_hash.len()), ("m", 0, 16));
+        for (head, expected) in [
+            ("next_action = \"llm\"", "key `next_action`"),
+            ("next_action = \"model\"", "unknown next_action"),
+            ("[next_action]\nkind = \"llm\"\nprompt_file = \"p.md\"\n[llm]\nmodel = \"m\"", "next_action.prompt_file"),
+            ("[next_action]\nkind = \"offline\"\n[next_action.llm]\nmodel = \"m\"", "next_action.llm"),
+            ("[next_action]\nkind = \"llm\"\nmodle = \"m\"", "[next_action]: unknown key `modle`"),
+        ] {
+            let err = parse(head).unwrap_err();
+            assert!(err.contains(expected), "{head}: {err}");
+        }
     }
 
     #[test]

@@ -53,7 +53,11 @@
 //! context it left: the identifiers it needs from earlier in the conversation and which the
 //! context lost, and whether it repeats a failed call or re-reads an unchanged file whose
 //! result the context lost ([`next_action`]'s module docs; the record's
-//! [`CompactionRecord::next_action`], the pair's `next_action_ready`).
+//! [`CompactionRecord::next_action`], the pair's `next_action_ready`). With a next-action
+//! model ([`replay_with`], [`Models::next_action`]) each call that compacted also asks it for
+//! the next action with the context the call's compactions left and with the full history,
+//! beside the replay, collected at its end ([`next_action`]'s module docs; the record's
+//! `agreement`, the pair's `next_action_agreement`).
 //!
 //! # Invariants
 //!
@@ -286,6 +290,26 @@ pub fn replay_built(
     summarizer: &dyn Summarizer,
     judge: &dyn Judge,
 ) -> Result<PairMetrics, ReplayError> {
+    replay_with(conversation, strategy, settings, Models { summarizer, judge, next_action: None })
+}
+
+/// The models a replay asks: the summarizer, the judge, and the next-action model when the
+/// experiment measures next-action agreement ([`next_action::NextActionModel`]).
+#[derive(Clone, Copy)]
+pub struct Models<'m> {
+    pub summarizer: &'m dyn Summarizer,
+    pub judge: &'m dyn Judge,
+    pub next_action: Option<&'m dyn next_action::NextActionModel>,
+}
+
+/// [`replay_built`] with a next-action model besides the summarizer and the judge.
+pub fn replay_with(
+    conversation: &Conversation,
+    strategy: Compactor<'_>,
+    settings: &ReplaySettings,
+    models: Models<'_>,
+) -> Result<PairMetrics, ReplayError> {
+    let Models { summarizer, judge, next_action: asker } = models;
     let started = Instant::now();
     let n = conversation.messages.len();
     let mut checkpoints: BTreeMap<usize, Vec<(&Probe, u32)>> = BTreeMap::new();
@@ -337,6 +361,7 @@ pub fn replay_built(
     };
     std::thread::scope(|scope| {
         let mut r = Replayer::new(conversation, settings, strategy, summarizer, judge, scope);
+        r.asker = asker;
         r.metrics.inapplicable_reason = strategy.can_operate(&budget).err();
         if r.profile.rebuilds_from_history {
             r.history = Some(Context::new());
@@ -613,6 +638,10 @@ struct Replayer<'a, 's> {
     calling: usize,
     /// What the recording held before each compaction's next action.
     tracker: next_action::Tracker,
+    /// The next-action model, when agreement is measured.
+    asker: Option<&'a dyn next_action::NextActionModel>,
+    /// Its answers being made on their own threads: (compaction event, answer).
+    asking: Vec<(usize, std::thread::ScopedJoinHandle<'s, next_action::Asked>)>,
 }
 
 /// A user message a person typed: not a tool result, not text the agent harness injected,
@@ -741,6 +770,8 @@ impl<'a, 's> Replayer<'a, 's> {
             summarizer_is_model: summarizer.name() != "offline",
             calling: 0,
             tracker: next_action::Tracker::default(),
+            asker: None,
+            asking: Vec::new(),
         }
     }
 
@@ -978,6 +1009,9 @@ impl<'a, 's> Replayer<'a, 's> {
         });
         if self.metrics.compaction_events.len() > events_before || self.live_dropped {
             self.live_dropped = !self.holds_live_request();
+        }
+        if self.metrics.compaction_events.len() > events_before {
+            self.ask_next_action(index);
         }
         self.metrics.latest_user_message_dropped += u64::from(self.live_dropped);
         let share = self.prefix_share();
@@ -1265,6 +1299,40 @@ impl<'a, 's> Replayer<'a, 's> {
         }
     }
 
+    /// Ask the next-action model, beside the replay, for the action of recorded message
+    /// `index` with the context this call's compactions left (the request); recorded on the
+    /// call's last compaction. Not asked after the rejected call: the agent has nothing.
+    fn ask_next_action(&mut self, index: usize) {
+        let Some(asker) = self.asker else { return };
+        if self.ended() {
+            return;
+        }
+        let event = self.metrics.compaction_events.len() - 1;
+        let (conversation, ctx) = (self.conversation, self.ctx.clone());
+        let pending = self.scope.spawn(move || asker.ask(conversation, index, &ctx));
+        self.asking.push((event, pending));
+    }
+
+    /// Collect the next-action answers onto their compactions, counting failed requests
+    /// against the pair as a summary's or a probe's.
+    fn collect_next_actions(&mut self) {
+        for (event, pending) in std::mem::take(&mut self.asking) {
+            let asked = match within(Step::Judging, || pending.join()) {
+                Ok(asked) => asked,
+                Err(panic) => std::panic::resume_unwind(panic),
+            };
+            let m = &mut self.metrics;
+            m.cache_misses += asked.cache_misses;
+            m.endpoint_failures += asked.endpoint_failures;
+            if let (None, Some(e)) = (&m.endpoint_error, asked.endpoint_error) {
+                m.endpoint_error = Some(format!("next action: {e}"));
+            }
+            if let Some(e) = m.compaction_events.get_mut(event) {
+                e.agreement = Some(asked.agreement);
+            }
+        }
+    }
+
     /// Plan, summarize and apply one compaction for `trigger`; true when the context changed.
     fn compact_full(&mut self, trigger: Trigger, call: u32) -> bool {
         let ended = self.ended();
@@ -1408,6 +1476,7 @@ impl<'a, 's> Replayer<'a, 's> {
 
     fn finish(mut self, started: Instant) -> PairMetrics {
         self.score_deferred();
+        self.collect_next_actions();
         let m = &mut self.metrics;
         m.final_tokens = self.ctx.tokens(&self.exact);
         // Probes the LLM judge could not score (no parseable verdict) stay in `probes` but out
@@ -1430,6 +1499,9 @@ impl<'a, 's> Replayer<'a, 's> {
             m.summary_cost_usd = Some(summaries);
         }
         next_action::settle(m);
+        if self.asker.is_some() {
+            next_action::settle_agreement(m);
+        }
         m.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.metrics
     }

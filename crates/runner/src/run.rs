@@ -42,6 +42,7 @@ use crate::session::Compactor;
 use serde::{Deserialize, Serialize};
 
 use crate::llm_setup::OnLlmError;
+use crate::replay::next_action::NextActionModel;
 use crate::replay::{self, Judge, ReplayError, ReplaySettings, Summarizer};
 use crate::timing::{PairStart, ReplayTotals, Stopwatch};
 use dataset::{self, LoadOptions};
@@ -407,20 +408,30 @@ impl FromStr for Shard {
 /// The replay function a run calls for each pair ([`replay::replay`] unless a test swaps it).
 /// The strategy comes built: a run builds each configuration's strategy once, for all its pairs.
 pub type ReplayFn =
-    fn(&Conversation, Compactor<'_>, &ReplaySettings, &dyn Summarizer, &dyn Judge) -> Result<PairMetrics, ReplayError>;
+    fn(&Conversation, Compactor<'_>, &ReplaySettings, replay::Models<'_>) -> Result<PairMetrics, ReplayError>;
 
 /// What replays each pair.
 #[derive(Clone, Copy)]
 pub struct Engine<'a> {
     pub summarizer: &'a dyn Summarizer,
     pub judge: &'a dyn Judge,
+    /// The next-action model, when the experiment measures next-action agreement.
+    pub next_action: Option<&'a dyn NextActionModel>,
     pub replay: ReplayFn,
 }
 
 impl<'a> Engine<'a> {
     /// The replay engine with this summarizer and judge.
     pub fn new(summarizer: &'a dyn Summarizer, judge: &'a dyn Judge) -> Engine<'a> {
-        Engine { summarizer, judge, replay: replay::replay_built }
+        Engine { summarizer, judge, next_action: None, replay: replay::replay_with }
+    }
+    /// Ask `model` for the next action at every call that compacted.
+    pub fn with_next_action(mut self, model: Option<&'a dyn NextActionModel>) -> Engine<'a> {
+        self.next_action = model;
+        self
+    }
+    fn models(&self) -> replay::Models<'a> {
+        replay::Models { summarizer: self.summarizer, judge: self.judge, next_action: self.next_action }
     }
 }
 
@@ -786,7 +797,7 @@ impl LogWriter<'_> {
 pub fn default_jobs(experiment: &Experiment) -> Option<usize> {
     let llm = experiment.llm.as_ref()?;
     let mut endpoints: Vec<(String, usize)> = Vec::new();
-    for cfg in [&llm.summarizer, &llm.judge].into_iter().flatten() {
+    for cfg in [&llm.summarizer, &llm.judge, &llm.next_action].into_iter().flatten() {
         let key = format!("{:?} {}", cfg.protocol, cfg.base_url());
         if !endpoints.iter().any(|(k, _)| *k == key) {
             endpoints.push((key, cfg.max_concurrency));
@@ -959,9 +970,7 @@ fn run_shared_pair(
             };
             let started = Instant::now();
             let result = catch_unwind(AssertUnwindSafe(|| match strategy.compactor() {
-                Ok(compactor) => shared
-                    .0
-                    .lend(|| (engine.replay)(conversation, compactor, &settings, engine.summarizer, engine.judge)),
+                Ok(compactor) => shared.0.lend(|| (engine.replay)(conversation, compactor, &settings, engine.models())),
                 Err(e) => Err(ReplayError::Params(e)),
             }));
             match result {
@@ -1058,6 +1067,10 @@ fn pair_hash(conversation: Fnv, plan: &Plan, engine: &Engine<'_>, pair: Pair) ->
     );
     let mut h = conversation;
     h.write(rest.as_bytes());
+    // Only with a next-action model, so the hashes of runs without one stay as they were.
+    if let Some(n) = engine.next_action {
+        h.write(format!("\u{1f}{}", n.name()).as_bytes());
+    }
     format!("{:016x}", h.finish())
 }
 

@@ -206,7 +206,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         Some(j) => j.as_ref(),
         None => offline_judge.as_ref(),
     };
-    let engine = Engine::new(summarizer, judge);
+    let engine = Engine::new(summarizer, judge).with_next_action(roles.next_action_model());
     let shard = match resolve_shard(args.shard.as_deref(), args.shards, |k| std::env::var(k).ok()) {
         Ok(Some((shard, from))) => {
             if let Some(from) = from {
@@ -408,7 +408,7 @@ pub fn timings_table(t: &Timings, wall: std::time::Duration) -> Vec<String> {
 }
 
 /// The end-of-run account of the models: summaries asked and failed, probes judged and
-/// unscored, each with its reasons (failures by kind).
+/// unscored, next actions asked and unparsed, each with its reasons (failures by kind).
 pub fn llm_summary(stats: &runner::llm_setup::LlmRunStats) -> Vec<String> {
     let reasons = |m: &std::collections::BTreeMap<String, u64>| -> String {
         let parts: Vec<String> = m.iter().filter(|(_, n)| **n > 0).map(|(k, n)| format!("{k} {n}")).collect();
@@ -440,6 +440,19 @@ pub fn llm_summary(stats: &runner::llm_setup::LlmRunStats) -> Vec<String> {
                 j.model, j.directive_lists, j.unreadable_directive_lists, j.stray_directives
             ));
         }
+    }
+    if let Some(n) = &stats.next_action {
+        // Unparsed answers are never agreement: said on every run that has them.
+        lines.push(format!(
+            "llm next action {}: {} compaction points, {} full-history requests ({} shared), {} unparsed answers, {} failed{}",
+            n.model,
+            n.points,
+            n.full_requests,
+            n.full_shared,
+            n.unparsed_compacted + n.unparsed_full,
+            n.failures,
+            reasons(&n.client.failures_by_kind)
+        ));
     }
     lines
 }

@@ -642,3 +642,169 @@ fn a_circuit_breaker_stops_a_run_whose_endpoint_died() {
     assert_eq!(manifest["complete"], false);
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// Twelve reads, each result naming the file read next; the last result names none and the
+/// agent replies. The system prompt names the conversation (every strategy keeps it).
+fn reading_session(id: &str) -> serde_json::Value {
+    let mut messages = vec![
+        json!({"role": "system", "content": format!("You are agent {id}.")}),
+        json!({"role": "user", "content": format!("Read the files of ticket T-{id} in order.")}),
+    ];
+    for t in 0..12 {
+        let call = format!("{id}-c{t}");
+        messages.push(json!({"role": "assistant", "content": "", "tool_calls": [
+            {"id": call, "name": "read_file", "arguments": json!({"path": format!("src/{id}/f{t}.rs")}).to_string()}
+        ]}));
+        let body: Vec<String> = (0..120).map(|i| format!("let v{t}_{i} = {};", (t * 131 + i * 17) % 997)).collect();
+        let next = if t < 11 { format!("\nnext: src/{id}/f{}.rs", t + 1) } else { String::new() };
+        messages.push(
+            json!({"role": "tool", "tool_call_id": call, "name": "read_file", "content": format!("{}{next}", body.join(" "))}),
+        );
+    }
+    messages.push(json!({"role": "assistant", "content": "Done."}));
+    json!({"id": id, "source": "test/next-action", "messages": messages})
+}
+
+/// Agent `a` is answered with the recorded action (the file its last result names, or the
+/// reply), agent `b` with a file no result names.
+fn next_action_answer(r: &Recorded) -> Reply {
+    let messages = r.json()["messages"].as_array().cloned().unwrap_or_default();
+    let text = |m: &serde_json::Value| m["content"].as_str().unwrap_or_default().to_string();
+    let agent_a = messages.first().is_some_and(|m| text(m).contains("agent a."));
+    let last_result = messages.iter().map(text).rfind(|c| c.starts_with("[tool result")).unwrap_or_default();
+    let answer = match (agent_a, last_result.split_once("next: ")) {
+        (true, Some((_, path))) => json!({"tool": "read_file", "arguments": {"path": path.trim()}}),
+        (true, None) => json!({"reply": "Done."}),
+        (false, _) => json!({"tool": "read_file", "arguments": {"path": "src/elsewhere.rs"}}),
+    };
+    Reply::text(answer.to_string(), 500, 20)
+}
+
+/// A CSV file of a run folder as rows of (column → cell).
+fn csv_rows(path: &Path) -> Vec<std::collections::BTreeMap<String, String>> {
+    let mut reader = csv::Reader::from_path(path).expect("a CSV file");
+    let header: Vec<String> = reader.headers().expect("a header").iter().map(String::from).collect();
+    reader.records().map(|r| header.iter().cloned().zip(r.expect("a row").iter().map(String::from)).collect()).collect()
+}
+
+#[test]
+fn next_action_agreement_with_a_model_and_one_full_history_request_per_point() {
+    let server = MockServer::start();
+    server.respond_with(next_action_answer);
+    let exp = format!(
+        r#"
+name = "next-action"
+datasets = ["data"]
+windows = [32000]
+next_action = "llm"
+cache_mode = "use"
+cache_dir = "cache"
+
+[llm]
+base_url = "{}/v1"
+model = "next-model"
+api_key_env = "COMPACTLENS_TEST_KEY"
+backoff_initial_ms = 5
+max_concurrency = 2
+
+[[strategy]]
+name = "keep-last-n"
+recent_messages_to_keep = 4
+system_reserve = 0
+output_reserve = 0
+safety_buffer = 28000
+
+[[strategy]]
+name = "keep-last-n"
+recent_messages_to_keep = 6
+system_reserve = 0
+output_reserve = 0
+safety_buffer = 28000
+
+[[strategy]]
+name = "none"
+"#,
+        server.url()
+    );
+    let dir = temp_dir("next-action");
+    let text: String = ["a", "b"].iter().map(|id| format!("{}\n", reading_session(id))).collect();
+    fs::write(dir.join("data/set.jsonl"), text).expect("dataset");
+    fs::write(dir.join("exp.toml"), exp).expect("experiment");
+    let first = compactlens(&["run", "--config", "exp.toml", "--out", "run1", "--jobs", "2"], &dir);
+    assert_eq!(first.code, 0, "stderr: {}", first.stderr);
+    assert!(first.stderr.contains("llm next action next-model:"), "{}", first.stderr);
+    assert!(first.stderr.contains(" 0 unparsed answers"), "{}", first.stderr);
+
+    // Per pair: a agrees with its recorded actions and with the full history; b never with
+    // its recorded actions but always with its full-history answer (the same wrong file);
+    // `none` never compacts: not applicable, empty.
+    let results = csv_rows(&dir.join("run1/results.csv"));
+    assert_eq!(results.len(), 6);
+    for r in &results {
+        let cells = (
+            r["next_action_agree_recorded"].as_str(),
+            r["next_action_agree_full"].as_str(),
+            r["next_action_unparsed"].as_str(),
+        );
+        match (r["strategy"].as_str(), r["conversation_id"].as_str()) {
+            ("none", _) => {
+                assert_eq!(cells, ("", "", "0"), "{r:?}");
+                assert_eq!(r["next_action_agree_recorded_compactions"], "0");
+            }
+            (_, "a") => assert_eq!(cells, ("1", "1", "0"), "{r:?}"),
+            _ => assert_eq!(cells, ("0", "1", "0"), "{r:?}"),
+        }
+        if r["strategy"] != "none" {
+            let n: u64 = r["next_action_agree_recorded_compactions"].parse().expect("a count");
+            assert!(n > 0 && r["next_action_agree_full_compactions"] == n.to_string(), "{r:?}");
+        }
+    }
+    let summary = csv_rows(&dir.join("run1/summary.csv"));
+    for s in summary.iter().filter(|s| s["dataset"] == "all") {
+        let (recorded, full) = (s["next_action_agree_recorded"].as_str(), s["next_action_agree_full"].as_str());
+        if s["strategy"] == "none" {
+            assert_eq!((recorded, full), ("", ""), "{s:?}");
+        } else {
+            assert_eq!((recorded, full), ("0.5", "1"), "the mean of a's 1 and b's 0: {s:?}");
+        }
+    }
+
+    // Every call that compacted asked once with its context; each distinct point of a
+    // conversation asked once with the full history, whatever the configurations there.
+    let compactions = csv_rows(&dir.join("run1/compactions.csv"));
+    let asked: Vec<(String, String)> = compactions
+        .iter()
+        .filter(|c| !c["next_action_model_compacted"].is_empty())
+        .map(|c| (c["conversation_id"].clone(), c["next_action_message"].clone()))
+        .collect();
+    let distinct: std::collections::BTreeSet<&(String, String)> = asked.iter().collect();
+    assert!(distinct.len() < asked.len(), "the two keep-last-n configurations share points: {asked:?}");
+    for c in compactions.iter().filter(|c| !c["next_action_model_compacted"].is_empty()) {
+        assert_eq!(c["next_action_model_compacted"], c["next_action_model_full"], "{c:?}");
+        let agrees = if c["conversation_id"] == "a" { "true" } else { "false" };
+        assert_eq!(
+            (c["next_action_agrees_recorded"].as_str(), c["next_action_agrees_full"].as_str()),
+            (agrees, "true")
+        );
+    }
+    let requests = server.requests().iter().filter(|r| r.json()["max_tokens"] != 1).count();
+    assert_eq!(requests, asked.len() + distinct.len(), "one compacted request per point, one full per distinct point");
+    let stats = run_json(&dir.join("run1"))["llm"]["next_action"].clone();
+    let n = |k: &str| stats[k].as_u64().unwrap_or(u64::MAX) as usize;
+    assert_eq!((n("points"), n("compacted_requests")), (asked.len(), asked.len()), "{stats}");
+    assert_eq!((n("full_requests"), n("full_shared")), (distinct.len(), asked.len() - distinct.len()), "{stats}");
+    assert_eq!((n("unparsed_compacted"), n("unparsed_full"), n("failures")), (0, 0, 0), "{stats}");
+    assert!(stats["client"]["usage"]["prompt_tokens"].as_u64() > Some(0), "{stats}");
+    assert!(stats["prompt_hash"].as_str().is_some_and(|h| h.len() == 16), "{stats}");
+
+    // From the cache alone: no request, the same CSVs.
+    let second = compactlens(&["run", "--config", "exp.toml", "--out", "run2", "--cache-mode", "only"], &dir);
+    assert_eq!(second.code, 0, "stderr: {}", second.stderr);
+    assert_eq!(run_json(&dir.join("run2"))["llm"]["next_action"]["client"]["http_attempts"], 0);
+    for name in ["results.csv", "summary.csv", "compactions.csv"] {
+        let a = fs::read_to_string(dir.join("run1").join(name)).expect("csv");
+        let b = fs::read_to_string(dir.join("run2").join(name)).expect("csv");
+        assert!(a == b, "{name} differs in the rerun from the cache");
+    }
+    let _ = fs::remove_dir_all(&dir);
+}

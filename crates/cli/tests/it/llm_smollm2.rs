@@ -1,4 +1,5 @@
-//! `compactlens run` with `summarizer = "llm"` and `judge = "llm"` against a real model:
+//! `compactlens run` with `summarizer = "llm"`, `judge = "llm"` and `next_action = "llm"`
+//! against a real model:
 //! SmolLM2-135M-Instruct served by llama-cpp-python on loopback. Runs only when
 //! `COMPACTLENS_SMOLLM2_URL` is set (`scripts/test-llm.sh` installs, serves and sets it);
 //! otherwise it prints why it skipped.
@@ -52,6 +53,7 @@ name = "smollm2"
 datasets = ["data"]
 windows = [20000]
 summarizer = "llm"
+next_action = "llm"
 cache_dir = "cache"
 
 # A 135M model rarely writes the verdict's JSON from the prompt alone: the server holds it to
@@ -91,7 +93,7 @@ fn run_json(dir: &Path) -> serde_json::Value {
 }
 
 #[test]
-fn a_run_with_smollm2_as_summarizer_and_judge() {
+fn a_run_with_smollm2_as_summarizer_judge_and_next_action_model() {
     let Some(url) = std::env::var("COMPACTLENS_SMOLLM2_URL").ok().filter(|u| !u.is_empty()) else {
         eprintln!("skipped: COMPACTLENS_SMOLLM2_URL is not set (run scripts/test-llm.sh)");
         return;
@@ -124,12 +126,46 @@ fn a_run_with_smollm2_as_summarizer_and_judge() {
     }
     // Held to the verdict's schema, the model's grades parse.
     assert!(stats["llm"]["judge"]["scored"].as_u64() > Some(0), "{stats}");
+    // Next-action agreement: every call that compacted was asked with its context and, once,
+    // with the full history; each answer parsed as an action or was counted unparsed (a 135M
+    // model often writes prose), and the columns say which.
+    let na = &stats["llm"]["next_action"];
+    let n = |k: &str| na[k].as_u64().unwrap_or(u64::MAX);
+    assert!(n("points") > 0 && n("points") < u64::MAX, "{stats}");
+    assert_eq!((n("compacted_requests"), n("full_requests") + n("full_shared")), (n("points"), n("points")), "{stats}");
+    assert_eq!(n("failures"), 0, "{stats}");
+    assert!(na["client"]["http_attempts"].as_u64() > Some(0), "{stats}");
+    let table = |name: &str| -> Vec<std::collections::BTreeMap<String, String>> {
+        let mut reader = csv::Reader::from_path(dir.join("run1").join(name)).expect("csv");
+        let header: Vec<String> = reader.headers().expect("header").iter().map(String::from).collect();
+        reader
+            .records()
+            .map(|r| header.iter().cloned().zip(r.expect("row").iter().map(String::from)).collect())
+            .collect()
+    };
+    let asked: Vec<_> =
+        table("compactions.csv").into_iter().filter(|c| !c["next_action_model_compacted"].is_empty()).collect();
+    assert_eq!(asked.len() as u64, n("points"), "one answer per compacted call");
+    let mut unparsed = 0;
+    for c in &asked {
+        let (compacted, full) = (c["next_action_model_compacted"].as_str(), c["next_action_model_full"].as_str());
+        assert!(compacted != "failed" && full != "failed", "{c:?}");
+        unparsed += u64::from(compacted == "unparsed") + u64::from(full == "unparsed");
+        // Agreement is read only on actions.
+        assert_eq!(c["next_action_agrees_recorded"].is_empty(), compacted == "unparsed", "{c:?}");
+        assert_eq!(c["next_action_agrees_full"].is_empty(), compacted == "unparsed" || full == "unparsed", "{c:?}");
+    }
+    let row = &table("results.csv")[0];
+    assert_eq!(row["next_action_unparsed"], unparsed.to_string(), "{row:?}");
+    let scored: u64 = row["next_action_agree_recorded_compactions"].parse().expect("a count");
+    assert_eq!(scored, asked.iter().filter(|c| c["next_action_model_compacted"] != "unparsed").count() as u64);
+    assert_eq!(row["next_action_agree_recorded"].is_empty(), scored == 0, "{row:?}");
 
     // The same run from the cache alone: no network, identical outputs.
     let (code, stderr) = compactlens(&["run", "--config", "exp.toml", "--out", "run2", "--cache-mode", "only"], &dir);
     assert_eq!(code, 0, "every response is cached: {stderr}");
     let stats = run_json(&dir.join("run2"));
-    for role in ["summarizer", "judge"] {
+    for role in ["summarizer", "judge", "next_action"] {
         assert_eq!(stats["llm"][role]["client"]["http_attempts"], 0, "{role}: {stats}");
     }
     for name in ["results.csv", "summary.csv", "probes.csv", "compactions.csv"] {

@@ -504,6 +504,7 @@ fn event(call: u32) -> CompactionRecord {
         summary: format!("summary-of-call-{call}"),
         violations: vec![],
         next_action: None,
+        agreement: None,
     }
 }
 

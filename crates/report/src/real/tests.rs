@@ -65,6 +65,7 @@ fn event(summary: &str) -> CompactionRecord {
         summary: summary.into(),
         violations: Vec::new(),
         next_action: None,
+        agreement: None,
     }
 }
 

@@ -106,6 +106,7 @@ fn metrics(conversation: usize, strategy: &str, window: u64) -> PairMetrics {
                 summary: if SUMMARIZING.contains(&strategy) { summary(conversation, call) } else { String::new() },
                 violations: vec![],
                 next_action: None,
+                agreement: None,
             });
             tokens = after;
         }

@@ -70,9 +70,9 @@ fn stand_in_replay(
     conversation: &Conversation,
     _strategy: runner::session::Compactor<'_>,
     settings: &ReplaySettings,
-    _summarizer: &dyn Summarizer,
-    judge: &dyn Judge,
+    models: runner::replay::Models<'_>,
 ) -> Result<PairMetrics, ReplayError> {
+    let judge = models.judge;
     if conversation.id.starts_with("bad") {
         return Err(ReplayError::Conversation {
             id: conversation.id.clone(),
@@ -105,6 +105,7 @@ fn stand_in_replay(
             summary: format!("dropped {},\nkept \"{keep}\"", n - keep),
             violations: Vec::new(),
             next_action: None,
+            agreement: None,
         }]
     } else {
         Vec::new()
@@ -185,7 +186,7 @@ fn temp_dir(test: &str) -> PathBuf {
 }
 
 fn run_into(dir: &Path, resume: bool, shard: Option<Shard>) -> RunData {
-    let engine = Engine { summarizer: &NoSummarizer, judge: &KeptJudge, replay: stand_in_replay };
+    let engine = Engine { summarizer: &NoSummarizer, judge: &KeptJudge, next_action: None, replay: stand_in_replay };
     let options = RunOptions { out: dir.to_path_buf(), resume, jobs: Some(2), shard };
     let provenance = Provenance { tool_version: "test".into(), git_commit: None, started_at: "t".into() };
     let data = run::run(&plan(), &engine, &options, &provenance, &|_| {}).expect("runs");
@@ -220,7 +221,9 @@ fn headers_are_pinned() {
          summarizer_calls,summarizer_failures,cost_usd,summary_cost_usd,probes,retention,at_risk_probes,at_risk_retention,\
          cache_hit_rate,judge,rejected_requests_openai,rejected_requests_anthropic,findings,completed,first_rejected_call,recording_violations,\
          rejected_because,applicable,latest_user_message_dropped,fabricated_directives,\
-         next_action_ready,next_action_compactions,repeat_risk_failed,repeat_risk_reread"
+         next_action_ready,next_action_compactions,repeat_risk_failed,repeat_risk_reread,\
+         next_action_agree_recorded,next_action_agree_recorded_compactions,next_action_agree_full,\
+         next_action_agree_full_compactions,next_action_unparsed"
     );
     assert_eq!(
         SUMMARY_HEADER.join(","),
@@ -238,7 +241,10 @@ fn headers_are_pinned() {
          state_retention,state_retention_ci_low,state_retention_ci_high,state_conversations,state_keys,\
          state_retention_critical,state_keys_critical,state_retention_useful,state_keys_useful,state_at_risk_retention,\
          state_at_risk_keys,next_action_ready,next_action_ready_ci_low,next_action_ready_ci_high,next_action_conversations,\
-         next_action_compactions,repeat_risk_failed,repeat_risk_reread"
+         next_action_compactions,repeat_risk_failed,repeat_risk_reread,\
+         next_action_agree_recorded,next_action_agree_recorded_ci_low,next_action_agree_recorded_ci_high,\
+         next_action_agree_recorded_compactions,next_action_agree_full,next_action_agree_full_ci_low,\
+         next_action_agree_full_ci_high,next_action_agree_full_compactions,next_action_unparsed"
     );
     assert_eq!(
         PROBES_HEADER.join(","),
@@ -250,7 +256,8 @@ fn headers_are_pinned() {
         "conversation_id,dataset,config_id,strategy,window,call,trigger,step,tokens_before,tokens_after,\
          estimate_before,estimate_after,messages_before,messages_after,removed,masked,round,fallback,shortfall,\
          violations,summary,next_action_message,next_action_tools,next_action_needed,next_action_ready,\
-         next_action_missing,repeat_risk"
+         next_action_missing,repeat_risk,next_action_model_compacted,next_action_model_full,\
+         next_action_agrees_recorded,next_action_agrees_full"
     );
 }
 

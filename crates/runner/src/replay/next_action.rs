@@ -23,13 +23,91 @@
 //!
 //! The recording is read once, as far as each compaction's call: the cost is linear in the
 //! conversation plus, per compaction, a scan of the context for the action's identifiers.
+//!
+//! # Agreement, with a model
+//!
+//! With `next_action = "llm"` a [`NextActionModel`] ([`llm::LlmNextAction`]) is asked, at each
+//! call that compacted, for its next action twice: with the context the call's compactions
+//! left (the request the agent sends) and with the full history at the same point (every
+//! recorded message before the call, the recorded agent's own summaries aside). The first
+//! answer is compared with the recorded action and with the second ([`agreement`], by
+//! [`dataset::action::agrees`]: the same tool and the identifiers its recorded arguments
+//! use). The full-history answer depends on the conversation and the point only, so it is
+//! asked once per point and shared by every configuration that compacted there. An answer
+//! that is not an action (it did not parse, or the request failed) is never agreement: the
+//! point is left out of the shares that need it and counted ([`AgreementFigures::unparsed`]).
+//! The requests are made beside the replay, like the LLM judge's, and collected at its end.
 
 use std::collections::{HashMap, HashSet};
 
 use compaction::{Context, Conversation, Message, Role};
 use dataset::action::{self, FileUse};
 use dataset::text::{occurs, render_message};
-use runlog::record::{NextAction, PairMetrics};
+use runlog::record::{AgreementFigures, ModelAction, NextAction, NextActionAgreement, PairMetrics};
+
+pub mod llm;
+
+/// A model asked for the next action at a compaction point (see the module docs).
+pub trait NextActionModel: Send + Sync {
+    /// Name recorded in run.json (`llm:<model>`).
+    fn name(&self) -> String;
+    /// Ask for the action of recorded message `at` (the call's assistant message) with the
+    /// compacted context `ctx`, and with the full history of `conversation` before `at`.
+    fn ask(&self, conversation: &Conversation, at: usize, ctx: &Context) -> Asked;
+}
+
+/// What [`NextActionModel::ask`] gives: the agreement, and what of it the pair must count
+/// against itself (as a summary's or a probe's failed request).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Asked {
+    pub agreement: NextActionAgreement,
+    /// Requests the response cache could not answer in mode `only`.
+    pub cache_misses: u64,
+    /// The first request that failed at the endpoint, when one did.
+    pub endpoint_error: Option<String>,
+    /// Requests that failed at the endpoint.
+    pub endpoint_failures: u64,
+}
+
+/// The full history at recorded message `at`: every message before it, the recorded agent's
+/// own summaries aside (no configuration but `recorded` sees them).
+pub fn full_history(conversation: &Conversation, at: usize) -> Context {
+    let end = at.min(conversation.messages.len());
+    Context::from_entries(
+        conversation.messages[..end]
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| !m.meta_flag(compaction::message::COMPACT_SUMMARY))
+            .map(|(i, m)| compaction::Entry::recorded(i, m.clone()))
+            .collect(),
+    )
+}
+
+/// A model's action as an assistant message (a tool call, or a reply); `None` for an answer
+/// that is not an action.
+fn as_message(a: &ModelAction) -> Option<Message> {
+    match a {
+        ModelAction::Tool { name, arguments } => Some(Message::assistant_calls(
+            "",
+            vec![compaction::ToolCall { id: "proposed".into(), name: name.clone(), arguments: arguments.clone() }],
+        )),
+        ModelAction::Reply { text } => Some(Message::assistant(text.clone())),
+        ModelAction::Unparsed { .. } | ModelAction::Failed { .. } => None,
+    }
+}
+
+/// The agreement of the `compacted` answer with the `recorded` action and with the `full`
+/// answer ([`action::agrees`]); each `None` where an answer it needs is not an action.
+pub fn agreement(recorded: &Message, compacted: ModelAction, full: ModelAction) -> NextActionAgreement {
+    let (c, f) = (as_message(&compacted), as_message(&full));
+    NextActionAgreement {
+        agrees_recorded: c.as_ref().map(|c| action::agrees(recorded, c)),
+        agrees_full: c.as_ref().zip(f.as_ref()).map(|(c, f)| action::agrees(f, c)),
+        full_agrees_recorded: f.as_ref().map(|f| action::agrees(recorded, f)),
+        compacted,
+        full,
+    }
+}
 
 /// What the recording held before the call being scored.
 #[derive(Debug, Default)]
@@ -140,6 +218,26 @@ fn holds(ctx: &Context, t: &str) -> bool {
         let m = e.message();
         forms.iter().any(|f| occurs(&m.content, f) || m.tool_calls.iter().any(|c| c.arguments.contains(f.as_str())))
     })
+}
+
+/// The pair's agreement figures from its compactions' agreements (a model was asked).
+pub(super) fn settle_agreement(m: &mut PairMetrics) {
+    let asked: Vec<&NextActionAgreement> = m.compaction_events.iter().filter_map(|e| e.agreement.as_ref()).collect();
+    let share = |v: &[bool]| (!v.is_empty()).then(|| v.iter().filter(|b| **b).count() as f64 / v.len() as f64);
+    let recorded: Vec<bool> = asked.iter().filter_map(|a| a.agrees_recorded).collect();
+    let full: Vec<bool> = asked.iter().filter_map(|a| a.agrees_full).collect();
+    let unparsed = asked
+        .iter()
+        .flat_map(|a| [&a.compacted, &a.full])
+        .filter(|x| matches!(x, ModelAction::Unparsed { .. }))
+        .count();
+    m.next_action_agreement = Some(AgreementFigures {
+        agree_recorded: share(&recorded),
+        agree_recorded_compactions: recorded.len() as u64,
+        agree_full: share(&full),
+        agree_full_compactions: full.len() as u64,
+        unparsed: unparsed as u64,
+    });
 }
 
 /// The pair's figures from its compactions' next actions.

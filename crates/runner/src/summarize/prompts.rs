@@ -13,7 +13,8 @@
 //! Summary placeholders: `messages` (the span as a transcript), `previous` (the previous summary,
 //! or seed 001's "None - this is the first compaction round."), `task` (the original task, or
 //! 001's "Unknown task"), `round`, `stage` (000's paper stage), `max_tokens`. Judge placeholders:
-//! `question`, `expected`, `facts`, `answer`.
+//! `question`, `expected`, `facts`, `answer`. The next-action prompt (`next_action.md`) has none:
+//! it follows the context it asks about.
 //!
 //! ```
 //! use runner::summarize::prompts::{PromptTemplate, Vars, SUMMARY_VARS};
@@ -39,6 +40,8 @@ pub const ANSWER_VARS: &[&str] = &["question"];
 pub const GRADE_VARS: &[&str] = &["question", "expected", "facts", "answer"];
 /// Placeholders the judge's directive-listing prompt may use.
 pub const DIRECTIVE_VARS: &[&str] = &["summary"];
+/// Placeholders the next-action prompt may use (none: the context is the messages before it).
+pub const NEXT_ACTION_VARS: &[&str] = &[];
 /// Placeholders the probe writer's prompt may use (`compactlens probes generate`).
 pub const PROBE_VARS: &[&str] = &["transcript", "max_probes"];
 
@@ -266,6 +269,7 @@ pub mod builtin {
     pub const JUDGE_GRADE: &str = include_str!("../../prompts/judge_grade.md");
     pub const JUDGE_DIRECTIVES: &str = include_str!("../../prompts/judge_directives.md");
     pub const PROBE_WRITER: &str = include_str!("../../prompts/probe_writer.md");
+    pub const NEXT_ACTION: &str = include_str!("../../prompts/next_action.md");
 }
 
 /// The placeholders `prompt`'s template may use: the request's own ([`SUMMARY_VARS`]) and the
@@ -323,6 +327,8 @@ mod tests {
         assert!(d.uses("summary") && d.system.is_some());
         let w = PromptTemplate::parse("probe_writer.md", builtin::PROBE_WRITER, PROBE_VARS).unwrap();
         assert!(w.uses("transcript") && w.uses("max_probes"));
+        let n = PromptTemplate::parse("next_action.md", builtin::NEXT_ACTION, NEXT_ACTION_VARS).unwrap();
+        assert!(n.system.is_none(), "the context's own system prompt stays the system prompt");
     }
 
     #[test]

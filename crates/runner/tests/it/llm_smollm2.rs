@@ -13,7 +13,10 @@ use std::sync::Arc;
 use compaction::{Context, Conversation, Message, Probe, ProbeKind, SummaryRequest, ToolCall};
 use llm::cache::{CacheMode, ResponseCache};
 use llm::{Client, LlmConfig, Protocol};
+use runlog::record::ModelAction;
 use runner::judge::llm::{is_scored, LlmJudge};
+use runner::replay::next_action::llm::LlmNextAction;
+use runner::replay::next_action::NextActionModel;
 use runner::replay::{Judge, Summarizer};
 use runner::summarize::llm::LlmSummarizer;
 
@@ -135,4 +138,34 @@ fn smollm2_judges_and_replays_from_the_cache() {
     assert_eq!(replay.stats().answerer.http_attempts, 0);
     assert!(replay.missing_keys().is_empty());
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn smollm2_says_its_next_action_with_the_compacted_context_and_the_full_history() {
+    let Some(url) = server_url() else { return };
+    // The recorded action at message 4 is the reply; the compacted context lost the read.
+    let conversation = Conversation::new("c", ctx().to_messages());
+    let full = ctx().to_messages();
+    let compacted = Context::from_messages(vec![full[0].clone(), full[1].clone()]);
+    let model = LlmNextAction::new(client(&url, None)).expect("model");
+    let asked = model.ask(&conversation, 4, &compacted);
+    let a = &asked.agreement;
+    for answer in [&a.compacted, &a.full] {
+        // A 135M model answers; it may or may not write the JSON: parsed, or counted unparsed.
+        assert!(!matches!(answer, ModelAction::Failed { .. }), "{answer:?}");
+    }
+    assert_eq!(a.agrees_recorded.is_some(), a.compacted.is_action(), "{a:?}");
+    assert_eq!(a.agrees_full.is_some(), a.compacted.is_action() && a.full.is_action(), "{a:?}");
+    let unparsed = [&a.compacted, &a.full].iter().filter(|x| matches!(x, ModelAction::Unparsed { .. })).count() as u64;
+    let st = model.stats();
+    assert_eq!((st.points, st.compacted_requests, st.full_requests), (1, 1, 1));
+    assert_eq!(st.unparsed_compacted + st.unparsed_full, unparsed);
+    assert_eq!(st.client.http_attempts, 2);
+    assert!(st.client.usage.prompt_tokens > 100, "{:?}", st.client.usage);
+    // Another configuration at the same point: its own context, the full-history answer shared.
+    let other = Context::from_messages(vec![full[0].clone(), full[1].clone(), full[2].clone()]);
+    let again = model.ask(&conversation, 4, &other);
+    assert_eq!(again.agreement.full, a.full);
+    let st = model.stats();
+    assert_eq!((st.full_requests, st.full_shared, st.client.http_attempts), (1, 1, 3));
 }

@@ -178,3 +178,173 @@ fn an_absolute_path_is_held_by_the_relative_path_a_summary_names() {
     let m = run(&other, "recorded", 1_000_000);
     assert_eq!(m.next_action_ready, Some(0.0));
 }
+
+mod agreement {
+    //! Next-action agreement with a model, against the scripted local server: it answers with
+    //! the recorded action in one conversation, a wrong one in another, and prose in a third;
+    //! the full-history request of a point is made once, whatever the number of
+    //! configurations that compacted there; a configuration that never compacts asks nothing.
+
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+
+    use compaction::{Conversation, Encoding, Message, ToolCall};
+    use compaction_strategies::StrategyConfig;
+    use llm::{Client, LlmConfig, Protocol};
+    use runlog::record::{ModelAction, PairMetrics};
+    use runner::judge::OfflineJudge;
+    use runner::replay::next_action::llm::LlmNextAction;
+    use runner::replay::next_action::{full_history, NextActionModel};
+    use runner::replay::{replay_with, CacheProfile, Models, OverflowPolicy, ReplaySettings};
+    use runner::session::Compactor;
+    use runner::summarize::OfflineSummarizer;
+    use serde_json::json;
+    use testkit::server::{MockServer, Recorded, Reply};
+
+    /// Twelve reads, each result naming the file read next; the last result names none and
+    /// the agent replies. The system prompt names the conversation (every strategy keeps it).
+    fn session(id: &str) -> Conversation {
+        let mut messages = vec![
+            Message::system(format!("You are agent {id}.")),
+            Message::user(format!("Read the files of ticket T-{id} in order.")),
+        ];
+        for t in 0..12 {
+            let call = format!("{id}-c{t}");
+            let args = json!({"path": format!("src/{id}/f{t}.rs")}).to_string();
+            messages.push(Message::assistant_calls(
+                "",
+                vec![ToolCall { id: call.clone(), name: "read_file".into(), arguments: args }],
+            ));
+            let body: Vec<String> = (0..120).map(|i| format!("let v{t}_{i} = {};", (t * 131 + i * 17) % 997)).collect();
+            let next = if t < 11 { format!("\nnext: src/{id}/f{}.rs", t + 1) } else { String::new() };
+            messages.push(Message::tool_result(&call, "read_file", format!("{}{next}", body.join(" "))));
+        }
+        messages.push(Message::assistant("Done."));
+        Conversation::new(id, messages)
+    }
+
+    /// `good`: the file the last result names (the recorded action), or the reply; `bad`: a
+    /// file no result names; `prose`: no JSON at all.
+    fn answer(r: &Recorded) -> Reply {
+        let body = &r.body;
+        let text = if body.contains("You are agent good.") {
+            let messages = r.json()["messages"].as_array().cloned().unwrap_or_default();
+            let last_result = messages
+                .iter()
+                .filter_map(|m| m["content"].as_str())
+                .rfind(|c| c.starts_with("[tool result"))
+                .unwrap_or_default()
+                .to_string();
+            match last_result.split_once("next: ") {
+                Some((_, path)) => json!({"tool": "read_file", "arguments": {"path": path.trim()}}).to_string(),
+                None => json!({"reply": "Done."}).to_string(),
+            }
+        } else if body.contains("You are agent bad.") {
+            format!("```json\n{}\n```", json!({"tool": "read_file", "arguments": {"path": "src/elsewhere.rs"}}))
+        } else {
+            "I would read the next file.".to_string()
+        };
+        Reply::text(text, 100, 10)
+    }
+
+    fn settings(strategy: serde_json::Value, cache: CacheProfile) -> ReplaySettings {
+        ReplaySettings {
+            strategy: serde_json::from_value::<StrategyConfig>(strategy).expect("a strategy"),
+            window: 14_000,
+            encoding: Encoding::O200kBase,
+            cache,
+            price: None,
+            overflow: OverflowPolicy::Continue,
+        }
+    }
+
+    #[test]
+    fn agreement_with_the_recorded_action_and_the_full_history_and_one_full_request_per_point() {
+        let server = MockServer::start();
+        server.respond_with(answer);
+        let mut cfg = LlmConfig::new(Protocol::Openai, "next-model");
+        cfg.base_url = Some(format!("{}/v1", server.url()));
+        cfg.max_retries = 0;
+        cfg.max_concurrency = 4;
+        let model = LlmNextAction::new(Arc::new(Client::new(cfg, None).expect("client"))).expect("model");
+        // Two configurations that compact at the same calls (they differ in the prefix cache
+        // only), one that compacts elsewhere, one that never compacts.
+        let keep4 = json!({"name": "keep-last-n", "recent_messages_to_keep": 4});
+        let configurations = [
+            settings(keep4.clone(), CacheProfile::Anthropic),
+            settings(keep4, CacheProfile::Openai),
+            settings(json!({"name": "keep-last-n", "recent_messages_to_keep": 8}), CacheProfile::Anthropic),
+            settings(json!({"name": "none"}), CacheProfile::Anthropic),
+        ];
+        let (summarizer, judge) = (OfflineSummarizer::new(), OfflineJudge);
+        let models = Models { summarizer: &summarizer, judge: &judge, next_action: Some(&model) };
+        let conversations: Vec<Conversation> = ["good", "bad", "prose"].iter().map(|id| session(id)).collect();
+        let mut points: Vec<(usize, usize)> = Vec::new();
+        let mut asked = 0;
+        let mut metrics: Vec<Vec<PairMetrics>> = Vec::new();
+        for (c, conversation) in conversations.iter().enumerate() {
+            let mut row = Vec::new();
+            for s in &configurations {
+                let strategy = s.strategy.build().expect("builds");
+                let m = replay_with(conversation, Compactor::Stateless(strategy.as_ref()), s, models).expect("replays");
+                for e in m.compaction_events.iter().filter(|e| e.agreement.is_some()) {
+                    points.push((c, e.next_action.as_ref().expect("read").message));
+                    asked += 1;
+                }
+                row.push(m);
+            }
+            metrics.push(row);
+        }
+        let distinct: BTreeSet<(usize, usize)> = points.iter().copied().collect();
+        assert!(distinct.len() < asked, "configurations share points: {} of {asked}", distinct.len());
+
+        // Good: every answer is the recorded action, and the full history's.
+        for m in &metrics[0][..3] {
+            assert!(m.compactions > 0, "keep-last-n compacts");
+            let a = m.next_action_agreement.as_ref().expect("asked");
+            assert_eq!((a.agree_recorded, a.agree_full, a.unparsed), (Some(1.0), Some(1.0), 0), "{a:?}");
+            assert!(a.agree_recorded_compactions > 0);
+            assert_eq!(a.agree_recorded_compactions, a.agree_full_compactions);
+        }
+        // Bad: never the recorded action, always the full history's (the same wrong file).
+        for m in &metrics[1][..3] {
+            let a = m.next_action_agreement.as_ref().expect("asked");
+            assert_eq!((a.agree_recorded, a.agree_full, a.unparsed), (Some(0.0), Some(1.0), 0), "{a:?}");
+        }
+        // Prose: nothing parses, nothing agrees, every answer counted.
+        for m in &metrics[2][..3] {
+            let a = m.next_action_agreement.as_ref().expect("asked");
+            let points = m.compaction_events.iter().filter(|e| e.agreement.is_some()).count() as u64;
+            assert_eq!((a.agree_recorded, a.agree_full, a.agree_recorded_compactions), (None, None, 0), "{a:?}");
+            assert_eq!(a.unparsed, 2 * points, "the compacted and the full answer of each point");
+            let e = m.compaction_events.iter().find_map(|e| e.agreement.as_ref()).expect("a point");
+            assert!(matches!(&e.compacted, ModelAction::Unparsed { raw } if raw.contains("next file")), "{e:?}");
+        }
+        // Never compacted: asked, over no point: not applicable, not 1.0.
+        for row in &metrics {
+            let none = &row[3];
+            assert_eq!(none.compactions, 0);
+            let a = none.next_action_agreement.as_ref().expect("the model was asked for this pair");
+            assert_eq!((a.agree_recorded, a.agree_recorded_compactions, a.agree_full), (None, 0, None));
+        }
+
+        // One request per point with the compacted context, one per distinct point with the
+        // full history (recognized by its exact messages).
+        let full: Vec<serde_json::Value> = distinct
+            .iter()
+            .map(|(c, at)| json!(model.request(&full_history(&conversations[*c], *at)).messages))
+            .collect();
+        let requests = server.requests();
+        let full_made = requests.iter().filter(|r| full.contains(&r.json()["messages"])).count();
+        assert_eq!(full_made, distinct.len(), "one full-history request per point");
+        assert_eq!(requests.len(), asked + distinct.len());
+        let st = model.stats();
+        assert_eq!((st.points, st.compacted_requests), (asked as u64, asked as u64));
+        assert_eq!((st.full_requests, st.full_shared), (distinct.len() as u64, (asked - distinct.len()) as u64));
+        // Unparsed answers as requests: every prose point's, its full-history answer once.
+        let prose = points.iter().filter(|(c, _)| *c == 2).count() as u64;
+        let prose_distinct = distinct.iter().filter(|(c, _)| *c == 2).count() as u64;
+        assert_eq!((st.unparsed_compacted, st.unparsed_full), (prose, prose_distinct));
+        assert_eq!(model.name(), "llm:next-model");
+    }
+}
