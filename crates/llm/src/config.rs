@@ -86,6 +86,12 @@ pub struct LlmConfig {
     /// Longest wait between attempts in seconds, for backoff and for a server's `Retry-After`.
     #[serde(default = "default_backoff_max_s")]
     pub backoff_max_s: f64,
+    /// The run's spending limit in US dollars (`[llm] max_cost`; not read from a role's own
+    /// table): a run stops starting requests before what it spent and has in flight would
+    /// pass it (see [`crate::budget`]). Not part of any identity: it changes when a run stops,
+    /// not its results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<f64>,
 }
 
 fn default_protocol() -> Protocol {
@@ -127,6 +133,7 @@ impl LlmConfig {
             max_tokens: default_max_tokens(),
             backoff_initial_ms: default_backoff_initial_ms(),
             backoff_max_s: default_backoff_max_s(),
+            max_cost: None,
         }
     }
     /// The endpoint root, without a trailing slash.
@@ -174,6 +181,9 @@ impl LlmConfig {
         }
         if self.max_tokens == 0 {
             return bad("max_tokens", "must be at least 1");
+        }
+        if self.max_cost.is_some_and(|c| !(c.is_finite() && c >= 0.0)) {
+            return bad("max_cost", "must be a non-negative number of US dollars");
         }
         if !(self.backoff_max_s.is_finite() && self.backoff_max_s >= 0.0) {
             return bad("backoff_max_s", "must be a non-negative number of seconds");

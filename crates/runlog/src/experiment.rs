@@ -262,6 +262,9 @@ impl Experiment {
                 .price
                 .as_ref()
                 .map(|_| path.parent().unwrap_or(Path::new("")).join(raw.prices.as_deref().unwrap_or(PRICES_FILE))),
+            prices_file: Some(
+                path.parent().unwrap_or(Path::new("")).join(raw.prices.as_deref().unwrap_or(PRICES_FILE)),
+            ),
         };
         let base = path.parent().unwrap_or(Path::new(""));
         let (summarizer, judge, llm) =

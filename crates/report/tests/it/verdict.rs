@@ -26,7 +26,7 @@ pub fn ci_run_folder(root: &Path) -> (std::path::PathBuf, RunData) {
     let plan = Plan::load(exp, &LoadOptions::default()).expect("the synthetic datasets load");
     let summarizer = runner::summarize::OfflineSummarizer::default();
     let judge = runner::judge::OfflineJudge;
-    let engine = Engine { summarizer: &summarizer, judge: &judge, replay: runner::replay::replay_built };
+    let engine = Engine { summarizer: &summarizer, judge: &judge, replay: runner::replay::replay_built, budget: None };
     let dir = root.join("run");
     let _ = std::fs::remove_dir_all(&dir);
     let options = RunOptions { out: dir.clone(), resume: false, jobs: None, shard: None };
