@@ -200,7 +200,7 @@ impl LlmSettings {
 #[derive(Debug, Clone)]
 pub(crate) enum RawRole {
     Name(String),
-    Table(RawRoleTable),
+    Table(Box<RawRoleTable>),
 }
 
 #[derive(Debug, Clone)]
@@ -259,7 +259,7 @@ impl<'de> serde::de::Visitor<'de> for RoleVisitor {
             }
         }
         let kind = kind.ok_or_else(|| A::Error::custom(format!("[{role}]: missing key `kind` (offline or llm)")))?;
-        Ok(RawRole::Table(RawRoleTable { kind, llm, prompt_file, verdict_format }))
+        Ok(RawRole::Table(Box::new(RawRoleTable { kind, llm, prompt_file, verdict_format })))
     }
 }
 
@@ -304,15 +304,22 @@ pub(crate) type KeyProblem = (String, String);
 pub(crate) fn resolve(
     raw: RawLlm,
     base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(SummarizerSpec, JudgeSpec, Option<LlmSettings>), KeyProblem> {
     let problem = |key: &str, p: String| (key.to_string(), p);
     let (s_kind, s_llm, prompt_file, s_format) = match raw.summarizer {
         RawRole::Name(n) => (n, None, None, None),
-        RawRole::Table(t) => (t.kind, t.llm, t.prompt_file, t.verdict_format),
+        RawRole::Table(t) => {
+            let t = *t;
+            (t.kind, t.llm, t.prompt_file, t.verdict_format)
+        }
     };
     let (j_kind, j_llm, j_prompt, verdict_format) = match raw.judge {
         RawRole::Name(n) => (n, None, None, None),
-        RawRole::Table(t) => (t.kind, t.llm, t.prompt_file, t.verdict_format),
+        RawRole::Table(t) => {
+            let t = *t;
+            (t.kind, t.llm, t.prompt_file, t.verdict_format)
+        }
     };
     if j_prompt.is_some() {
         return Err(problem(
@@ -338,9 +345,10 @@ pub(crate) fn resolve(
                 Ok(None)
             }
             "llm" => {
-                let cfg = own.or_else(|| raw.llm.clone()).ok_or_else(|| {
+                let mut cfg = own.or_else(|| raw.llm.clone()).ok_or_else(|| {
                     problem(role, format!("`llm` needs an [llm] table or a [{role}.llm] table naming at least `model`"))
                 })?;
+                cfg.resolve_env(env).map_err(|e| problem(&format!("{role}.llm.{}", e.field), e.problem))?;
                 cfg.validate().map_err(|e| problem(&format!("{role}.llm.{}", e.field), e.problem))?;
                 Ok(Some(cfg))
             }

@@ -107,7 +107,7 @@ const DEFAULT_LABELS: &str = "datasets/calibration/judge.jsonl";
 
 fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<u8> {
     let experiment = match &args.config {
-        Some(config) => match Experiment::load(config) {
+        Some(config) => match Experiment::load_with_env(config, &|name| std::env::var(name).ok()) {
             Ok(e) => Some(e),
             Err(e) => {
                 tell!("error: {e}");
@@ -239,7 +239,14 @@ fn experiment_keys(e: &Experiment) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let (mut keys, mut datasets) = (Vec::new(), Vec::new());
     for (entry, file) in &e.keys {
         let data = base.join(entry);
-        if !data.is_file() {
+        let files: Vec<PathBuf> = if data.is_dir() {
+            dataset::find_jsonl(&data).into_iter().map(|f| f.path).collect()
+        } else if data.is_file() {
+            vec![data.clone()]
+        } else {
+            Vec::new()
+        };
+        if files.is_empty() {
             tell!(
                 "warning: {}: not found; its answer keys are left out (scripts/corpora.sh import writes the shared corpora)",
                 data.display()
@@ -252,7 +259,7 @@ fn experiment_keys(e: &Experiment) -> (Vec<PathBuf>, Vec<PathBuf>) {
         } else {
             keys.push(path);
         }
-        datasets.push(data);
+        datasets.extend(files);
     }
     (keys, datasets)
 }

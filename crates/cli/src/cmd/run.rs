@@ -150,7 +150,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         Some(path) => path,
         None => default_experiment()?,
     };
-    let experiment = match Experiment::load(&config) {
+    let experiment = match Experiment::load_with_env(&config, &|name| std::env::var(name).ok()) {
         Ok(e) => e,
         Err(e) => {
             tell!("error: {e}");
