@@ -7,6 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::{Notify, Semaphore};
 
+use crate::budget::{Budget, Meter};
 use crate::cache::{CacheKey, CacheMode, ResponseCache};
 use crate::config::{LlmConfig, Protocol, Secret};
 use crate::error::LlmError;
@@ -154,6 +155,8 @@ pub struct Client {
     cache: Option<Arc<ResponseCache>>,
     counters: Counters,
     jitter: AtomicU64,
+    /// The run's spending limit and how this client's requests are priced against it.
+    budget: Option<(Arc<Budget>, Meter)>,
 }
 
 impl Client {
@@ -175,6 +178,7 @@ impl Client {
             cache: None,
             counters: Counters::default(),
             jitter: AtomicU64::new(seed),
+            budget: None,
         })
     }
     /// Serve and store responses through `cache`.
@@ -188,6 +192,16 @@ impl Client {
     pub fn sharing_limits(mut self, limits: Arc<Limits>) -> Client {
         self.limits = limits;
         self
+    }
+    /// Reserve every request sent over the network against `budget`, priced by `meter`
+    /// (see [`crate::budget`]); a refused request fails with [`LlmError::OverBudget`] unsent.
+    pub fn with_budget(mut self, budget: Arc<Budget>, meter: Meter) -> Client {
+        self.budget = Some((budget, meter));
+        self
+    }
+    /// The budget this client spends against, when it has one.
+    pub fn budget(&self) -> Option<&Budget> {
+        self.budget.as_ref().map(|(b, _)| b.as_ref())
     }
     /// The limits this client obeys, to share with another client of the same endpoint.
     pub fn limits(&self) -> Arc<Limits> {
@@ -297,8 +311,25 @@ impl Client {
         if let (Some(format), Some(fields)) = (&request.response_format, body.as_object_mut()) {
             fields.insert("response_format".into(), format.clone());
         }
+        // Dropped unsettled when the request fails: a failed request costs nothing.
+        let reservation = match &self.budget {
+            Some((budget, meter)) => {
+                Some((budget.reserve(&meter.role, meter.worst_case(&request.messages, max_tokens))?, meter))
+            }
+            None => None,
+        };
         // Scrubbed before it is cached: the cache never holds the key.
         let response = self.scrub_response(self.send_with_retries(&body, request.priority).await?);
+        if let Some((reservation, meter)) = reservation {
+            let u = response.usage;
+            // An endpoint that reports no usage is charged the reservation (its worst case).
+            let actual = if u == Usage::default() {
+                reservation.reserved()
+            } else {
+                meter.rates.cost(u.prompt_tokens, u.cached_tokens, u.completion_tokens)
+            };
+            reservation.settle(actual);
+        }
         if let Some(cache) = &self.cache {
             cache.put(&key, &response)?;
         }

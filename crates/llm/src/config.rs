@@ -50,8 +50,17 @@ pub struct LlmConfig {
     /// Anthropic roots do not (`https://api.anthropic.com`). Default: the provider's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
-    /// The model name sent with every request.
+    /// The model name sent with every request (or the value of `model_env`).
+    #[serde(default)]
     pub model: String,
+    /// The NAME of an environment variable holding the model name, instead of `model`: an
+    /// experiment that names no model of its own (the caller reads the variable when it loads
+    /// the experiment, [`LlmConfig::resolve_env`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_env: Option<String>,
+    /// The NAME of an environment variable holding the endpoint root, instead of `base_url`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url_env: Option<String>,
     /// A name that stands for the endpoint in response cache keys instead of `base_url`, so
     /// a cache recorded against a local server keeps hitting when the server comes back on
     /// another port (`"local-smollm2"`). Default: the base URL.
@@ -86,6 +95,12 @@ pub struct LlmConfig {
     /// Longest wait between attempts in seconds, for backoff and for a server's `Retry-After`.
     #[serde(default = "default_backoff_max_s")]
     pub backoff_max_s: f64,
+    /// The run's spending limit in US dollars (`[llm] max_cost`; not read from a role's own
+    /// table): a run stops starting requests before what it spent and has in flight would
+    /// pass it (see [`crate::budget`]). Not part of any identity: it changes when a run stops,
+    /// not its results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<f64>,
 }
 
 fn default_protocol() -> Protocol {
@@ -117,6 +132,8 @@ impl LlmConfig {
             protocol,
             base_url: None,
             model: model.into(),
+            model_env: None,
+            base_url_env: None,
             cache_namespace: None,
             api_key_env: None,
             max_concurrency: default_max_concurrency(),
@@ -127,6 +144,7 @@ impl LlmConfig {
             max_tokens: default_max_tokens(),
             backoff_initial_ms: default_backoff_initial_ms(),
             backoff_max_s: default_backoff_max_s(),
+            max_cost: None,
         }
     }
     /// The endpoint root, without a trailing slash.
@@ -157,6 +175,33 @@ impl LlmConfig {
             None => Ok(None),
         }
     }
+    /// Fill `model` and `base_url` from the variables `model_env` and `base_url_env` name,
+    /// looked up with `lookup` (the caller's environment). A variable named must be set and
+    /// non-empty, and a field given both ways is an error.
+    pub fn resolve_env(&mut self, lookup: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        let read = |field: &'static str, name: &str| {
+            lookup(name)
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| v.trim().to_string())
+                .ok_or_else(|| ConfigError { field, problem: format!("environment variable {name} is not set") })
+        };
+        if let Some(name) = self.model_env.clone() {
+            if !self.model.is_empty() {
+                return Err(ConfigError { field: "model_env", problem: "set model or model_env, not both".into() });
+            }
+            self.model = read("model_env", &name)?;
+        }
+        if let Some(name) = self.base_url_env.clone() {
+            if self.base_url.is_some() {
+                return Err(ConfigError {
+                    field: "base_url_env",
+                    problem: "set base_url or base_url_env, not both".into(),
+                });
+            }
+            self.base_url = Some(read("base_url_env", &name)?);
+        }
+        Ok(())
+    }
     /// Check the numbers; the error names the field.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |field: &'static str, problem: &str| Err(ConfigError { field, problem: problem.to_string() });
@@ -174,6 +219,9 @@ impl LlmConfig {
         }
         if self.max_tokens == 0 {
             return bad("max_tokens", "must be at least 1");
+        }
+        if self.max_cost.is_some_and(|c| !(c.is_finite() && c >= 0.0)) {
+            return bad("max_cost", "must be a non-negative number of US dollars");
         }
         if !(self.backoff_max_s.is_finite() && self.backoff_max_s >= 0.0) {
             return bad("backoff_max_s", "must be a non-negative number of seconds");

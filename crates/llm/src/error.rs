@@ -33,6 +33,12 @@ pub enum LlmError {
     /// Cache mode `only` and the response is not in the cache.
     #[error("response not in cache (mode only): key {key}")]
     CacheMiss { key: String },
+    /// The run's spending limit ([`crate::budget::Budget`]) refused the request: what was spent
+    /// plus what is in flight plus its worst case would pass it. Never sent, never retried.
+    #[error(
+        "not sent: the budget of ${limit_usd:.4} is reached (${spent_usd:.4} spent, ${in_flight_usd:.4} in flight)"
+    )]
+    OverBudget { limit_usd: f64, spent_usd: f64, in_flight_usd: f64 },
     /// The cache could not be read or written.
     #[error("response cache {path}: {source}")]
     Cache {
@@ -59,6 +65,7 @@ impl LlmError {
             LlmError::Connection { .. } => "connection",
             LlmError::Malformed { .. } => "malformed",
             LlmError::CacheMiss { .. } => "cache_miss",
+            LlmError::OverBudget { .. } => "over_budget",
             LlmError::Cache { .. } => "cache",
             LlmError::Config(_) => "config",
             LlmError::Client(_) => "client",

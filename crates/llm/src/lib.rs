@@ -27,6 +27,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod budget;
 pub mod cache;
 #[cfg(feature = "http")]
 pub mod client;
@@ -36,6 +37,7 @@ pub mod types;
 #[cfg(feature = "http")]
 pub mod wire;
 
+pub use budget::{Budget, Meter, Rates};
 pub use cache::{CacheKey, CacheMode, ResponseCache};
 #[cfg(feature = "http")]
 pub use client::{Client, Limits};

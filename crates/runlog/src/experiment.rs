@@ -200,14 +200,29 @@ fn default_tokenizer() -> Encoding {
 impl Experiment {
     /// Read and parse an experiment file.
     pub fn load(path: &Path) -> Result<Experiment, ExperimentError> {
+        Experiment::load_with_env(path, &|_| None)
+    }
+
+    /// [`Experiment::load`], reading the variables an `[llm]` table names (`model_env`,
+    /// `base_url_env`) with `env` (the caller's environment: this crate never reads it).
+    pub fn load_with_env(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Experiment, ExperimentError> {
         let text = inputs::read_to_string(path, inputs::Kind::Settings)
             .map_err(|e| ExperimentError::Read { path: path.to_path_buf(), source: e.into_io() })?;
-        Experiment::parse(&text, path)
+        Experiment::parse_with_env(&text, path, env)
     }
 
     /// Parse an experiment whose file is `path` (relative paths in it are resolved against
     /// its folder; the price table is read from there when `price` names a model).
     pub fn parse(text: &str, path: &Path) -> Result<Experiment, ExperimentError> {
+        Experiment::parse_with_env(text, path, &|_| None)
+    }
+
+    /// [`Experiment::parse`] with the variables an `[llm]` table names read by `env`.
+    pub fn parse_with_env(
+        text: &str,
+        path: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Experiment, ExperimentError> {
         // More `[[strategy]]` tables than configurations an experiment may hold is refused
         // from the headers alone, before the TOML is parsed (which would take minutes).
         let tables = text.lines().filter(|l| l.trim_start().starts_with("[[strategy]]")).count();
@@ -265,10 +280,13 @@ impl Experiment {
                 .price
                 .as_ref()
                 .map(|_| path.parent().unwrap_or(Path::new("")).join(raw.prices.as_deref().unwrap_or(PRICES_FILE))),
+            prices_file: Some(
+                path.parent().unwrap_or(Path::new("")).join(raw.prices.as_deref().unwrap_or(PRICES_FILE)),
+            ),
         };
         let base = path.parent().unwrap_or(Path::new(""));
         let (summarizer, judge, llm) =
-            llm_setup::resolve(raw_llm, base).map_err(|(key, problem)| key_err(&key, problem))?;
+            llm_setup::resolve(raw_llm, base, env).map_err(|(key, problem)| key_err(&key, problem))?;
         let price = match &raw.price {
             None => None,
             Some(value) => Some(resolve_price(value, raw.prices.as_deref(), raw.cache_ttl, path)?),

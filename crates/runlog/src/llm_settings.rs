@@ -121,6 +121,52 @@ pub struct LlmSettings {
     /// next-action agreement is not measured (`next_action = "offline"`, the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_action: Option<LlmConfig>,
+    /// `[llm] max_cost`: the run's spending limit in US dollars, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<f64>,
+    /// The price table the roles' models are looked up in (the experiment's `prices`, else
+    /// `prices.toml` beside it), for a dry run's estimate and a budget. Not recorded.
+    #[serde(skip)]
+    pub price_table: Option<PathBuf>,
+}
+
+/// A role that calls a model, in the order a run's account lists them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRole {
+    /// `summarizer`, `judge`, ...
+    pub role: &'static str,
+    pub config: LlmConfig,
+    /// What its tokens cost, or why that is not known.
+    pub price: Result<Price, String>,
+}
+
+impl LlmSettings {
+    /// Every role that calls a model, with its endpoint and price: the summarizer at its own
+    /// price, the judge at its model's, each looked up in the price table; a model the table
+    /// does not have is an `Err` saying so (never a price of zero).
+    pub fn model_roles(&self) -> Vec<ModelRole> {
+        let lookup = |role: &'static str, cfg: &LlmConfig| -> Result<Price, String> {
+            match &self.price_table {
+                Some(table) => crate::settings::model_price(table, role, &cfg.model),
+                None => Err(format!("no price table to look the {role} model {:?} up in", cfg.model)),
+            }
+        };
+        let mut roles = Vec::new();
+        if let Some(cfg) = &self.summarizer {
+            let price = match self.summarizer_price {
+                Some(p) => Ok(p),
+                None => lookup("summarizer", cfg),
+            };
+            roles.push(ModelRole { role: "summarizer", config: cfg.clone(), price });
+        }
+        if let Some(cfg) = &self.judge {
+            roles.push(ModelRole { role: "judge", config: cfg.clone(), price: lookup("judge", cfg) });
+        }
+        if let Some(cfg) = &self.next_action {
+            roles.push(ModelRole { role: "next_action", config: cfg.clone(), price: lookup("next_action", cfg) });
+        }
+        roles
+    }
 }
 
 impl LlmSettings {
@@ -166,7 +212,7 @@ impl LlmSettings {
 #[derive(Debug, Clone)]
 pub(crate) enum RawRole {
     Name(String),
-    Table(RawRoleTable),
+    Table(Box<RawRoleTable>),
 }
 
 #[derive(Debug, Clone)]
@@ -225,7 +271,7 @@ impl<'de> serde::de::Visitor<'de> for RoleVisitor {
             }
         }
         let kind = kind.ok_or_else(|| A::Error::custom(format!("[{role}]: missing key `kind` (offline or llm)")))?;
-        Ok(RawRole::Table(RawRoleTable { kind, llm, prompt_file, verdict_format }))
+        Ok(RawRole::Table(Box::new(RawRoleTable { kind, llm, prompt_file, verdict_format })))
     }
 }
 
@@ -264,6 +310,9 @@ pub(crate) struct RawLlm {
     /// The price table, when the experiment prices its calls (`price` is set): the LLM
     /// summarizer's model is looked up in it.
     pub price_table: Option<PathBuf>,
+    /// The price table the experiment names (`prices`) or the default beside it, whether or
+    /// not `price` is set: where a dry run and a budget look every role's model up.
+    pub prices_file: Option<PathBuf>,
 }
 
 /// A bad LLM key: (key, problem).
@@ -273,15 +322,22 @@ pub(crate) type KeyProblem = (String, String);
 pub(crate) fn resolve(
     raw: RawLlm,
     base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(SummarizerSpec, JudgeSpec, Option<LlmSettings>), KeyProblem> {
     let problem = |key: &str, p: String| (key.to_string(), p);
     let (s_kind, s_llm, prompt_file, s_format) = match raw.summarizer {
         RawRole::Name(n) => (n, None, None, None),
-        RawRole::Table(t) => (t.kind, t.llm, t.prompt_file, t.verdict_format),
+        RawRole::Table(t) => {
+            let t = *t;
+            (t.kind, t.llm, t.prompt_file, t.verdict_format)
+        }
     };
     let (j_kind, j_llm, j_prompt, verdict_format) = match raw.judge {
         RawRole::Name(n) => (n, None, None, None),
-        RawRole::Table(t) => (t.kind, t.llm, t.prompt_file, t.verdict_format),
+        RawRole::Table(t) => {
+            let t = *t;
+            (t.kind, t.llm, t.prompt_file, t.verdict_format)
+        }
     };
     if j_prompt.is_some() {
         return Err(problem(
@@ -307,9 +363,10 @@ pub(crate) fn resolve(
                 Ok(None)
             }
             "llm" => {
-                let cfg = own.or_else(|| raw.llm.clone()).ok_or_else(|| {
+                let mut cfg = own.or_else(|| raw.llm.clone()).ok_or_else(|| {
                     problem(role, format!("`llm` needs an [llm] table or a [{role}.llm] table naming at least `model`"))
                 })?;
+                cfg.resolve_env(env).map_err(|e| problem(&format!("{role}.llm.{}", e.field), e.problem))?;
                 cfg.validate().map_err(|e| problem(&format!("{role}.llm.{}", e.field), e.problem))?;
                 Ok(Some(cfg))
             }
@@ -329,6 +386,15 @@ pub(crate) fn resolve(
     if n_format.is_some() {
         return Err(problem("next_action.verdict_format", "verdict_format is for the judge".into()));
     }
+    for (role, own) in [("summarizer", &s_llm), ("judge", &j_llm), ("next_action", &n_llm)] {
+        if own.as_ref().is_some_and(|c| c.max_cost.is_some()) {
+            return Err(problem(
+                &format!("{role}.llm.max_cost"),
+                "the budget is the run's: set max_cost in the [llm] table".into(),
+            ));
+        }
+    }
+    let max_cost = raw.llm.as_ref().and_then(|c| c.max_cost);
     let summarizer = pick("summarizer", &s_kind, s_llm)?;
     let judge = pick("judge", &j_kind, j_llm)?;
     let next_action = pick("next_action", &n_kind, n_llm)?;
@@ -397,6 +463,8 @@ pub(crate) fn resolve(
         summarizer_price,
         summarizer_price_note,
         next_action,
+        max_cost,
+        price_table: raw.prices_file.clone(),
     };
     Ok((s_spec, j_spec, Some(settings)))
 }
@@ -412,6 +480,10 @@ pub struct LlmRunStats {
     pub judge: Option<JudgeRunStats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_action: Option<NextActionRunStats>,
+    /// The run's spending limit and what this invocation spent against it (a resume starts a
+    /// new budget), when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetRunStats>,
 }
 
 /// The next-action model's part of [`LlmRunStats`]: what it was asked after the compactions
@@ -439,6 +511,18 @@ pub struct NextActionRunStats {
     /// Requests, HTTP attempts, retries, cache hits and misses, failures by kind and tokens
     /// (prompt, cached, completion) of its client.
     pub client: ClientStats,
+}
+
+/// The budget's part of [`LlmRunStats`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BudgetRunStats {
+    pub max_cost_usd: f64,
+    /// Dollars spent on requests sent (from the providers' reported usage).
+    pub spent_usd: f64,
+    /// Spent per role.
+    pub by_role: std::collections::BTreeMap<String, f64>,
+    /// Requests not sent because they would have passed the limit.
+    pub refused_requests: u64,
 }
 
 /// The LLM summarizer's part of [`LlmRunStats`].

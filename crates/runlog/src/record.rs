@@ -47,13 +47,15 @@ pub enum PairFailure {
     Endpoint,
     /// An external strategy's program exited, hung or broke the protocol.
     Strategy,
+    /// A summary or probe was not sent: the run's budget (`max_cost`) was reached.
+    Budget,
 }
 
 impl PairFailure {
     /// A resume runs the pair again: what failed was the cache, the endpoint or the external
     /// program (fixed since, perhaps), not the pair.
     pub fn is_retryable(self) -> bool {
-        matches!(self, PairFailure::CacheMiss | PairFailure::Endpoint | PairFailure::Strategy)
+        matches!(self, PairFailure::CacheMiss | PairFailure::Endpoint | PairFailure::Strategy | PairFailure::Budget)
     }
 }
 
@@ -137,6 +139,10 @@ pub struct PairMetrics {
     /// `on_llm_error = "fail"` a pair with any is recorded as failed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub endpoint_failures: u64,
+    /// Summaries and probes whose request the run's budget (`max_cost`) refused; a pair with
+    /// any is recorded as failed, and a resume runs it again.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub budget_refusals: u64,
     /// The first of those failures, as the client reported it (the key scrubbed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint_error: Option<String>,
@@ -547,6 +553,9 @@ pub enum Verdict {
         cache_miss: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         endpoint: Option<String>,
+        /// A completion was not sent: the run's budget was reached.
+        #[serde(default, skip_serializing_if = "is_false")]
+        over_budget: bool,
     },
     /// Not scored (`score` is a placeholder 0): why, and whether the cache or the endpoint
     /// was the cause.
@@ -556,7 +565,14 @@ pub enum Verdict {
         cache_miss: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         endpoint: Option<String>,
+        /// A completion was not sent: the run's budget was reached.
+        #[serde(default, skip_serializing_if = "is_false")]
+        over_budget: bool,
     },
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl Verdict {
@@ -568,6 +584,11 @@ impl Verdict {
     /// A completion for this probe met a response cache miss.
     pub fn cache_miss(&self) -> bool {
         matches!(self, Verdict::Partial { cache_miss: true, .. } | Verdict::Unscored { cache_miss: true, .. })
+    }
+
+    /// A completion for this probe was not sent: the run's budget was reached.
+    pub fn over_budget(&self) -> bool {
+        matches!(self, Verdict::Partial { over_budget: true, .. } | Verdict::Unscored { over_budget: true, .. })
     }
 
     /// The endpoint error a completion for this probe met, if any.

@@ -184,15 +184,21 @@ pub(crate) fn read_price_file(table_path: &Path) -> Result<PriceFile, (Option<st
 /// The price of `model` in the table at `path` as the LLM summarizer is charged (input, cached
 /// input and output; no cache-write premium), or why there is none.
 pub(crate) fn summarizer_price(path: &Path, model: &str) -> Result<Price, String> {
+    model_price(path, "summarizer", model)
+}
+
+/// The price of the `role`'s `model` in the table at `path` (input, cached input and output;
+/// no cache-write premium), or why there is none.
+pub fn model_price(path: &Path, role: &str, model: &str) -> Result<Price, String> {
     let file = read_price_file(path).map_err(|(_, e)| format!("price table {}: {e}", path.display()))?;
     let p = file
         .models
         .get(model)
-        .ok_or_else(|| format!("the summarizer model {model:?} is not in the price table {}", path.display()))?;
+        .ok_or_else(|| format!("the {role} model {model:?} is not in the price table {}", path.display()))?;
     if [p.input, p.cached_input, p.output].iter().all(|v| v.is_finite() && *v >= 0.0) {
         Ok(Price { input: p.input, cached_input: p.cached_input, output: p.output, cache_write: None })
     } else {
-        Err(format!("the summarizer model {model:?} has a negative or missing price in {}", path.display()))
+        Err(format!("the {role} model {model:?} has a negative or missing price in {}", path.display()))
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod calibrate;
 pub mod directives;
+pub mod dry_run;
 pub mod external;
 pub mod judge;
 pub mod llm_setup;

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use llm::cache::ResponseCache;
 use llm::{Client, Limits, LlmConfig, LlmError};
 pub use runlog::llm_settings::{
-    CacheMode, JudgeRunStats, LlmRunStats, LlmSettings, NextActionRunStats, OnLlmError, SummarizerRunStats,
-    DEFAULT_CACHE_DIR,
+    BudgetRunStats, CacheMode, JudgeRunStats, LlmRunStats, LlmSettings, NextActionRunStats, OnLlmError,
+    SummarizerRunStats, DEFAULT_CACHE_DIR,
 };
 
 use compaction::{Context, Conversation, Probe, SummaryFailure, SummaryRequest};
@@ -46,6 +46,18 @@ pub struct LlmRoles {
     pub cache_mode: Option<CacheMode>,
     /// Why the summarizer's tokens are priced at the replayed model's price, when they are.
     pub summarizer_price_note: Option<String>,
+    /// The run's spending limit (`[llm] max_cost`, or the caller's), shared by every client.
+    pub budget: Option<Arc<llm::Budget>>,
+}
+
+/// The input tokens of a chat request under `encoding`: each message's content plus the chat
+/// template's per-message overhead ([`compaction::tokens::EXACT_MESSAGE_OVERHEAD`]), as the
+/// replay counts its own requests.
+pub fn chat_tokens(encoding: compaction::Encoding) -> llm::budget::TokenCount {
+    let exact = compaction::tokens::Exact::new(encoding);
+    Arc::new(move |messages: &[llm::ChatMessage]| {
+        messages.iter().map(|m| exact.count(&m.content) + compaction::tokens::EXACT_MESSAGE_OVERHEAD).sum()
+    })
 }
 
 impl LlmRoles {
@@ -58,14 +70,63 @@ impl LlmRoles {
         lookup: &dyn Fn(&str) -> Option<String>,
         cache_mode: Option<CacheMode>,
     ) -> Result<LlmRoles, LlmSetupError> {
-        let Some(settings) = &experiment.llm else { return Ok(LlmRoles::default()) };
+        LlmRoles::build_inner(experiment, lookup, cache_mode, None)
+    }
+
+    /// [`LlmRoles::build`] with the run's spending limit: `max_cost` (the caller's, else the
+    /// experiment's `[llm] max_cost`) in US dollars, shared by every client. A budget needs
+    /// the price of every role's model (the price table's entry); one missing is an error,
+    /// not a price of zero.
+    pub fn build_with_budget(
+        experiment: &Experiment,
+        lookup: &dyn Fn(&str) -> Option<String>,
+        cache_mode: Option<CacheMode>,
+        max_cost: Option<f64>,
+    ) -> Result<LlmRoles, LlmSetupError> {
+        let limit = max_cost.or(experiment.llm.as_ref().and_then(|s| s.max_cost));
+        LlmRoles::build_inner(experiment, lookup, cache_mode, limit)
+    }
+
+    fn build_inner(
+        experiment: &Experiment,
+        lookup: &dyn Fn(&str) -> Option<String>,
+        cache_mode: Option<CacheMode>,
+        limit: Option<f64>,
+    ) -> Result<LlmRoles, LlmSetupError> {
+        let Some(settings) = &experiment.llm else {
+            if limit.is_some() {
+                return Err(LlmSetupError::Invalid(
+                    "--max-cost: neither the summarizer nor the judge uses a model; nothing would be spent".into(),
+                ));
+            }
+            return Ok(LlmRoles::default());
+        };
+        if let Some(l) = limit {
+            if !(l.is_finite() && l >= 0.0) {
+                return Err(LlmSetupError::Invalid(format!("max_cost {l} is not a number of US dollars")));
+            }
+        }
+        let budget = limit.map(|l| Arc::new(llm::Budget::new(l)));
+        let mut meters: Vec<(&'static str, llm::Meter)> = Vec::new();
+        if budget.is_some() {
+            let count = chat_tokens(experiment.tokenizer);
+            for role in settings.model_roles() {
+                let price = role.price.map_err(|why| {
+                    LlmSetupError::Invalid(format!(
+                        "max_cost needs the price of every model a run calls: {why} (add it to the price table)"
+                    ))
+                })?;
+                let rates = llm::Rates { input: price.input, cached_input: price.cached_input, output: price.output };
+                meters.push((role.role, llm::Meter { role: role.role.to_string(), rates, count: count.clone() }));
+            }
+        }
         let base = experiment.base_dir();
         let dir = base.join(&settings.cache_dir);
         let cache = Arc::new(ResponseCache::new(&dir, cache_mode.unwrap_or(settings.cache_mode)));
         // One set of limits per endpoint: a shared [llm] serves both roles through one
         // concurrency cap and one rate limit, as the endpoint sees them.
         let mut limits: Vec<(serde_json::Value, Arc<Limits>)> = Vec::new();
-        let mut client = |cfg: &LlmConfig| -> Result<Arc<Client>, LlmSetupError> {
+        let mut client = |role: &str, cfg: &LlmConfig| -> Result<Arc<Client>, LlmSetupError> {
             let key = cfg.resolve_key(lookup).map_err(LlmError::from)?;
             let endpoint =
                 serde_json::json!([cfg.protocol, cfg.base_url(), cfg.max_concurrency, cfg.requests_per_minute]);
@@ -77,25 +138,29 @@ impl LlmRoles {
                     l
                 }
             };
-            Ok(Arc::new(Client::new(cfg.clone(), key)?.with_cache(cache.clone()).sharing_limits(shared)))
+            let mut c = Client::new(cfg.clone(), key)?.with_cache(cache.clone()).sharing_limits(shared);
+            if let (Some(b), Some((_, meter))) = (&budget, meters.iter().find(|(r, _)| *r == role)) {
+                c = c.with_budget(b.clone(), meter.clone());
+            }
+            Ok(Arc::new(c))
         };
-        let mut roles = LlmRoles { cache_dir: Some(dir.clone()), ..LlmRoles::default() };
+        let mut roles = LlmRoles { cache_dir: Some(dir.clone()), budget: budget.clone(), ..LlmRoles::default() };
         if let Some(cfg) = &settings.summarizer {
             let prompts = match &settings.prompt_file {
                 Some(p) => Prompts::custom(&base.join(p))?,
                 None => Prompts::own()?,
             };
-            let s = LlmSummarizer::new(client(cfg)?, prompts)?.with_price(settings.summarizer_price);
+            let s = LlmSummarizer::new(client("summarizer", cfg)?, prompts)?.with_price(settings.summarizer_price);
             roles.summarizer = Some(Arc::new(s));
         }
         if let Some(cfg) = &settings.judge {
-            let c = client(cfg)?;
+            let c = client("judge", cfg)?;
             let judge =
                 LlmJudge::new(c.clone(), c, settings.judge_repeats)?.with_verdict_format(settings.judge_verdict_format);
             roles.judge = Some(Arc::new(judge));
         }
         if let Some(cfg) = &settings.next_action {
-            roles.next_action = Some(Arc::new(LlmNextAction::new(client(cfg)?)?));
+            roles.next_action = Some(Arc::new(LlmNextAction::new(client("next_action", cfg)?)?));
         }
         roles.cache_mode = Some(cache.mode());
         roles.summarizer_price_note = settings.summarizer_price_note.clone();
@@ -108,6 +173,15 @@ impl LlmRoles {
             return None;
         }
         Some(LlmRunStats {
+            budget: self.budget.as_ref().map(|b| {
+                let r = b.report();
+                BudgetRunStats {
+                    max_cost_usd: r.limit_usd,
+                    spent_usd: r.spent_usd,
+                    by_role: r.by_role,
+                    refused_requests: r.refused,
+                }
+            }),
             cache_mode: self.cache_mode,
             summarizer: self.summarizer.as_ref().map(|s| {
                 let st = s.stats();
@@ -255,6 +329,7 @@ impl Judge for NeedsRoles {
                 reason: NEEDS_ROLES.into(),
                 cache_miss: false,
                 endpoint: None,
+                over_budget: false,
             },
             evidence: Vec::new(),
             written: probe.is_written(),

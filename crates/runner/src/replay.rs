@@ -841,6 +841,7 @@ impl<'a, 's> Replayer<'a, 's> {
                 None => {}
                 Some(Ok(listed)) => found.extend(crate::directives::fabricated_listed(summary, &listed, &said)),
                 Some(Err(crate::judge::ListError::CacheMiss(_))) => self.metrics.cache_misses += 1,
+                Some(Err(crate::judge::ListError::OverBudget(_))) => self.metrics.budget_refusals += 1,
                 Some(Err(crate::judge::ListError::Endpoint(e))) => {
                     self.metrics.endpoint_failures += 1;
                     if self.metrics.endpoint_error.is_none() {
@@ -1458,6 +1459,9 @@ impl<'a, 's> Replayer<'a, 's> {
             if crate::judge::llm::missed_cache(s) {
                 self.metrics.cache_misses += 1;
             }
+            if s.verdict.over_budget() {
+                self.metrics.budget_refusals += 1;
+            }
             if let Some(error) = crate::judge::llm::endpoint_fault(s) {
                 self.metrics.endpoint_failures += 1;
                 if self.metrics.endpoint_error.is_none() {
@@ -1542,6 +1546,7 @@ fn summarize_plan(
                 match e.kind {
                     FailureKind::ContextLength => context_length = true,
                     FailureKind::CacheMiss => metrics.cache_misses += 1,
+                    FailureKind::Budget => metrics.budget_refusals += 1,
                     FailureKind::Endpoint => {
                         metrics.endpoint_failures += 1;
                         if metrics.endpoint_error.is_none() {

@@ -65,6 +65,10 @@ pub const CACHE_MISS_ERROR: &str = "response cache miss (cache mode only)";
 /// (with `on_llm_error = "fail"`, the default). A resume runs it again.
 pub const ENDPOINT_ERROR: &str = "model endpoint failure";
 
+/// How the error of a pair begins whose summary or probe request the run's budget
+/// (`max_cost`) refused. A resume runs it again.
+pub const BUDGET_ERROR: &str = "budget reached";
+
 /// Pairs that failed at the endpoint one after the other (in the order they finished) before
 /// the run stops taking new pairs: the endpoint is down, and every further pair would only wait
 /// out its retries.
@@ -418,16 +422,25 @@ pub struct Engine<'a> {
     /// The next-action model, when the experiment measures next-action agreement.
     pub next_action: Option<&'a dyn NextActionModel>,
     pub replay: ReplayFn,
+    /// The run's spending limit, when it has one: once it refuses a request the run starts no
+    /// new pair, and a pair any of whose requests it refused is recorded as failed
+    /// ([`BUDGET_ERROR`]; a resume runs it again).
+    pub budget: Option<&'a llm::Budget>,
 }
 
 impl<'a> Engine<'a> {
     /// The replay engine with this summarizer and judge.
     pub fn new(summarizer: &'a dyn Summarizer, judge: &'a dyn Judge) -> Engine<'a> {
-        Engine { summarizer, judge, next_action: None, replay: replay::replay_with }
+        Engine { summarizer, judge, next_action: None, replay: replay::replay_with, budget: None }
     }
     /// Ask `model` for the next action at every call that compacted.
     pub fn with_next_action(mut self, model: Option<&'a dyn NextActionModel>) -> Engine<'a> {
         self.next_action = model;
+        self
+    }
+    /// Spend against `budget` (see [`Engine::budget`]).
+    pub fn with_budget(mut self, budget: Option<&'a llm::Budget>) -> Engine<'a> {
+        self.budget = budget;
         self
     }
     fn models(&self) -> replay::Models<'a> {
@@ -661,6 +674,10 @@ pub fn run_locked(
             if log.stop.load(Ordering::Relaxed) || breaker.load(Ordering::Relaxed) {
                 continue;
             }
+            // The budget refused a request: no new pair starts (those running finish).
+            if engine.budget.is_some_and(llm::Budget::closed) {
+                continue;
+            }
             let pair_start = PairStart::now();
             let record = run_pair(plan, engine, &strategies[pair.config], pair, &shared);
             lock(&totals).add(&pair_start.finish());
@@ -730,6 +747,10 @@ pub fn run_locked(
         phases,
     };
     manifest.stopped = lock(&tripped).take();
+    if let Some(budget) = engine.budget.filter(|b| manifest.stopped.is_none() && b.closed()) {
+        manifest.stopped =
+            Some(format!("the budget was reached: ${:.4} spent of max_cost ${:.4}", budget.spent(), budget.limit()));
+    }
     manifest.complete = manifest.stopped.is_none();
     manifest.external = plan
         .experiment
@@ -974,6 +995,16 @@ fn run_shared_pair(
                 Err(e) => Err(ReplayError::Params(e)),
             }));
             match result {
+                Ok(Ok(metrics)) if metrics.budget_refusals > 0 => (
+                    PairOutcome::Failed {
+                        error: format!(
+                            "{BUDGET_ERROR}: {} summaries or probes were not sent (max_cost); \
+                             resume with a new budget (--max-cost) to run the pair again",
+                            metrics.budget_refusals
+                        ),
+                    },
+                    Some(PairFailure::Budget),
+                ),
                 Ok(Ok(metrics)) if metrics.cache_misses > 0 => (
                     PairOutcome::Failed {
                         error: format!(

@@ -50,7 +50,7 @@ struct Checked {
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
-    let experiment = match Experiment::load(&args.config) {
+    let experiment = match Experiment::load_with_env(&args.config, &|name| std::env::var(name).ok()) {
         Ok(e) => e,
         Err(e) => {
             tell!("error: {e}");

@@ -1,6 +1,14 @@
 //! `compactlens judge calibrate LABELS.jsonl [--config FILE] [--min-accuracy X]`: how often
 //! the judges agree with human labels on whether a fact is stated.
 //!
+//! `judge calibrate --config FILE` alone calibrates the experiment's LLM judge where its run
+//! would use it: on the answer keys of the experiment's `[keys]` labelled against the real
+//! summaries (`in_real_summary`: per source and per label) and on the shipped calibration set
+//! (`datasets/calibration/judge.jsonl` in the working directory, per category), beside the
+//! offline judge, and prints what the calibration itself cost (requests, cache hits, tokens
+//! and dollars at the judge model's price; unknown, and said so, when the price table does not
+//! have it).
+//!
 //! Scores every fact of every labelled item with the offline judge, and with the LLM judge when
 //! the experiment file given by `--config` names one, and prints per judge the facts scored,
 //! accuracy, precision, recall and Cohen's kappa, overall and per item category (with
@@ -9,11 +17,11 @@
 //! or config file, a labels file with no item, `X` not a share between 0 and 1, or a judge
 //! that scored no fact under a floor (nothing was measured).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use runlog::experiment::Experiment;
 use runner::calibrate::{calibrate, load_labels, CalibrationReport};
-use runner::judge::OfflineJudge;
+use runner::judge::{Judge, OfflineJudge};
 use runner::llm_setup::LlmRoles;
 
 use crate::exit;
@@ -34,7 +42,8 @@ enum Command {
 #[derive(Debug, clap::Args)]
 struct CalibrateArgs {
     /// The labels: JSONL, one `{"id", "context", "facts", "retained"}` item a line.
-    #[arg(value_name = "LABELS", required_unless_present = "keys")]
+    /// [default with --config alone: datasets/calibration/judge.jsonl]
+    #[arg(value_name = "LABELS", required_unless_present_any = ["keys", "config"])]
     labels: Option<PathBuf>,
     /// Answer keys labelled against the real summaries (`in_real_summary`): score each
     /// labelled key's facts in the summary the recorded agent wrote at its checkpoint, and
@@ -93,41 +102,78 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     }
 }
 
+/// The shipped calibration set, read from the working directory by `--config` alone.
+const DEFAULT_LABELS: &str = "datasets/calibration/judge.jsonl";
+
 fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<u8> {
-    let mut key_sources: Vec<(String, Vec<runner::calibrate::LabelledItem>)> = Vec::new();
-    if !args.keys.is_empty() {
-        match key_items(&args.datasets, &args.keys) {
-            Ok(sources) => key_sources = sources,
-            Err(code) => return Ok(code),
-        }
-    }
-    let Some(labels) = &args.labels else {
-        return Ok(calibrate_on_keys(&key_sources, args.min_accuracy));
-    };
-    let items = match load_labels(labels) {
-        Ok(items) => items,
-        Err(e) => {
-            tell!("error: {e}");
-            return Ok(exit::USAGE);
-        }
-    };
-    let keys_code = if key_sources.is_empty() { exit::OK } else { calibrate_on_keys(&key_sources, args.min_accuracy) };
-    let facts: usize = items.iter().map(|i| i.facts.len()).sum();
-    if facts == 0 {
-        tell!("error: {}: no labelled item: nothing was measured", labels.display());
-        return Ok(exit::USAGE);
-    }
-    say!("{}: {} items, {facts} facts", labels.display(), items.len());
-    let mut reports = vec![calibrate(&items, &OfflineJudge)];
-    if let Some(config) = &args.config {
-        let experiment = match Experiment::load(config) {
-            Ok(e) => e,
+    let experiment = match &args.config {
+        Some(config) => match Experiment::load_with_env(config, &|name| std::env::var(name).ok()) {
+            Ok(e) => Some(e),
             Err(e) => {
                 tell!("error: {e}");
                 return Ok(exit::USAGE);
             }
+        },
+        None => None,
+    };
+    let (mut keys, mut datasets, mut labels) = (args.keys.clone(), args.datasets.clone(), args.labels.clone());
+    if let (Some(e), None, true) = (&experiment, &labels, keys.is_empty()) {
+        // Where the experiment's run would use its judge: its answer keys against the real
+        // summaries, and the shipped calibration set.
+        (keys, datasets) = experiment_keys(e);
+        if Path::new(DEFAULT_LABELS).is_file() {
+            labels = Some(PathBuf::from(DEFAULT_LABELS));
+        } else {
+            tell!("note: no {DEFAULT_LABELS} here (run from a checkout, or give LABELS)");
+        }
+        if keys.is_empty() && labels.is_none() {
+            tell!("error: nothing to calibrate on: the experiment attaches no answer keys and there is no labels file; nothing was measured");
+            return Ok(exit::USAGE);
+        }
+    }
+    let mut key_sources: Vec<(String, Vec<runner::calibrate::LabelledItem>)> = Vec::new();
+    if !keys.is_empty() {
+        match key_items(&datasets, &keys) {
+            Ok(sources) => key_sources = sources,
+            Err(code) => return Ok(code),
+        }
+    }
+    let items = match &labels {
+        Some(path) => match load_labels(path) {
+            Ok(items) => Some((path.clone(), items)),
+            Err(e) => {
+                tell!("error: {e}");
+                return Ok(exit::USAGE);
+            }
+        },
+        None => None,
+    };
+    if let Some((path, items)) = &items {
+        if items.iter().map(|i| i.facts.len()).sum::<usize>() == 0 {
+            tell!("error: {}: no labelled item: nothing was measured", path.display());
+            return Ok(exit::USAGE);
+        }
+    }
+    // The experiment's LLM judge, alone: the calibration calls no summarizer, so only the
+    // judge's model needs a price for the calibration's cost.
+    let mut roles = LlmRoles::default();
+    let mut price_note = None;
+    if let (Some(config), Some(e)) = (&args.config, &experiment) {
+        let mut judge_only = e.clone();
+        if let Some(settings) = judge_only.llm.as_mut() {
+            settings.summarizer = None;
+            settings.max_cost = None;
+        }
+        let priced = judge_only.llm.as_ref().and_then(|s| s.model_roles().into_iter().next()).map(|r| r.price);
+        let limit = match priced {
+            Some(Ok(_)) => Some(f64::MAX),
+            Some(Err(why)) => {
+                price_note = Some(why);
+                None
+            }
+            None => None,
         };
-        let roles = match LlmRoles::build(&experiment, &|name| std::env::var(name).ok(), None) {
+        roles = match LlmRoles::build_with_budget(&judge_only, &|name| std::env::var(name).ok(), None, limit) {
             Ok(r) => r,
             Err(e) => {
                 tell!("error: {e}");
@@ -141,22 +187,81 @@ fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<u8> {
             tell!("error: the LLM judge was not calibrated; fix the endpoint or its key");
             return Ok(exit::USAGE);
         }
-        match &roles.judge {
-            Some(judge) => reports.push(calibrate(&items, judge.as_ref())),
-            None => tell!("note: {} names no LLM judge; offline judge only", config.display()),
+        if roles.judge.is_none() {
+            tell!("note: {} names no LLM judge; offline judge only", config.display());
         }
     }
-    let mut code = keys_code;
-    if reports.len() > 1 {
-        print_side_by_side(&reports);
+    let mut judges: Vec<&dyn Judge> = vec![&OfflineJudge];
+    if let Some(j) = &roles.judge {
+        judges.push(j.as_ref());
     }
-    for r in &reports {
-        print_report(r);
-        if let Some(failed) = floor(args.min_accuracy, r, "") {
-            code = code.max(failed);
+    let mut code =
+        if key_sources.is_empty() { exit::OK } else { calibrate_on_keys(&key_sources, &judges, args.min_accuracy) };
+    if let Some((path, items)) = &items {
+        let facts: usize = items.iter().map(|i| i.facts.len()).sum();
+        say!("{}: {} items, {facts} facts", path.display(), items.len());
+        let reports: Vec<CalibrationReport> = judges.iter().map(|j| calibrate(items, *j)).collect();
+        if reports.len() > 1 {
+            print_side_by_side(&reports);
         }
+        for r in &reports {
+            print_report(r);
+            if let Some(failed) = floor(args.min_accuracy, r, "") {
+                code = code.max(failed);
+            }
+        }
+    }
+    if let Some(judge) = &roles.judge {
+        let c = judge.stats().client;
+        let cost = match (&roles.budget, &price_note) {
+            (Some(b), _) => format!("${:.4}", b.report().by_role.get("judge").copied().unwrap_or(0.0)),
+            (None, Some(why)) => format!("cost unknown ({why})"),
+            (None, None) => "cost unknown".to_string(),
+        };
+        say!(
+            "calibration cost, judge {}: {} requests ({} from the response cache, {} sent), {} input and {} output tokens, {cost} for the requests sent",
+            judge.name(),
+            c.requests,
+            c.cache_hits,
+            c.requests - c.cache_hits,
+            c.usage.prompt_tokens,
+            c.usage.completion_tokens
+        );
     }
     Ok(code)
+}
+
+/// The experiment's answer keys (`[keys]`; a folder's `*.jsonl` files) and the datasets they
+/// belong to, each relative to the experiment file. A dataset that is not there (a corpus not
+/// imported) is left out with a warning.
+fn experiment_keys(e: &Experiment) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let base = e.base_dir();
+    let (mut keys, mut datasets) = (Vec::new(), Vec::new());
+    for (entry, file) in &e.keys {
+        let data = base.join(entry);
+        let files: Vec<PathBuf> = if data.is_dir() {
+            dataset::find_jsonl(&data).into_iter().map(|f| f.path).collect()
+        } else if data.is_file() {
+            vec![data.clone()]
+        } else {
+            Vec::new()
+        };
+        if files.is_empty() {
+            tell!(
+                "warning: {}: not found; its answer keys are left out (scripts/corpora.sh import writes the shared corpora)",
+                data.display()
+            );
+            continue;
+        }
+        let path = base.join(file);
+        if path.is_dir() {
+            keys.extend(dataset::find_jsonl(&path).into_iter().map(|f| f.path));
+        } else {
+            keys.push(path);
+        }
+        datasets.extend(files);
+    }
+    (keys, datasets)
 }
 
 /// The answer keys labelled against a real summary, as labelled items per source: the
@@ -219,21 +324,31 @@ fn key_items(
     Ok(out)
 }
 
-/// The offline judge against the keys' labels, per source and in all; 1 when `min_accuracy`
-/// is given and a source's accuracy is below it.
-fn calibrate_on_keys(sources: &[(String, Vec<runner::calibrate::LabelledItem>)], min_accuracy: Option<f64>) -> u8 {
+/// Each judge against the keys' labels, per source and in all (per label within each); 1 when
+/// `min_accuracy` is given and a source's accuracy is below it, 2 when a judge scored nothing.
+fn calibrate_on_keys(
+    sources: &[(String, Vec<runner::calibrate::LabelledItem>)],
+    judges: &[&dyn Judge],
+    min_accuracy: Option<f64>,
+) -> u8 {
     let mut code = exit::OK;
     let all: Vec<runner::calibrate::LabelledItem> = sources.iter().flat_map(|(_, items)| items.clone()).collect();
     say!("answer keys against the real summaries: {} labelled facts in {} sources", all.len(), sources.len());
-    let mut reports = vec![("all sources".to_string(), calibrate(&all, &OfflineJudge))];
+    let mut sets = vec![("all sources".to_string(), all)];
     if sources.len() > 1 {
-        reports.extend(sources.iter().map(|(name, items)| (name.clone(), calibrate(items, &OfflineJudge))));
+        sets.extend(sources.iter().cloned());
     }
-    for (name, r) in &reports {
+    for (name, items) in &sets {
         say!("source {name}:");
-        print_report(r);
-        if let Some(failed) = floor(min_accuracy, r, &format!(" on the keys of {name}")) {
-            code = code.max(failed);
+        let reports: Vec<CalibrationReport> = judges.iter().map(|j| calibrate(items, *j)).collect();
+        if reports.len() > 1 {
+            print_side_by_side(&reports);
+        }
+        for r in &reports {
+            print_report(r);
+            if let Some(failed) = floor(min_accuracy, r, &format!(" on the keys of {name}")) {
+                code = code.max(failed);
+            }
         }
     }
     code

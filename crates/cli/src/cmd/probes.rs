@@ -164,7 +164,8 @@ fn generate(args: GenerateArgs) -> anyhow::Result<u8> {
         tell!("error: --out {} is the input; write the dataset elsewhere", args.out.display());
         return Ok(crate::exit::USAGE);
     }
-    let experiment = match runlog::experiment::Experiment::load(&args.config) {
+    let experiment = match runlog::experiment::Experiment::load_with_env(&args.config, &|name| std::env::var(name).ok())
+    {
         Ok(e) => e,
         Err(e) => {
             tell!("error: {e}");

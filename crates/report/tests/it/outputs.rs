@@ -186,7 +186,13 @@ fn temp_dir(test: &str) -> PathBuf {
 }
 
 fn run_into(dir: &Path, resume: bool, shard: Option<Shard>) -> RunData {
-    let engine = Engine { summarizer: &NoSummarizer, judge: &KeptJudge, next_action: None, replay: stand_in_replay };
+    let engine = Engine {
+        summarizer: &NoSummarizer,
+        judge: &KeptJudge,
+        next_action: None,
+        replay: stand_in_replay,
+        budget: None,
+    };
     let options = RunOptions { out: dir.to_path_buf(), resume, jobs: Some(2), shard };
     let provenance = Provenance { tool_version: "test".into(), git_commit: None, started_at: "t".into() };
     let data = run::run(&plan(), &engine, &options, &provenance, &|_| {}).expect("runs");

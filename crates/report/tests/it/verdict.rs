@@ -26,8 +26,13 @@ pub fn ci_run_folder(root: &Path) -> (std::path::PathBuf, RunData) {
     let plan = Plan::load(exp, &LoadOptions::default()).expect("the synthetic datasets load");
     let summarizer = runner::summarize::OfflineSummarizer::default();
     let judge = runner::judge::OfflineJudge;
-    let engine =
-        Engine { summarizer: &summarizer, judge: &judge, next_action: None, replay: runner::replay::replay_with };
+    let engine = Engine {
+        summarizer: &summarizer,
+        judge: &judge,
+        next_action: None,
+        replay: runner::replay::replay_with,
+        budget: None,
+    };
     let dir = root.join("run");
     let _ = std::fs::remove_dir_all(&dir);
     let options = RunOptions { out: dir.clone(), resume: false, jobs: None, shard: None };

@@ -365,3 +365,35 @@ fn a_grid_past_the_limit_is_refused_with_its_axes_before_it_is_expanded() {
     let ok = format!("[[strategy]]\nname = \"keep-last-n\"\nrecent_messages_to_keep = [{}]\n", values[..50].join(", "));
     assert_eq!(parse(&ok).unwrap().configurations.len(), 100);
 }
+
+/// experiments/llm.toml is real-summaries.toml with both roles on a model named by the
+/// environment only: the same datasets, windows, keys and strategies; the endpoint, the model
+/// and the key's variable come from the environment, and without them it says which is unset.
+#[test]
+fn the_llm_experiment_is_the_real_summaries_comparison_on_a_model_from_the_environment() {
+    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../experiments"));
+    let (llm_path, real_path) = (dir.join("llm.toml"), dir.join("real-summaries.toml"));
+    if !llm_path.exists() {
+        eprintln!("skipped: {} not found", llm_path.display());
+        return;
+    }
+    let env = |name: &str| match name {
+        "COMPACTLENS_LLM_BASE_URL" => Some("http://127.0.0.1:9/v1".to_string()),
+        "COMPACTLENS_LLM_MODEL" => Some("gpt-4.1-mini".to_string()),
+        _ => None,
+    };
+    let llm = Experiment::load_with_env(&llm_path, &env).expect("experiments/llm.toml parses");
+    let real = Experiment::load(&real_path).expect("experiments/real-summaries.toml parses");
+    assert_eq!((llm.datasets.clone(), llm.windows.clone(), llm.keys.clone()), (real.datasets, real.windows, real.keys));
+    assert_eq!(llm.strategies, real.strategies);
+    assert_eq!((llm.summarizer, llm.judge), (SummarizerSpec::Llm, JudgeSpec::Llm));
+    let settings = llm.llm.as_ref().expect("[llm]");
+    for cfg in [settings.summarizer.as_ref().expect("summarizer"), settings.judge.as_ref().expect("judge")] {
+        assert_eq!((cfg.model.as_str(), cfg.base_url()), ("gpt-4.1-mini", "http://127.0.0.1:9/v1"));
+        assert_eq!(cfg.api_key_env.as_deref(), Some("COMPACTLENS_LLM_API_KEY"));
+    }
+    let text = std::fs::read_to_string(&llm_path).expect("readable");
+    assert!(!text.lines().any(|l| l.starts_with("model =") || l.starts_with("base_url =")), "no endpoint in the file");
+    let err = Experiment::load(&llm_path).expect_err("no environment").to_string();
+    assert!(err.contains("environment variable COMPACTLENS_LLM_MODEL is not set"), "{err}");
+}

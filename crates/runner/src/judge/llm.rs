@@ -221,15 +221,17 @@ fn verdict_of(scored: bool, detail: &Value) -> ProbeVerdict {
         .or_else(|| detail.pointer("/errors/0").and_then(Value::as_str))
         .map(str::to_string);
     let cache_miss = flag("cache_miss");
+    let over_budget = flag("over_budget");
     let endpoint = flag("endpoint_fault").then(|| error.clone().unwrap_or_else(|| "endpoint failure".into()));
     if !scored {
         ProbeVerdict::Unscored {
             reason: error.unwrap_or_else(|| "no grade could be read".into()),
             cache_miss,
             endpoint,
+            over_budget,
         }
-    } else if cache_miss || endpoint.is_some() {
-        ProbeVerdict::Partial { cache_miss, endpoint }
+    } else if cache_miss || endpoint.is_some() || over_budget {
+        ProbeVerdict::Partial { cache_miss, endpoint, over_budget }
     } else {
         ProbeVerdict::Scored
     }
@@ -383,6 +385,14 @@ impl LlmJudge {
     pub fn answerer(&self) -> &Client {
         &self.answerer
     }
+    /// The client that grades answers and lists directives.
+    pub fn grader(&self) -> &Client {
+        &self.grader
+    }
+    /// How many times each answer is graded.
+    pub fn repeats(&self) -> u32 {
+        self.repeats
+    }
     /// Cache keys missed in cache mode `only`, by either client.
     pub fn missing_keys(&self) -> Vec<String> {
         let mut keys = self.answerer.cache().map(|c| c.missing()).unwrap_or_default();
@@ -442,6 +452,9 @@ impl LlmJudge {
                 if matches!(e, LlmError::CacheMiss { .. }) {
                     detail["cache_miss"] = json!(true);
                 }
+                if matches!(e, LlmError::OverBudget { .. }) {
+                    detail["over_budget"] = json!(true);
+                }
                 if e.is_endpoint_fault() {
                     detail["endpoint_fault"] = json!(true);
                 }
@@ -454,6 +467,7 @@ impl LlmJudge {
         let mut per_dim = [0f64; 5];
         let mut errors = Vec::new();
         let mut cache_miss = false;
+        let mut over_budget = false;
         let mut endpoint_fault = false;
         let mut fact_verdicts: Option<Vec<FactVerdict>> = None;
         for sample in 0..self.repeats {
@@ -480,6 +494,7 @@ impl LlmJudge {
                 }
                 Err(e) => {
                     cache_miss |= matches!(e, LlmError::CacheMiss { .. });
+                    over_budget |= matches!(e, LlmError::OverBudget { .. });
                     endpoint_fault |= e.is_endpoint_fault();
                     errors.push(format!("grade {sample}: {}: {e}", e.kind()));
                     grades.push(Value::Null);
@@ -501,6 +516,9 @@ impl LlmJudge {
         }
         if cache_miss {
             detail["cache_miss"] = json!(true);
+        }
+        if over_budget {
+            detail["over_budget"] = json!(true);
         }
         if endpoint_fault {
             detail["endpoint_fault"] = json!(true);
@@ -571,6 +589,7 @@ impl Judge for LlmJudge {
         let listed = match self.runtime.block_on(self.grader.complete(self.directive_request(summary))) {
             Ok(r) => parse_directive_list(&r.text).map_err(ListError::Unreadable),
             Err(e @ LlmError::CacheMiss { .. }) => Err(ListError::CacheMiss(e.to_string())),
+            Err(e @ LlmError::OverBudget { .. }) => Err(ListError::OverBudget(e.to_string())),
             Err(e) if e.is_endpoint_fault() => Err(ListError::Endpoint(format!("{}: {e}", e.kind()))),
             Err(e) => Err(ListError::Unreadable(format!("{}: {e}", e.kind()))),
         };
@@ -905,7 +924,7 @@ mod tests {
         // The verdict is typed: unscored, with the reason; neither the cache nor the endpoint
         // was at fault (a context-length refusal is the model's own answer).
         match &s.verdict {
-            ProbeVerdict::Unscored { reason, cache_miss: false, endpoint: None } => {
+            ProbeVerdict::Unscored { reason, cache_miss: false, endpoint: None, over_budget: false } => {
                 assert!(reason.starts_with("answer: context_length_exceeded"), "{reason}")
             }
             other => panic!("not unscored as expected: {other:?}"),

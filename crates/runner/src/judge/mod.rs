@@ -44,6 +44,9 @@ pub enum ListError {
     /// The response cache could not answer in mode `only`.
     #[error("the response cache has no answer for the directive list: {0}")]
     CacheMiss(String),
+    /// The run's budget refused the request.
+    #[error("the directive list was not asked for: {0}")]
+    OverBudget(String),
     /// The endpoint failed (unreachable, refused, 5xx after every retry).
     #[error("the directive list request failed at the endpoint: {0}")]
     Endpoint(String),

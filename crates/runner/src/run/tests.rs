@@ -165,7 +165,8 @@ fn options(out: &Path) -> RunOptions {
 }
 
 fn run_fake(plan: &Plan, options: &RunOptions) -> Result<RunData, RunError> {
-    let engine = Engine { summarizer: &TestSummarizer, judge: &TestJudge, next_action: None, replay: fake_replay };
+    let engine =
+        Engine { summarizer: &TestSummarizer, judge: &TestJudge, next_action: None, replay: fake_replay, budget: None };
     run(plan, &engine, options, &provenance(), &|_| {})
 }
 
@@ -223,7 +224,8 @@ fn a_run_records_every_pair_and_failures_do_not_stop_it() {
     let plan = plan_with(&IDS);
     let dir = temp_dir("full");
     let seen = Mutex::new(Vec::new());
-    let engine = Engine { summarizer: &TestSummarizer, judge: &TestJudge, next_action: None, replay: fake_replay };
+    let engine =
+        Engine { summarizer: &TestSummarizer, judge: &TestJudge, next_action: None, replay: fake_replay, budget: None };
     let data = run(&plan, &engine, &options(&dir), &provenance(), &|p| lock(&seen).push(p.clone())).expect("runs");
     let pairs = IDS.len() * plan.experiment.configurations.len();
     assert_eq!(data.records.len(), pairs);
@@ -317,7 +319,8 @@ fn resume_after_a_kill_drops_the_truncated_line_and_runs_only_what_is_missing() 
     assert_eq!((kept.len(), truncated), (7, true));
 
     let totals = Mutex::new(Vec::new());
-    let engine = Engine { summarizer: &TestSummarizer, judge: &TestJudge, next_action: None, replay: fake_replay };
+    let engine =
+        Engine { summarizer: &TestSummarizer, judge: &TestJudge, next_action: None, replay: fake_replay, budget: None };
     let resumed = run(&plan, &engine, &RunOptions { resume: true, ..options(&dir) }, &provenance(), &|p| {
         lock(&totals).push((p.total, p.resumed))
     })

@@ -250,6 +250,7 @@ impl Summarizer for LlmSummarizer {
                 let kind = match e {
                     LlmError::ContextLengthExceeded { .. } => FailureKind::ContextLength,
                     LlmError::CacheMiss { .. } => FailureKind::CacheMiss,
+                    LlmError::OverBudget { .. } => FailureKind::Budget,
                     ref e if e.is_endpoint_fault() => FailureKind::Endpoint,
                     _ => FailureKind::Other,
                 };

@@ -40,6 +40,9 @@ pub enum FailureKind {
     /// failure path still runs, and the run records the pair as failed unless the experiment
     /// says `on_llm_error = "fallback"` (see [`crate::run`]).
     Endpoint,
+    /// The run's budget (`max_cost`) refused the request: the pair is recorded as failed and
+    /// a resume runs it again (see [`crate::run`]).
+    Budget,
 }
 
 /// A failed summary and its kind.
