@@ -492,13 +492,7 @@ impl Coverage {
                 format!("{n} ({:.0}%)", 100.0 * n as f64 / d as f64)
             }
         };
-        let mut total: BTreeMap<compaction::Tier, CoverageRow> = BTreeMap::new();
-        for ((source, tier), row) in &self.rows {
-            let t = total.entry(*tier).or_default();
-            t.keys += row.keys;
-            t.derived += row.derived;
-            t.generated += row.generated;
-            t.with_generated += row.with_generated;
+        let line = |out: &mut String, source: &str, tier: compaction::Tier, row: &CoverageRow| {
             let generated = if row.with_generated == 0 {
                 "none generated".to_string()
             } else {
@@ -511,21 +505,18 @@ impl Coverage {
                 row.keys,
                 share(row.derived, row.keys)
             );
+        };
+        let mut total: BTreeMap<compaction::Tier, CoverageRow> = BTreeMap::new();
+        for ((source, tier), row) in &self.rows {
+            let t = total.entry(*tier).or_default();
+            t.keys += row.keys;
+            t.derived += row.derived;
+            t.generated += row.generated;
+            t.with_generated += row.with_generated;
+            line(&mut out, source, *tier, row);
         }
         for (tier, row) in &total {
-            let generated = if row.with_generated == 0 {
-                "none generated".to_string()
-            } else {
-                format!("{} of {}", share(row.generated, row.with_generated), row.with_generated)
-            };
-            let _ = writeln!(
-                out,
-                "{:<40}{:<11}{:>4}  {:<19}{generated}",
-                "all",
-                tier.as_str(),
-                row.keys,
-                share(row.derived, row.keys)
-            );
+            line(&mut out, "all", *tier, row);
         }
         out
     }

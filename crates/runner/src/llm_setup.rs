@@ -209,21 +209,7 @@ impl LlmRoles {
                     client: st.client,
                 }
             }),
-            next_action: self.next_action.as_ref().map(|n| {
-                let st = n.stats();
-                NextActionRunStats {
-                    model: n.client().config().model.clone(),
-                    prompt_hash: LlmNextAction::prompt_hash(),
-                    points: st.points,
-                    compacted_requests: st.compacted_requests,
-                    full_requests: st.full_requests,
-                    full_shared: st.full_shared,
-                    unparsed_compacted: st.unparsed_compacted,
-                    unparsed_full: st.unparsed_full,
-                    failures: st.failures,
-                    client: st.client,
-                }
-            }),
+            next_action: self.next_action.as_ref().map(|n| n.stats()),
         })
     }
 

@@ -7,8 +7,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::json;
 use testkit::server::{MockServer, Recorded, Reply};
+
+// A coding session that compacts in a 32k window, with two probes.
+use crate::llm_run::conversation;
 
 const BIN: &str = env!("CARGO_BIN_EXE_compactlens");
 
@@ -17,34 +19,6 @@ fn temp_dir(test: &str) -> PathBuf {
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(dir.join("data")).expect("temp dir is writable");
     dir
-}
-
-/// A coding session that compacts in a 32k window, with two probes.
-fn conversation(id: &str) -> serde_json::Value {
-    let mut messages = vec![
-        json!({"role": "system", "content": "You are a coding agent."}),
-        json!({"role": "user", "content": format!("Fix ticket TICKET-{id} in src/{id}/main.rs.")}),
-    ];
-    for t in 0..20 {
-        let call = format!("call-{t}");
-        messages.push(json!({"role": "assistant", "content": "", "tool_calls": [
-            {"id": call, "name": "read_file", "arguments": format!("{{\"path\":\"src/{id}/f{t}.rs\"}}")}
-        ]}));
-        let body: Vec<String> = (0..200).map(|i| format!("let v{t}_{i} = {};", (t * 131 + i * 17) % 997)).collect();
-        messages.push(json!({"role": "tool", "tool_call_id": call, "name": "read_file", "content": body.join(" ")}));
-        messages.push(json!({"role": "assistant", "content": format!("Read f{t}.rs.")}));
-    }
-    json!({
-        "id": id,
-        "source": "test/llm",
-        "messages": messages,
-        "probes": [
-            {"id": "task", "kind": "task", "question": "Which ticket?", "answer": format!("TICKET-{id}"),
-             "facts": [[format!("TICKET-{id}")]], "source_message": 1},
-            {"id": "first-file", "kind": "artifact", "question": "First file read?", "answer": "f0.rs",
-             "facts": [[format!("src/{id}/f0.rs")]], "source_message": 2}
-        ]
-    })
 }
 
 /// Both roles on models of their own, priced in the experiment's table; `extra` goes at the top.

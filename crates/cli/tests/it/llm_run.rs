@@ -26,7 +26,7 @@ fn temp_dir(test: &str) -> PathBuf {
 }
 
 /// A coding session long enough for split-fraction to compact in a 32k window.
-fn conversation(id: &str) -> serde_json::Value {
+pub(crate) fn conversation(id: &str) -> serde_json::Value {
     let mut messages = vec![
         json!({"role": "system", "content": "You are a coding agent."}),
         json!({"role": "user", "content": format!("Fix ticket TICKET-{id} in src/{id}/main.rs.")}),

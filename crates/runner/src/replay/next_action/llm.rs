@@ -26,7 +26,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use compaction::{Context, Conversation};
-use llm::{ChatRequest, Client, ClientStats, LlmError, Priority};
+use llm::{ChatRequest, Client, LlmError, Priority};
+use runlog::llm_settings::NextActionRunStats;
 use serde_json::Value;
 
 use super::{agreement, full_history, Asked, NextActionModel};
@@ -47,19 +48,6 @@ enum Fault {
 }
 
 type Answer = (ModelAction, Fault);
-
-/// Counters of an [`LlmNextAction`] (run.json's `llm.next_action`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NextActionStats {
-    pub points: u64,
-    pub compacted_requests: u64,
-    pub full_requests: u64,
-    pub full_shared: u64,
-    pub unparsed_compacted: u64,
-    pub unparsed_full: u64,
-    pub failures: u64,
-    pub client: ClientStats,
-}
 
 /// The next-action model (see the module docs).
 #[derive(Debug)]
@@ -104,8 +92,11 @@ impl LlmNextAction {
         format!("{:016x}", seeded::fnv1a(builtin::NEXT_ACTION.as_bytes()))
     }
 
-    pub fn stats(&self) -> NextActionStats {
-        NextActionStats {
+    /// Its counters, as run.json's `llm.next_action` records them.
+    pub fn stats(&self) -> NextActionRunStats {
+        NextActionRunStats {
+            model: self.client.config().model.clone(),
+            prompt_hash: Self::prompt_hash(),
             points: self.points.load(Ordering::Relaxed),
             compacted_requests: self.compacted_requests.load(Ordering::Relaxed),
             full_requests: self.full_requests.load(Ordering::Relaxed),
