@@ -1,6 +1,7 @@
 //! The workspace's rules, checked (rust-analyzer's `tidy` in spirit): the crate layering read
-//! from `cargo metadata`, no module circle inside the kernel, and no production file over
-//! 1,500 lines. ARCHITECTURE.md states these rules and points here.
+//! from `cargo metadata`, no module circle in any crate (read from `use` trees and paths, see
+//! `source`), no crate re-exporting another's items, and no production file over 1,500 lines.
+//! ARCHITECTURE.md states these rules and points here.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -8,7 +9,10 @@ use std::process::Command;
 
 use serde_json::Value;
 
-/// The longest a production file may be: its lines before its unit-test module.
+mod source;
+
+/// The longest a production file may be: its lines, less those of its top-level
+/// `#[cfg(test)]` items.
 const MAX_PRODUCTION_LINES: usize = 1_500;
 
 fn root() -> PathBuf {
@@ -100,108 +104,89 @@ fn crates_keep_their_layers() {
     assert!(problems.is_empty(), "the crate layering of ARCHITECTURE.md is broken:\n{}", problems.join("\n"));
 }
 
-/// A file's production part: its lines before its `#[cfg(test)]` module, comment lines and
-/// doc lines left out.
-fn production(text: &str) -> Vec<&str> {
-    text.lines().take_while(|l| !l.starts_with("#[cfg(test)]")).collect()
+/// `path` from the workspace's root, for messages.
+fn relative(path: &Path) -> String {
+    let root = root().canonicalize().expect("the workspace root exists");
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    path.strip_prefix(&root).unwrap_or(&path).display().to_string()
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("a source folder").flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
+/// Every crate of the workspace with its root files (`src/lib.rs`, `src/main.rs`), and the
+/// benches' library.
+fn crate_roots() -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(root().join("crates")).expect("crates/").flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        for file in ["src/lib.rs", "src/main.rs"] {
+            let path = entry.path().join(file);
+            if path.exists() {
+                out.push((format!("{name} ({file})"), path));
+            }
         }
     }
+    out.push(("benches (src/lib.rs)".to_string(), root().join("benches/src/lib.rs")));
+    out.sort();
+    assert!(out.len() >= 12, "found only {} crate roots under {}", out.len(), root().display());
+    out
 }
 
 #[test]
-fn the_kernel_has_no_module_circle() {
-    let src = root().join("crates/compaction/src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let modules: BTreeSet<String> = files
-        .iter()
-        .filter_map(|p| p.file_stem().and_then(|s| s.to_str()).map(String::from))
-        .filter(|m| m != "lib")
-        .collect();
-    // module -> the modules its production code names as `crate::module`.
-    let mut uses: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for path in &files {
-        let module = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
-        if module == "lib" {
-            continue;
+fn no_crate_has_a_module_circle() {
+    let mut found = Vec::new();
+    for (krate, file) in crate_roots() {
+        let tree = source::tree(&file);
+        let uses = source::uses(&tree);
+        for circle in source::circles(&uses) {
+            let names: Vec<String> = circle.iter().map(|m| source::name(m)).collect();
+            found.push(format!("{krate}: {}", names.join(" -> ")));
         }
-        let text = std::fs::read_to_string(path).expect("readable");
-        let mut named = BTreeSet::new();
-        for line in production(&text).into_iter().filter(|l| !l.trim_start().starts_with("//")) {
-            for (i, _) in line.match_indices("crate::") {
-                let rest = &line[i + "crate::".len()..];
-                let word: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
-                if word != module && modules.contains(&word) && rest[word.len()..].starts_with("::") {
-                    named.insert(word);
+        if krate.starts_with("compaction (") {
+            // The layering holds one way: the vocabulary never names the trait that uses it.
+            let plan = uses.get(&vec!["plan".to_string()]).expect("the kernel has plan.rs");
+            assert!(
+                !plan.contains(&vec!["strategy".to_string()]),
+                "plan.rs (the vocabulary) must not name the Strategy trait"
+            );
+        }
+    }
+    assert!(found.is_empty(), "module circles (each module names the next; break one link):\n{}", found.join("\n"));
+}
+
+#[test]
+fn no_crate_re_exports_another() {
+    let crates: Vec<String> = direct_dependencies().keys().map(|n| n.replace('-', "_")).collect();
+    let mut found = Vec::new();
+    for (krate, file) in crate_roots() {
+        for module in source::tree(&file).values() {
+            for line in module.text().lines() {
+                let Some(path) = line.trim_start().strip_prefix("pub use ") else { continue };
+                let first: String = path.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                if crates.contains(&first) {
+                    found.push(format!("{}: {}", relative(&module.file), line.trim()));
                 }
             }
         }
-        uses.insert(module, named);
     }
-    // A depth-first walk; a module met again on the current path closes a circle.
-    fn visit(
-        m: &str,
-        uses: &BTreeMap<String, BTreeSet<String>>,
-        path: &mut Vec<String>,
-        done: &mut BTreeSet<String>,
-    ) -> Option<Vec<String>> {
-        if let Some(at) = path.iter().position(|x| x == m) {
-            let mut circle = path[at..].to_vec();
-            circle.push(m.to_string());
-            return Some(circle);
-        }
-        if done.contains(m) {
-            return None;
-        }
-        path.push(m.to_string());
-        for next in uses.get(m).into_iter().flatten() {
-            if let Some(c) = visit(next, uses, path, done) {
-                return Some(c);
-            }
-        }
-        path.pop();
-        done.insert(m.to_string());
-        None
-    }
-    let mut done = BTreeSet::new();
-    for m in uses.keys() {
-        if let Some(circle) = visit(m, &uses, &mut Vec::new(), &mut done) {
-            panic!("a module circle in the kernel (crates/compaction/src): {}", circle.join(" -> "));
-        }
-    }
-    // The layering holds one way: what a module names is named nowhere below it.
-    assert!(!uses["plan"].contains("strategy"), "plan.rs (the vocabulary) must not name the Strategy trait");
+    assert!(
+        found.is_empty(),
+        "a crate re-exports another workspace crate's items (import them from their own crate):\n{}",
+        found.join("\n")
+    );
 }
 
 #[test]
 fn no_production_file_is_over_the_limit() {
-    let mut files = Vec::new();
-    for dir in ["crates", "benches/src"] {
-        let mut all = Vec::new();
-        rust_files(&root().join(dir), &mut all);
-        files.extend(all.into_iter().filter(|p| {
-            let s = p.to_string_lossy();
-            s.contains("/src/") && !s.contains("/tests/")
-        }));
+    let mut over = Vec::new();
+    let mut files = 0;
+    for (_, file) in crate_roots() {
+        for module in source::tree(&file).values() {
+            files += 1;
+            if module.production_lines > MAX_PRODUCTION_LINES {
+                over.push(format!("{} has {} production lines", relative(&module.file), module.production_lines));
+            }
+        }
     }
-    assert!(files.len() > 50, "found only {} source files under {}", files.len(), root().display());
-    let mut over: Vec<String> = files
-        .iter()
-        .filter_map(|p| {
-            let text = std::fs::read_to_string(p).ok()?;
-            let n = production(&text).len();
-            (n > MAX_PRODUCTION_LINES).then(|| format!("{} has {n} production lines", p.display()))
-        })
-        .collect();
+    assert!(files > 100, "found only {files} production files under {}", root().display());
     over.sort();
     assert!(
         over.is_empty(),
