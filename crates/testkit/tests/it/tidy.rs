@@ -156,7 +156,7 @@ fn no_crate_has_a_module_circle() {
 fn no_crate_re_exports_another() {
     let crates: Vec<String> = direct_dependencies().keys().map(|n| n.replace('-', "_")).collect();
     let mut found = Vec::new();
-    for (krate, file) in crate_roots() {
+    for (_, file) in crate_roots() {
         for module in source::tree(&file).values() {
             for line in module.text().lines() {
                 let Some(path) = line.trim_start().strip_prefix("pub use ") else { continue };

@@ -295,9 +295,9 @@ pub fn circles(uses: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<V
     out
 }
 
-fn reach(uses: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>, from: &Vec<String>) -> BTreeSet<Vec<String>> {
+fn reach(uses: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>, from: &[String]) -> BTreeSet<Vec<String>> {
     let mut seen = BTreeSet::new();
-    let mut stack = vec![from.clone()];
+    let mut stack = vec![from.to_vec()];
     while let Some(m) = stack.pop() {
         for next in uses.get(&m).into_iter().flatten() {
             if seen.insert(next.clone()) {
