@@ -237,6 +237,33 @@ impl CompactionEvent {
     }
 }
 
+/// What a compaction left, as its [`CompactionEvent`] reports it (the event's constructor,
+/// [`CompactionEvent::new`], measures the rest with the strategy).
+#[derive(Debug, Clone)]
+pub enum Change<'c> {
+    /// The context was left as it was, for the reason given (a failure path): the estimate
+    /// and the entries after are those before, and no shortfall is reported.
+    Unchanged {
+        /// Why, as the event's `fallback`.
+        fallback: String,
+    },
+    /// `context` is what the compaction left.
+    Built {
+        /// The context after the compaction.
+        context: &'c Context,
+        /// Entries of the old context that are not in the new one in any form.
+        removed: usize,
+        /// Entries whose content was replaced by a placeholder.
+        masked: usize,
+        /// The summary texts inserted, in order.
+        summaries: Vec<String>,
+        /// The summary round reached, if a summary was inserted.
+        round: Option<u32>,
+        /// Set when a summary failed and the strategy's failure path built this context.
+        fallback: Option<String>,
+    },
+}
+
 /// The result of [`Strategy::apply`](crate::Strategy::apply).
 #[derive(Debug, Clone)]
 pub struct Compacted {
@@ -352,9 +379,8 @@ impl MaskPlan {
 pub enum MaskAnswer {
     /// The strategy has no in-place path for this context: use [`Strategy::plan`](crate::Strategy::plan).
     Unsupported,
-    /// Nothing to do: [`Strategy::plan`](crate::Strategy::plan) has no plan, or (for [`Trigger::Proactive`])
-    /// [`Strategy::should_compact`](crate::Strategy::should_compact) says no. `settled` is the hint for the next call, as
-    /// [`MaskPlan::settled`].
+    /// Nothing to do: [`Strategy::plan`](crate::Strategy::plan) has no plan. `settled` is the
+    /// hint for the next call, as [`MaskPlan::settled`].
     Nothing {
         /// No entry before this index needs anything from the strategy.
         settled: usize,

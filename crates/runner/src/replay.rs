@@ -62,11 +62,11 @@
 //! # Invariants
 //!
 //! [`check_context`](compaction::check_context) runs on every request (incrementally: between compactions only the new
-//! messages are scanned, with the same result) and [`check_compaction`] on every compaction. Every
+//! messages are scanned, with the same result) and [`check_compaction`](compaction::check_compaction) on every compaction. Every
 //! violation counts, documented deviations included (they are findings). Two rules keep counts
 //! honest: a structural violation of a request (an orphan result, an unanswered call, several
 //! summaries) counts once when it appears, not again on every later request that still carries
-//! it; and the structural violations [`check_compaction`] reports are not counted a second time,
+//! it; and the structural violations [`check_compaction`](compaction::check_compaction) reports are not counted a second time,
 //! since the request after the compaction reports them. Non-structural ones (system prompt
 //! changed, order, recent window, below threshold, role alternation, unreported overflow) count
 //! once per compaction.
@@ -155,7 +155,7 @@
 //! - a compaction that only masks ([`Strategy::plan_masks`]) is done in place
 //!   ([`compaction::masking`]): the strategy looks only past what its previous masking
 //!   settled, the context keeps its running totals, the compaction check reads a
-//!   [`ContextShape`] kept as the context grows, and the prefix cache compares from the first
+//!   [`ContextShape`](compaction::ContextShape) kept as the context grows, and the prefix cache compares from the first
 //!   masked entry. Both paths give the same figures (`compaction::masking`'s tests compare
 //!   them call by call);
 //! - the probes of a checkpoint look their source messages up in one set.
@@ -174,10 +174,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Instant;
 
+use compaction::compactor::Path;
 use compaction::{
-    check_compaction, check_masks, mask_in_place, Budget, Context, ContextShape, Conversation, Encoding, Entry, Exact,
-    IncrementalCheck, MaskAnswer, MaskPlan, Message, Origin, Probe, Profile, Provider, Rejection, RequestRule, Role,
-    Strategy, Summaries, SummaryOutcome, TokenCounter, Trigger, Violation, ViolationKind,
+    Budget, Context, Conversation, Encoding, Entry, Exact, IncrementalCheck, Message, Origin, Probe, Profile, Provider,
+    Rejection, RequestRule, Role, Strategy, Summaries, SummaryOutcome, TokenCounter, Trigger, Violation, ViolationKind,
 };
 use compaction_strategies::StrategyConfig;
 
@@ -362,13 +362,11 @@ pub fn replay_with(
         Some(s) => s.as_ref(),
         None => strategy.strategy(),
     };
+    let exact = Exact::new(settings.encoding);
     std::thread::scope(|scope| {
-        let mut r = Replayer::new(conversation, settings, strategy, summarizer, judge, scope);
+        let mut r = Replayer::new(conversation, settings, strategy, summarizer, judge, scope, &exact);
         r.asker = asker;
         r.metrics.inapplicable_reason = strategy.can_operate(&budget).err();
-        if r.profile.rebuilds_from_history {
-            r.history = Some(Context::new());
-        }
         if let Some(probes) = checkpoints.get(&0) {
             within(Step::Judging, || r.ask(probes, 0));
         }
@@ -530,7 +528,9 @@ struct Replayer<'a, 's> {
     judge: &'a dyn Judge,
     exact: Exact,
     budget: Budget,
-    ctx: Context,
+    /// The conversation's compaction: the context, the full history for a strategy that
+    /// rebuilds from it, the masking progress and the proactive gate.
+    compactor: compaction::Compactor<'a>,
     metrics: PairMetrics,
     /// Exact tokens of every recorded message appended so far.
     uncompacted: u64,
@@ -549,26 +549,12 @@ struct Replayer<'a, 's> {
     /// Per provider: how many of its settled rejections were judged, and the rules of those
     /// charged to the strategy.
     provider_rules: [(usize, BTreeSet<RequestRule>); 2],
-    /// The order and alternation facts of the current context ([`ContextShape`]), for the
-    /// check of an in-place masking.
-    shape: ContextShape,
-    /// What the strategy's last in-place answer settled ([`MaskPlan::settled`]); 0 after any
-    /// other compaction.
-    mask_settled: usize,
     /// Entries replaced in place since the previous request, before any compaction that
     /// rebuilt the context (index, the entry as the previous request had it): what the prefix
     /// cache compares with.
     edits: Vec<(usize, Entry)>,
     /// The last recorded assistant message stopped at its output limit.
     length_stop: bool,
-    /// The full history, for a strategy that rebuilds every request from it
-    /// ([`Profile::rebuilds_from_history`]).
-    history: Option<Context>,
-    /// The context differs from the history (a compaction ran since the last rebuild).
-    diverged: bool,
-    /// This call's request starts from `history`, which is not copied into `ctx` unless the
-    /// request turns out to be the whole history: a compaction reads it where it is.
-    from_history: bool,
     /// Index of the recorded assistant message of the first rejected call (`fail` only).
     rejected_at: Option<usize>,
     /// Tool-call ids the recording itself leaves unpaired ([`recording_faults`]): a violation
@@ -615,6 +601,7 @@ impl<'a, 's> Replayer<'a, 's> {
         summarizer: &'a dyn Summarizer,
         judge: &'a dyn Judge,
         scope: &'s std::thread::Scope<'s, 'a>,
+        meter: &'a Exact,
     ) -> Replayer<'a, 's> {
         Replayer {
             scope,
@@ -626,7 +613,7 @@ impl<'a, 's> Replayer<'a, 's> {
             judge,
             exact: Exact::new(settings.encoding),
             budget: Budget::new(settings.window),
-            ctx: Context::new(),
+            compactor: compaction::Compactor::new(strategy, Budget::new(settings.window)).with_meter(meter),
             metrics: PairMetrics::default(),
             deferred: Vec::new(),
             uncompacted: 0,
@@ -637,13 +624,8 @@ impl<'a, 's> Replayer<'a, 's> {
             checker: RequestChecker::default(),
             providers: Provider::ALL.map(IncrementalCheck::new),
             provider_rules: Default::default(),
-            shape: ContextShape::new(),
-            mask_settled: 0,
             edits: Vec::new(),
             length_stop: false,
-            history: None,
-            diverged: false,
-            from_history: false,
             rejected_at: None,
             recording_faults: recording_faults(conversation),
             recording_rejections: recording_rejections(conversation),
@@ -672,7 +654,7 @@ impl<'a, 's> Replayer<'a, 's> {
     /// [`crate::directives::carries`]) holds it too: the agent still knows what was asked.
     fn holds_live_request(&self) -> bool {
         let (Some(at), Some(live)) = (self.live_request, self.live_request()) else { return true };
-        self.ctx.entries().iter().rev().any(|e| {
+        self.compactor.context().entries().iter().rev().any(|e| {
             e.origin().verbatim_index() == Some(at)
                 || (e.role() == Role::User && e.message().content == live.content)
                 || (e.origin().is_summary() && crate::directives::carries(&live.content, &e.message().content))
@@ -686,7 +668,7 @@ impl<'a, 's> Replayer<'a, 's> {
         if !self.thinking_in_use {
             return 0;
         }
-        let entries = self.ctx.entries();
+        let entries = self.compactor.context().entries();
         let start = entries.iter().rposition(|e| e.role() == Role::User).map_or(0, |i| i + 1);
         entries[start..]
             .iter()
@@ -703,7 +685,7 @@ impl<'a, 's> Replayer<'a, 's> {
         if recorded.thinking.is_empty() {
             return false;
         }
-        let entries = self.ctx.entries();
+        let entries = self.compactor.context().entries();
         let Some(last) = entries.iter().rposition(|e| e.role() == Role::Assistant) else { return false };
         let tail: Vec<&Message> = entries[last..].iter().map(|e| e.message()).collect();
         compaction::thinking_rejection(&tail, Some(&recorded.thinking)).is_some()
@@ -775,46 +757,7 @@ impl<'a, 's> Replayer<'a, 's> {
             }
             _ => {}
         }
-        if let Some(h) = &mut self.history {
-            h.push_metered(entry.clone(), &[&self.exact, self.strategy.estimator()]);
-        }
-        self.ctx.push_metered(entry, &[&self.exact, self.strategy.estimator()]);
-    }
-
-    /// Start the request from the full history when the strategy rebuilds it on every call.
-    /// The context the previous request left (plus what was appended since) becomes the
-    /// pre-compaction context, so the prefix cache compares with what was really sent. The
-    /// history is read where it is ([`Replayer::source`]); it is copied into the context only
-    /// when no compaction replaces it ([`Replayer::materialize`]).
-    fn rebuild(&mut self) {
-        if self.history.is_none() || !self.diverged {
-            return;
-        }
-        self.from_history = true;
-        self.diverged = false;
-    }
-
-    /// The context this call's compaction starts from: the full history after a rebuild, else
-    /// the current context.
-    fn source(&self) -> &Context {
-        match (&self.history, self.from_history) {
-            (Some(history), true) => history,
-            _ => &self.ctx,
-        }
-    }
-
-    /// The request is the full history after all: copy it into the context.
-    fn materialize(&mut self) {
-        if !self.from_history {
-            return;
-        }
-        self.from_history = false;
-        let Some(history) = &self.history else { return };
-        let carried = std::mem::replace(&mut self.ctx, history.clone());
-        if self.pre_compaction.is_none() {
-            self.pre_compaction = Some(carried);
-        }
-        self.forget_context();
+        self.compactor.push(entry);
     }
 
     /// The strategy's breakpoints in the current request as (entries through it, exact
@@ -823,8 +766,8 @@ impl<'a, 's> Replayer<'a, 's> {
         if self.settings.cache != CacheProfile::Anthropic {
             return None;
         }
-        let points = self.strategy.cache_breakpoints(&self.ctx)?;
-        let entries = self.ctx.entries();
+        let points = self.strategy.cache_breakpoints(self.compactor.context())?;
+        let entries = self.compactor.context().entries();
         let mut out = Vec::with_capacity(points.len());
         let mut units = 0;
         let mut next = 0;
@@ -856,19 +799,21 @@ impl<'a, 's> Replayer<'a, 's> {
             // the system prompt), as the report draws them.
             self.metrics.thresholds = self
                 .strategy
-                .thresholds(&self.ctx, &self.budget)
+                .thresholds(self.compactor.context(), &self.budget)
                 .into_iter()
                 .map(|(label, tokens)| (label.to_string(), tokens))
                 .collect();
         }
-        let (check_tokens, check_estimate) = if self.strategy.threshold(&self.ctx, &self.budget).is_some() {
-            (self.ctx.tokens(&self.exact), self.strategy.estimate(&self.ctx))
-        } else {
-            (0, 0)
-        };
+        let (check_tokens, check_estimate) =
+            if self.strategy.threshold(self.compactor.context(), &self.budget).is_some() {
+                (self.compactor.context().tokens(&self.exact), self.strategy.estimate(self.compactor.context()))
+            } else {
+                (0, 0)
+            };
         self.pre_compaction = None;
         self.edits.clear();
-        self.rebuild();
+        // A strategy that rebuilds from history starts the request from it.
+        self.compactor.next_request();
         let length_stop = std::mem::take(&mut self.length_stop);
         let after_length_stop = length_stop
             && self.strategy.reacts_to(Trigger::LengthStop)
@@ -876,11 +821,10 @@ impl<'a, 's> Replayer<'a, 's> {
         if !after_length_stop {
             within(Step::Compaction, || self.compact(Trigger::Proactive, call));
         }
-        self.materialize();
         let window = self.settings.window;
         let mut attempts = 0;
         while attempts < MAX_REACTIVE_ATTEMPTS
-            && self.ctx.tokens(&self.exact) > window
+            && self.compactor.context().tokens(&self.exact) > window
             && self.strategy.reacts_to(Trigger::Overflow)
         {
             attempts += 1;
@@ -889,7 +833,7 @@ impl<'a, 's> Replayer<'a, 's> {
             }
         }
 
-        let tokens = self.ctx.tokens(&self.exact) + self.loop_thinking_tokens();
+        let tokens = self.compactor.context().tokens(&self.exact) + self.loop_thinking_tokens();
         let overflow = tokens > window;
         let refused = within(Step::ProviderChecks, || {
             self.check_request();
@@ -906,9 +850,9 @@ impl<'a, 's> Replayer<'a, 's> {
         let cached = self.settings.cache.cached_tokens(&share).min(tokens);
         let written = cache_writes(self.settings.cache, tokens, cached);
         self.previous = Some(PreviousRequest {
-            len: self.ctx.len(),
+            len: self.compactor.context().len(),
             tokens,
-            system_tokens: self.ctx.system_prompt().map(|e| e.tokens(&self.exact)),
+            system_tokens: self.compactor.context().system_prompt().map(|e| e.tokens(&self.exact)),
             breakpoints: self.breakpoints(),
         });
         self.pre_compaction = None;
@@ -950,7 +894,7 @@ impl<'a, 's> Replayer<'a, 's> {
             call,
             message_index: index,
             request_tokens: tokens,
-            estimate: self.strategy.estimate(&self.ctx),
+            estimate: self.strategy.estimate(self.compactor.context()),
             cached_tokens: cached,
             compacted: m.compaction_events.len() > events_before,
             overflow,
@@ -961,9 +905,9 @@ impl<'a, 's> Replayer<'a, 's> {
 
     /// Count the request's structural violations that the previous request did not have.
     fn check_request(&mut self) {
-        let violations = self.checker.check(&self.ctx);
+        let violations = self.checker.check(self.compactor.context());
         let keyed: Vec<(String, ViolationKind)> =
-            violations.iter().map(|v| (violation_key(&self.ctx, &self.checker, v), v.kind())).collect();
+            violations.iter().map(|v| (violation_key(self.compactor.context(), &self.checker, v), v.kind())).collect();
         for ((key, kind), v) in keyed.iter().zip(&violations) {
             if self.open_violations.contains(key) {
                 continue;
@@ -995,7 +939,7 @@ impl<'a, 's> Replayer<'a, 's> {
     fn check_providers(&mut self) -> Vec<(Provider, Vec<String>)> {
         let mut refused = Vec::new();
         let thinking_refused = self.thinking_in_use && self.thinking_refused();
-        let entries = self.ctx.entries();
+        let entries = self.compactor.context().entries();
         for check in &mut self.providers {
             for e in &entries[check.len()..] {
                 check.push(e.message());
@@ -1056,7 +1000,7 @@ impl<'a, 's> Replayer<'a, 's> {
         let read = |k: usize| {
             prev.breakpoints.as_ref().map(|b| b.iter().filter(|(end, _)| *end <= k).map(|(_, t)| *t).max().unwrap_or(0))
         };
-        let new = self.ctx.entries();
+        let new = self.compactor.context().entries();
         let k = match &self.pre_compaction {
             // Only appends and in-place masks since the previous request: it is shared up to
             // the first entry a mask changed.
@@ -1090,7 +1034,7 @@ impl<'a, 's> Replayer<'a, 's> {
         }
         // The shared prefix's tokens, summed over the shorter side of the cut.
         let units: u64 = if 2 * k >= new.len() {
-            self.ctx.units(&self.exact) - new[k..].iter().map(|e| e.units(&self.exact)).sum::<u64>()
+            self.compactor.context().units(&self.exact) - new[k..].iter().map(|e| e.units(&self.exact)).sum::<u64>()
         } else {
             new[..k].iter().map(|e| e.units(&self.exact)).sum()
         };
@@ -1116,72 +1060,84 @@ impl<'a, 's> Replayer<'a, 's> {
         self.metrics.summarizer_output_tokens += written;
     }
 
-    /// Compact for `trigger` (for [`Trigger::Proactive`], only when the strategy says so);
-    /// true when the context changed. A strategy's masking-only compaction is done in place
+    /// Compact for `trigger` (for [`Trigger::Proactive`], only when the strategy says so)
+    /// through the kernel's [`compaction::Compactor`], and count and record what it did; true
+    /// when the context changed. A strategy's masking-only compaction is done in place
     /// ([`compaction::masking`]): the same compaction, at the cost of what it masks.
     fn compact(&mut self, trigger: Trigger, call: u32) -> bool {
-        // After a rebuild nothing is settled: the history was never masked.
-        let settled = if self.from_history { 0 } else { self.mask_settled };
-        match self.strategy.plan_masks(self.source(), &self.budget, trigger, settled) {
-            // The driver holds the proactive gate.
-            MaskAnswer::Unsupported => self.compact_full(trigger, call),
-            MaskAnswer::Nothing { settled } => {
-                self.materialize();
-                self.mask_settled = settled;
-                false
+        let ended = self.ended();
+        let tokens_before = self.compactor.source().tokens(&self.exact);
+        let (summarizer, metrics) = (self.summarizer, &mut self.metrics);
+        let compaction::compactor::Outcome { compaction, replaced } =
+            self.compactor.compact(trigger, |ctx, requests| summarize_plan(summarizer, ctx, requests, ended, metrics));
+        let Some(c) = compaction else {
+            self.context_replaced(replaced);
+            return false;
+        };
+        if let Path::Plan { plan, replanned } = &c.path {
+            // The recorded agent's own summary was a model call the replay never made: billed
+            // here. (An external program's summaries were made, and billed, through the
+            // summarizer.)
+            let source = if c.from_history { self.compactor.history() } else { replaced.as_ref() };
+            let recorded_summary = source
+                .filter(|_| {
+                    plan.requests.is_empty() && !c.event.summaries.is_empty() && self.profile.sees_recorded_summaries
+                })
+                .map(|source| recorded_summary_tokens(source, &self.exact, plan, &c.event));
+            if *replanned {
+                self.metrics.summarizer_context_retries += 1;
             }
-            MaskAnswer::Masks(plan) => {
-                self.materialize();
-                self.compact_in_place(&plan, call)
+            let model_written = recorded_summary.is_some() || self.summarizer_is_model;
+            if let Some((replaced, written)) = recorded_summary {
+                self.bill_recorded_summary(replaced, written);
+            }
+            if model_written {
+                self.check_directives(call, &c.event.summaries);
             }
         }
-    }
-
-    /// The current context was replaced: the incremental checks start again from it.
-    fn forget_context(&mut self) {
-        self.checker.reset();
-        self.providers = Provider::ALL.map(IncrementalCheck::new);
-        self.provider_rules = Default::default();
-        self.shape = ContextShape::new();
-        self.mask_settled = 0;
-    }
-
-    /// One compaction that only masks, done in place; true when the context changed.
-    fn compact_in_place(&mut self, plan: &MaskPlan, call: u32) -> bool {
-        let tokens_before = self.ctx.tokens(&self.exact);
-        let masked = mask_in_place(self.strategy, &mut self.ctx, &self.budget, plan, &[&self.exact]);
-        self.shape.follow(&self.ctx);
-        let violations = check_masks(self.strategy, &self.ctx, &self.budget, plan, &masked, &self.shape);
-        for v in &violations {
+        self.context_replaced(replaced);
+        for v in &c.violations {
             if !is_structural(v.kind()) {
                 self.count(v.kind());
             }
         }
-        let e = &masked.event;
-        let tokens_after = self.ctx.tokens(&self.exact);
-        let record = CompactionRecord::from_event(call, plan.trigger, e, (tokens_before, tokens_after), &violations);
-        let changed = !e.is_noop();
-        self.diverged |= changed;
+        let tokens_after = self.compactor.context().tokens(&self.exact);
+        let record =
+            CompactionRecord::from_event(call, c.trigger, &c.event, (tokens_before, tokens_after), &c.violations);
         self.metrics.compactions += 1;
         self.metrics.compaction_events.push(record);
-        // Roles, call ids and summaries are as they were: the structural checker stands. A
-        // provider's check reads the text of messages other than tool results.
-        if masked.replaced.iter().any(|(_, old)| old.role() != Role::Tool) {
-            self.providers = Provider::ALL.map(IncrementalCheck::new);
-            self.provider_rules = Default::default();
+        if let Path::InPlace { replaced: edits, .. } = c.path {
+            // Roles, call ids and summaries are as they were: the structural checker stands. A
+            // provider's check reads the text of messages other than tool results.
+            if edits.iter().any(|(_, old)| old.role() != Role::Tool) {
+                self.providers = Provider::ALL.map(IncrementalCheck::new);
+                self.provider_rules = Default::default();
+            }
+            if self.pre_compaction.is_none() {
+                self.edits.extend(edits);
+            }
         }
-        if self.pre_compaction.is_none() {
-            self.edits.extend(masked.replaced);
-        }
-        self.mask_settled = plan.settled;
         self.read_next_action();
-        changed
+        !c.event.is_noop()
+    }
+
+    /// The compactor replaced its context whole (`replaced` is the one it held): the
+    /// incremental checks start again from the new one, and the first context replaced in a
+    /// call is what the prefix cache compares with.
+    fn context_replaced(&mut self, replaced: Option<Context>) {
+        let Some(before) = replaced else { return };
+        if self.pre_compaction.is_none() {
+            self.pre_compaction = Some(before);
+        }
+        self.checker.reset();
+        self.providers = Provider::ALL.map(IncrementalCheck::new);
+        self.provider_rules = Default::default();
     }
 
     /// Read the call's recorded action against the context the last compaction left.
     fn read_next_action(&mut self) {
         let live = self.live_request();
-        let action = self.tracker.score(self.conversation, self.calling, live, &self.ctx);
+        let action = self.tracker.score(self.conversation, self.calling, live, self.compactor.context());
         if let Some(e) = self.metrics.compaction_events.last_mut() {
             e.next_action = Some(action);
         }
@@ -1196,7 +1152,7 @@ impl<'a, 's> Replayer<'a, 's> {
             return;
         }
         let event = self.metrics.compaction_events.len() - 1;
-        let (conversation, ctx) = (self.conversation, self.ctx.clone());
+        let (conversation, ctx) = (self.conversation, self.compactor.context().clone());
         let pending = self.scope.spawn(move || asker.ask(conversation, index, &ctx));
         self.asking.push((event, pending));
     }
@@ -1221,73 +1177,13 @@ impl<'a, 's> Replayer<'a, 's> {
         }
     }
 
-    /// Plan, summarize and apply one compaction for `trigger`; true when the context changed.
-    fn compact_full(&mut self, trigger: Trigger, call: u32) -> bool {
-        let ended = self.ended();
-        // `Replayer::source`, borrowing only the two fields, so the summarizer's closure can
-        // hold the metrics.
-        let source = match (&self.history, self.from_history) {
-            (Some(history), true) => history,
-            _ => &self.ctx,
-        };
-        let (summarizer, metrics) = (self.summarizer, &mut self.metrics);
-        let step = compaction::compact(self.strategy, source, &self.budget, trigger, |ctx, requests| {
-            summarize_plan(summarizer, ctx, requests, ended, metrics)
-        });
-        let Some(compaction::Step { plan, trigger, replanned, compacted: out }) = step else {
-            self.materialize();
-            return false;
-        };
-        // The recorded agent's own summary was a model call the replay never made: billed
-        // here. (An external program's summaries were made, and billed, through the
-        // summarizer.)
-        let recorded_summary =
-            (plan.requests.is_empty() && !out.event.summaries.is_empty() && self.profile.sees_recorded_summaries)
-                .then(|| recorded_summary_tokens(source, &self.exact, &plan, &out));
-        let violations = check_compaction(self.strategy, source, &self.budget, trigger, &out);
-        let tokens_before = source.tokens(&self.exact);
-        if replanned {
-            self.metrics.summarizer_context_retries += 1;
-        }
-        let model_written = recorded_summary.is_some() || self.summarizer_is_model;
-        if let Some((replaced, written)) = recorded_summary {
-            self.bill_recorded_summary(replaced, written);
-        }
-        if model_written {
-            self.check_directives(call, &out.event.summaries);
-        }
-        for v in &violations {
-            if !is_structural(v.kind()) {
-                self.count(v.kind());
-            }
-        }
-        let e = &out.event;
-        let tokens_after = out.context.tokens(&self.exact);
-        let record = CompactionRecord::from_event(call, trigger, e, (tokens_before, tokens_after), &violations);
-        let changed = !out.event.is_noop();
-        self.diverged |= changed;
-        self.metrics.compactions += 1;
-        self.metrics.compaction_events.push(record);
-        let before = std::mem::replace(&mut self.ctx, out.context);
-        // From the history, the context replaced is the one the previous request left.
-        self.from_history = false;
-        self.forget_context();
-        if self.pre_compaction.is_none() {
-            self.pre_compaction = Some(before);
-        }
-        // Keep the running totals known, so that later appends stay O(1).
-        self.ctx.units(&self.exact);
-        self.ctx.units(self.strategy.estimator());
-        self.read_next_action();
-        changed
-    }
-
     /// Ask `probes` now, `count` recorded messages in, each with its checkpoint's percentage.
     fn ask(&mut self, asked: &[(&'a Probe, u32)], count: usize) {
         // Asked after the rejected call (its recorded message is not in the conversation the
         // agent had): the agent has nothing.
         let ended = self.rejected_at.is_some_and(|at| count > at);
-        let verbatim: HashSet<usize> = self.ctx.entries().iter().filter_map(|e| e.origin().verbatim_index()).collect();
+        let verbatim: HashSet<usize> =
+            self.compactor.context().entries().iter().filter_map(|e| e.origin().verbatim_index()).collect();
         // An answer key is at risk when none of its source messages is in verbatim.
         let at_risk: Vec<bool> = asked
             .iter()
@@ -1312,12 +1208,12 @@ impl<'a, 's> Replayer<'a, 's> {
         let probes: Vec<&'a Probe> = asked.iter().map(|(p, _)| *p).collect();
         if self.judge.defers() {
             // Scored on its own thread while the replay goes on (see `Judge::defers`).
-            let (judge, conversation, ctx) = (self.judge, self.conversation, self.ctx.clone());
+            let (judge, conversation, ctx) = (self.judge, self.conversation, self.compactor.context().clone());
             let pending = self.scope.spawn(move || judge.score_checkpoint(conversation, &ctx, &probes));
             self.deferred.push(Checkpoint { pending: Some(pending), ..checkpoint });
             return;
         }
-        let scores = self.judge.score_checkpoint(self.conversation, &self.ctx, &probes);
+        let scores = self.judge.score_checkpoint(self.conversation, self.compactor.context(), &probes);
         self.record_scores(&checkpoint, scores);
     }
 
@@ -1369,7 +1265,7 @@ impl<'a, 's> Replayer<'a, 's> {
         self.score_deferred();
         self.collect_next_actions();
         let m = &mut self.metrics;
-        m.final_tokens = self.ctx.tokens(&self.exact);
+        m.final_tokens = self.compactor.context().tokens(&self.exact);
         // Probes the LLM judge could not score (no parseable verdict) stay in `probes` but out
         // of the means: their placeholder 0 is not a score.
         // The headline figures are over critical and useful probes; `detail` is reported apart.
