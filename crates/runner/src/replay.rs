@@ -293,16 +293,20 @@ pub fn replay_built(
     summarizer: &dyn Summarizer,
     judge: &dyn Judge,
 ) -> Result<PairMetrics, ReplayError> {
-    replay_with(conversation, strategy, settings, Models { summarizer, judge, next_action: None })
+    replay_with(conversation, strategy, settings, Models { summarizer, judge, next_action: None, recorded: None })
 }
 
 /// The models a replay asks: the summarizer, the judge, and the next-action model when the
-/// experiment measures next-action agreement ([`next_action::NextActionModel`]).
+/// experiment measures next-action agreement ([`next_action::NextActionModel`]); and the
+/// conversation's shared entries with the offline judge's and summarizer's stores, when the
+/// caller keeps them ([`Recorded`]: a run keeps one per conversation for all its pairs).
 #[derive(Clone, Copy)]
 pub struct Models<'m> {
     pub summarizer: &'m dyn Summarizer,
     pub judge: &'m dyn Judge,
     pub next_action: Option<&'m dyn next_action::NextActionModel>,
+    /// Used only when it holds the replayed conversation ([`Recorded::holds`]).
+    pub recorded: Option<&'m Recorded>,
 }
 
 /// [`replay_built`] with a next-action model besides the summarizer and the judge.
@@ -312,7 +316,16 @@ pub fn replay_with(
     settings: &ReplaySettings,
     models: Models<'_>,
 ) -> Result<PairMetrics, ReplayError> {
-    let Models { summarizer, judge, next_action: asker } = models;
+    let Models { summarizer, judge, next_action: asker, recorded } = models;
+    // The conversation's shared entries and stores, or this replay's own.
+    let own;
+    let recorded = match recorded.filter(|r| r.holds(conversation)) {
+        Some(shared) => shared,
+        None => {
+            own = Recorded::own(conversation, settings.encoding);
+            &own
+        }
+    };
     let started = Instant::now();
     let n = conversation.messages.len();
     let mut checkpoints: BTreeMap<usize, Vec<(&Probe, u32)>> = BTreeMap::new();
@@ -370,12 +383,9 @@ pub fn replay_with(
         if let Some(probes) = checkpoints.get(&0) {
             within(Step::Judging, || r.ask(probes, 0));
         }
-        let lent = Recorded::lent_for(conversation);
+        r.recorded = Some(recorded);
         for (i, m) in conversation.messages.iter().enumerate() {
-            let entry = match &lent {
-                Some(recorded) => recorded.entries[i].clone(),
-                None => Entry::recorded(i, m.clone()),
-            };
+            let entry = recorded.entries[i].clone();
             if m.role == Role::Assistant {
                 let thinking: u64 = m.thinking.iter().map(|b| r.exact.text_tokens(b.text())).sum();
                 r.call(i, entry.tokens(&r.exact) + thinking);
@@ -589,6 +599,8 @@ struct Replayer<'a, 's> {
     tracker: next_action::Tracker,
     /// The next-action model, when agreement is measured.
     asker: Option<&'a dyn next_action::NextActionModel>,
+    /// The conversation's entries and the offline judge's and summarizer's stores.
+    recorded: Option<&'a Recorded>,
     /// Its answers being made on their own threads: (compaction event, answer).
     asking: Vec<(usize, std::thread::ScopedJoinHandle<'s, next_action::Asked>)>,
 }
@@ -640,6 +652,7 @@ impl<'a, 's> Replayer<'a, 's> {
             calling: 0,
             tracker: next_action::Tracker::default(),
             asker: None,
+            recorded: None,
             asking: Vec::new(),
         }
     }
@@ -1068,8 +1081,10 @@ impl<'a, 's> Replayer<'a, 's> {
         let ended = self.ended();
         let tokens_before = self.compactor.source().tokens(&self.exact);
         let (summarizer, metrics) = (self.summarizer, &mut self.metrics);
-        let compaction::compactor::Outcome { compaction, replaced } =
-            self.compactor.compact(trigger, |ctx, requests| summarize_plan(summarizer, ctx, requests, ended, metrics));
+        let store = self.recorded.map(Recorded::summarizer);
+        let compaction::compactor::Outcome { compaction, replaced } = self
+            .compactor
+            .compact(trigger, |ctx, requests| summarize_plan((summarizer, store), ctx, requests, ended, metrics));
         let Some(c) = compaction else {
             self.context_replaced(replaced);
             return false;
@@ -1209,11 +1224,13 @@ impl<'a, 's> Replayer<'a, 's> {
         if self.judge.defers() {
             // Scored on its own thread while the replay goes on (see `Judge::defers`).
             let (judge, conversation, ctx) = (self.judge, self.conversation, self.compactor.context().clone());
-            let pending = self.scope.spawn(move || judge.score_checkpoint(conversation, &ctx, &probes));
+            let store = self.recorded.map(Recorded::judge);
+            let pending = self.scope.spawn(move || judge.score_checkpoint_with(conversation, &ctx, &probes, store));
             self.deferred.push(Checkpoint { pending: Some(pending), ..checkpoint });
             return;
         }
-        let scores = self.judge.score_checkpoint(self.conversation, self.compactor.context(), &probes);
+        let store = self.recorded.map(Recorded::judge);
+        let scores = self.judge.score_checkpoint_with(self.conversation, self.compactor.context(), &probes, store);
         self.record_scores(&checkpoint, scores);
     }
 
@@ -1298,7 +1315,7 @@ impl<'a, 's> Replayer<'a, 's> {
 /// `too_long` is set when a summary was rejected as over the summarizer's context window.
 /// `ended`: a call was already rejected, so the summaries are counted but not billed.
 fn summarize_plan(
-    summarizer: &dyn Summarizer,
+    (summarizer, store): (&dyn Summarizer, Option<&crate::summarize::offline::Store>),
     ctx: &Context,
     requests: &[compaction::SummaryRequest],
     ended: bool,
@@ -1308,7 +1325,7 @@ fn summarize_plan(
     let mut context_length = false;
     for request in requests {
         metrics.summarizer_calls += 1;
-        match within(Step::Summaries, || summarizer.summarize_with_kind(ctx, request)) {
+        match within(Step::Summaries, || summarizer.summarize_with_store(ctx, request, store)) {
             Ok(s) => {
                 // An empty or whitespace-only answer is no summary, even where the strategy's
                 // document takes whatever the model wrote (it gets the empty text then).

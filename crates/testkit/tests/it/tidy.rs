@@ -1,6 +1,6 @@
 //! The workspace's rules, checked (rust-analyzer's `tidy` in spirit): the crate layering read
-//! from `cargo metadata`, no module circle inside the kernel, and no production file over
-//! 1,500 lines. ARCHITECTURE.md states these rules and points here.
+//! from `cargo metadata`, no module circle inside the kernel nor inside the runner, and no
+//! production file over 1,500 lines. ARCHITECTURE.md states these rules and points here.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -180,6 +180,120 @@ fn the_kernel_has_no_module_circle() {
     }
     // The layering holds one way: what a module names is named nowhere below it.
     assert!(!uses["plan"].contains("strategy"), "plan.rs (the vocabulary) must not name the Strategy trait");
+}
+
+/// The paths a runner module's production code names other modules by: `crate::a::b` (also
+/// inside `crate::{a, b::c}` trees) and `super::` paths, resolved against `module` (its
+/// path, `judge::offline`), each given as a module path from the crate root.
+fn named_paths(module: &str, text: &str) -> Vec<String> {
+    let word = |rest: &str| -> String {
+        rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':').collect()
+    };
+    let mut out = Vec::new();
+    for line in production(text).into_iter().filter(|l| !l.trim_start().starts_with("//")) {
+        for (i, _) in line.match_indices("crate::") {
+            let rest = &line[i + "crate::".len()..];
+            match rest.strip_prefix('{') {
+                Some(tree) => {
+                    let tree = tree.split('}').next().unwrap_or_default();
+                    out.extend(tree.split(',').map(|item| word(item.trim())));
+                }
+                None => out.push(word(rest)),
+            }
+        }
+        for (i, _) in line.match_indices("super::") {
+            // Only the first `super::` of a run: `super::super::x` is read once.
+            if line[..i].ends_with("super::") {
+                continue;
+            }
+            let mut rest = &line[i..];
+            let mut base: Vec<&str> = module.split("::").collect();
+            while let Some(r) = rest.strip_prefix("super::") {
+                base.pop();
+                rest = r;
+            }
+            let mut path = base.join("::");
+            let named = word(rest);
+            if !named.is_empty() {
+                path = if path.is_empty() { named } else { format!("{path}::{named}") };
+            }
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// A circle in `uses` (module -> the modules it names), if there is one.
+fn circle_in(uses: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        m: &str,
+        uses: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|x| x == m) {
+            let mut circle = path[at..].to_vec();
+            circle.push(m.to_string());
+            return Some(circle);
+        }
+        if !done.insert(m.to_string()) {
+            return None;
+        }
+        path.push(m.to_string());
+        for next in uses.get(m).into_iter().flatten() {
+            if let Some(c) = visit(next, uses, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        None
+    }
+    let mut done = BTreeSet::new();
+    uses.keys().find_map(|m| visit(m, uses, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn the_runner_has_no_module_circle() {
+    let src = root().join("crates/runner/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    // Each file's module path: `replay/recorded.rs` is `replay::recorded`, `judge/mod.rs` is
+    // `judge`.
+    let module_of = |p: &Path| -> Option<String> {
+        let rel = p.strip_prefix(&src).ok()?.with_extension("");
+        let mut parts: Vec<String> = rel.iter().map(|s| s.to_string_lossy().into_owned()).collect();
+        if parts.last().is_some_and(|l| l == "mod") {
+            parts.pop();
+        }
+        (parts != ["lib"]).then(|| parts.join("::"))
+    };
+    let modules: BTreeSet<String> = files.iter().filter_map(|p| module_of(p)).collect();
+    assert!(modules.contains("replay::recorded") && modules.contains("judge::offline"), "{modules:?}");
+    // The longest module a path names.
+    let resolve = |path: &str| -> Option<String> {
+        let parts: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
+        (1..=parts.len()).rev().map(|n| parts[..n].join("::")).find(|m| modules.contains(m))
+    };
+    // File by file, and folded to the top-level modules (`replay` with everything under it).
+    let mut uses: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut top: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for path in &files {
+        let Some(module) = module_of(path) else { continue };
+        let text = std::fs::read_to_string(path).expect("readable");
+        let named: BTreeSet<String> =
+            named_paths(&module, &text).iter().filter_map(|p| resolve(p)).filter(|m| *m != module).collect();
+        let head = |m: &str| m.split("::").next().unwrap_or_default().to_string();
+        let above: BTreeSet<String> = named.iter().map(|m| head(m)).filter(|m| *m != head(&module)).collect();
+        top.entry(head(&module)).or_default().extend(above);
+        uses.insert(module, named);
+    }
+    assert!(uses["replay"].contains("judge"), "the replay names the judge: {:?}", uses["replay"]);
+    if let Some(circle) = circle_in(&uses) {
+        panic!("a module circle in the runner (crates/runner/src): {}", circle.join(" -> "));
+    }
+    if let Some(circle) = circle_in(&top) {
+        panic!("a circle among the runner's top-level modules: {}", circle.join(" -> "));
+    }
 }
 
 #[test]
