@@ -316,3 +316,123 @@ impl<'s> Compactor<'s> {
         self.settled = 0;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::message::Message;
+    use crate::plan::{Promises, Slot};
+    use crate::strategy::Profile;
+    use crate::tokens::CharsOver4;
+
+    /// Drops the oldest entry on every plan; counts what it is asked.
+    struct DropOldest {
+        threshold: Option<u64>,
+        rebuilds: bool,
+        plans: AtomicUsize,
+        mask_plans: AtomicUsize,
+    }
+
+    impl DropOldest {
+        fn new(threshold: Option<u64>, rebuilds: bool) -> DropOldest {
+            DropOldest { threshold, rebuilds, plans: AtomicUsize::new(0), mask_plans: AtomicUsize::new(0) }
+        }
+    }
+
+    impl Strategy for DropOldest {
+        fn name(&self) -> &'static str {
+            "drop-oldest"
+        }
+        fn profile(&self) -> Profile {
+            Profile { rebuilds_from_history: self.rebuilds, ..Profile::default() }
+        }
+        fn estimator(&self) -> &dyn TokenCounter {
+            &CharsOver4
+        }
+        fn threshold(&self, _ctx: &Context, _budget: &Budget) -> Option<u64> {
+            self.threshold
+        }
+        fn plan(&self, ctx: &Context, _budget: &Budget, trigger: Trigger) -> Option<Plan> {
+            self.plans.fetch_add(1, Ordering::Relaxed);
+            (ctx.len() > 1).then(|| {
+                Plan::deterministic(trigger, "drop", (1..ctx.len()).map(|index| Slot::Keep { index }).collect())
+            })
+        }
+        fn plan_masks(&self, _ctx: &Context, _budget: &Budget, _trigger: Trigger, _settled: usize) -> MaskAnswer {
+            self.mask_plans.fetch_add(1, Ordering::Relaxed);
+            MaskAnswer::Unsupported
+        }
+        fn promises(&self, _ctx: &Context, _budget: &Budget) -> Promises {
+            Promises::default()
+        }
+    }
+
+    fn none(_: &Context, requests: &[SummaryRequest]) -> Summaries {
+        Summaries::of(requests.iter().map(|_| Ok(String::from("summary"))).collect())
+    }
+
+    fn texts(ctx: &Context) -> Vec<String> {
+        ctx.entries().iter().map(|e| e.message().content.clone()).collect()
+    }
+
+    #[test]
+    fn a_closed_gate_asks_neither_path() {
+        let s = DropOldest::new(Some(1_000_000), false);
+        let mut c = Compactor::new(&s, Budget::new(10));
+        for i in 0..3 {
+            c.push(Entry::recorded(i, Message::user(format!("m{i}"))));
+        }
+        let out = c.compact(Trigger::Proactive, none);
+        assert!(out.compaction.is_none() && out.replaced.is_none());
+        assert_eq!((s.mask_plans.load(Ordering::Relaxed), s.plans.load(Ordering::Relaxed)), (0, 0));
+        // A forced compaction is not gated: both paths are asked, the plan's runs.
+        let out = c.compact(Trigger::Overflow, none);
+        assert_eq!((s.mask_plans.load(Ordering::Relaxed), s.plans.load(Ordering::Relaxed)), (1, 1));
+        let step = out.compaction.expect("a plan");
+        assert!(matches!(step.path, Path::Plan { replanned: false, .. }));
+        assert_eq!((step.event.messages_before, step.event.messages_after, step.event.removed), (3, 2, 1));
+        assert_eq!(out.replaced.map(|r| r.len()), Some(3), "the context it replaced");
+        assert_eq!(texts(c.context()), ["m1", "m2"]);
+        // An open gate (no threshold: never) is the same as a closed one for `Proactive`.
+        let never = DropOldest::new(None, false);
+        let mut c = Compactor::new(&never, Budget::new(10));
+        c.push(Entry::recorded(0, Message::user("a")));
+        c.push(Entry::recorded(1, Message::user("b")));
+        assert!(c.compact(Trigger::Proactive, none).compaction.is_none());
+        assert_eq!(never.plans.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_rebuilding_strategy_starts_each_request_from_the_history() {
+        let s = DropOldest::new(Some(1_000_000), true);
+        let mut c = Compactor::new(&s, Budget::new(10));
+        for i in 0..3 {
+            c.push(Entry::recorded(i, Message::user(format!("m{i}"))));
+        }
+        let step = c.compact(Trigger::Overflow, none).compaction.expect("a plan");
+        assert!(!step.from_history, "nothing compacted yet: the context is the history");
+        assert_eq!(texts(c.context()), ["m1", "m2"]);
+        c.push(Entry::recorded(3, Message::user("m3")));
+        assert_eq!(c.history().map(Context::len), Some(4));
+        // The next request starts from the history: a forced compaction reads all of it.
+        c.next_request();
+        assert_eq!(c.source().len(), 4);
+        let out = c.compact(Trigger::Overflow, none);
+        let step = out.compaction.expect("a plan");
+        assert!(step.from_history);
+        assert_eq!(texts(c.context()), ["m1", "m2", "m3"]);
+        assert_eq!(out.replaced.map(|r| texts(&r)), Some(vec!["m1".into(), "m2".into(), "m3".into()]));
+        // When no compaction runs, the request is the whole history, copied in.
+        c.next_request();
+        let out = c.compact(Trigger::Proactive, none);
+        assert!(out.compaction.is_none());
+        assert_eq!(out.replaced.map(|r| r.len()), Some(3), "the context the previous request left");
+        assert_eq!(texts(c.context()), ["m0", "m1", "m2", "m3"]);
+        // Nothing changed since: the next request goes on from the context.
+        c.next_request();
+        assert_eq!(c.source().len(), 4);
+        assert!(c.compact(Trigger::Proactive, none).replaced.is_none());
+    }
+}

@@ -1,7 +1,6 @@
 //! Compactions that only mask, done in place.
 //!
-//! A masking strategy (`observation-mask`, `openhands-masking`, `anthropic-clear-tool-uses`)
-//! never drops a message: it replaces old tool outputs with a placeholder. Its context grows
+//! A masking strategy never drops a message: it replaces old tool outputs with a placeholder. Its context grows
 //! with the conversation, and once it is over the strategy's threshold every call has a newly
 //! old output to mask. Through [`Strategy::plan`] and [`Strategy::apply`] each such call lists,
 //! rebuilds and checks the whole context, so a long conversation costs O(history) per call.

@@ -60,11 +60,11 @@ pub struct SummaryRequest {
     /// Upper bound on the summary's length, in tokens (the API's output cap).
     pub max_tokens: u32,
     /// The length the prompt itself asks for, in tokens, when the document states one below
-    /// `max_tokens` (001's prompt says "Maximum 800 tokens" under a 1,000-token cap).
+    /// `max_tokens` (a prompt that says "Maximum 800 tokens" under a 1,000-token cap).
     #[serde(default)]
     pub target_tokens: Option<u32>,
     /// The length the prompt asks for in characters, when the document states it that way
-    /// (000's "Max 500 karakter total").
+    /// (a prompt that says "Max 500 karakter total").
     #[serde(default)]
     pub target_chars: Option<u32>,
     /// How the document cuts the span's messages before they reach the summarizer. Every
@@ -151,9 +151,9 @@ impl Slot {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "on_failure", rename_all = "snake_case")]
 pub enum Fallback {
-    /// Return the context unchanged (001).
+    /// Return the context unchanged.
     Unchanged,
-    /// Build this layout instead (003's truncation, 004's pruned context, 000's brute prune).
+    /// Build this layout instead (a truncation, a pruned context, a brute prune).
     Layout {
         /// The failure path's name, kept with the event.
         label: String,

@@ -28,7 +28,7 @@ pub struct Profile {
     /// compacted.
     pub sees_recorded_summaries: bool,
     /// Whether each request starts again from the full history rather than from the context
-    /// the previous compaction left (000's route rebuilds its message list from the stored
+    /// the previous compaction left (a route that rebuilds its message list from the stored
     /// conversation on every call). A caller that honours it hands [`Strategy::plan`] the full
     /// history before every call.
     pub rebuilds_from_history: bool,
@@ -52,7 +52,7 @@ impl Default for Profile {
 /// A compaction strategy. Implementations are stateless: everything they need to know about
 /// earlier compactions is in the context (summaries carry their round and coverage).
 pub trait Strategy: Send + Sync {
-    /// The strategy's name (`keep-last-n`, ...).
+    /// The strategy's name, as its catalog lists it.
     fn name(&self) -> &'static str;
     /// What a harness needs to know beyond planning: the request rules the strategy's document
     /// breaks, whether it sees recorded summaries or rebuilds from the full history, and its
@@ -80,7 +80,7 @@ pub trait Strategy: Send + Sync {
     /// configuration that cannot operate is reported as inapplicable and never ranked: it was
     /// never able to run. The default: a proactive threshold (on an empty context) above the
     /// window can never fire on a request that fits (one at the window fires on the request
-    /// that overflows it, as `letta` and `openhands` do by design).
+    /// that overflows it, as some documents do by design).
     fn can_operate(&self, budget: &Budget) -> Result<(), String> {
         match self.threshold(&Context::new(), budget) {
             Some(t) if t > budget.context_window => Err(format!(
@@ -105,8 +105,8 @@ pub trait Strategy: Send + Sync {
     /// strategy does not repeat it.
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan>;
     /// [`Strategy::plan`] for a strategy that needs summaries while it decides: `summarize`
-    /// makes one, as the caller makes a plan's requests. `letta` asks for its first summary
-    /// before it decides whether a second pass over everything is needed; a process speaking
+    /// makes one, as the caller makes a plan's requests. A strategy may ask for its first
+    /// summary before it decides whether a second pass over everything is needed; a process speaking
     /// the external-strategy protocol asks before it answers. Every other strategy decides
     /// first and asks after, in [`Plan::requests`]; for it this is `plan`.
     fn plan_with(
@@ -138,8 +138,8 @@ pub trait Strategy: Send + Sync {
     /// What the conformance checker may hold the strategy to.
     fn promises(&self, ctx: &Context, budget: &Budget) -> Promises;
     /// Where the strategy places prompt-cache breakpoints in `ctx`: the indices of the entries
-    /// a breakpoint follows, in order. `None`: the caller's default rule (002 recomputes its
-    /// own cache points after every render).
+    /// a breakpoint follows, in order. `None`: the caller's default rule (a strategy that
+    /// recomputes its own cache points after every render says where).
     fn cache_breakpoints(&self, _ctx: &Context) -> Option<Vec<usize>> {
         None
     }
@@ -155,8 +155,8 @@ pub fn apply_layout<S: Strategy + ?Sized>(
 ) -> Compacted {
     let estimate_before = strategy.estimate(ctx);
     let failed = plan.requests.iter().enumerate().find_map(|(i, _)| match summaries.get(i) {
-        // An empty summary is a failed summary (003: "LLM summarization fails (timeout,
-        // error, empty)"); every strategy takes its failure path on it.
+        // An empty summary is a failed summary ("LLM summarization fails (timeout, error,
+        // empty)"); every strategy takes its failure path on it.
         Some(Ok(t)) if t.trim().is_empty() => Some("empty summary".to_string()),
         Some(Ok(_)) => None,
         Some(Err(e)) => Some(e.reason.clone()),

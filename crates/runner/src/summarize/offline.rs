@@ -80,7 +80,6 @@ use std::sync::{Arc, Mutex};
 use compaction::{
     Context, Entry, Exact, InputCuts, Inserted, Message, Origin, Role, SummaryFailure, SummaryRequest, TokenCounter,
 };
-use compaction_strategies::split_fraction::SUMMARY_PREFIX;
 
 use super::{Summarizer, Summary, SummaryError};
 
@@ -872,7 +871,6 @@ struct Gatherer {
 impl Gatherer {
     /// Integrate a previous summary (or any text standing for earlier messages).
     fn previous(&mut self, text: &str) {
-        let text = text.strip_prefix(SUMMARY_PREFIX).unwrap_or(text);
         let mut section = Section::Earlier;
         for line in text.lines() {
             let t = line.trim();
@@ -889,6 +887,8 @@ impl Gatherer {
                 }
                 continue;
             }
+            // Headings, the stand-in's own and a summary's marker line (`[COMPACT SUMMARY]`, the
+            // prefix `split-fraction` puts before its summaries), carry no note.
             if t.starts_with("## Session Summary") || t.starts_with("## Summary") || t == "[COMPACT SUMMARY]" {
                 continue;
             }
@@ -1694,7 +1694,10 @@ mod tests {
     fn summaries_and_notices_inside_the_span_are_integrated() {
         let mut entries = vec![Entry::recorded(0, Message::system("sys"))];
         entries.push(Entry::new(
-            Message::user(format!("{SUMMARY_PREFIX}## Summary (round 1)\n\n### Task\n- Book ZFA04Y\n")),
+            Message::user(format!(
+                "{}## Summary (round 1)\n\n### Task\n- Book ZFA04Y\n",
+                compaction_strategies::split_fraction::SUMMARY_PREFIX
+            )),
             Origin::Summary { round: 1, covers: vec![1, 2] },
         ));
         entries
