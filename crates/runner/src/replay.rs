@@ -176,12 +176,10 @@ use std::time::Instant;
 
 use compaction::compactor::Path;
 use compaction::{
-    Budget, Context, Conversation, Encoding, Entry, Exact, IncrementalCheck, Message, Origin, Probe, Profile, Provider,
-    Rejection, RequestRule, Role, Strategy, Summaries, SummaryOutcome, TokenCounter, Trigger, Violation, ViolationKind,
+    Budget, Context, Conversation, Encoding, Entry, Exact, IncrementalCheck, Message, Probe, Profile, Provider,
+    RequestRule, Role, Strategy, Summaries, SummaryOutcome, TokenCounter, Trigger,
 };
 use compaction_strategies::StrategyConfig;
-
-use compaction::pairing::ToolPairing;
 
 use crate::session::Compactor;
 use crate::timing::{within, Step};
@@ -192,15 +190,6 @@ pub const MAX_REACTIVE_ATTEMPTS: usize = 3;
 pub use runlog::settings::{
     CacheProfile, OverflowPolicy, PrefixShare, Price, ANTHROPIC_CACHE_MIN, OPENAI_CACHE_MIN, OPENAI_CACHE_STEP,
 };
-
-/// Tokens of a request of `tokens` with `cached` read from the cache that the profile writes to
-/// the cache: under [`CacheProfile::Anthropic`], the uncached part of a cacheable request.
-pub fn cache_writes(profile: CacheProfile, tokens: u64, cached: u64) -> u64 {
-    match profile {
-        CacheProfile::Anthropic if tokens >= ANTHROPIC_CACHE_MIN => tokens.saturating_sub(cached),
-        _ => 0,
-    }
-}
 
 /// Everything that defines one replay configuration besides the conversation.
 #[derive(Debug, Clone, PartialEq)]
@@ -276,9 +265,14 @@ pub fn replay(
     replay_built(conversation, Compactor::Stateless(strategy.as_ref()), settings, summarizer, judge)
 }
 
+mod cache;
+mod checks;
 pub mod next_action;
 mod recorded;
 mod recording;
+pub use cache::cache_writes;
+use cache::PreviousRequest;
+use checks::{is_structural, RequestChecker};
 pub use recorded::Recorded;
 pub use recording::{checkpoints_of, recording_faults};
 use recording::{first_call_from, is_live_request, recorded_summary_tokens, recording_rejections, share_of_calls};
@@ -422,91 +416,6 @@ pub use runlog::settings::CHECKPOINTS;
 
 fn stopped_at_length(m: &Message) -> bool {
     m.finish_reason.as_deref() == Some("length")
-}
-
-/// The violations [`compaction::check_context`] reports, counted on requests.
-fn is_structural(kind: ViolationKind) -> bool {
-    matches!(
-        kind,
-        ViolationKind::OrphanToolResult | ViolationKind::UnansweredToolCall | ViolationKind::MultipleSummaries
-    )
-}
-
-/// A stable identity for a request's violation, so that one carried from request to request
-/// counts once: the entry and call id of a pairing problem, the live summaries of
-/// [`Violation::MultipleSummaries`].
-fn violation_key(ctx: &Context, checker: &RequestChecker, v: &Violation) -> String {
-    match v {
-        Violation::OrphanToolResult { index, call_id } | Violation::UnansweredToolCall { index, call_id } => {
-            format!("{}|{:?}|{call_id}", v.kind().as_str(), ctx.get(*index).map(|e| e.origin()))
-        }
-        Violation::MultipleSummaries { .. } => format!("{}|{:?}", v.kind().as_str(), checker.summaries),
-        other => other.to_string(),
-    }
-}
-
-/// Two entries that put the same bytes in a request.
-fn same_message(a: &Entry, b: &Entry) -> bool {
-    std::ptr::eq(a.message(), b.message()) || a.message() == b.message()
-}
-
-/// [`compaction::check_context`], kept up to date as the context grows.
-///
-/// Between compactions a request is the previous one plus appended messages, so the checker
-/// scans only the new entries (pairing results with open calls as `check_context` does) and
-/// lists the calls still open; after a compaction it rescans the new context. Its answer is the
-/// same set of violations as `check_context` on the same context (tested below), at O(new
-/// messages) per request.
-#[derive(Debug, Default)]
-struct RequestChecker {
-    /// The pairing of the entries scanned so far (compaction's one pairing rule).
-    pairing: ToolPairing,
-    /// The live summaries: round and first and last recorded message covered.
-    summaries: Vec<(u32, Option<usize>, Option<usize>)>,
-}
-
-impl RequestChecker {
-    /// Forget everything: the context was replaced.
-    fn reset(&mut self) {
-        *self = RequestChecker::default();
-    }
-
-    /// The violations of `ctx`, which extends the context of the previous call (or was reset).
-    fn check(&mut self, ctx: &Context) -> Vec<Violation> {
-        for e in ctx.entries().iter().skip(self.pairing.len()) {
-            self.pairing.push(e.message());
-            if let Origin::Summary { round, covers } = e.origin() {
-                self.summaries.push((*round, covers.first().copied(), covers.last().copied()));
-            }
-        }
-        let mut out: Vec<Violation> = self
-            .pairing
-            .orphans()
-            .iter()
-            .map(|(index, call_id)| Violation::OrphanToolResult { index: *index, call_id: call_id.clone() })
-            .collect();
-        out.extend(
-            self.pairing
-                .unanswered()
-                .into_iter()
-                .map(|(index, call_id)| Violation::UnansweredToolCall { index, call_id }),
-        );
-        if self.summaries.len() > 1 {
-            out.push(Violation::MultipleSummaries { count: self.summaries.len() });
-        }
-        out
-    }
-}
-
-/// What the cache needs to know about the previous request.
-#[derive(Debug, Clone)]
-struct PreviousRequest {
-    len: usize,
-    tokens: u64,
-    system_tokens: Option<u64>,
-    /// The strategy's own cache breakpoints, as (entries up to and including the breakpoint,
-    /// exact tokens of that prefix), when it places them.
-    breakpoints: Option<Vec<(usize, u64)>>,
 }
 
 /// The state of one replay.
@@ -674,36 +583,6 @@ impl<'a, 's> Replayer<'a, 's> {
         })
     }
 
-    /// Exact tokens of the thinking blocks Anthropic counts in the request: those of the
-    /// assistant messages of the current tool loop (after the last user message that is not a
-    /// tool result); earlier turns' blocks are stripped. 0 for a recording without thinking.
-    fn loop_thinking_tokens(&self) -> u64 {
-        if !self.thinking_in_use {
-            return 0;
-        }
-        let entries = self.compactor.context().entries();
-        let start = entries.iter().rposition(|e| e.role() == Role::User).map_or(0, |i| i + 1);
-        entries[start..]
-            .iter()
-            .filter(|e| e.role() == Role::Assistant)
-            .flat_map(|e| e.message().thinking.iter())
-            .map(|b| self.exact.text_tokens(b.text()))
-            .sum()
-    }
-
-    /// Anthropic's thinking rule on the current request: in a tool loop still running, the
-    /// latest assistant message must carry the thinking blocks the recording's has.
-    fn thinking_refused(&self) -> bool {
-        let Some(recorded) = self.last_assistant.map(|i| &self.conversation.messages[i]) else { return false };
-        if recorded.thinking.is_empty() {
-            return false;
-        }
-        let entries = self.compactor.context().entries();
-        let Some(last) = entries.iter().rposition(|e| e.role() == Role::Assistant) else { return false };
-        let tail: Vec<&Message> = entries[last..].iter().map(|e| e.message()).collect();
-        compaction::thinking_rejection(&tail, Some(&recorded.thinking)).is_some()
-    }
-
     /// Record the user directives `summaries` state that no user message so far holds: those
     /// the offline reading finds and, with the LLM judge, those its grader lists.
     fn check_directives(&mut self, call: u32, summaries: &[String]) {
@@ -771,35 +650,6 @@ impl<'a, 's> Replayer<'a, 's> {
             _ => {}
         }
         self.compactor.push(entry);
-    }
-
-    /// The strategy's breakpoints in the current request as (entries through it, exact
-    /// tokens of that prefix), when it places its own and the profile reads breakpoints.
-    fn breakpoints(&self) -> Option<Vec<(usize, u64)>> {
-        if self.settings.cache != CacheProfile::Anthropic {
-            return None;
-        }
-        let points = self.strategy.cache_breakpoints(self.compactor.context())?;
-        let entries = self.compactor.context().entries();
-        let mut out = Vec::with_capacity(points.len());
-        let mut units = 0;
-        let mut next = 0;
-        for p in points.into_iter().filter(|p| *p < entries.len()) {
-            while next <= p {
-                units += entries[next].units(&self.exact);
-                next += 1;
-            }
-            out.push((p + 1, self.exact.tokens_from_units(units)));
-        }
-        Some(out)
-    }
-
-    fn count(&mut self, kind: ViolationKind) {
-        self.metrics.violations += 1;
-        if !matches!(kind, ViolationKind::OrphanToolResult | ViolationKind::UnansweredToolCall) {
-            self.metrics.findings += 1;
-        }
-        *self.metrics.violations_by_kind.entry(kind.as_str().to_string()).or_default() += 1;
     }
 
     /// One model call producing recorded message `index`, whose size is `output_tokens`.
@@ -914,150 +764,6 @@ impl<'a, 's> Replayer<'a, 's> {
             check_tokens,
             check_estimate,
         });
-    }
-
-    /// Count the request's structural violations that the previous request did not have.
-    fn check_request(&mut self) {
-        let violations = self.checker.check(self.compactor.context());
-        let keyed: Vec<(String, ViolationKind)> =
-            violations.iter().map(|v| (violation_key(self.compactor.context(), &self.checker, v), v.kind())).collect();
-        for ((key, kind), v) in keyed.iter().zip(&violations) {
-            if self.open_violations.contains(key) {
-                continue;
-            }
-            if self.is_recording_fault(v) {
-                self.metrics.recording_violations += 1;
-            } else {
-                self.count(*kind);
-            }
-        }
-        self.open_violations = keyed.into_iter().map(|(key, _)| key).collect();
-    }
-
-    /// A violation on a tool call the recording itself leaves unpaired.
-    fn is_recording_fault(&self, v: &Violation) -> bool {
-        match v {
-            Violation::OrphanToolResult { call_id, .. } | Violation::UnansweredToolCall { call_id, .. } => {
-                self.recording_faults.contains(call_id)
-            }
-            _ => false,
-        }
-    }
-
-    /// Count the request once per provider that would refuse it, and once per rule it breaks.
-    /// A rule broken only where the recording itself breaks it (on a tool call the recording
-    /// gets wrong, or at the recorded message where the whole recording breaks that rule) is
-    /// the recording's and not counted.
-    /// Returns the providers that refused it, each with its rules (`provider/rule`).
-    fn check_providers(&mut self) -> Vec<(Provider, Vec<String>)> {
-        let mut refused = Vec::new();
-        let thinking_refused = self.thinking_in_use && self.thinking_refused();
-        let entries = self.compactor.context().entries();
-        for check in &mut self.providers {
-            for e in &entries[check.len()..] {
-                check.push(e.message());
-            }
-        }
-        for ((provider, check), (seen, charged)) in
-            Provider::ALL.into_iter().zip(&self.providers).zip(&mut self.provider_rules)
-        {
-            // Whether the strategy is charged with `r`: not when the recording breaks the same
-            // rule on the same call id or at the same recorded message (masked or not).
-            let charged_with = |r: &Rejection| {
-                let recorded = entries.get(r.index).and_then(|e| e.origin().recorded_index());
-                let by_id = r.call_id.as_ref().is_some_and(|id| self.recording_faults.contains(id));
-                let as_recorded = recorded.is_some_and(|i| self.recording_rejections.contains(&(provider, r.rule, i)));
-                !by_id && !as_recorded
-            };
-            // A settled rejection stays as long as the context only grows and masks: each is
-            // judged once.
-            for r in &check.settled()[*seen..] {
-                if charged_with(r) {
-                    charged.insert(r.rule);
-                }
-            }
-            *seen = check.settled().len();
-            let mut rules = charged.clone();
-            rules.extend(check.unanswered().iter().filter(|r| charged_with(r)).map(|r| r.rule));
-            if provider == Provider::AnthropicMessages && thinking_refused {
-                rules.insert(RequestRule::ThinkingModified);
-            }
-            if rules.is_empty() {
-                continue;
-            }
-            match provider {
-                Provider::OpenaiChat => self.metrics.rejected_requests_openai += 1,
-                Provider::AnthropicMessages => self.metrics.rejected_requests_anthropic += 1,
-            }
-            let call = u32::try_from(self.metrics.calls).unwrap_or(u32::MAX);
-            let mut keys = Vec::with_capacity(rules.len());
-            for rule in rules {
-                let key = format!("{provider}/{rule}");
-                keys.push(key.clone());
-                match &mut self.metrics.first_rule_rejection {
-                    None => self.metrics.first_rule_rejection = Some((call, vec![key.clone()])),
-                    Some((c, keys)) if *c == call && !keys.contains(&key) => keys.push(key.clone()),
-                    Some(_) => {}
-                }
-                *self.metrics.rejections_by_rule.entry(key).or_default() += 1;
-            }
-            refused.push((provider, keys));
-        }
-        refused
-    }
-
-    /// What the current request shares with the previous one.
-    fn prefix_share(&self) -> PrefixShare {
-        let Some(prev) = &self.previous else { return PrefixShare::default() };
-        // The longest of the previous request's own breakpoints within `k` shared entries.
-        let read = |k: usize| {
-            prev.breakpoints.as_ref().map(|b| b.iter().filter(|(end, _)| *end <= k).map(|(_, t)| *t).max().unwrap_or(0))
-        };
-        let new = self.compactor.context().entries();
-        let k = match &self.pre_compaction {
-            // Only appends and in-place masks since the previous request: it is shared up to
-            // the first entry a mask changed.
-            None => {
-                let mut edits: Vec<&(usize, Entry)> = self.edits.iter().collect();
-                edits.sort_by_key(|(i, _)| *i);
-                let limit = prev.len.min(new.len());
-                edits.into_iter().find(|(i, old)| *i < limit && !same_message(old, &new[*i])).map_or(limit, |(i, _)| *i)
-            }
-            Some(before) => {
-                // Entries masked in place before `before` was taken are compared as they were.
-                let mut old: Vec<&Entry> = before.entries()[..prev.len.min(before.len())].iter().collect();
-                // The first edit of an entry holds it as it was.
-                for (i, e) in self.edits.iter().rev() {
-                    if let Some(slot) = old.get_mut(*i) {
-                        *slot = e;
-                    }
-                }
-                old.iter().zip(new).take_while(|(a, b)| same_message(a, b)).count()
-            }
-        };
-        if k == prev.len && self.pre_compaction.is_none() && self.edits.is_empty() {
-            // Only appends since the previous request: all of it is shared.
-            return PrefixShare {
-                shared_tokens: prev.tokens,
-                previous_tokens: prev.tokens,
-                whole_previous: true,
-                system_tokens: prev.system_tokens,
-                strategy_breakpoint: read(prev.len),
-            };
-        }
-        // The shared prefix's tokens, summed over the shorter side of the cut.
-        let units: u64 = if 2 * k >= new.len() {
-            self.compactor.context().units(&self.exact) - new[k..].iter().map(|e| e.units(&self.exact)).sum::<u64>()
-        } else {
-            new[..k].iter().map(|e| e.units(&self.exact)).sum()
-        };
-        PrefixShare {
-            shared_tokens: self.exact.tokens_from_units(units),
-            previous_tokens: prev.tokens,
-            whole_previous: k == prev.len,
-            system_tokens: prev.system_tokens.filter(|_| k >= 1),
-            strategy_breakpoint: read(k),
-        }
     }
 
     /// A summary the strategy did not ask the summarizer for (`recorded`: the recorded agent's
@@ -1371,50 +1077,6 @@ fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use compaction::{check_context, ToolCall};
-    use proptest::prelude::*;
-
-    fn sorted(mut v: Vec<Violation>) -> Vec<String> {
-        let mut out: Vec<String> = v.drain(..).map(|v| format!("{v:?}")).collect();
-        out.sort();
-        out
-    }
-
-    /// A message from a small alphabet: roles, calls and results over three reused ids.
-    fn message(kind: u8, id: u8) -> Message {
-        let id = format!("id{id}");
-        match kind {
-            0 => Message::user("u"),
-            1 => Message::assistant_calls("", vec![ToolCall { id, name: "t".into(), arguments: "{}".into() }]),
-            2 => Message::tool_result(id, "t", "r"),
-            3 => Message::assistant("a"),
-            _ => Message::system("s"),
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn the_incremental_checker_agrees_with_check_context(
-            steps in prop::collection::vec((0u8..5, 0u8..3), 0..40),
-            resets in prop::collection::vec(any::<bool>(), 40),
-            summaries in prop::collection::vec(0usize..40, 0..3),
-        ) {
-            let mut ctx = Context::new();
-            let mut checker = RequestChecker::default();
-            for (i, (kind, id)) in steps.iter().enumerate() {
-                let origin = if summaries.contains(&i) {
-                    Origin::Summary { round: 1, covers: vec![i] }
-                } else {
-                    Origin::Recorded { index: i }
-                };
-                ctx.push(Entry::new(message(*kind, *id), origin));
-                if resets[i] {
-                    checker.reset();
-                }
-                prop_assert_eq!(sorted(checker.check(&ctx)), sorted(check_context(&ctx)));
-            }
-        }
-    }
 
     #[test]
     fn cache_profiles() {
