@@ -1,5 +1,7 @@
 //! The compaction step, written once: plan, summarize, apply, and re-plan on a context-length
-//! error. The replay uses it, and so can any agent that embeds this crate.
+//! error. The [`Compactor`](crate::Compactor) runs it when a strategy has no masks to do in
+//! place (the replay compacts through the `Compactor`), and so can any agent that embeds this
+//! crate and keeps its own context.
 //!
 //! A strategy never calls a model: [`compact`] asks the strategy for a [`Plan`], hands the plan
 //! to the caller's summarizer (a closure: an HTTP client, a cache, a test double), and applies

@@ -29,6 +29,10 @@
 //!    the recording does, and is billed and scored.
 //! 5. The recorded assistant message is appended, then the messages after it.
 //!
+//! Every compaction goes through the kernel's per-conversation [`compaction::Compactor`],
+//! which holds the context, the proactive gate and the in-place masking path; the replay
+//! meters, bills, checks providers and asks probes around each of its steps.
+//!
 //! A compaction whose summary failed and whose strategy keeps the context unchanged is still a
 //! compaction event (with its `fallback`), and counts in `compactions`.
 //!
