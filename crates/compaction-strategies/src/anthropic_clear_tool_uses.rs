@@ -195,13 +195,10 @@ impl Strategy for AnthropicClearToolUses {
         plan.notes.insert("freed_tokens".into(), freed.into());
         Some(plan)
     }
-    fn plan_masks(&self, ctx: &Context, budget: &Budget, trigger: Trigger, settled: usize) -> MaskAnswer {
+    fn plan_masks(&self, ctx: &Context, _budget: &Budget, trigger: Trigger, settled: usize) -> MaskAnswer {
         if self.params.clear_tool_inputs {
             // Cleared inputs are new assistant messages: not a masking.
             return MaskAnswer::Unsupported;
-        }
-        if trigger == Trigger::Proactive && !self.should_compact(ctx, budget) {
-            return MaskAnswer::Nothing { settled };
         }
         // The newest result older than the newest `keep` tool uses: every result after it stays.
         let entries = ctx.entries();

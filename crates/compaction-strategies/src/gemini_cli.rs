@@ -85,7 +85,7 @@ use compaction::message::{Message, Role};
 use compaction::tokens::{CharsOver4, Exact, TokenCounter};
 use compaction::ViolationKind;
 use compaction::{
-    apply_layout, Budget, Compacted, CompactionEvent, InputCuts, Plan, Promises, Prompt, Slot, Strategy,
+    apply_layout, Budget, Change, Compacted, CompactionEvent, InputCuts, Plan, Promises, Prompt, Slot, Strategy,
     SummaryOutcome, SummaryRequest, Trigger,
 };
 
@@ -501,7 +501,7 @@ impl GeminiCli {
     }
 
     /// The history unchanged, with why; `flag` marks the rejection for later turns.
-    fn unchanged(&self, ctx: &Context, plan: &Plan, reason: String, flag: bool) -> Compacted {
+    fn unchanged(&self, ctx: &Context, budget: &Budget, plan: &Plan, reason: String, flag: bool) -> Compacted {
         let estimate = self.estimate(ctx);
         let mut context = ctx.clone();
         if let (true, Some(last)) = (flag, ctx.len().checked_sub(1)) {
@@ -512,22 +512,9 @@ impl GeminiCli {
         }
         let mut notes = plan.notes.clone();
         notes.remove(DRAFT);
-        let event = CompactionEvent {
-            strategy: self.name().to_string(),
-            trigger: plan.trigger,
-            step: plan.step.clone(),
-            estimate_before: estimate,
-            estimate_after: estimate,
-            messages_before: ctx.len(),
-            messages_after: ctx.len(),
-            removed: 0,
-            masked: 0,
-            summaries: Vec::new(),
-            round: None,
-            fallback: Some(reason),
-            shortfall: None,
-            notes,
-        };
+        let heading = (plan.trigger, plan.step.clone(), notes);
+        let change = Change::Unchanged { fallback: reason };
+        let event = CompactionEvent::new(self, budget, heading, (estimate, ctx.len()), change);
         Compacted { context, event }
     }
 }
@@ -594,7 +581,7 @@ impl Strategy for GeminiCli {
     }
     fn apply(&self, ctx: &Context, budget: &Budget, plan: &Plan, summaries: &[SummaryOutcome]) -> Compacted {
         if let Some(reason) = plan.notes.get(PLANNING_FAILURE).and_then(|v| v.as_str()) {
-            return self.unchanged(ctx, plan, format!("unchanged: {reason}"), false);
+            return self.unchanged(ctx, budget, plan, format!("unchanged: {reason}"), false);
         }
         let draft = plan.notes.get(DRAFT).and_then(|v| v.as_str());
         // An empty verification falls back to the first snapshot; the snapshot is trimmed.
@@ -621,6 +608,7 @@ impl Strategy for GeminiCli {
         if after > reported {
             return self.unchanged(
                 ctx,
+                budget,
                 plan,
                 format!(
                     "inflated: the compressed context ({after} tokens) is larger than the reported prompt ({reported})"

@@ -211,8 +211,8 @@ impl Strategy for ObservationMask {
         Some(plan)
     }
     fn plan_masks(&self, ctx: &Context, budget: &Budget, trigger: Trigger, settled: usize) -> MaskAnswer {
-        let Some(threshold) = self.threshold(ctx, budget) else { return MaskAnswer::Nothing { settled } };
-        if trigger == Trigger::Proactive && self.estimate(ctx) <= threshold {
+        // No threshold: no masking, whatever the trigger (as `plan`).
+        if self.threshold(ctx, budget).is_none() {
             return MaskAnswer::Nothing { settled };
         }
         let Some(last) = self.newest_maskable(ctx) else { return MaskAnswer::Nothing { settled } };

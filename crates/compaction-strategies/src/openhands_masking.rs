@@ -116,7 +116,9 @@ impl Strategy for OpenhandsMasking {
         None
     }
     fn should_compact(&self, ctx: &Context, _budget: &Budget) -> bool {
-        !self.to_mask(ctx).is_empty()
+        // Some observation outside the window is not masked yet (`to_mask` is not empty).
+        let edge = ctx.len().saturating_sub(self.params.attention_window);
+        ctx.entries()[..edge].iter().any(|e| e.role() == Role::Tool && !matches!(e.origin(), Origin::Masked { .. }))
     }
     fn plan(&self, ctx: &Context, _budget: &Budget, trigger: Trigger) -> Option<Plan> {
         let mask = self.to_mask(ctx);

@@ -46,7 +46,7 @@ pub enum Origin {
 pub enum Inserted {
     /// The assistant's acknowledgement after a summary (`Understood.`).
     Acknowledgement,
-    /// The stage digest of `priority-chain`.
+    /// A digest of a staged workflow's approved stages.
     StageDigest,
     /// A placeholder standing for dropped messages (`[Context truncated...]`).
     TruncationNotice,

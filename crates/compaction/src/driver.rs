@@ -1,5 +1,7 @@
 //! The compaction step, written once: plan, summarize, apply, and re-plan on a context-length
-//! error. The replay uses it, and so can any agent that embeds this crate.
+//! error. The [`Compactor`](crate::Compactor) runs it when a strategy has no masks to do in
+//! place (the replay compacts through the `Compactor`), and so can any agent that embeds this
+//! crate and keeps its own context.
 //!
 //! A strategy never calls a model: [`compact`] asks the strategy for a [`Plan`], hands the plan
 //! to the caller's summarizer (a closure: an HTTP client, a cache, a test double), and applies
@@ -77,15 +79,38 @@ pub struct Step {
 /// `summarize` receives the context and summary requests and returns one outcome per request:
 /// the plan's requests (a plan with none still calls it, with an empty slice), and, for a
 /// strategy that asks while it decides ([`Strategy::plan_with`]), each of those one at a time.
-pub fn compact<S, F>(strategy: &S, ctx: &Context, budget: &Budget, trigger: Trigger, mut summarize: F) -> Option<Step>
+pub fn compact<S, F>(strategy: &S, ctx: &Context, budget: &Budget, trigger: Trigger, summarize: F) -> Option<Step>
 where
     S: Strategy + ?Sized,
     F: FnMut(&Context, &[SummaryRequest]) -> Summaries,
 {
-    // The proactive gate, once for every strategy: `plan` is asked only when the trigger fires.
-    if trigger == Trigger::Proactive && !strategy.should_compact(ctx, budget) {
+    if !fires(strategy, ctx, budget, trigger) {
         return None;
     }
+    drive(strategy, ctx, budget, trigger, summarize)
+}
+
+/// The proactive gate, written once for every strategy and both paths (this driver and the
+/// [`Compactor`](crate::Compactor)'s masks in place): a strategy is asked to plan for
+/// [`Trigger::Proactive`] only when [`Strategy::should_compact`] says yes; every other trigger
+/// always fires.
+pub(crate) fn fires<S: Strategy + ?Sized>(strategy: &S, ctx: &Context, budget: &Budget, trigger: Trigger) -> bool {
+    trigger != Trigger::Proactive || strategy.should_compact(ctx, budget)
+}
+
+/// [`compact`] past the proactive gate: the caller (the [`Compactor`](crate::Compactor))
+/// held it.
+pub(crate) fn drive<S, F>(
+    strategy: &S,
+    ctx: &Context,
+    budget: &Budget,
+    trigger: Trigger,
+    mut summarize: F,
+) -> Option<Step>
+where
+    S: Strategy + ?Sized,
+    F: FnMut(&Context, &[SummaryRequest]) -> Summaries,
+{
     let mut plan = strategy.plan_with(ctx, budget, trigger, &mut |c, r| one(&mut summarize, c, r))?;
     let mut trigger = trigger;
     let mut replanned = false;

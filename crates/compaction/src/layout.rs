@@ -3,7 +3,7 @@
 
 use crate::context::{Context, Entry, Origin};
 use crate::message::Message;
-use crate::plan::{Slot, SummaryOutcome, SummaryRequest};
+use crate::plan::{Change, Slot, SummaryOutcome, SummaryRequest};
 use crate::tokens::TokenCounter;
 
 /// A built layout and what it did.
@@ -19,6 +19,21 @@ pub struct Built {
     pub summaries: Vec<String>,
     /// The highest summary round inserted, if any.
     pub round: Option<u32>,
+}
+
+impl Built {
+    /// What the build left, for its event ([`CompactionEvent::new`](crate::CompactionEvent::new)),
+    /// with the failure path's `fallback` if one ran; the summary texts move into it.
+    pub fn change(&mut self, fallback: Option<String>) -> Change<'_> {
+        Change::Built {
+            context: &self.context,
+            removed: self.removed,
+            masked: self.masked,
+            summaries: std::mem::take(&mut self.summaries),
+            round: self.round,
+            fallback,
+        }
+    }
 }
 
 /// Build a context from `layout`. Summary slots take their text from `summaries` (a failed or

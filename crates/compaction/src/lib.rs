@@ -2,7 +2,8 @@
 //!
 //! When a conversation nears the model's window, an agent must drop, mask or summarize old
 //! messages. This crate is the kernel: the message model, token meters, plans and layouts, the
-//! pairing rule, the invariant checker, provider checks, the [`compact`] driver and the
+//! pairing rule, the invariant checker, provider checks, the [`compact`] driver, the per-conversation
+//! [`Compactor`] and the
 //! [`Strategy`] trait (the strategies themselves are the `compaction-strategies` crate). It is pure and synchronous: no I/O, no async, no HTTP. A strategy
 //! never calls a model; it plans, the caller summarizes, the strategy applies, and
 //! [`compact`] drives the three (with a re-plan when the summarizer's own request is too long):
@@ -32,6 +33,7 @@
 //! ```
 
 #![deny(missing_docs)]
+pub mod compactor;
 pub mod context;
 pub mod driver;
 pub mod invariants;
@@ -45,6 +47,7 @@ pub mod request;
 pub mod strategy;
 pub mod tokens;
 
+pub use compactor::{Compaction, Compactor};
 pub use context::{Context, Entry, Inserted, Origin, ToolResults};
 pub use driver::{compact, Step, Summaries};
 pub use invariants::{check_compaction, check_context, Violation};
@@ -54,7 +57,7 @@ pub use masking::{check_masks, mask_in_place, masked_entry, ContextShape, Masked
 pub use message::{Conversation, InRealSummary, Probe, ProbeKind, ProbeOrigin, Tier};
 pub use message::{Message, Role, ThinkingBlock, ThinkingKind, ToolCall};
 pub use plan::{
-    Budget, Compacted, CompactionEvent, Fallback, MaskAnswer, MaskPlan, Plan, Promises, Slot, SummaryFailure,
+    Budget, Change, Compacted, CompactionEvent, Fallback, MaskAnswer, MaskPlan, Plan, Promises, Slot, SummaryFailure,
     SummaryOutcome, SummaryRequest, Trigger, ViolationKind,
 };
 pub use prompt::{InputCuts, Prompt, Transcript};

@@ -1,7 +1,6 @@
 //! Compactions that only mask, done in place.
 //!
-//! A masking strategy (`observation-mask`, `openhands-masking`, `anthropic-clear-tool-uses`)
-//! never drops a message: it replaces old tool outputs with a placeholder. Its context grows
+//! A masking strategy never drops a message: it replaces old tool outputs with a placeholder. Its context grows
 //! with the conversation, and once it is over the strategy's threshold every call has a newly
 //! old output to mask. Through [`Strategy::plan`] and [`Strategy::apply`] each such call lists,
 //! rebuilds and checks the whole context, so a long conversation costs O(history) per call.
@@ -21,7 +20,7 @@
 use crate::context::{Context, Entry, Origin};
 use crate::invariants::{check_compaction, Violation};
 use crate::message::Role;
-use crate::plan::{Budget, Compacted, CompactionEvent, MaskPlan, Trigger};
+use crate::plan::{Budget, Change, Compacted, CompactionEvent, MaskPlan, Trigger};
 use crate::strategy::Strategy;
 use crate::tokens::TokenCounter;
 
@@ -67,24 +66,16 @@ pub fn mask_in_place<S: Strategy + ?Sized>(
             replaced.push((*index, ctx.replace(*index, new.clone(), &meters)));
         }
     }
-    let estimate_after = strategy.estimate(ctx);
-    let shortfall = strategy.threshold(ctx, budget).and_then(|t| estimate_after.checked_sub(t)).filter(|d| *d > 0);
-    let event = CompactionEvent {
-        strategy: strategy.name().to_string(),
-        trigger: plan.trigger,
-        step: plan.step.clone(),
-        estimate_before,
-        estimate_after,
-        messages_before: len,
-        messages_after: len,
+    let heading = (plan.trigger, plan.step.clone(), plan.notes.clone());
+    let change = Change::Built {
+        context: ctx,
         removed: 0,
         masked: replaced.len(),
         summaries: Vec::new(),
         round: None,
         fallback: None,
-        shortfall,
-        notes: plan.notes.clone(),
     };
+    let event = CompactionEvent::new(strategy, budget, heading, (estimate_before, len), change);
     Masked { event, replaced, threshold_before }
 }
 

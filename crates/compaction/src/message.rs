@@ -121,14 +121,14 @@ pub struct Message {
     /// Anthropic model returned them (they come before the text and tool calls).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub thinking: Vec<ThinkingBlock>,
-    /// Stage label for staged workflows (the paper-writing chat of `priority-chain`).
+    /// Stage label for staged workflows (a paper-writing chat's stages).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<String>,
     /// Why the model stopped (`stop`, `length`, `tool_calls`, ...), where recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
     /// Free metadata. Keys used by the project: `stage_decision` (string: the decision recorded
-    /// when a stage was approved; feeds the stage digest of `priority-chain`), `synthetic`
+    /// when a stage was approved; feeds a strategy's stage digest), `synthetic`
     /// (bool: a result added by import repairs), `compact_boundary` (object: a compaction
     /// recorded in the source), `compact_summary` (bool: a summary written by the recorded agent),
     /// `injected` (bool: text injected by the agent harness, not typed by a person).

@@ -60,11 +60,11 @@ pub struct SummaryRequest {
     /// Upper bound on the summary's length, in tokens (the API's output cap).
     pub max_tokens: u32,
     /// The length the prompt itself asks for, in tokens, when the document states one below
-    /// `max_tokens` (001's prompt says "Maximum 800 tokens" under a 1,000-token cap).
+    /// `max_tokens` (a prompt that says "Maximum 800 tokens" under a 1,000-token cap).
     #[serde(default)]
     pub target_tokens: Option<u32>,
     /// The length the prompt asks for in characters, when the document states it that way
-    /// (000's "Max 500 karakter total").
+    /// (a prompt that says "Max 500 karakter total").
     #[serde(default)]
     pub target_chars: Option<u32>,
     /// How the document cuts the span's messages before they reach the summarizer. Every
@@ -151,9 +151,9 @@ impl Slot {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "on_failure", rename_all = "snake_case")]
 pub enum Fallback {
-    /// Return the context unchanged (001).
+    /// Return the context unchanged.
     Unchanged,
-    /// Build this layout instead (003's truncation, 004's pruned context, 000's brute prune).
+    /// Build this layout instead (a truncation, a pruned context, a brute prune).
     Layout {
         /// The failure path's name, kept with the event.
         label: String,
@@ -235,6 +235,33 @@ impl CompactionEvent {
             && self.summaries.is_empty()
             && self.messages_before == self.messages_after
     }
+}
+
+/// What a compaction left, as its [`CompactionEvent`] reports it (the event's constructor,
+/// [`CompactionEvent::new`], measures the rest with the strategy).
+#[derive(Debug, Clone)]
+pub enum Change<'c> {
+    /// The context was left as it was, for the reason given (a failure path): the estimate
+    /// and the entries after are those before, and no shortfall is reported.
+    Unchanged {
+        /// Why, as the event's `fallback`.
+        fallback: String,
+    },
+    /// `context` is what the compaction left.
+    Built {
+        /// The context after the compaction.
+        context: &'c Context,
+        /// Entries of the old context that are not in the new one in any form.
+        removed: usize,
+        /// Entries whose content was replaced by a placeholder.
+        masked: usize,
+        /// The summary texts inserted, in order.
+        summaries: Vec<String>,
+        /// The summary round reached, if a summary was inserted.
+        round: Option<u32>,
+        /// Set when a summary failed and the strategy's failure path built this context.
+        fallback: Option<String>,
+    },
 }
 
 /// The result of [`Strategy::apply`](crate::Strategy::apply).
@@ -352,9 +379,8 @@ impl MaskPlan {
 pub enum MaskAnswer {
     /// The strategy has no in-place path for this context: use [`Strategy::plan`](crate::Strategy::plan).
     Unsupported,
-    /// Nothing to do: [`Strategy::plan`](crate::Strategy::plan) has no plan, or (for [`Trigger::Proactive`])
-    /// [`Strategy::should_compact`](crate::Strategy::should_compact) says no. `settled` is the hint for the next call, as
-    /// [`MaskPlan::settled`].
+    /// Nothing to do: [`Strategy::plan`](crate::Strategy::plan) has no plan. `settled` is the
+    /// hint for the next call, as [`MaskPlan::settled`].
     Nothing {
         /// No entry before this index needs anything from the strategy.
         settled: usize,

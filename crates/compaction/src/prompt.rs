@@ -22,29 +22,29 @@ use crate::message::{Message, Role};
 /// A summary prompt: its name, template and the rules its document sets around the call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Prompt {
-    /// The prompt's name: its file's name without `.md` (`session_summary`, `codex_handoff`).
+    /// The prompt's name: its file's name without `.md` (`session_summary`).
     pub name: Cow<'static, str>,
     /// The template text (see the module docs).
     pub template: Cow<'static, str>,
-    /// How the span is written into `{{messages}}`; each seed's code has its own.
+    /// How the span is written into `{{messages}}` (one of the transcript formats).
     pub transcript: Transcript,
     /// The temperature the document sets (`None`: the configured one).
     pub temperature: Option<f32>,
-    /// Whether the document's code treats an empty answer as a failure (000, 002, 003 and the
-    /// production systems but LangChain) or hands it to the strategy as the summary (001, 004,
-    /// LangChain). Either way an empty answer is counted as a failed summary.
+    /// Whether the document's code treats an empty answer as a failure or hands it to the
+    /// strategy as the summary. Either way an empty answer is counted as a failed summary.
     pub empty_fails: bool,
-    /// Values of placeholders beyond the request's own, by name (000's `stage`, an external
-    /// strategy's `instructions`).
+    /// Values of placeholders beyond the request's own, by name (a workflow's `stage`, an
+    /// external strategy's `instructions`).
     #[serde(default)]
     pub vars: Vec<(Cow<'static, str>, String)>,
-    /// What the template's own placeholders read when the request has no value (001's code
-    /// writes "None - this is the first compaction round." for `previous` and "Unknown task"
-    /// for `task`). Used with this prompt's template only, not with a custom prompt file.
+    /// What the template's own placeholders read when the request has no value (a document's
+    /// code may write "None - this is the first compaction round." for `previous` and
+    /// "Unknown task" for `task`). Used with this prompt's template only, not with a custom
+    /// prompt file.
     #[serde(default)]
     pub defaults: Vec<(Cow<'static, str>, Cow<'static, str>)>,
     /// The first line of a summary written without a model for this prompt (the offline
-    /// stand-in's heading: the one the document's template asks for, such as 001's
+    /// stand-in's heading: the one the document's template asks for, such as
     /// `## Session Summary (Compaction Round {round})`, `{round}` standing for the request's
     /// round); `None`: `## Summary (round N)`.
     #[serde(default)]
@@ -97,21 +97,24 @@ impl Prompt {
     }
 }
 
-/// How a span is written into a summary prompt; each seed's code has its own.
+/// How a span is written into a summary prompt: three transcript formats, each named by its
+/// shape. A strategy picks the one its document's code writes; the kernel knows the formats,
+/// not the strategies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Transcript {
-    /// Seed 000's `llmSummarize`: `[role]: content`, one message after another, joined by a
-    /// newline.
+    /// One line per message, `[role]: content`, a tool call appended as
+    /// ` [tool call name(args)]`, the lines joined by a newline.
     Brackets,
-    /// Seed 001's `formatMessagesForSummary`: `[i] ROLE:\ncontent` joined by `\n\n---\n\n`;
-    /// tool calls as `[Tool: name(args)]`, tool results as `[Result: <JSON string, first 500
-    /// characters>...]`; content over 2,000 characters cut with `\n[...truncated...]`.
+    /// Numbered sections, `[i] ROLE:\ncontent` joined by `\n\n---\n\n`; tool calls as
+    /// `[Tool: name(args)]`, tool results as `[Result: <JSON string, cut to the request's
+    /// `tool_result_chars`>...]`; a section over the request's `message_chars` cut with
+    /// `\n[...truncated...]`.
     Indexed,
-    /// Seed 004's `messagesToText`: `ROLE:\ncontent` joined by `\n\n---\n\n`; tool calls as
-    /// `[Called name with: args]`, results as `[name result: <first 500 characters>...]`, or
-    /// `[name result: cleared]` once pruned. Also used for 002, 003, the production systems
-    /// and custom prompts.
+    /// Unnumbered sections, `ROLE:\ncontent` joined by `\n\n---\n\n`; tool calls as
+    /// `[Called name with: args]`, results as `[name result: <JSON string, cut to the
+    /// request's `tool_result_chars`>...]`, or `[name result: cleared]` once masked. The
+    /// default, and the format of custom prompts.
     Sections,
 }
 
@@ -132,9 +135,8 @@ fn tool_name(m: &Message) -> &str {
 }
 
 impl Transcript {
-    /// Write entries `span` of `ctx`, cut as the request's document cuts them (`cuts`: 001's
-    /// 2,000 characters per message and 500 per result, 004's 500 per result, none for 000,
-    /// 002 and 003).
+    /// Write entries `span` of `ctx`, cut as the request's document cuts them (`cuts`: a
+    /// length per message, per tool result, or none).
     pub fn render(self, ctx: &Context, span: &[usize], cuts: &InputCuts) -> String {
         let entries: Vec<_> = span.iter().filter_map(|&i| ctx.get(i)).collect();
         match self {
@@ -222,7 +224,7 @@ pub struct InputCuts {
 }
 
 impl InputCuts {
-    /// No cut: the span as it is (000, 002, 003).
+    /// No cut: the span as it is.
     pub const NONE: InputCuts = InputCuts { message_chars: None, tool_result_chars: None };
 
     /// `text` cut to its first `n` characters when `n` is set and the text is longer; the

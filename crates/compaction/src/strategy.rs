@@ -8,8 +8,8 @@
 use crate::context::Context;
 use crate::layout::build_layout;
 use crate::plan::{
-    Budget, Compacted, CompactionEvent, Fallback, MaskAnswer, Plan, Promises, Slot, SummaryOutcome, SummaryRequest,
-    Trigger,
+    Budget, Change, Compacted, CompactionEvent, Fallback, MaskAnswer, Plan, Promises, Slot, SummaryOutcome,
+    SummaryRequest, Trigger,
 };
 use crate::request::{Provider, RequestRule};
 use crate::tokens::TokenCounter;
@@ -28,7 +28,7 @@ pub struct Profile {
     /// compacted.
     pub sees_recorded_summaries: bool,
     /// Whether each request starts again from the full history rather than from the context
-    /// the previous compaction left (000's route rebuilds its message list from the stored
+    /// the previous compaction left (a route that rebuilds its message list from the stored
     /// conversation on every call). A caller that honours it hands [`Strategy::plan`] the full
     /// history before every call.
     pub rebuilds_from_history: bool,
@@ -52,7 +52,7 @@ impl Default for Profile {
 /// A compaction strategy. Implementations are stateless: everything they need to know about
 /// earlier compactions is in the context (summaries carry their round and coverage).
 pub trait Strategy: Send + Sync {
-    /// The strategy's name (`keep-last-n`, ...).
+    /// The strategy's name, as its catalog lists it.
     fn name(&self) -> &'static str;
     /// What a harness needs to know beyond planning: the request rules the strategy's document
     /// breaks, whether it sees recorded summaries or rebuilds from the full history, and its
@@ -80,7 +80,7 @@ pub trait Strategy: Send + Sync {
     /// configuration that cannot operate is reported as inapplicable and never ranked: it was
     /// never able to run. The default: a proactive threshold (on an empty context) above the
     /// window can never fire on a request that fits (one at the window fires on the request
-    /// that overflows it, as `letta` and `openhands` do by design).
+    /// that overflows it, as some documents do by design).
     fn can_operate(&self, budget: &Budget) -> Result<(), String> {
         match self.threshold(&Context::new(), budget) {
             Some(t) if t > budget.context_window => Err(format!(
@@ -100,12 +100,13 @@ pub trait Strategy: Send + Sync {
     }
     /// Decide what to do for `trigger`. `None` means nothing to do (nothing compactable). For
     /// [`Trigger::Proactive`] it is asked only after [`Strategy::should_compact`] said yes:
-    /// the [`compact`](crate::compact) driver holds that gate for every strategy, so a
+    /// the kernel holds that gate for every strategy and both paths (the
+    /// [`compact`](crate::compact) driver and the [`Compactor`](crate::Compactor)), so a
     /// strategy does not repeat it.
     fn plan(&self, ctx: &Context, budget: &Budget, trigger: Trigger) -> Option<Plan>;
     /// [`Strategy::plan`] for a strategy that needs summaries while it decides: `summarize`
-    /// makes one, as the caller makes a plan's requests. `letta` asks for its first summary
-    /// before it decides whether a second pass over everything is needed; a process speaking
+    /// makes one, as the caller makes a plan's requests. A strategy may ask for its first
+    /// summary before it decides whether a second pass over everything is needed; a process speaking
     /// the external-strategy protocol asks before it answers. Every other strategy decides
     /// first and asks after, in [`Plan::requests`]; for it this is `plan`.
     fn plan_with(
@@ -120,13 +121,12 @@ pub trait Strategy: Send + Sync {
     }
     /// The plan [`Strategy::plan`] would make for `trigger`, as masks done in place, when that
     /// plan only masks ([`crate::masking`]): the same compaction at the cost of what changed.
-    /// `settled` is the [`MaskPlan::settled`](crate::MaskPlan::settled) of the
-    /// previous answer on this context (grown since by appends and by those masks only), or 0:
-    /// no entry before it needs looking at. For [`Trigger::Proactive`] the answer is
-    /// [`MaskAnswer::Nothing`] when
-    /// [`Strategy::should_compact`] says no. The default,
-    /// [`MaskAnswer::Unsupported`], sends the caller
-    /// to `plan`.
+    /// `settled` is the [`MaskPlan::settled`](crate::MaskPlan::settled) of the previous answer
+    /// on this context (grown since by appends and by those masks only), or 0: no entry before
+    /// it needs looking at. Like `plan`, it is asked for [`Trigger::Proactive`] only after
+    /// [`Strategy::should_compact`] said yes: the [`Compactor`](crate::Compactor) holds that
+    /// gate, so an implementation does not repeat it. The default,
+    /// [`MaskAnswer::Unsupported`], sends the caller to `plan`.
     fn plan_masks(&self, ctx: &Context, budget: &Budget, trigger: Trigger, settled: usize) -> MaskAnswer {
         let _ = (ctx, budget, trigger, settled);
         MaskAnswer::Unsupported
@@ -138,8 +138,8 @@ pub trait Strategy: Send + Sync {
     /// What the conformance checker may hold the strategy to.
     fn promises(&self, ctx: &Context, budget: &Budget) -> Promises;
     /// Where the strategy places prompt-cache breakpoints in `ctx`: the indices of the entries
-    /// a breakpoint follows, in order. `None`: the caller's default rule (002 recomputes its
-    /// own cache points after every render).
+    /// a breakpoint follows, in order. `None`: the caller's default rule (a strategy that
+    /// recomputes its own cache points after every render says where).
     fn cache_breakpoints(&self, _ctx: &Context) -> Option<Vec<usize>> {
         None
     }
@@ -155,8 +155,8 @@ pub fn apply_layout<S: Strategy + ?Sized>(
 ) -> Compacted {
     let estimate_before = strategy.estimate(ctx);
     let failed = plan.requests.iter().enumerate().find_map(|(i, _)| match summaries.get(i) {
-        // An empty summary is a failed summary (003: "LLM summarization fails (timeout,
-        // error, empty)"); every strategy takes its failure path on it.
+        // An empty summary is a failed summary ("LLM summarization fails (timeout, error,
+        // empty)"); every strategy takes its failure path on it.
         Some(Ok(t)) if t.trim().is_empty() => Some("empty summary".to_string()),
         Some(Ok(_)) => None,
         Some(Err(e)) => Some(e.reason.clone()),
@@ -165,45 +165,73 @@ pub fn apply_layout<S: Strategy + ?Sized>(
     let (layout, fallback): (&[Slot], Option<String>) = match (&failed, &plan.fallback) {
         (None, _) => (&plan.layout, None),
         (Some(reason), Fallback::Unchanged) => {
-            let event = CompactionEvent {
-                strategy: strategy.name().to_string(),
-                trigger: plan.trigger,
-                step: plan.step.clone(),
-                estimate_before,
-                estimate_after: estimate_before,
-                messages_before: ctx.len(),
-                messages_after: ctx.len(),
-                removed: 0,
-                masked: 0,
-                summaries: Vec::new(),
-                round: None,
-                fallback: Some(format!("unchanged: {reason}")),
-                shortfall: None,
-                notes: plan.notes.clone(),
-            };
+            let fallback = format!("unchanged: {reason}");
+            let before = (estimate_before, ctx.len());
+            let event = CompactionEvent::new(
+                strategy,
+                budget,
+                (plan.trigger, plan.step.clone(), plan.notes.clone()),
+                before,
+                Change::Unchanged { fallback },
+            );
             return Compacted { context: ctx.clone(), event };
         }
         (Some(reason), Fallback::Layout { label, layout }) => (layout, Some(format!("{label}: {reason}"))),
     };
-    let built = build_layout(ctx, layout, &plan.requests, summaries, &[strategy.estimator()]);
-    let estimate_after = strategy.estimate(&built.context);
-    let shortfall =
-        strategy.threshold(&built.context, budget).and_then(|t| estimate_after.checked_sub(t)).filter(|d| *d > 0);
-    let event = CompactionEvent {
-        strategy: strategy.name().to_string(),
-        trigger: plan.trigger,
-        step: plan.step.clone(),
-        estimate_before,
-        estimate_after,
-        messages_before: ctx.len(),
-        messages_after: built.context.len(),
-        removed: built.removed,
-        masked: built.masked,
-        summaries: built.summaries,
-        round: built.round,
-        fallback,
-        shortfall,
-        notes: plan.notes.clone(),
-    };
+    let mut built = build_layout(ctx, layout, &plan.requests, summaries, &[strategy.estimator()]);
+    let heading = (plan.trigger, plan.step.clone(), plan.notes.clone());
+    let event = CompactionEvent::new(strategy, budget, heading, (estimate_before, ctx.len()), built.change(fallback));
     Compacted { context: built.context, event }
+}
+
+impl CompactionEvent {
+    /// The event of one compaction by `strategy`: `heading` is what it was made for, the
+    /// step that decided it and the plan's notes; `before` the strategy's estimate and the
+    /// entries of the context before it; `change` what it left. The estimate after and the
+    /// shortfall (the estimate still over the strategy's threshold on the new context) are
+    /// measured here, with the strategy's own estimator: every path that compacts (a layout,
+    /// masks done in place, a strategy's own failure path) writes its event through this one
+    /// constructor.
+    pub fn new<S: Strategy + ?Sized>(
+        strategy: &S,
+        budget: &Budget,
+        heading: (Trigger, String, serde_json::Map<String, serde_json::Value>),
+        before: (u64, usize),
+        change: Change<'_>,
+    ) -> CompactionEvent {
+        let (trigger, step, notes) = heading;
+        let (estimate_before, messages_before) = before;
+        let mut event = CompactionEvent {
+            strategy: strategy.name().to_string(),
+            trigger,
+            step,
+            estimate_before,
+            estimate_after: estimate_before,
+            messages_before,
+            messages_after: messages_before,
+            removed: 0,
+            masked: 0,
+            summaries: Vec::new(),
+            round: None,
+            fallback: None,
+            shortfall: None,
+            notes,
+        };
+        match change {
+            Change::Unchanged { fallback } => event.fallback = Some(fallback),
+            Change::Built { context, removed, masked, summaries, round, fallback } => {
+                let estimate_after = strategy.estimate(context);
+                event.shortfall =
+                    strategy.threshold(context, budget).and_then(|t| estimate_after.checked_sub(t)).filter(|d| *d > 0);
+                event.estimate_after = estimate_after;
+                event.messages_after = context.len();
+                event.removed = removed;
+                event.masked = masked;
+                event.summaries = summaries;
+                event.round = round;
+                event.fallback = fallback;
+            }
+        }
+        event
+    }
 }

@@ -1,13 +1,13 @@
-//! Token meters: the seeds' character heuristics and exact BPE counting.
+//! Token meters: the character heuristics strategies' documents use, and exact BPE counting.
 //!
 //! A [`TokenCounter`] measures a message in its own *units* and turns a sum of units into
-//! tokens. For most counters a unit is a token; `priority-chain` (000) is the exception: it
+//! tokens. For most counters a unit is a token; [`CharsOver4`] is the exception: it
 //! sums characters over the whole context and rounds once (`ceil(total_chars / 4)`), so its
 //! unit is a character. Units are additive, which is what lets a [`crate::Context`] cache them
 //! per message and keep running totals: appending k messages costs O(k).
 //!
-//! Character counts follow each seed's language: the TypeScript seeds (000, 001, 004) use
-//! `String.length`, which counts UTF-16 code units; the Go seed (003) uses `len(s)`, which
+//! Character counts follow the language a document's code is written in: TypeScript's
+//! `String.length` counts UTF-16 code units ([`js_len`]); Go's `len(s)` ([`LenOver4Plus4`])
 //! counts bytes. On ASCII text they agree; on CJK or emoji they differ by up to 3x.
 
 use std::collections::HashSet;
@@ -87,14 +87,14 @@ pub fn js_ceil4(text: &str) -> u64 {
     js_len(text).div_ceil(4)
 }
 
-/// The JSON text a tool call's arguments stand for: the recorded string itself. The seeds
-/// stringify an arguments object; our messages already carry that string.
+/// The JSON text a tool call's arguments stand for: the recorded string itself. A document's
+/// code may stringify an arguments object; our messages already carry that string.
 fn call_args(args: &str) -> &str {
     args
 }
 
-/// 000 `priority-chain`: `Math.ceil(totalChars / 4)` over message `content` only, rounded once
-/// over the whole list. Tool calls are not counted (the seed counts `content` strings only).
+/// `Math.ceil(totalChars / 4)` over message `content` only, rounded once over the whole list.
+/// Tool calls are not counted (only `content` strings are).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CharsOver4;
 
@@ -153,7 +153,7 @@ static ESCAPED_UNITS: [u8; 256] = {
     t
 };
 
-/// 001 `keep-last-n`: per message `2 + ceil(content/4)`, plus `ceil(name/4) + ceil(args/4)` for
+/// Per message `2 + ceil(content/4)`, plus `ceil(name/4) + ceil(args/4)` for
 /// every tool call; a tool result counts `ceil(JSON.stringify(result).length / 4)` (see
 /// [`js_stringify_result_len`]), as the document's `estimateMessagesTokens` does for its
 /// `tool-result` parts.
@@ -180,7 +180,7 @@ impl TokenCounter for CharsOver4Plus2 {
     }
 }
 
-/// 003 `split-fraction`: per message `len(content)/4 + 4` with Go's `len` (bytes) and integer
+/// Per message `len(content)/4 + 4` with Go's `len` (bytes) and integer
 /// division. The system prompt is `len(system)/4` with no overhead.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LenOver4Plus4;
@@ -200,10 +200,10 @@ impl TokenCounter for LenOver4Plus4 {
     }
 }
 
-/// 004 `prune-then-summarize`: per message 4 tokens of role overhead plus `ceil(text/4)` over its
+/// Per message 4 tokens of role overhead plus `ceil(text/4)` over its
 /// text, tool-call names and JSON arguments, and tool outputs.
 ///
-/// As in the seed's token service (`countPartTokens`), a tool output counts as
+/// As a token service's `countPartTokens` does, a tool output counts as
 /// `ceil(JSON.stringify(output).length / 4)` (see [`js_stringify_result_len`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CharsOver4Role4;
@@ -241,7 +241,7 @@ pub fn js_stringify_result(text: &str) -> String {
     serde_json::to_string(text).unwrap_or_default()
 }
 
-/// 004 `prune-then-summarize`: the token service's `countMessageTokens` with `gpt-tokenizer`
+/// A token service's `countMessageTokens` with `gpt-tokenizer`
 /// (o200k_base for current models): 4 tokens of role overhead per message plus the BPE tokens
 /// of its text, of each tool call's name and JSON arguments, and of a tool result's
 /// `JSON.stringify(output)`. With a margin (Gap 6's `countTokensWithModelAdjustment` for a

@@ -193,6 +193,14 @@ impl Summarizer for DrySummarizer {
         self.summarize_with_kind(ctx, request).map_err(|e| e.failure)
     }
     fn summarize_with_kind(&self, ctx: &Context, request: &SummaryRequest) -> Result<Summary, SummaryError> {
+        self.summarize_with_store(ctx, request, None)
+    }
+    fn summarize_with_store(
+        &self,
+        ctx: &Context,
+        request: &SummaryRequest,
+        store: Option<&crate::summarize::offline::Store>,
+    ) -> Result<Summary, SummaryError> {
         let Ok((chat, _)) = self.llm.chat_request(ctx, request) else {
             // The run would fail this summary before sending it.
             return Err(SummaryError::from(SummaryFailure { reason: "the strategy's prompt does not parse".into() }));
@@ -204,7 +212,7 @@ impl Summarizer for DrySummarizer {
                 output_tokens: r.usage.completion_tokens,
                 cached_tokens: r.usage.cached_tokens,
             }),
-            None => self.offline.summarize_with_kind(ctx, request),
+            None => self.offline.summarize_with_store(ctx, request, store),
         }
     }
 }

@@ -29,6 +29,10 @@
 //!    the recording does, and is billed and scored.
 //! 5. The recorded assistant message is appended, then the messages after it.
 //!
+//! Every compaction goes through the kernel's per-conversation [`compaction::Compactor`],
+//! which holds the context, the proactive gate and the in-place masking path; the replay
+//! meters, bills, checks providers and asks probes around each of its steps.
+//!
 //! A compaction whose summary failed and whose strategy keeps the context unchanged is still a
 //! compaction event (with its `fallback`), and counts in `compactions`.
 //!
@@ -62,11 +66,11 @@
 //! # Invariants
 //!
 //! [`check_context`](compaction::check_context) runs on every request (incrementally: between compactions only the new
-//! messages are scanned, with the same result) and [`check_compaction`] on every compaction. Every
+//! messages are scanned, with the same result) and [`check_compaction`](compaction::check_compaction) on every compaction. Every
 //! violation counts, documented deviations included (they are findings). Two rules keep counts
 //! honest: a structural violation of a request (an orphan result, an unanswered call, several
 //! summaries) counts once when it appears, not again on every later request that still carries
-//! it; and the structural violations [`check_compaction`] reports are not counted a second time,
+//! it; and the structural violations [`check_compaction`](compaction::check_compaction) reports are not counted a second time,
 //! since the request after the compaction reports them. Non-structural ones (system prompt
 //! changed, order, recent window, below threshold, role alternation, unreported overflow) count
 //! once per compaction.
@@ -155,7 +159,7 @@
 //! - a compaction that only masks ([`Strategy::plan_masks`]) is done in place
 //!   ([`compaction::masking`]): the strategy looks only past what its previous masking
 //!   settled, the context keeps its running totals, the compaction check reads a
-//!   [`ContextShape`] kept as the context grows, and the prefix cache compares from the first
+//!   [`ContextShape`](compaction::ContextShape) kept as the context grows, and the prefix cache compares from the first
 //!   masked entry. Both paths give the same figures (`compaction::masking`'s tests compare
 //!   them call by call);
 //! - the probes of a checkpoint look their source messages up in one set.
@@ -174,14 +178,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Instant;
 
+use compaction::compactor::Path;
 use compaction::{
-    check_compaction, check_masks, mask_in_place, Budget, Context, ContextShape, Conversation, Encoding, Entry, Exact,
-    IncrementalCheck, MaskAnswer, MaskPlan, Message, Origin, Probe, Profile, Provider, Rejection, RequestRule, Role,
-    Strategy, Summaries, SummaryOutcome, TokenCounter, Trigger, Violation, ViolationKind,
+    Budget, Context, Conversation, Encoding, Entry, Exact, IncrementalCheck, Message, Probe, Profile, Provider,
+    RequestRule, Role, Strategy, Summaries, SummaryOutcome, TokenCounter, Trigger,
 };
 use compaction_strategies::StrategyConfig;
-
-use compaction::pairing::ToolPairing;
 
 use crate::session::Compactor;
 use crate::timing::{within, Step};
@@ -192,15 +194,6 @@ pub const MAX_REACTIVE_ATTEMPTS: usize = 3;
 pub use runlog::settings::{
     CacheProfile, OverflowPolicy, PrefixShare, Price, ANTHROPIC_CACHE_MIN, OPENAI_CACHE_MIN, OPENAI_CACHE_STEP,
 };
-
-/// Tokens of a request of `tokens` with `cached` read from the cache that the profile writes to
-/// the cache: under [`CacheProfile::Anthropic`], the uncached part of a cacheable request.
-pub fn cache_writes(profile: CacheProfile, tokens: u64, cached: u64) -> u64 {
-    match profile {
-        CacheProfile::Anthropic if tokens >= ANTHROPIC_CACHE_MIN => tokens.saturating_sub(cached),
-        _ => 0,
-    }
-}
 
 /// Everything that defines one replay configuration besides the conversation.
 #[derive(Debug, Clone, PartialEq)]
@@ -276,9 +269,14 @@ pub fn replay(
     replay_built(conversation, Compactor::Stateless(strategy.as_ref()), settings, summarizer, judge)
 }
 
+mod cache;
+mod checks;
 pub mod next_action;
 mod recorded;
 mod recording;
+pub use cache::cache_writes;
+use cache::PreviousRequest;
+use checks::{is_structural, RequestChecker};
 pub use recorded::Recorded;
 pub use recording::{checkpoints_of, recording_faults};
 use recording::{first_call_from, is_live_request, recorded_summary_tokens, recording_rejections, share_of_calls};
@@ -293,16 +291,20 @@ pub fn replay_built(
     summarizer: &dyn Summarizer,
     judge: &dyn Judge,
 ) -> Result<PairMetrics, ReplayError> {
-    replay_with(conversation, strategy, settings, Models { summarizer, judge, next_action: None })
+    replay_with(conversation, strategy, settings, Models { summarizer, judge, next_action: None, recorded: None })
 }
 
 /// The models a replay asks: the summarizer, the judge, and the next-action model when the
-/// experiment measures next-action agreement ([`next_action::NextActionModel`]).
+/// experiment measures next-action agreement ([`next_action::NextActionModel`]); and the
+/// conversation's shared entries with the offline judge's and summarizer's stores, when the
+/// caller keeps them ([`Recorded`]: a run keeps one per conversation for all its pairs).
 #[derive(Clone, Copy)]
 pub struct Models<'m> {
     pub summarizer: &'m dyn Summarizer,
     pub judge: &'m dyn Judge,
     pub next_action: Option<&'m dyn next_action::NextActionModel>,
+    /// Used only when it holds the replayed conversation ([`Recorded::holds`]).
+    pub recorded: Option<&'m Recorded>,
 }
 
 /// [`replay_built`] with a next-action model besides the summarizer and the judge.
@@ -312,7 +314,16 @@ pub fn replay_with(
     settings: &ReplaySettings,
     models: Models<'_>,
 ) -> Result<PairMetrics, ReplayError> {
-    let Models { summarizer, judge, next_action: asker } = models;
+    let Models { summarizer, judge, next_action: asker, recorded } = models;
+    // The conversation's shared entries and stores, or this replay's own.
+    let own;
+    let recorded = match recorded.filter(|r| r.holds(conversation)) {
+        Some(shared) => shared,
+        None => {
+            own = Recorded::own(conversation, settings.encoding);
+            &own
+        }
+    };
     let started = Instant::now();
     let n = conversation.messages.len();
     let mut checkpoints: BTreeMap<usize, Vec<(&Probe, u32)>> = BTreeMap::new();
@@ -362,22 +373,17 @@ pub fn replay_with(
         Some(s) => s.as_ref(),
         None => strategy.strategy(),
     };
+    let exact = Exact::new(settings.encoding);
     std::thread::scope(|scope| {
-        let mut r = Replayer::new(conversation, settings, strategy, summarizer, judge, scope);
+        let mut r = Replayer::new(conversation, settings, strategy, summarizer, judge, scope, &exact);
         r.asker = asker;
         r.metrics.inapplicable_reason = strategy.can_operate(&budget).err();
-        if r.profile.rebuilds_from_history {
-            r.history = Some(Context::new());
-        }
         if let Some(probes) = checkpoints.get(&0) {
             within(Step::Judging, || r.ask(probes, 0));
         }
-        let lent = Recorded::lent_for(conversation);
+        r.recorded = Some(recorded);
         for (i, m) in conversation.messages.iter().enumerate() {
-            let entry = match &lent {
-                Some(recorded) => recorded.entries[i].clone(),
-                None => Entry::recorded(i, m.clone()),
-            };
+            let entry = recorded.entries[i].clone();
             if m.role == Role::Assistant {
                 let thinking: u64 = m.thinking.iter().map(|b| r.exact.text_tokens(b.text())).sum();
                 r.call(i, entry.tokens(&r.exact) + thinking);
@@ -416,91 +422,6 @@ fn stopped_at_length(m: &Message) -> bool {
     m.finish_reason.as_deref() == Some("length")
 }
 
-/// The violations [`compaction::check_context`] reports, counted on requests.
-fn is_structural(kind: ViolationKind) -> bool {
-    matches!(
-        kind,
-        ViolationKind::OrphanToolResult | ViolationKind::UnansweredToolCall | ViolationKind::MultipleSummaries
-    )
-}
-
-/// A stable identity for a request's violation, so that one carried from request to request
-/// counts once: the entry and call id of a pairing problem, the live summaries of
-/// [`Violation::MultipleSummaries`].
-fn violation_key(ctx: &Context, checker: &RequestChecker, v: &Violation) -> String {
-    match v {
-        Violation::OrphanToolResult { index, call_id } | Violation::UnansweredToolCall { index, call_id } => {
-            format!("{}|{:?}|{call_id}", v.kind().as_str(), ctx.get(*index).map(|e| e.origin()))
-        }
-        Violation::MultipleSummaries { .. } => format!("{}|{:?}", v.kind().as_str(), checker.summaries),
-        other => other.to_string(),
-    }
-}
-
-/// Two entries that put the same bytes in a request.
-fn same_message(a: &Entry, b: &Entry) -> bool {
-    std::ptr::eq(a.message(), b.message()) || a.message() == b.message()
-}
-
-/// [`compaction::check_context`], kept up to date as the context grows.
-///
-/// Between compactions a request is the previous one plus appended messages, so the checker
-/// scans only the new entries (pairing results with open calls as `check_context` does) and
-/// lists the calls still open; after a compaction it rescans the new context. Its answer is the
-/// same set of violations as `check_context` on the same context (tested below), at O(new
-/// messages) per request.
-#[derive(Debug, Default)]
-struct RequestChecker {
-    /// The pairing of the entries scanned so far (compaction's one pairing rule).
-    pairing: ToolPairing,
-    /// The live summaries: round and first and last recorded message covered.
-    summaries: Vec<(u32, Option<usize>, Option<usize>)>,
-}
-
-impl RequestChecker {
-    /// Forget everything: the context was replaced.
-    fn reset(&mut self) {
-        *self = RequestChecker::default();
-    }
-
-    /// The violations of `ctx`, which extends the context of the previous call (or was reset).
-    fn check(&mut self, ctx: &Context) -> Vec<Violation> {
-        for e in ctx.entries().iter().skip(self.pairing.len()) {
-            self.pairing.push(e.message());
-            if let Origin::Summary { round, covers } = e.origin() {
-                self.summaries.push((*round, covers.first().copied(), covers.last().copied()));
-            }
-        }
-        let mut out: Vec<Violation> = self
-            .pairing
-            .orphans()
-            .iter()
-            .map(|(index, call_id)| Violation::OrphanToolResult { index: *index, call_id: call_id.clone() })
-            .collect();
-        out.extend(
-            self.pairing
-                .unanswered()
-                .into_iter()
-                .map(|(index, call_id)| Violation::UnansweredToolCall { index, call_id }),
-        );
-        if self.summaries.len() > 1 {
-            out.push(Violation::MultipleSummaries { count: self.summaries.len() });
-        }
-        out
-    }
-}
-
-/// What the cache needs to know about the previous request.
-#[derive(Debug, Clone)]
-struct PreviousRequest {
-    len: usize,
-    tokens: u64,
-    system_tokens: Option<u64>,
-    /// The strategy's own cache breakpoints, as (entries up to and including the breakpoint,
-    /// exact tokens of that prefix), when it places them.
-    breakpoints: Option<Vec<(usize, u64)>>,
-}
-
 /// The state of one replay.
 /// One checkpoint's probes, with what was true when they were asked.
 struct Checkpoint<'a, 's> {
@@ -530,7 +451,9 @@ struct Replayer<'a, 's> {
     judge: &'a dyn Judge,
     exact: Exact,
     budget: Budget,
-    ctx: Context,
+    /// The conversation's compaction: the context, the full history for a strategy that
+    /// rebuilds from it, the masking progress and the proactive gate.
+    compactor: compaction::Compactor<'a>,
     metrics: PairMetrics,
     /// Exact tokens of every recorded message appended so far.
     uncompacted: u64,
@@ -549,26 +472,12 @@ struct Replayer<'a, 's> {
     /// Per provider: how many of its settled rejections were judged, and the rules of those
     /// charged to the strategy.
     provider_rules: [(usize, BTreeSet<RequestRule>); 2],
-    /// The order and alternation facts of the current context ([`ContextShape`]), for the
-    /// check of an in-place masking.
-    shape: ContextShape,
-    /// What the strategy's last in-place answer settled ([`MaskPlan::settled`]); 0 after any
-    /// other compaction.
-    mask_settled: usize,
     /// Entries replaced in place since the previous request, before any compaction that
     /// rebuilt the context (index, the entry as the previous request had it): what the prefix
     /// cache compares with.
     edits: Vec<(usize, Entry)>,
     /// The last recorded assistant message stopped at its output limit.
     length_stop: bool,
-    /// The full history, for a strategy that rebuilds every request from it
-    /// ([`Profile::rebuilds_from_history`]).
-    history: Option<Context>,
-    /// The context differs from the history (a compaction ran since the last rebuild).
-    diverged: bool,
-    /// This call's request starts from `history`, which is not copied into `ctx` unless the
-    /// request turns out to be the whole history: a compaction reads it where it is.
-    from_history: bool,
     /// Index of the recorded assistant message of the first rejected call (`fail` only).
     rejected_at: Option<usize>,
     /// Tool-call ids the recording itself leaves unpaired ([`recording_faults`]): a violation
@@ -603,6 +512,8 @@ struct Replayer<'a, 's> {
     tracker: next_action::Tracker,
     /// The next-action model, when agreement is measured.
     asker: Option<&'a dyn next_action::NextActionModel>,
+    /// The conversation's entries and the offline judge's and summarizer's stores.
+    recorded: Option<&'a Recorded>,
     /// Its answers being made on their own threads: (compaction event, answer).
     asking: Vec<(usize, std::thread::ScopedJoinHandle<'s, next_action::Asked>)>,
 }
@@ -615,6 +526,7 @@ impl<'a, 's> Replayer<'a, 's> {
         summarizer: &'a dyn Summarizer,
         judge: &'a dyn Judge,
         scope: &'s std::thread::Scope<'s, 'a>,
+        meter: &'a Exact,
     ) -> Replayer<'a, 's> {
         Replayer {
             scope,
@@ -626,7 +538,7 @@ impl<'a, 's> Replayer<'a, 's> {
             judge,
             exact: Exact::new(settings.encoding),
             budget: Budget::new(settings.window),
-            ctx: Context::new(),
+            compactor: compaction::Compactor::new(strategy, Budget::new(settings.window)).with_meter(meter),
             metrics: PairMetrics::default(),
             deferred: Vec::new(),
             uncompacted: 0,
@@ -637,13 +549,8 @@ impl<'a, 's> Replayer<'a, 's> {
             checker: RequestChecker::default(),
             providers: Provider::ALL.map(IncrementalCheck::new),
             provider_rules: Default::default(),
-            shape: ContextShape::new(),
-            mask_settled: 0,
             edits: Vec::new(),
             length_stop: false,
-            history: None,
-            diverged: false,
-            from_history: false,
             rejected_at: None,
             recording_faults: recording_faults(conversation),
             recording_rejections: recording_rejections(conversation),
@@ -658,6 +565,7 @@ impl<'a, 's> Replayer<'a, 's> {
             calling: 0,
             tracker: next_action::Tracker::default(),
             asker: None,
+            recorded: None,
             asking: Vec::new(),
         }
     }
@@ -672,41 +580,11 @@ impl<'a, 's> Replayer<'a, 's> {
     /// [`crate::directives::carries`]) holds it too: the agent still knows what was asked.
     fn holds_live_request(&self) -> bool {
         let (Some(at), Some(live)) = (self.live_request, self.live_request()) else { return true };
-        self.ctx.entries().iter().rev().any(|e| {
+        self.compactor.context().entries().iter().rev().any(|e| {
             e.origin().verbatim_index() == Some(at)
                 || (e.role() == Role::User && e.message().content == live.content)
                 || (e.origin().is_summary() && crate::directives::carries(&live.content, &e.message().content))
         })
-    }
-
-    /// Exact tokens of the thinking blocks Anthropic counts in the request: those of the
-    /// assistant messages of the current tool loop (after the last user message that is not a
-    /// tool result); earlier turns' blocks are stripped. 0 for a recording without thinking.
-    fn loop_thinking_tokens(&self) -> u64 {
-        if !self.thinking_in_use {
-            return 0;
-        }
-        let entries = self.ctx.entries();
-        let start = entries.iter().rposition(|e| e.role() == Role::User).map_or(0, |i| i + 1);
-        entries[start..]
-            .iter()
-            .filter(|e| e.role() == Role::Assistant)
-            .flat_map(|e| e.message().thinking.iter())
-            .map(|b| self.exact.text_tokens(b.text()))
-            .sum()
-    }
-
-    /// Anthropic's thinking rule on the current request: in a tool loop still running, the
-    /// latest assistant message must carry the thinking blocks the recording's has.
-    fn thinking_refused(&self) -> bool {
-        let Some(recorded) = self.last_assistant.map(|i| &self.conversation.messages[i]) else { return false };
-        if recorded.thinking.is_empty() {
-            return false;
-        }
-        let entries = self.ctx.entries();
-        let Some(last) = entries.iter().rposition(|e| e.role() == Role::Assistant) else { return false };
-        let tail: Vec<&Message> = entries[last..].iter().map(|e| e.message()).collect();
-        compaction::thinking_rejection(&tail, Some(&recorded.thinking)).is_some()
     }
 
     /// Record the user directives `summaries` state that no user message so far holds: those
@@ -775,75 +653,7 @@ impl<'a, 's> Replayer<'a, 's> {
             }
             _ => {}
         }
-        if let Some(h) = &mut self.history {
-            h.push_metered(entry.clone(), &[&self.exact, self.strategy.estimator()]);
-        }
-        self.ctx.push_metered(entry, &[&self.exact, self.strategy.estimator()]);
-    }
-
-    /// Start the request from the full history when the strategy rebuilds it on every call.
-    /// The context the previous request left (plus what was appended since) becomes the
-    /// pre-compaction context, so the prefix cache compares with what was really sent. The
-    /// history is read where it is ([`Replayer::source`]); it is copied into the context only
-    /// when no compaction replaces it ([`Replayer::materialize`]).
-    fn rebuild(&mut self) {
-        if self.history.is_none() || !self.diverged {
-            return;
-        }
-        self.from_history = true;
-        self.diverged = false;
-    }
-
-    /// The context this call's compaction starts from: the full history after a rebuild, else
-    /// the current context.
-    fn source(&self) -> &Context {
-        match (&self.history, self.from_history) {
-            (Some(history), true) => history,
-            _ => &self.ctx,
-        }
-    }
-
-    /// The request is the full history after all: copy it into the context.
-    fn materialize(&mut self) {
-        if !self.from_history {
-            return;
-        }
-        self.from_history = false;
-        let Some(history) = &self.history else { return };
-        let carried = std::mem::replace(&mut self.ctx, history.clone());
-        if self.pre_compaction.is_none() {
-            self.pre_compaction = Some(carried);
-        }
-        self.forget_context();
-    }
-
-    /// The strategy's breakpoints in the current request as (entries through it, exact
-    /// tokens of that prefix), when it places its own and the profile reads breakpoints.
-    fn breakpoints(&self) -> Option<Vec<(usize, u64)>> {
-        if self.settings.cache != CacheProfile::Anthropic {
-            return None;
-        }
-        let points = self.strategy.cache_breakpoints(&self.ctx)?;
-        let entries = self.ctx.entries();
-        let mut out = Vec::with_capacity(points.len());
-        let mut units = 0;
-        let mut next = 0;
-        for p in points.into_iter().filter(|p| *p < entries.len()) {
-            while next <= p {
-                units += entries[next].units(&self.exact);
-                next += 1;
-            }
-            out.push((p + 1, self.exact.tokens_from_units(units)));
-        }
-        Some(out)
-    }
-
-    fn count(&mut self, kind: ViolationKind) {
-        self.metrics.violations += 1;
-        if !matches!(kind, ViolationKind::OrphanToolResult | ViolationKind::UnansweredToolCall) {
-            self.metrics.findings += 1;
-        }
-        *self.metrics.violations_by_kind.entry(kind.as_str().to_string()).or_default() += 1;
+        self.compactor.push(entry);
     }
 
     /// One model call producing recorded message `index`, whose size is `output_tokens`.
@@ -856,19 +666,21 @@ impl<'a, 's> Replayer<'a, 's> {
             // the system prompt), as the report draws them.
             self.metrics.thresholds = self
                 .strategy
-                .thresholds(&self.ctx, &self.budget)
+                .thresholds(self.compactor.context(), &self.budget)
                 .into_iter()
                 .map(|(label, tokens)| (label.to_string(), tokens))
                 .collect();
         }
-        let (check_tokens, check_estimate) = if self.strategy.threshold(&self.ctx, &self.budget).is_some() {
-            (self.ctx.tokens(&self.exact), self.strategy.estimate(&self.ctx))
-        } else {
-            (0, 0)
-        };
+        let (check_tokens, check_estimate) =
+            if self.strategy.threshold(self.compactor.context(), &self.budget).is_some() {
+                (self.compactor.context().tokens(&self.exact), self.strategy.estimate(self.compactor.context()))
+            } else {
+                (0, 0)
+            };
         self.pre_compaction = None;
         self.edits.clear();
-        self.rebuild();
+        // A strategy that rebuilds from history starts the request from it.
+        self.compactor.next_request();
         let length_stop = std::mem::take(&mut self.length_stop);
         let after_length_stop = length_stop
             && self.strategy.reacts_to(Trigger::LengthStop)
@@ -876,11 +688,10 @@ impl<'a, 's> Replayer<'a, 's> {
         if !after_length_stop {
             within(Step::Compaction, || self.compact(Trigger::Proactive, call));
         }
-        self.materialize();
         let window = self.settings.window;
         let mut attempts = 0;
         while attempts < MAX_REACTIVE_ATTEMPTS
-            && self.ctx.tokens(&self.exact) > window
+            && self.compactor.context().tokens(&self.exact) > window
             && self.strategy.reacts_to(Trigger::Overflow)
         {
             attempts += 1;
@@ -889,7 +700,7 @@ impl<'a, 's> Replayer<'a, 's> {
             }
         }
 
-        let tokens = self.ctx.tokens(&self.exact) + self.loop_thinking_tokens();
+        let tokens = self.compactor.context().tokens(&self.exact) + self.loop_thinking_tokens();
         let overflow = tokens > window;
         let refused = within(Step::ProviderChecks, || {
             self.check_request();
@@ -906,9 +717,9 @@ impl<'a, 's> Replayer<'a, 's> {
         let cached = self.settings.cache.cached_tokens(&share).min(tokens);
         let written = cache_writes(self.settings.cache, tokens, cached);
         self.previous = Some(PreviousRequest {
-            len: self.ctx.len(),
+            len: self.compactor.context().len(),
             tokens,
-            system_tokens: self.ctx.system_prompt().map(|e| e.tokens(&self.exact)),
+            system_tokens: self.compactor.context().system_prompt().map(|e| e.tokens(&self.exact)),
             breakpoints: self.breakpoints(),
         });
         self.pre_compaction = None;
@@ -950,157 +761,13 @@ impl<'a, 's> Replayer<'a, 's> {
             call,
             message_index: index,
             request_tokens: tokens,
-            estimate: self.strategy.estimate(&self.ctx),
+            estimate: self.strategy.estimate(self.compactor.context()),
             cached_tokens: cached,
             compacted: m.compaction_events.len() > events_before,
             overflow,
             check_tokens,
             check_estimate,
         });
-    }
-
-    /// Count the request's structural violations that the previous request did not have.
-    fn check_request(&mut self) {
-        let violations = self.checker.check(&self.ctx);
-        let keyed: Vec<(String, ViolationKind)> =
-            violations.iter().map(|v| (violation_key(&self.ctx, &self.checker, v), v.kind())).collect();
-        for ((key, kind), v) in keyed.iter().zip(&violations) {
-            if self.open_violations.contains(key) {
-                continue;
-            }
-            if self.is_recording_fault(v) {
-                self.metrics.recording_violations += 1;
-            } else {
-                self.count(*kind);
-            }
-        }
-        self.open_violations = keyed.into_iter().map(|(key, _)| key).collect();
-    }
-
-    /// A violation on a tool call the recording itself leaves unpaired.
-    fn is_recording_fault(&self, v: &Violation) -> bool {
-        match v {
-            Violation::OrphanToolResult { call_id, .. } | Violation::UnansweredToolCall { call_id, .. } => {
-                self.recording_faults.contains(call_id)
-            }
-            _ => false,
-        }
-    }
-
-    /// Count the request once per provider that would refuse it, and once per rule it breaks.
-    /// A rule broken only where the recording itself breaks it (on a tool call the recording
-    /// gets wrong, or at the recorded message where the whole recording breaks that rule) is
-    /// the recording's and not counted.
-    /// Returns the providers that refused it, each with its rules (`provider/rule`).
-    fn check_providers(&mut self) -> Vec<(Provider, Vec<String>)> {
-        let mut refused = Vec::new();
-        let thinking_refused = self.thinking_in_use && self.thinking_refused();
-        let entries = self.ctx.entries();
-        for check in &mut self.providers {
-            for e in &entries[check.len()..] {
-                check.push(e.message());
-            }
-        }
-        for ((provider, check), (seen, charged)) in
-            Provider::ALL.into_iter().zip(&self.providers).zip(&mut self.provider_rules)
-        {
-            // Whether the strategy is charged with `r`: not when the recording breaks the same
-            // rule on the same call id or at the same recorded message (masked or not).
-            let charged_with = |r: &Rejection| {
-                let recorded = entries.get(r.index).and_then(|e| e.origin().recorded_index());
-                let by_id = r.call_id.as_ref().is_some_and(|id| self.recording_faults.contains(id));
-                let as_recorded = recorded.is_some_and(|i| self.recording_rejections.contains(&(provider, r.rule, i)));
-                !by_id && !as_recorded
-            };
-            // A settled rejection stays as long as the context only grows and masks: each is
-            // judged once.
-            for r in &check.settled()[*seen..] {
-                if charged_with(r) {
-                    charged.insert(r.rule);
-                }
-            }
-            *seen = check.settled().len();
-            let mut rules = charged.clone();
-            rules.extend(check.unanswered().iter().filter(|r| charged_with(r)).map(|r| r.rule));
-            if provider == Provider::AnthropicMessages && thinking_refused {
-                rules.insert(RequestRule::ThinkingModified);
-            }
-            if rules.is_empty() {
-                continue;
-            }
-            match provider {
-                Provider::OpenaiChat => self.metrics.rejected_requests_openai += 1,
-                Provider::AnthropicMessages => self.metrics.rejected_requests_anthropic += 1,
-            }
-            let call = u32::try_from(self.metrics.calls).unwrap_or(u32::MAX);
-            let mut keys = Vec::with_capacity(rules.len());
-            for rule in rules {
-                let key = format!("{provider}/{rule}");
-                keys.push(key.clone());
-                match &mut self.metrics.first_rule_rejection {
-                    None => self.metrics.first_rule_rejection = Some((call, vec![key.clone()])),
-                    Some((c, keys)) if *c == call && !keys.contains(&key) => keys.push(key.clone()),
-                    Some(_) => {}
-                }
-                *self.metrics.rejections_by_rule.entry(key).or_default() += 1;
-            }
-            refused.push((provider, keys));
-        }
-        refused
-    }
-
-    /// What the current request shares with the previous one.
-    fn prefix_share(&self) -> PrefixShare {
-        let Some(prev) = &self.previous else { return PrefixShare::default() };
-        // The longest of the previous request's own breakpoints within `k` shared entries.
-        let read = |k: usize| {
-            prev.breakpoints.as_ref().map(|b| b.iter().filter(|(end, _)| *end <= k).map(|(_, t)| *t).max().unwrap_or(0))
-        };
-        let new = self.ctx.entries();
-        let k = match &self.pre_compaction {
-            // Only appends and in-place masks since the previous request: it is shared up to
-            // the first entry a mask changed.
-            None => {
-                let mut edits: Vec<&(usize, Entry)> = self.edits.iter().collect();
-                edits.sort_by_key(|(i, _)| *i);
-                let limit = prev.len.min(new.len());
-                edits.into_iter().find(|(i, old)| *i < limit && !same_message(old, &new[*i])).map_or(limit, |(i, _)| *i)
-            }
-            Some(before) => {
-                // Entries masked in place before `before` was taken are compared as they were.
-                let mut old: Vec<&Entry> = before.entries()[..prev.len.min(before.len())].iter().collect();
-                // The first edit of an entry holds it as it was.
-                for (i, e) in self.edits.iter().rev() {
-                    if let Some(slot) = old.get_mut(*i) {
-                        *slot = e;
-                    }
-                }
-                old.iter().zip(new).take_while(|(a, b)| same_message(a, b)).count()
-            }
-        };
-        if k == prev.len && self.pre_compaction.is_none() && self.edits.is_empty() {
-            // Only appends since the previous request: all of it is shared.
-            return PrefixShare {
-                shared_tokens: prev.tokens,
-                previous_tokens: prev.tokens,
-                whole_previous: true,
-                system_tokens: prev.system_tokens,
-                strategy_breakpoint: read(prev.len),
-            };
-        }
-        // The shared prefix's tokens, summed over the shorter side of the cut.
-        let units: u64 = if 2 * k >= new.len() {
-            self.ctx.units(&self.exact) - new[k..].iter().map(|e| e.units(&self.exact)).sum::<u64>()
-        } else {
-            new[..k].iter().map(|e| e.units(&self.exact)).sum()
-        };
-        PrefixShare {
-            shared_tokens: self.exact.tokens_from_units(units),
-            previous_tokens: prev.tokens,
-            whole_previous: k == prev.len,
-            system_tokens: prev.system_tokens.filter(|_| k >= 1),
-            strategy_breakpoint: read(k),
-        }
     }
 
     /// A summary the strategy did not ask the summarizer for (`recorded`: the recorded agent's
@@ -1116,72 +783,86 @@ impl<'a, 's> Replayer<'a, 's> {
         self.metrics.summarizer_output_tokens += written;
     }
 
-    /// Compact for `trigger` (for [`Trigger::Proactive`], only when the strategy says so);
-    /// true when the context changed. A strategy's masking-only compaction is done in place
+    /// Compact for `trigger` (for [`Trigger::Proactive`], only when the strategy says so)
+    /// through the kernel's [`compaction::Compactor`], and count and record what it did; true
+    /// when the context changed. A strategy's masking-only compaction is done in place
     /// ([`compaction::masking`]): the same compaction, at the cost of what it masks.
     fn compact(&mut self, trigger: Trigger, call: u32) -> bool {
-        // After a rebuild nothing is settled: the history was never masked.
-        let settled = if self.from_history { 0 } else { self.mask_settled };
-        match self.strategy.plan_masks(self.source(), &self.budget, trigger, settled) {
-            // The driver holds the proactive gate.
-            MaskAnswer::Unsupported => self.compact_full(trigger, call),
-            MaskAnswer::Nothing { settled } => {
-                self.materialize();
-                self.mask_settled = settled;
-                false
+        let ended = self.ended();
+        let tokens_before = self.compactor.source().tokens(&self.exact);
+        let (summarizer, metrics) = (self.summarizer, &mut self.metrics);
+        let store = self.recorded.map(Recorded::summarizer);
+        let compaction::compactor::Outcome { compaction, replaced } = self
+            .compactor
+            .compact(trigger, |ctx, requests| summarize_plan((summarizer, store), ctx, requests, ended, metrics));
+        let Some(c) = compaction else {
+            self.context_replaced(replaced);
+            return false;
+        };
+        if let Path::Plan { plan, replanned } = &c.path {
+            // The recorded agent's own summary was a model call the replay never made: billed
+            // here. (An external program's summaries were made, and billed, through the
+            // summarizer.)
+            let source = if c.from_history { self.compactor.history() } else { replaced.as_ref() };
+            let recorded_summary = source
+                .filter(|_| {
+                    plan.requests.is_empty() && !c.event.summaries.is_empty() && self.profile.sees_recorded_summaries
+                })
+                .map(|source| recorded_summary_tokens(source, &self.exact, plan, &c.event));
+            if *replanned {
+                self.metrics.summarizer_context_retries += 1;
             }
-            MaskAnswer::Masks(plan) => {
-                self.materialize();
-                self.compact_in_place(&plan, call)
+            let model_written = recorded_summary.is_some() || self.summarizer_is_model;
+            if let Some((replaced, written)) = recorded_summary {
+                self.bill_recorded_summary(replaced, written);
+            }
+            if model_written {
+                self.check_directives(call, &c.event.summaries);
             }
         }
-    }
-
-    /// The current context was replaced: the incremental checks start again from it.
-    fn forget_context(&mut self) {
-        self.checker.reset();
-        self.providers = Provider::ALL.map(IncrementalCheck::new);
-        self.provider_rules = Default::default();
-        self.shape = ContextShape::new();
-        self.mask_settled = 0;
-    }
-
-    /// One compaction that only masks, done in place; true when the context changed.
-    fn compact_in_place(&mut self, plan: &MaskPlan, call: u32) -> bool {
-        let tokens_before = self.ctx.tokens(&self.exact);
-        let masked = mask_in_place(self.strategy, &mut self.ctx, &self.budget, plan, &[&self.exact]);
-        self.shape.follow(&self.ctx);
-        let violations = check_masks(self.strategy, &self.ctx, &self.budget, plan, &masked, &self.shape);
-        for v in &violations {
+        self.context_replaced(replaced);
+        for v in &c.violations {
             if !is_structural(v.kind()) {
                 self.count(v.kind());
             }
         }
-        let e = &masked.event;
-        let tokens_after = self.ctx.tokens(&self.exact);
-        let record = CompactionRecord::from_event(call, plan.trigger, e, (tokens_before, tokens_after), &violations);
-        let changed = !e.is_noop();
-        self.diverged |= changed;
+        let tokens_after = self.compactor.context().tokens(&self.exact);
+        let record =
+            CompactionRecord::from_event(call, c.trigger, &c.event, (tokens_before, tokens_after), &c.violations);
         self.metrics.compactions += 1;
         self.metrics.compaction_events.push(record);
-        // Roles, call ids and summaries are as they were: the structural checker stands. A
-        // provider's check reads the text of messages other than tool results.
-        if masked.replaced.iter().any(|(_, old)| old.role() != Role::Tool) {
-            self.providers = Provider::ALL.map(IncrementalCheck::new);
-            self.provider_rules = Default::default();
+        if let Path::InPlace { replaced: edits, .. } = c.path {
+            // Roles, call ids and summaries are as they were: the structural checker stands. A
+            // provider's check reads the text of messages other than tool results.
+            if edits.iter().any(|(_, old)| old.role() != Role::Tool) {
+                self.providers = Provider::ALL.map(IncrementalCheck::new);
+                self.provider_rules = Default::default();
+            }
+            if self.pre_compaction.is_none() {
+                self.edits.extend(edits);
+            }
         }
-        if self.pre_compaction.is_none() {
-            self.edits.extend(masked.replaced);
-        }
-        self.mask_settled = plan.settled;
         self.read_next_action();
-        changed
+        !c.event.is_noop()
+    }
+
+    /// The compactor replaced its context whole (`replaced` is the one it held): the
+    /// incremental checks start again from the new one, and the first context replaced in a
+    /// call is what the prefix cache compares with.
+    fn context_replaced(&mut self, replaced: Option<Context>) {
+        let Some(before) = replaced else { return };
+        if self.pre_compaction.is_none() {
+            self.pre_compaction = Some(before);
+        }
+        self.checker.reset();
+        self.providers = Provider::ALL.map(IncrementalCheck::new);
+        self.provider_rules = Default::default();
     }
 
     /// Read the call's recorded action against the context the last compaction left.
     fn read_next_action(&mut self) {
         let live = self.live_request();
-        let action = self.tracker.score(self.conversation, self.calling, live, &self.ctx);
+        let action = self.tracker.score(self.conversation, self.calling, live, self.compactor.context());
         if let Some(e) = self.metrics.compaction_events.last_mut() {
             e.next_action = Some(action);
         }
@@ -1196,7 +877,7 @@ impl<'a, 's> Replayer<'a, 's> {
             return;
         }
         let event = self.metrics.compaction_events.len() - 1;
-        let (conversation, ctx) = (self.conversation, self.ctx.clone());
+        let (conversation, ctx) = (self.conversation, self.compactor.context().clone());
         let pending = self.scope.spawn(move || asker.ask(conversation, index, &ctx));
         self.asking.push((event, pending));
     }
@@ -1221,73 +902,13 @@ impl<'a, 's> Replayer<'a, 's> {
         }
     }
 
-    /// Plan, summarize and apply one compaction for `trigger`; true when the context changed.
-    fn compact_full(&mut self, trigger: Trigger, call: u32) -> bool {
-        let ended = self.ended();
-        // `Replayer::source`, borrowing only the two fields, so the summarizer's closure can
-        // hold the metrics.
-        let source = match (&self.history, self.from_history) {
-            (Some(history), true) => history,
-            _ => &self.ctx,
-        };
-        let (summarizer, metrics) = (self.summarizer, &mut self.metrics);
-        let step = compaction::compact(self.strategy, source, &self.budget, trigger, |ctx, requests| {
-            summarize_plan(summarizer, ctx, requests, ended, metrics)
-        });
-        let Some(compaction::Step { plan, trigger, replanned, compacted: out }) = step else {
-            self.materialize();
-            return false;
-        };
-        // The recorded agent's own summary was a model call the replay never made: billed
-        // here. (An external program's summaries were made, and billed, through the
-        // summarizer.)
-        let recorded_summary =
-            (plan.requests.is_empty() && !out.event.summaries.is_empty() && self.profile.sees_recorded_summaries)
-                .then(|| recorded_summary_tokens(source, &self.exact, &plan, &out));
-        let violations = check_compaction(self.strategy, source, &self.budget, trigger, &out);
-        let tokens_before = source.tokens(&self.exact);
-        if replanned {
-            self.metrics.summarizer_context_retries += 1;
-        }
-        let model_written = recorded_summary.is_some() || self.summarizer_is_model;
-        if let Some((replaced, written)) = recorded_summary {
-            self.bill_recorded_summary(replaced, written);
-        }
-        if model_written {
-            self.check_directives(call, &out.event.summaries);
-        }
-        for v in &violations {
-            if !is_structural(v.kind()) {
-                self.count(v.kind());
-            }
-        }
-        let e = &out.event;
-        let tokens_after = out.context.tokens(&self.exact);
-        let record = CompactionRecord::from_event(call, trigger, e, (tokens_before, tokens_after), &violations);
-        let changed = !out.event.is_noop();
-        self.diverged |= changed;
-        self.metrics.compactions += 1;
-        self.metrics.compaction_events.push(record);
-        let before = std::mem::replace(&mut self.ctx, out.context);
-        // From the history, the context replaced is the one the previous request left.
-        self.from_history = false;
-        self.forget_context();
-        if self.pre_compaction.is_none() {
-            self.pre_compaction = Some(before);
-        }
-        // Keep the running totals known, so that later appends stay O(1).
-        self.ctx.units(&self.exact);
-        self.ctx.units(self.strategy.estimator());
-        self.read_next_action();
-        changed
-    }
-
     /// Ask `probes` now, `count` recorded messages in, each with its checkpoint's percentage.
     fn ask(&mut self, asked: &[(&'a Probe, u32)], count: usize) {
         // Asked after the rejected call (its recorded message is not in the conversation the
         // agent had): the agent has nothing.
         let ended = self.rejected_at.is_some_and(|at| count > at);
-        let verbatim: HashSet<usize> = self.ctx.entries().iter().filter_map(|e| e.origin().verbatim_index()).collect();
+        let verbatim: HashSet<usize> =
+            self.compactor.context().entries().iter().filter_map(|e| e.origin().verbatim_index()).collect();
         // An answer key is at risk when none of its source messages is in verbatim.
         let at_risk: Vec<bool> = asked
             .iter()
@@ -1312,12 +933,14 @@ impl<'a, 's> Replayer<'a, 's> {
         let probes: Vec<&'a Probe> = asked.iter().map(|(p, _)| *p).collect();
         if self.judge.defers() {
             // Scored on its own thread while the replay goes on (see `Judge::defers`).
-            let (judge, conversation, ctx) = (self.judge, self.conversation, self.ctx.clone());
-            let pending = self.scope.spawn(move || judge.score_checkpoint(conversation, &ctx, &probes));
+            let (judge, conversation, ctx) = (self.judge, self.conversation, self.compactor.context().clone());
+            let store = self.recorded.map(Recorded::judge);
+            let pending = self.scope.spawn(move || judge.score_checkpoint_with(conversation, &ctx, &probes, store));
             self.deferred.push(Checkpoint { pending: Some(pending), ..checkpoint });
             return;
         }
-        let scores = self.judge.score_checkpoint(self.conversation, &self.ctx, &probes);
+        let store = self.recorded.map(Recorded::judge);
+        let scores = self.judge.score_checkpoint_with(self.conversation, self.compactor.context(), &probes, store);
         self.record_scores(&checkpoint, scores);
     }
 
@@ -1369,7 +992,7 @@ impl<'a, 's> Replayer<'a, 's> {
         self.score_deferred();
         self.collect_next_actions();
         let m = &mut self.metrics;
-        m.final_tokens = self.ctx.tokens(&self.exact);
+        m.final_tokens = self.compactor.context().tokens(&self.exact);
         // Probes the LLM judge could not score (no parseable verdict) stay in `probes` but out
         // of the means: their placeholder 0 is not a score.
         // The headline figures are over critical and useful probes; `detail` is reported apart.
@@ -1402,7 +1025,7 @@ impl<'a, 's> Replayer<'a, 's> {
 /// `too_long` is set when a summary was rejected as over the summarizer's context window.
 /// `ended`: a call was already rejected, so the summaries are counted but not billed.
 fn summarize_plan(
-    summarizer: &dyn Summarizer,
+    (summarizer, store): (&dyn Summarizer, Option<&crate::summarize::offline::Store>),
     ctx: &Context,
     requests: &[compaction::SummaryRequest],
     ended: bool,
@@ -1412,7 +1035,7 @@ fn summarize_plan(
     let mut context_length = false;
     for request in requests {
         metrics.summarizer_calls += 1;
-        match within(Step::Summaries, || summarizer.summarize_with_kind(ctx, request)) {
+        match within(Step::Summaries, || summarizer.summarize_with_store(ctx, request, store)) {
             Ok(s) => {
                 // An empty or whitespace-only answer is no summary, even where the strategy's
                 // document takes whatever the model wrote (it gets the empty text then).
@@ -1458,50 +1081,6 @@ fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use compaction::{check_context, ToolCall};
-    use proptest::prelude::*;
-
-    fn sorted(mut v: Vec<Violation>) -> Vec<String> {
-        let mut out: Vec<String> = v.drain(..).map(|v| format!("{v:?}")).collect();
-        out.sort();
-        out
-    }
-
-    /// A message from a small alphabet: roles, calls and results over three reused ids.
-    fn message(kind: u8, id: u8) -> Message {
-        let id = format!("id{id}");
-        match kind {
-            0 => Message::user("u"),
-            1 => Message::assistant_calls("", vec![ToolCall { id, name: "t".into(), arguments: "{}".into() }]),
-            2 => Message::tool_result(id, "t", "r"),
-            3 => Message::assistant("a"),
-            _ => Message::system("s"),
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn the_incremental_checker_agrees_with_check_context(
-            steps in prop::collection::vec((0u8..5, 0u8..3), 0..40),
-            resets in prop::collection::vec(any::<bool>(), 40),
-            summaries in prop::collection::vec(0usize..40, 0..3),
-        ) {
-            let mut ctx = Context::new();
-            let mut checker = RequestChecker::default();
-            for (i, (kind, id)) in steps.iter().enumerate() {
-                let origin = if summaries.contains(&i) {
-                    Origin::Summary { round: 1, covers: vec![i] }
-                } else {
-                    Origin::Recorded { index: i }
-                };
-                ctx.push(Entry::new(message(*kind, *id), origin));
-                if resets[i] {
-                    checker.reset();
-                }
-                prop_assert_eq!(sorted(checker.check(&ctx)), sorted(check_context(&ctx)));
-            }
-        }
-    }
 
     #[test]
     fn cache_profiles() {

@@ -444,7 +444,7 @@ impl<'a> Engine<'a> {
         self
     }
     fn models(&self) -> replay::Models<'a> {
-        replay::Models { summarizer: self.summarizer, judge: self.judge, next_action: self.next_action }
+        replay::Models { summarizer: self.summarizer, judge: self.judge, next_action: self.next_action, recorded: None }
     }
 }
 
@@ -991,7 +991,10 @@ fn run_shared_pair(
             };
             let started = Instant::now();
             let result = catch_unwind(AssertUnwindSafe(|| match strategy.compactor() {
-                Ok(compactor) => shared.0.lend(|| (engine.replay)(conversation, compactor, &settings, engine.models())),
+                Ok(compactor) => {
+                    let models = replay::Models { recorded: Some(&shared.0), ..engine.models() };
+                    (engine.replay)(conversation, compactor, &settings, models)
+                }
                 Err(e) => Err(ReplayError::Params(e)),
             }));
             match result {

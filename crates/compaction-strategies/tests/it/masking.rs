@@ -81,8 +81,10 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
     /// A replay's calls through both paths: after every appended message, a proactive
     /// compaction and then a forced one, by `plan` + `apply` + `check_compaction` on one
-    /// context and by `plan_masks` + `mask_in_place` + `check_masks` on the other. Plans,
-    /// events, violations and contexts agree throughout.
+    /// context (behind the proactive gate, as the `compact` driver holds it) and by a
+    /// `Compactor`, which takes the in-place path (`plan_masks` + `mask_in_place` +
+    /// `check_masks`) behind its own gate, on the other. Plans, events, violations and
+    /// contexts agree throughout.
     #[test]
     fn masking_in_place_is_the_full_compaction(
         s in strategy(),
@@ -104,31 +106,35 @@ proptest! {
             start.push(Entry::recorded(999, Message::assistant("early")));
         }
         let mut full = Context::from_entries(start.clone());
-        let mut fast = Context::from_entries(start);
         full.units(&exact);
         full.units(s.estimator());
-        fast.units(&exact);
-        fast.units(s.estimator());
-        let mut shape = ContextShape::new();
-        let mut settled = 0;
+        let mut fast = Compactor::new(s, budget).with_meter(&exact);
+        for e in start {
+            fast.push(e);
+        }
         for (k, m) in messages.into_iter().enumerate() {
             full.push_metered(Entry::recorded(k, m.clone()), &meters);
-            fast.push_metered(Entry::recorded(k, m), &meters);
+            fast.push(Entry::recorded(k, m));
             for trigger in [Trigger::Proactive, Trigger::Overflow] {
                 let planned = if trigger == Trigger::Proactive && !s.should_compact(&full, &budget) {
                     None
                 } else {
                     s.plan(&full, &budget, trigger)
                 };
-                match s.plan_masks(&fast, &budget, trigger, settled) {
-                    MaskAnswer::Unsupported => prop_assert!(false, "{} has an in-place path", s.name()),
-                    MaskAnswer::Nothing { settled: next } => {
-                        prop_assert!(planned.is_none(), "{}: no masks, but a plan: {:?}", s.name(), planned);
-                        settled = next;
+                let len = fast.context().len();
+                let outcome = fast.compact(trigger, |_, requests| {
+                    Summaries::of(requests.iter().map(|_| Ok(String::from("summary"))).collect())
+                });
+                prop_assert!(outcome.replaced.is_none(), "a masking strategy keeps its context");
+                match outcome.compaction {
+                    None => prop_assert!(planned.is_none(), "{}: no masks, but a plan: {:?}", s.name(), planned),
+                    Some(Compaction { path: compactor::Path::Plan { .. }, .. }) => {
+                        prop_assert!(false, "{} has an in-place path", s.name())
                     }
-                    MaskAnswer::Masks(mask) => {
+                    Some(Compaction { path: compactor::Path::InPlace { plan: mask, .. }, event, violations, trigger: done, .. }) => {
+                        prop_assert_eq!(done, trigger);
                         let plan = planned.expect("the full path plans too");
-                        let as_plan = mask.to_plan(fast.len());
+                        let as_plan = mask.to_plan(len);
                         prop_assert_eq!(&as_plan.layout, &plan.layout);
                         prop_assert_eq!(&as_plan.step, &plan.step);
                         prop_assert_eq!(&as_plan.notes, &plan.notes);
@@ -136,21 +142,18 @@ proptest! {
                         prop_assert_eq!(mask.promises.recent_window, promised.recent_window);
                         prop_assert_eq!(mask.promises.keeps_system_prompt, promised.keeps_system_prompt);
                         let out = s.apply(&full, &budget, &plan, &[]);
-                        let violations = check_compaction(s, &full, &budget, trigger, &out);
-                        let masked = mask_in_place(s, &mut fast, &budget, &mask, &[&exact]);
-                        shape.follow(&fast);
-                        let found = check_masks(s, &fast, &budget, &mask, &masked, &shape);
-                        prop_assert_eq!(&masked.event, &out.event);
-                        prop_assert_eq!(found, violations);
+                        let expected = check_compaction(s, &full, &budget, trigger, &out);
+                        prop_assert_eq!(&event, &out.event);
+                        prop_assert_eq!(violations, expected);
                         full = out.context;
                         full.units(&exact);
                         full.units(s.estimator());
-                        settled = mask.settled;
                     }
                 }
-                prop_assert_eq!(content(&full), content(&fast));
+                let fast = fast.context();
+                prop_assert_eq!(content(&full), content(fast));
                 prop_assert_eq!(full.tokens(&exact), fast.tokens(&exact));
-                prop_assert_eq!(s.estimate(&full), s.estimate(&fast));
+                prop_assert_eq!(s.estimate(&full), s.estimate(fast));
             }
         }
     }

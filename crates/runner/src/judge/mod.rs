@@ -24,6 +24,20 @@ pub trait Judge: Send + Sync {
     fn score_checkpoint(&self, conversation: &Conversation, ctx: &Context, probes: &[&Probe]) -> Vec<ProbeScore> {
         probes.iter().map(|p| self.score(conversation, ctx, p)).collect()
     }
+    /// [`Judge::score_checkpoint`] with the conversation's [`offline::Store`], when the caller
+    /// keeps one (a run keeps one per conversation, shared by its workers): the offline judge
+    /// prepares each recorded message there once for every configuration. The replay calls
+    /// this; the default ignores the store.
+    fn score_checkpoint_with(
+        &self,
+        conversation: &Conversation,
+        ctx: &Context,
+        probes: &[&Probe],
+        store: Option<&std::sync::Arc<offline::Store>>,
+    ) -> Vec<ProbeScore> {
+        let _ = store;
+        self.score_checkpoint(conversation, ctx, probes)
+    }
     /// True for a judge the replay should not wait on (a model): each checkpoint is scored on
     /// its own thread, against a copy of its context, while the replay goes on, and collected
     /// in order at the end. The offline judge is scored in place.

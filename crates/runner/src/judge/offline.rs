@@ -54,12 +54,11 @@
 //! assert_eq!(score.score, 0.5);
 //! ```
 
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use compaction::{Context, Conversation, Message, Origin, Probe};
+use compaction::{Context, Conversation, Entry, Message, Origin, Probe};
 
 pub use dataset::text::{
     expand_aliases, is_weak_alias, matches, normalize, occurs, render_message, ENTRY_SEPARATOR, SHORT_WORD,
@@ -67,7 +66,6 @@ pub use dataset::text::{
 
 use super::text::{find, Alias, Prepared, Variant};
 use super::Judge;
-use crate::replay::Recorded;
 use runlog::record::{Evidence, FoundIn, ProbeScore};
 
 /// The offline judge (see the module docs).
@@ -147,24 +145,32 @@ pub(crate) struct Facts {
     id: Option<u32>,
 }
 
-/// What the offline judge keeps for a conversation while its pairs run (in [`Recorded`],
-/// shared by every worker): each recorded message prepared once, and each fact's aliases.
+/// What the offline judge keeps for a conversation while its pairs run, shared by every
+/// worker: each recorded message prepared once, and each fact's aliases. The replay hands it
+/// to [`Judge::score_checkpoint_with`] (a run keeps one per conversation beside the
+/// conversation's shared entries).
 #[derive(Debug, Default)]
-pub(crate) struct Shared {
+pub struct Store {
+    /// The conversation's shared entries: what is kept for a message applies to a context's
+    /// entry only when it holds the same message (not a copy, nor one a strategy changed).
+    entries: Vec<Entry>,
     messages: Vec<OnceLock<Arc<PreparedMessage>>>,
     facts: Mutex<FactIds>,
 }
 
-impl Shared {
-    pub(crate) fn new(messages: usize) -> Shared {
-        Shared {
-            messages: (0..messages).map(|_| OnceLock::new()).collect(),
+impl Store {
+    /// An empty store for the conversation whose recorded messages are `entries`.
+    pub fn new(entries: &[Entry]) -> Store {
+        Store {
+            entries: entries.to_vec(),
+            messages: (0..entries.len()).map(|_| OnceLock::new()).collect(),
             facts: Mutex::new((HashMap::new(), Some(0))),
         }
     }
 
-    /// The slot of recorded message `index`.
-    pub(crate) fn slot(&self, index: usize) -> Option<&OnceLock<Arc<PreparedMessage>>> {
+    /// The slot of recorded message `index`, when `message` is that shared entry's own.
+    fn slot(&self, index: usize, message: &Message) -> Option<&OnceLock<Arc<PreparedMessage>>> {
+        self.entries.get(index).filter(|e| std::ptr::eq(e.message(), message))?;
         self.messages.get(index)
     }
 
@@ -200,64 +206,35 @@ pub struct RenderedContext {
     recorded: HashSet<usize>,
     /// Verbatim entries first, then summaries, then other entries.
     entries: Vec<Prepared1>,
-    /// The conversation's shared store, when its recorded entries are lent to this thread.
-    shared: Option<Arc<Recorded>>,
+    /// The conversation's store, when the caller keeps one.
+    shared: Option<Arc<Store>>,
 }
 
-/// The recorded messages of the conversation last judged on this thread, prepared (for a
-/// replay whose conversation's entries are not shared).
-type Cache = Option<(usize, String, usize, Vec<Option<Arc<PreparedMessage>>>)>;
-
-thread_local! {
-    static MESSAGES: RefCell<Cache> = const { RefCell::new(None) };
-}
-
-/// Recorded message `index` of `conversation`, rendered and normalized once per conversation:
-/// every checkpoint and configuration that keeps it reuses the work. When the conversation's
-/// entries are shared ([`Recorded`]) and `message` is the shared entry's, the work is shared by
-/// every worker; otherwise it is kept on this thread.
-fn prepared_message(
-    conversation: &Conversation,
-    shared: Option<&Recorded>,
-    index: usize,
-    message: &Message,
-) -> Arc<PreparedMessage> {
-    if let Some(slot) = shared.and_then(|r| r.shared_entry(index, message)).and_then(|r| r.judge().slot(index)) {
-        return slot.get_or_init(|| Arc::new(PreparedMessage::new(message, true))).clone();
+/// Recorded message `index` of `conversation`, rendered and normalized once per conversation
+/// when the conversation has a [`Store`] and `message` is its shared entry's: every checkpoint
+/// and configuration that keeps it reuses the work, in every worker. Otherwise it is prepared
+/// afresh.
+fn prepared_message(shared: Option<&Store>, index: usize, message: &Message) -> Arc<PreparedMessage> {
+    match shared.and_then(|r| r.slot(index, message)) {
+        Some(slot) => slot.get_or_init(|| Arc::new(PreparedMessage::new(message, true))).clone(),
+        None => Arc::new(PreparedMessage::new(message, false)),
     }
-    let fresh = || Arc::new(PreparedMessage::new(message, false));
-    let same = conversation
-        .messages
-        .get(index)
-        .is_some_and(|m| m.content == message.content && m.tool_calls == message.tool_calls);
-    if !same {
-        return fresh();
-    }
-    MESSAGES.with(|cache| {
-        let mut cache = cache.borrow_mut();
-        let key = (conversation as *const Conversation as usize, conversation.messages.len());
-        let hit = matches!(&*cache, Some((ptr, id, len, _)) if (*ptr, *len) == key && *id == conversation.id);
-        if !hit {
-            *cache = Some((key.0, conversation.id.clone(), key.1, vec![None; key.1]));
-        }
-        let Some((_, _, _, slots)) = cache.as_mut() else { return fresh() };
-        slots[index].get_or_insert_with(fresh).clone()
-    })
 }
 
 impl RenderedContext {
     /// Render and normalize every entry of `ctx` (no conversation: nothing is reused).
     pub fn new(ctx: &Context) -> RenderedContext {
-        RenderedContext::build(None, ctx)
+        RenderedContext::build(ctx, None)
     }
 
-    /// Render and normalize every entry of `ctx`, reusing `conversation`'s prepared messages.
-    pub fn for_conversation(conversation: &Conversation, ctx: &Context) -> RenderedContext {
-        RenderedContext::build(Some(conversation), ctx)
+    /// [`RenderedContext::new`] with the conversation's [`Store`], where the prepared
+    /// recorded messages and the facts' aliases are kept for every worker.
+    pub fn in_store(ctx: &Context, store: &Arc<Store>) -> RenderedContext {
+        RenderedContext::build(ctx, Some(store))
     }
 
-    fn build(conversation: Option<&Conversation>, ctx: &Context) -> RenderedContext {
-        let mut r = RenderedContext { shared: conversation.and_then(Recorded::lent_for), ..Default::default() };
+    fn build(ctx: &Context, store: Option<&Arc<Store>>) -> RenderedContext {
+        let mut r = RenderedContext { shared: store.cloned(), ..Default::default() };
         for (k, e) in ctx.entries().iter().enumerate() {
             let (found, recorded) = match e.origin() {
                 Origin::Recorded { index } => {
@@ -267,9 +244,9 @@ impl RenderedContext {
                 Origin::Summary { .. } => (FoundIn::Summary, None),
                 Origin::Masked { .. } | Origin::Inserted { .. } => (FoundIn::Other, None),
             };
-            let rendered = match (conversation, recorded) {
-                (Some(c), Some(i)) => prepared_message(c, r.shared.as_deref(), i, e.message()),
-                _ => Arc::new(PreparedMessage::new(e.message(), false)),
+            let rendered = match recorded {
+                Some(i) => prepared_message(r.shared.as_deref(), i, e.message()),
+                None => Arc::new(PreparedMessage::new(e.message(), false)),
             };
             r.entries.push(Prepared1 { entry: k, found, recorded, rendered });
         }
@@ -303,7 +280,7 @@ impl RenderedContext {
     fn locate_fact<S: AsRef<str>>(&self, fact: &[S]) -> (FoundIn, Option<Evidence>) {
         match &self.shared {
             Some(r) => {
-                let facts = r.judge().facts(fact);
+                let facts = r.facts(fact);
                 self.locate_ids(&facts.aliases, facts.id)
             }
             None => self.locate_with_evidence(&Alias::of(fact)),
@@ -374,10 +351,21 @@ impl Judge for OfflineJudge {
         "offline".to_string()
     }
     fn score(&self, conversation: &Conversation, ctx: &Context, probe: &Probe) -> ProbeScore {
-        self.score_rendered(conversation, &RenderedContext::for_conversation(conversation, ctx), probe)
+        self.score_rendered(conversation, &RenderedContext::new(ctx), probe)
     }
     fn score_checkpoint(&self, conversation: &Conversation, ctx: &Context, probes: &[&Probe]) -> Vec<ProbeScore> {
-        let rendered = RenderedContext::for_conversation(conversation, ctx);
+        let rendered = RenderedContext::new(ctx);
+        probes.iter().map(|p| self.score_rendered(conversation, &rendered, p)).collect()
+    }
+    fn score_checkpoint_with(
+        &self,
+        conversation: &Conversation,
+        ctx: &Context,
+        probes: &[&Probe],
+        store: Option<&Arc<Store>>,
+    ) -> Vec<ProbeScore> {
+        let Some(store) = store else { return self.score_checkpoint(conversation, ctx, probes) };
+        let rendered = RenderedContext::in_store(ctx, store);
         probes.iter().map(|p| self.score_rendered(conversation, &rendered, p)).collect()
     }
 }
@@ -386,7 +374,7 @@ impl Judge for OfflineJudge {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use compaction::{Encoding, Entry, Inserted, Message, ProbeKind, ToolCall};
+    use compaction::{Inserted, Message, ProbeKind, ToolCall};
 
     #[test]
     fn a_conversations_shared_messages_answer_as_a_fresh_render_does() {
@@ -398,9 +386,11 @@ mod tests {
                 Message::user("cancelReservation still fails"),
             ],
         ));
-        let recorded = Arc::new(Recorded::new(conversation.clone(), Encoding::O200kBase));
+        let entries: Vec<Entry> =
+            conversation.messages.iter().enumerate().map(|(i, m)| Entry::recorded(i, m.clone())).collect();
+        let store = Arc::new(Store::new(&entries));
         let mut ctx = Context::new();
-        for e in recorded.entries() {
+        for e in &entries {
             ctx.push(e.clone());
         }
         ctx.push(Entry::new(Message::user("a summary naming PAY-4411"), Origin::Summary { round: 1, covers: vec![0] }));
@@ -419,12 +409,12 @@ mod tests {
         assert_eq!(expected[1].1.as_ref().map(|e| e.alias.as_str()), Some("twelve"));
         // Twice: the second time every answer comes from the shared store.
         for _ in 0..2 {
-            let shared = recorded.lend(|| RenderedContext::for_conversation(&conversation, &ctx));
-            assert!(shared.shared.is_some(), "the lent entries are used");
+            let shared = RenderedContext::in_store(&ctx, &store);
+            assert!(shared.shared.is_some(), "the store is used");
             let got: Vec<(FoundIn, Option<Evidence>)> = facts.iter().map(|f| shared.locate_fact(f)).collect();
             assert_eq!(got, expected);
         }
-        let kept = recorded.judge().slot(0).and_then(|s| s.get()).and_then(|m| m.found.as_ref().map(|f| lock(f).len()));
+        let kept = store.messages[0].get().and_then(|m| m.found.as_ref().map(|f| lock(f).len()));
         assert_eq!(kept, Some(facts.len()), "each fact's answer is kept with the message");
     }
 

@@ -1,34 +1,33 @@
 //! The recorded messages of a conversation, metered once and shared by its replays.
 
-use compaction::{Conversation, Encoding, Entry, Exact, Message};
+use std::sync::Arc;
+
+use compaction::{Conversation, Encoding, Entry, Exact};
 
 /// A conversation's recorded messages as context entries, metered once with the exact counter,
-/// shared by every replay of the conversation that runs inside [`Recorded::lend`]: a run
-/// replays each conversation under every configuration, and an entry's token counts are kept
-/// with it ([`Entry::units`]), so each message is tokenized once per run instead of once per
-/// pair. Replays with or without it give the same figures (an entry's count does not depend
-/// on who measured it first).
+/// shared by every replay of the conversation that is handed them ([`super::Models::recorded`]):
+/// a run replays each conversation under every configuration, and an entry's token counts are
+/// kept with it ([`Entry::units`]), so each message is tokenized once per run instead of once
+/// per pair. Replays with or without it give the same figures (an entry's count does not depend
+/// on who measured it first). Beside the entries, the offline judge's and the offline
+/// summarizer's stores for the conversation, which the replay hands them as an argument.
 #[derive(Debug)]
 pub struct Recorded {
-    conversation: std::sync::Arc<Conversation>,
+    /// The conversation, when the entries are shared between replays (`None`: one replay's own).
+    conversation: Option<Arc<Conversation>>,
     pub(super) entries: Vec<Entry>,
     /// What the offline judge keeps for the conversation's messages.
-    judge: crate::judge::offline::Shared,
+    judge: Arc<crate::judge::offline::Store>,
     /// What the offline summarizer keeps for them.
-    summarizer: crate::summarize::offline::Shared,
+    summarizer: crate::summarize::offline::Store,
     encoding: Encoding,
     /// The first entry no worker has started metering ([`Recorded::meter`]).
     next: std::sync::atomic::AtomicUsize,
 }
 
-thread_local! {
-    /// The entries lent to the replays of this thread ([`Recorded::lend`]).
-    static LENT: std::cell::RefCell<Option<std::sync::Arc<Recorded>>> = const { std::cell::RefCell::new(None) };
-}
-
 impl Recorded {
     /// Every recorded message of `conversation` as an entry, metered with `encoding`.
-    pub fn new(conversation: std::sync::Arc<Conversation>, encoding: Encoding) -> Recorded {
+    pub fn new(conversation: Arc<Conversation>, encoding: Encoding) -> Recorded {
         let recorded = Recorded::unmetered(conversation, encoding);
         recorded.meter();
         recorded
@@ -36,12 +35,19 @@ impl Recorded {
 
     /// The entries, not metered yet: each worker that will replay them calls
     /// [`Recorded::meter`], and the workers share the metering instead of one waiting for it.
-    pub fn unmetered(conversation: std::sync::Arc<Conversation>, encoding: Encoding) -> Recorded {
+    pub fn unmetered(conversation: Arc<Conversation>, encoding: Encoding) -> Recorded {
+        let recorded = Recorded::own(&conversation, encoding);
+        Recorded { conversation: Some(conversation), ..recorded }
+    }
+
+    /// The entries of one replay of `conversation`, not shared with any other
+    /// ([`Recorded::holds`] is false for every conversation), nor metered yet.
+    pub(super) fn own(conversation: &Conversation, encoding: Encoding) -> Recorded {
         let entries: Vec<Entry> =
             conversation.messages.iter().enumerate().map(|(i, m)| Entry::recorded(i, m.clone())).collect();
-        let judge = crate::judge::offline::Shared::new(entries.len());
-        let summarizer = crate::summarize::offline::Shared::new(entries.len());
-        Recorded { conversation, entries, judge, summarizer, encoding, next: Default::default() }
+        let judge = Arc::new(crate::judge::offline::Store::new(&entries));
+        let summarizer = crate::summarize::offline::Store::new(&entries);
+        Recorded { conversation: None, entries, judge, summarizer, encoding, next: Default::default() }
     }
 
     /// Meter the entries no other worker has taken yet, a few at a time; returns when every
@@ -62,51 +68,24 @@ impl Recorded {
         }
     }
 
-    /// The offline summarizer's store for this conversation.
-    pub(crate) fn summarizer(&self) -> &crate::summarize::offline::Shared {
-        &self.summarizer
-    }
-
-    /// The entries lent to this thread's replays, whatever their conversation.
-    pub(crate) fn lent() -> Option<std::sync::Arc<Recorded>> {
-        LENT.with(|l| l.borrow().clone())
-    }
-
     /// The entries, one per recorded message.
     pub fn entries(&self) -> &[Entry] {
         &self.entries
     }
 
+    /// The offline summarizer's store for this conversation.
+    pub fn summarizer(&self) -> &crate::summarize::offline::Store {
+        &self.summarizer
+    }
+
     /// The offline judge's store for this conversation.
-    pub(crate) fn judge(&self) -> &crate::judge::offline::Shared {
+    pub fn judge(&self) -> &Arc<crate::judge::offline::Store> {
         &self.judge
     }
 
-    /// `Some(self)` when `message` is recorded message `index`'s own, as these entries hold it
-    /// (not a copy, nor a message a strategy changed): what is kept for the message applies.
-    pub(crate) fn shared_entry(&self, index: usize, message: &Message) -> Option<&Recorded> {
-        self.entries.get(index).filter(|e| std::ptr::eq(e.message(), message)).map(|_| self)
-    }
-
-    /// Run `f` with these entries lent to the replays it makes on this thread of this
-    /// conversation (the same `Arc`); a replay of any other conversation builds its own.
-    pub fn lend<T>(self: &std::sync::Arc<Recorded>, f: impl FnOnce() -> T) -> T {
-        /// Puts back what was lent before, also when `f` panics.
-        struct Restore(Option<std::sync::Arc<Recorded>>);
-        impl Drop for Restore {
-            fn drop(&mut self) {
-                let before = self.0.take();
-                LENT.with(|l| *l.borrow_mut() = before);
-            }
-        }
-        let _restore = Restore(LENT.with(|l| l.replace(Some(self.clone()))));
-        f()
-    }
-
-    /// The entries lent for `conversation`, when they are.
-    pub(crate) fn lent_for(conversation: &Conversation) -> Option<std::sync::Arc<Recorded>> {
-        LENT.with(|l| {
-            l.borrow().as_ref().filter(|r| std::ptr::eq(std::sync::Arc::as_ptr(&r.conversation), conversation)).cloned()
-        })
+    /// Whether these are `conversation`'s entries (the same `Arc`'s conversation): a replay of
+    /// any other conversation builds its own.
+    pub fn holds(&self, conversation: &Conversation) -> bool {
+        self.conversation.as_ref().is_some_and(|c| std::ptr::eq(Arc::as_ptr(c), conversation))
     }
 }

@@ -63,7 +63,7 @@ pub(super) fn recorded_summary_tokens(
     ctx: &Context,
     exact: &Exact,
     plan: &compaction::Plan,
-    out: &compaction::Compacted,
+    event: &compaction::CompactionEvent,
 ) -> (u64, u64) {
     let kept: BTreeSet<usize> = plan
         .layout
@@ -75,7 +75,7 @@ pub(super) fn recorded_summary_tokens(
         .collect();
     let replaced: u64 =
         ctx.entries().iter().enumerate().filter(|(i, _)| !kept.contains(i)).map(|(_, e)| e.tokens(exact)).sum();
-    let written: u64 = out.event.summaries.iter().map(|s| exact.text_tokens(s)).sum();
+    let written: u64 = event.summaries.iter().map(|s| exact.text_tokens(s)).sum();
     (replaced, written)
 }
 

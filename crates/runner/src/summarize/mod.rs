@@ -76,6 +76,19 @@ pub trait Summarizer: Send + Sync {
     fn summarize_with_kind(&self, ctx: &Context, request: &SummaryRequest) -> Result<Summary, SummaryError> {
         self.summarize(ctx, request).map_err(SummaryError::from)
     }
+    /// [`Summarizer::summarize_with_kind`] with the conversation's [`offline::Store`], when
+    /// the caller keeps one (a run keeps one per conversation, shared by its workers): the
+    /// offline summarizer keeps its work on each recorded message there for every
+    /// configuration. The replay calls this; the default ignores the store.
+    fn summarize_with_store(
+        &self,
+        ctx: &Context,
+        request: &SummaryRequest,
+        store: Option<&offline::Store>,
+    ) -> Result<Summary, SummaryError> {
+        let _ = store;
+        self.summarize_with_kind(ctx, request)
+    }
     /// The summarizer's own price, when it differs from the replayed model's (a model with its
     /// own entry in the price table). `None`: its tokens are priced like the replayed model's.
     fn price(&self) -> Option<Price> {

@@ -80,10 +80,8 @@ use std::sync::{Arc, Mutex};
 use compaction::{
     Context, Entry, Exact, InputCuts, Inserted, Message, Origin, Role, SummaryFailure, SummaryRequest, TokenCounter,
 };
-use compaction_strategies::split_fraction::SUMMARY_PREFIX;
 
-use super::{Summarizer, Summary};
-use crate::replay::Recorded;
+use super::{Summarizer, Summary, SummaryError};
 
 /// The length an offline summary aims at when its request names only a cap, in tokens: the
 /// largest summary budget a seed states (004's 2,000).
@@ -725,7 +723,7 @@ fn arg_strings<'a>(value: &'a serde_json::Value, out: &mut Vec<&'a str>) {
 
 /// What [`Gatherer::scan_text`] notes for a text, in order: paths, identifiers, numbers. A
 /// function of the text alone, so a recorded message's is made once per conversation and
-/// input cut ([`Shared`]).
+/// input cut ([`Store`]).
 #[derive(Debug, Default)]
 pub(crate) struct Scan(Vec<(Section, String)>);
 
@@ -746,27 +744,36 @@ impl Scan {
 }
 
 /// What the offline summarizer keeps for a conversation's recorded messages while its pairs
-/// run (in [`Recorded`], shared by every worker): per message and input cut, the scan of its
-/// text and its tokens as cut. Every configuration summarizes the same messages, and a
-/// strategy that summarizes its history again each round rereads them.
+/// run, shared by every worker: per message and input cut, the scan of its text and its tokens
+/// as cut. Every configuration summarizes the same messages, and a strategy that summarizes its
+/// history again each round rereads them. The replay hands it to
+/// [`Summarizer::summarize_with_store`] (a run keeps one per conversation).
 #[derive(Debug, Default)]
-pub(crate) struct Shared {
+pub struct Store {
+    /// The conversation's shared entries: what is kept for a message applies to a span's
+    /// entry only when it holds the same message (not a copy, nor one a strategy changed).
+    entries: Vec<Entry>,
     messages: Vec<Mutex<Kept>>,
     /// The exact tokens of summary lines (`- line\n`): a chained summary carries its
     /// predecessor's lines, and every configuration writes many of the same lines.
     lines: Mutex<HashMap<String, u64>>,
 }
 
-/// One message's [`Shared`] part.
+/// One message's [`Store`] part.
 #[derive(Debug, Default)]
 struct Kept {
     scans: Vec<(InputCuts, Arc<Scan>)>,
     tokens: Vec<(InputCuts, u64)>,
 }
 
-impl Shared {
-    pub(crate) fn new(messages: usize) -> Shared {
-        Shared { messages: (0..messages).map(|_| Mutex::default()).collect(), lines: Mutex::default() }
+impl Store {
+    /// An empty store for the conversation whose recorded messages are `entries`.
+    pub fn new(entries: &[Entry]) -> Store {
+        Store {
+            entries: entries.to_vec(),
+            messages: (0..entries.len()).map(|_| Mutex::default()).collect(),
+            lines: Mutex::default(),
+        }
     }
 
     /// The exact tokens of `line`, counted once per conversation.
@@ -792,12 +799,12 @@ struct Read<'a> {
 }
 
 impl<'a> Read<'a> {
-    fn new(recorded: Option<&'a Recorded>, e: &'a Entry, cuts: InputCuts) -> Read<'a> {
+    fn new(recorded: Option<&'a Store>, e: &'a Entry, cuts: InputCuts) -> Read<'a> {
         Read { kept: Read::kept(recorded, e), cuts, message: cuts.apply(e.message()) }
     }
 
     /// The exact tokens of `e`'s message as `cuts` cut it (kept with a shared message's).
-    fn tokens(recorded: Option<&Recorded>, e: &Entry, cuts: InputCuts, exact: &Exact) -> u64 {
+    fn tokens(recorded: Option<&Store>, e: &Entry, cuts: InputCuts, exact: &Exact) -> u64 {
         let kept = Read::kept(recorded, e);
         if let Some((_, n)) = kept.and_then(|k| lock(k).tokens.iter().find(|(c, _)| *c == cuts).copied()) {
             return n;
@@ -813,10 +820,11 @@ impl<'a> Read<'a> {
     }
 
     /// Where the work on `e`'s message is kept, when it is a shared recorded message.
-    fn kept(recorded: Option<&'a Recorded>, e: &'a Entry) -> Option<&'a Mutex<Kept>> {
+    fn kept(recorded: Option<&'a Store>, e: &'a Entry) -> Option<&'a Mutex<Kept>> {
         match (recorded, e.origin()) {
             (Some(r), Origin::Recorded { index }) => {
-                r.shared_entry(*index, e.message()).and_then(|r| r.summarizer().messages.get(*index))
+                r.entries.get(*index).filter(|s| std::ptr::eq(s.message(), e.message()))?;
+                r.messages.get(*index)
             }
             _ => None,
         }
@@ -863,7 +871,6 @@ struct Gatherer {
 impl Gatherer {
     /// Integrate a previous summary (or any text standing for earlier messages).
     fn previous(&mut self, text: &str) {
-        let text = text.strip_prefix(SUMMARY_PREFIX).unwrap_or(text);
         let mut section = Section::Earlier;
         for line in text.lines() {
             let t = line.trim();
@@ -880,6 +887,8 @@ impl Gatherer {
                 }
                 continue;
             }
+            // Headings, the stand-in's own and a summary's marker line (`[COMPACT SUMMARY]`, the
+            // prefix `split-fraction` puts before its summaries), carry no note.
             if t.starts_with("## Session Summary") || t.starts_with("## Summary") || t == "[COMPACT SUMMARY]" {
                 continue;
             }
@@ -1195,7 +1204,7 @@ impl OfflineSummarizer {
     /// The summary text for `request` over `ctx`, within `request.max_tokens` and
     /// `request.target_tokens` when set.
     pub fn summary_text(&self, ctx: &Context, request: &SummaryRequest) -> Result<String, SummaryFailure> {
-        self.summary_counted(ctx, request).map(|(text, _)| text)
+        self.summary_counted(ctx, request, None).map(|(text, _)| text)
     }
 
     /// [`OfflineSummarizer::summary_text`], with the text's exact tokens when they were
@@ -1204,6 +1213,7 @@ impl OfflineSummarizer {
         &self,
         ctx: &Context,
         request: &SummaryRequest,
+        recorded: Option<&Store>,
     ) -> Result<(String, Option<u64>), SummaryFailure> {
         if request.max_tokens == 0 {
             return Err(SummaryFailure { reason: "max_tokens is 0".to_string() });
@@ -1238,11 +1248,10 @@ impl OfflineSummarizer {
                 g.notes.add(Section::Task, task);
             }
         }
-        let recorded = Recorded::lent();
         for &i in &request.span {
             let Some(e) = ctx.get(i) else { continue };
             // The span as the document cuts it before summarizing (`request.input`).
-            let read = Read::new(recorded.as_deref(), e, request.input);
+            let read = Read::new(recorded, e, request.input);
             let m: &Message = &read.message;
             if !matches!(e.origin(), Origin::Recorded { .. } | Origin::Masked { .. })
                 || m.meta_flag(compaction::message::COMPACT_SUMMARY)
@@ -1263,7 +1272,7 @@ impl OfflineSummarizer {
         let notes = g.finish();
         let limit = request.target_tokens.unwrap_or(DEFAULT_TARGET_TOKENS).clamp(1, request.max_tokens);
         let title = title(request);
-        let shared = recorded.as_deref().map(Recorded::summarizer);
+        let shared = recorded;
         let Some(chars) = request.target_chars.map(|c| c.max(1) as usize) else {
             return Ok(self.fit(&title, notes, u64::from(limit), shared));
         };
@@ -1286,7 +1295,7 @@ impl OfflineSummarizer {
     /// Render `notes` under `title` within `max` tokens, dropping the lowest-priority lines
     /// first; with the text's exact tokens when it was not cut. Line counts are kept in
     /// `shared` when given.
-    fn fit(&self, title: &str, notes: Notes, max: u64, shared: Option<&Shared>) -> (String, Option<u64>) {
+    fn fit(&self, title: &str, notes: Notes, max: u64, shared: Option<&Store>) -> (String, Option<u64>) {
         let mut lines = Vec::new();
         let mut order = 0;
         for (section, items) in notes.lines {
@@ -1366,13 +1375,33 @@ impl Summarizer for OfflineSummarizer {
         "offline".to_string()
     }
     fn summarize(&self, ctx: &Context, request: &SummaryRequest) -> Result<Summary, SummaryFailure> {
-        let (text, counted) = self.summary_counted(ctx, request)?;
-        let recorded = Recorded::lent();
+        self.summarize_in(ctx, request, None)
+    }
+    fn summarize_with_store(
+        &self,
+        ctx: &Context,
+        request: &SummaryRequest,
+        store: Option<&Store>,
+    ) -> Result<Summary, SummaryError> {
+        self.summarize_in(ctx, request, store).map_err(SummaryError::from)
+    }
+}
+
+impl OfflineSummarizer {
+    /// [`Summarizer::summarize`], keeping the work on the conversation's recorded messages in
+    /// `store` when given.
+    fn summarize_in(
+        &self,
+        ctx: &Context,
+        request: &SummaryRequest,
+        store: Option<&Store>,
+    ) -> Result<Summary, SummaryFailure> {
+        let (text, counted) = self.summary_counted(ctx, request, store)?;
         let input_tokens = request
             .span
             .iter()
             .filter_map(|&i| ctx.get(i))
-            .map(|e| Read::tokens(recorded.as_deref(), e, request.input, &self.exact))
+            .map(|e| Read::tokens(store, e, request.input, &self.exact))
             .sum();
         let output_tokens = counted.unwrap_or_else(|| self.exact.count(&text));
         Ok(Summary { text, input_tokens, output_tokens, cached_tokens: 0 })
@@ -1392,9 +1421,11 @@ mod tests {
     #[test]
     fn a_conversations_shared_messages_summarize_as_fresh_ones_do() {
         let conversation = std::sync::Arc::new(compaction::Conversation::new("c", session().to_messages()));
-        let recorded = std::sync::Arc::new(Recorded::new(conversation.clone(), compaction::Encoding::O200kBase));
+        let entries: Vec<Entry> =
+            conversation.messages.iter().enumerate().map(|(i, m)| Entry::recorded(i, m.clone())).collect();
+        let store = Store::new(&entries);
         let mut ctx = Context::new();
-        for e in recorded.entries() {
+        for e in &entries {
             ctx.push(e.clone());
         }
         let summarizer = OfflineSummarizer::new();
@@ -1408,10 +1439,10 @@ mod tests {
             assert_eq!(fresh.text.contains("PAY-4411"), cuts == InputCuts::NONE, "{}", fresh.text);
             // Twice: the second time the scans, cut sizes and line counts come from the store.
             for _ in 0..2 {
-                assert_eq!(recorded.lend(|| summarizer.summarize(&ctx, &request)).unwrap(), fresh);
+                assert_eq!(summarizer.summarize_with_store(&ctx, &request, Some(&store)).unwrap(), fresh);
             }
         }
-        let kept = lock(&recorded.summarizer().messages[1]);
+        let kept = lock(&store.messages[1]);
         assert_eq!((kept.scans.len(), kept.tokens.len()), (2, 2), "one scan and size per input cut");
     }
 
@@ -1663,7 +1694,10 @@ mod tests {
     fn summaries_and_notices_inside_the_span_are_integrated() {
         let mut entries = vec![Entry::recorded(0, Message::system("sys"))];
         entries.push(Entry::new(
-            Message::user(format!("{SUMMARY_PREFIX}## Summary (round 1)\n\n### Task\n- Book ZFA04Y\n")),
+            Message::user(format!(
+                "{}## Summary (round 1)\n\n### Task\n- Book ZFA04Y\n",
+                compaction_strategies::split_fraction::SUMMARY_PREFIX
+            )),
             Origin::Summary { round: 1, covers: vec![1, 2] },
         ));
         entries

@@ -277,7 +277,7 @@ mod agreement {
             settings(json!({"name": "none"}), CacheProfile::Anthropic),
         ];
         let (summarizer, judge) = (OfflineSummarizer::new(), OfflineJudge);
-        let models = Models { summarizer: &summarizer, judge: &judge, next_action: Some(&model) };
+        let models = Models { summarizer: &summarizer, judge: &judge, next_action: Some(&model), recorded: None };
         let conversations: Vec<Conversation> = ["good", "bad", "prose"].iter().map(|id| session(id)).collect();
         let mut points: Vec<(usize, usize)> = Vec::new();
         let mut asked = 0;

@@ -409,7 +409,7 @@ impl Legacy {
             PruneCheck::BeforeChain => b.should_prune,
             PruneCheck::AfterChain => after_chain > b.prune_threshold,
         };
-        let (built, pruned): (Built, usize) = if prune_gate {
+        let (mut built, pruned): (Built, usize) = if prune_gate {
             let fin = self.prune(ctx, layout);
             let dropped = layout.len() - fin.len();
             (build_layout(ctx, &fin, &plan.requests, summaries, &[self.inner.estimator()]), dropped)
@@ -421,25 +421,10 @@ impl Legacy {
         let stripped = notes.get("stripped_chitchat").and_then(Value::as_u64).unwrap_or(0) as usize;
         let trimmed = notes.get("trimmed").and_then(Value::as_u64).unwrap_or(0);
         let stages = notes.get("compacted_stages").and_then(Value::as_array).map_or(0, |a| a.len());
-        let estimate_after = self.inner.estimate(&built.context);
-        let shortfall =
-            self.inner.threshold(&built.context, budget).and_then(|t| estimate_after.checked_sub(t)).filter(|d| *d > 0);
-        let event = CompactionEvent {
-            strategy: self.inner.name().to_string(),
-            trigger: plan.trigger,
-            step: PriorityChain::steps(trimmed > 0, stripped, stages, summarized, p4, pruned > 0),
-            estimate_before: self.inner.estimate(ctx),
-            estimate_after,
-            messages_before: ctx.len(),
-            messages_after: built.context.len(),
-            removed: built.removed,
-            masked: built.masked,
-            summaries: built.summaries,
-            round: built.round,
-            fallback,
-            shortfall,
-            notes,
-        };
+        let step = PriorityChain::steps(trimmed > 0, stripped, stages, summarized, p4, pruned > 0);
+        let before = (self.inner.estimate(ctx), ctx.len());
+        let change = built.change(fallback);
+        let event = CompactionEvent::new(&self.inner, budget, (plan.trigger, step, notes), before, change);
         Compacted { context: built.context, event }
     }
     pub(crate) fn promises(&self, ctx: &Context, budget: &Budget) -> Promises {
