@@ -95,12 +95,14 @@ pub fn production(text: &str) -> Vec<&str> {
                 break;
             }
         }
-        let mut depth = 0i64;
-        let mut opened = false;
+        // The item: one line ending in `;`, or to its closing brace at column 0 (the code is
+        // rustfmt's, so a top-level item closes there, whatever braces its strings hold).
+        let Some(first) = lines.next() else { break };
+        if first.trim_end().ends_with(';') {
+            continue;
+        }
         for item in lines.by_ref() {
-            depth += item.matches('{').count() as i64 - item.matches('}').count() as i64;
-            opened |= item.contains('{');
-            if (opened && depth <= 0) || (!opened && item.trim_end().ends_with(';')) {
+            if item.starts_with('}') {
                 break;
             }
         }
@@ -351,7 +353,7 @@ pub fn name(path: &[String]) -> String {
 
 #[test]
 fn a_top_level_test_item_is_not_production_wherever_it_is() {
-    let text = "fn a() {}\n/// The tests.\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn t() {}\n}\n\nfn b() {}\n#[cfg(test)]\n#[path = \"x.rs\"]\nmod oracle;\nfn c() {}\n";
+    let text = "fn a() {}\n/// The tests.\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn t() { let _ = \"{{\"; }\n}\n\nfn b() {}\n#[cfg(test)]\n#[path = \"x.rs\"]\nmod oracle;\nfn c() {}\n";
     assert_eq!(production(text), vec!["fn a() {}", "", "fn b() {}", "fn c() {}"]);
     // An indented `#[cfg(test)]` (on an item inside an impl) is left to the compiler.
     assert_eq!(production("impl A {\n    #[cfg(test)]\n    fn t() {}\n}\n").len(), 4);
