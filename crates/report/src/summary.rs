@@ -34,8 +34,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use compaction::{ProbeKind, Tier};
-use runlog::experiment::{fnv1a, Configuration};
+use runlog::experiment::Configuration;
 use runlog::record::{PairMetrics, PairOutcome, PairRecord};
+use seeded::fnv1a;
 
 /// The `dataset` of a pooled row.
 pub const ALL_DATASETS: &str = "all";

@@ -78,7 +78,8 @@ fn metrics(retention: f64, summary: &str, lost: bool) -> PairMetrics {
 }
 
 fn run_data() -> RunData {
-    let experiment = Experiment::parse(EXPERIMENT, Path::new("experiments/html-unit.toml")).expect("valid");
+    let experiment = Experiment::parse(EXPERIMENT, Path::new("experiments/html-unit.toml"), &runner::catalog::Catalog)
+        .expect("valid");
     let mut records = Vec::new();
     for (i, c) in experiment.configurations.iter().enumerate() {
         records.push(PairRecord {
@@ -443,7 +444,8 @@ name = "priority-chain"
 [[strategy]]
 name = "truncate"
 "#;
-    let experiment = Experiment::parse(CHAIN, Path::new("experiments/chain-unit.toml")).expect("valid");
+    let experiment =
+        Experiment::parse(CHAIN, Path::new("experiments/chain-unit.toml"), &runner::catalog::Catalog).expect("valid");
     let mut data = run_data();
     data.records = experiment
         .configurations
@@ -461,7 +463,7 @@ name = "truncate"
             outcome: PairOutcome::Ok(Box::new({
                 // The thresholds a replay records at the first call.
                 let mut m = metrics(0.5, "s", false);
-                let strategy = c.resolved.build().expect("builds");
+                let strategy = runner::catalog::strategy_config(&c.resolved).and_then(|s| s.build()).expect("builds");
                 m.thresholds = strategy
                     .thresholds(&compaction::Context::new(), &compaction::Budget::new(2_000))
                     .into_iter()
@@ -672,7 +674,7 @@ fn run_with_recorded(conversations: usize) -> RunData {
     let mut data = run_data();
     let experiment = Experiment::parse(
         "name = \"html-real\"\ndatasets = [\"none.jsonl\"]\nwindows = [2000]\nseed = 1\n\n[[strategy]]\nname = \"recorded\"\n\n[[strategy]]\nname = \"truncate\"\n",
-        Path::new("experiments/html-real.toml"),
+        Path::new("experiments/html-real.toml"), &runner::catalog::Catalog,
     )
     .expect("valid");
     let long = |who: &str| format!("{who} {HOSTILE} {}", "x".repeat(MAX_SUMMARY_CHARS + 100));
@@ -737,7 +739,7 @@ fn pareto_charts_are_drawn_per_window_on_fitted_axes() {
     let mut data = run_data();
     let experiment = Experiment::parse(
         "name = \"w\"\ndatasets = [\"none.jsonl\"]\nwindows = [2000, 4000]\nseed = 1\n\n[[strategy]]\nname = \"truncate\"\n",
-        Path::new("experiments/w.toml"),
+        Path::new("experiments/w.toml"), &runner::catalog::Catalog,
     )
     .expect("valid");
     data.records = experiment

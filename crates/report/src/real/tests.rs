@@ -93,7 +93,8 @@ fn record(data: &RunData, strategy: &str, dataset: &str, conversation: &str, pro
 }
 
 fn run(experiment: &str) -> RunData {
-    let experiment = Experiment::parse(experiment, Path::new("experiments/real-unit.toml")).expect("valid");
+    let experiment = Experiment::parse(experiment, Path::new("experiments/real-unit.toml"), &runner::catalog::Catalog)
+        .expect("valid");
     let manifest = Manifest {
         format: MANIFEST_FORMAT,
         experiment_id: "real-unit-00000000".into(),

@@ -10,7 +10,8 @@ use runlog::experiment::{Experiment, JudgeSpec, SummarizerSpec};
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
 fn ci_experiment() -> Experiment {
-    Experiment::load(&Path::new(ROOT).join("experiments/ci.toml")).expect("experiments/ci.toml is valid")
+    Experiment::load(&Path::new(ROOT).join("experiments/ci.toml"), &runner::catalog::Catalog)
+        .expect("experiments/ci.toml is valid")
 }
 
 #[test]

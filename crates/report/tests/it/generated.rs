@@ -48,7 +48,8 @@ fn experiment() -> Experiment {
     for s in STRATEGIES {
         toml.push_str(&format!("\n[[strategy]]\nname = \"{s}\"\n"));
     }
-    Experiment::parse(&toml, Path::new("experiments/generated.toml")).expect("a valid experiment")
+    Experiment::parse(&toml, Path::new("experiments/generated.toml"), &runner::catalog::Catalog)
+        .expect("a valid experiment")
 }
 
 /// A deterministic spread of small numbers.

@@ -9,7 +9,8 @@ use std::path::Path;
 use dataset::LoadOptions;
 use report::summary::{self, ConfigSummary, ALL_DATASETS};
 use runlog::experiment::Experiment;
-use runner::run::{self, Engine, Plan, Provenance, RunData, RunOptions};
+use runlog::log::RunData;
+use runner::run::{self, Engine, Plan, Provenance, RunOptions};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
@@ -22,7 +23,8 @@ fn run_ci() -> RunData {
 
 /// The gate's experiment run into `root/run`, with its CSV files and report.html.
 pub fn ci_run_folder(root: &Path) -> (std::path::PathBuf, RunData) {
-    let exp = Experiment::load(&Path::new(ROOT).join("experiments/ci.toml")).expect("experiments/ci.toml is valid");
+    let exp = Experiment::load(&Path::new(ROOT).join("experiments/ci.toml"), &runner::catalog::Catalog)
+        .expect("experiments/ci.toml is valid");
     let plan = Plan::load(exp, &LoadOptions::default()).expect("the synthetic datasets load");
     let summarizer = runner::summarize::OfflineSummarizer::default();
     let judge = runner::judge::OfflineJudge;
