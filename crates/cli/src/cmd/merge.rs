@@ -30,6 +30,6 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
     };
     report::write_outputs(&args.out, &data)?;
-    report::html::write_report_for(&args.out, &data)?;
+    report::html::write_report_for(&args.out, &data, compaction_strategies::family)?;
     Ok(super::run::finish(&data, &args.out, started, false, false))
 }

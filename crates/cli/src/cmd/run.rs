@@ -310,7 +310,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     report::write_outputs(&out, &data)?;
     let csv_phase = csv_watch.phase("write/csv");
     let html_watch = Stopwatch::start();
-    report::html::write_report_for(&out, &data)?;
+    report::html::write_report_for(&out, &data, compaction_strategies::family)?;
     let html_phase = html_watch.phase("write/report");
     let timings = &mut data.manifest.timings;
     timings.phases.insert(0, load_phase);

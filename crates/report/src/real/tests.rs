@@ -207,7 +207,7 @@ fn enough_conversations_give_an_interval_and_a_detectable_difference_either_way(
         } else {
             assert!(hi < 0.0 && lo > -1.0, "[{lo}, {hi}]");
         }
-        let html = crate::html::render(&data, &crate::html::ProbeTexts::default());
+        let html = crate::html::render(&data, &crate::html::ProbeTexts::default(), compaction_strategies::family);
         let reading = if stand_in_wins { "the stand-in keeps more" } else { "the real summary keeps more" };
         assert!(html.contains(reading), "{reading}");
     }
@@ -232,7 +232,7 @@ fn several_datasets_get_their_own_rows_and_a_pooled_one() {
 #[test]
 fn the_report_and_the_csv_show_real_against_stand_in_only_with_recorded() {
     let data = small();
-    let html = crate::html::render(&data, &crate::html::ProbeTexts::default());
+    let html = crate::html::render(&data, &crate::html::ProbeTexts::default(), compaction_strategies::family);
     assert!(html.contains("id=\"real-summaries\""));
     assert!(html.contains("Real summaries against the stand-in"));
     assert!(html.contains("written by the offline stand-in"));
@@ -265,7 +265,7 @@ fn the_report_and_the_csv_show_real_against_stand_in_only_with_recorded() {
         }
     }
     assert!(compare(&without).is_empty());
-    let html = crate::html::render(&without, &crate::html::ProbeTexts::default());
+    let html = crate::html::render(&without, &crate::html::ProbeTexts::default(), compaction_strategies::family);
     assert!(!html.contains("real-summaries"));
     let dir = root.join("without");
     crate::write_outputs(&dir, &without).expect("writes");

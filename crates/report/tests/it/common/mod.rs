@@ -155,6 +155,6 @@ pub fn adversarial_run(root: &Path) -> (PathBuf, RunData) {
     };
     let data = run::run(&plan, &Engine::new(&summarizer, &judge), &options, &provenance, &|_| {}).expect("runs");
     report::write_outputs(&out, &data).expect("csv written");
-    report::html::write_report(&out).expect("report written");
+    report::html::write_report(&out, compaction_strategies::family).expect("report written");
     (out, data)
 }
