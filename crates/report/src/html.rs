@@ -235,7 +235,7 @@ pub fn write_report_for(run_dir: &Path, data: &RunData, family: FamilyOf) -> Res
     let texts = ProbeTexts::for_run(data);
     let html = render(data, &texts, family);
     let path = run_dir.join(REPORT_HTML);
-    runlog::folder::write_atomic(&path, html.as_bytes())
+    runlog::atomic::write_atomic(&path, html.as_bytes())
         .map_err(|source| ReportError::Io { path: path.clone(), source })?;
     Ok(path)
 }

@@ -22,7 +22,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let started = Instant::now();
     // The merged folder's lock is held until its last file is written.
-    let (data, _lock) = match runlog::log::merge_locked(&args.dirs, &args.out) {
+    let (data, _lock) = match runlog::merge::merge_locked(&args.dirs, &args.out) {
         Ok(d) => d,
         Err(e) => {
             tell!("error: {e}");

@@ -435,7 +435,7 @@ fn merging_two_shards_writes_the_same_csvs_as_the_whole_run() {
     run_into(&s1, false, Some(Shard { index: 1, count: 2 }));
     run_into(&s2, false, Some(Shard { index: 2, count: 2 }));
     let out = temp_dir("merge-out");
-    let merged = runlog::log::merge(&[s2, s1], &out).expect("merges");
+    let merged = runlog::merge::merge(&[s2, s1], &out).expect("merges");
     report::write_outputs(&out, &merged).expect("writes");
     assert_same_outputs(&whole, &out);
     // The merged folder reads back to the same outputs.

@@ -8,7 +8,7 @@ use compaction::{Context, Conversation, Message, Probe, ProbeKind, SummaryFailur
 
 use super::*;
 use crate::replay::Summary;
-use runlog::log::merge;
+use runlog::merge::merge;
 use runlog::record::{FoundIn, ProbeScore};
 
 struct TestSummarizer;
