@@ -286,12 +286,18 @@ fn the_repository_experiments_parse() {
         .copied()
         .filter(|n| compaction_strategies::family(n) != Some("production"))
         .collect();
-    assert_eq!(strategies, seeds_and_baselines, "every seed and baseline is in the main job");
+    assert_eq!(
+        strategies, seeds_and_baselines,
+        "every seed and baseline is in the main job: run `scripts/regenerate.sh`"
+    );
     let production =
         Experiment::load(&dir.join("production.toml"), &Catalog).expect("experiments/production.toml parses");
     let names: std::collections::BTreeSet<_> = production.configurations.iter().map(|c| c.strategy.as_str()).collect();
     let all: std::collections::BTreeSet<_> = compaction_strategies::NAMES.iter().copied().collect();
-    assert_eq!(names, all, "the production experiment runs the production systems beside the seeds and baselines");
+    assert_eq!(
+        names, all,
+        "the production experiment runs the production systems beside the seeds and baselines: run `scripts/regenerate.sh`"
+    );
     assert_eq!(production.windows, vec![32_000, 128_000]);
     assert!(exp.windows.len() >= 2);
     assert!(exp.price.is_some(), "the main job prices its calls");

@@ -202,7 +202,7 @@ fn the_corpora_experiments_run_every_strategy_and_the_recorded_reference() {
         let mut names: Vec<&str> = exp.configurations.iter().map(|c| c.strategy.as_str()).collect();
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names, want, "{file}");
+        assert_eq!(names, want, "{file}: run `scripts/regenerate.sh`");
         assert!(exp.datasets.iter().all(|d| d.starts_with("../target/corpora")), "{file}: imported datasets only");
         assert!(exp.windows.contains(&128_000), "{file}: the window where the strategies meet the recorded cuts");
     }
