@@ -63,7 +63,12 @@ baseline:
     cp target/ci-baseline-run/summary.csv reports/baseline/summary.csv
     cp target/ci-baseline-run/results.csv reports/baseline/results.csv
 
-# Rewrite the generated parameter tables in experiments/README.md from the strategy catalog.
+# Rewrite every file generated from the strategy catalog (experiments/README.md's parameter
+# tables, the experiment files' strategy tables, the gate's baseline when a strategy is added).
+regenerate:
+    bash scripts/regenerate.sh
+
+# Rewrite the generated parameter tables in experiments/README.md and the experiment files'
+# strategy tables from the strategy catalog (no run; `just regenerate` also refreshes the baseline).
 docs:
-    cargo run -q -p compactlens -- strategies --markdown > target/strategies.md
-    python3 scripts/splice.py experiments/README.md strategies target/strategies.md
+    cargo run -q -p compactlens -- generated --write

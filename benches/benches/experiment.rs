@@ -33,7 +33,7 @@ pub fn default_experiment() -> PathBuf {
 
 pub fn bench(c: &mut Criterion) {
     let path = default_experiment();
-    let plan = match Experiment::load(&path)
+    let plan = match Experiment::load(&path, &runner::catalog::Catalog)
         .map_err(|e| e.to_string())
         .and_then(|e| Plan::load(e, &LoadOptions::default()).map_err(|e| e.to_string()))
     {

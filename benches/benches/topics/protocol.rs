@@ -16,9 +16,10 @@ use compaction::{Budget, Context, Conversation, Encoding, Exact, Plan, Promises,
 use compaction::{TokenCounter, Trigger};
 use compaction_strategies::StrategyConfig;
 use criterion::{BenchmarkId, Criterion, Throughput};
+use runlog::settings::{CacheProfile, OverflowPolicy};
 use runner::external::ExternalStrategy;
 use runner::judge::OfflineJudge;
-use runner::replay::{replay_built, CacheProfile, OverflowPolicy, ReplaySettings};
+use runner::replay::{replay_built, ReplaySettings};
 use runner::session::Compactor;
 use runner::summarize::OfflineSummarizer;
 

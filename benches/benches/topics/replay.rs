@@ -18,8 +18,9 @@ use compaction_strategies::StrategyConfig;
 use compaction_strategies::NAMES;
 use compactlens_benches::conversations::{generate, Shape};
 use criterion::{BenchmarkId, Criterion, Throughput};
+use runlog::settings::CacheProfile;
 use runner::judge::OfflineJudge;
-use runner::replay::{replay, CacheProfile, ReplaySettings};
+use runner::replay::{replay, ReplaySettings};
 use runner::summarize::OfflineSummarizer;
 
 use super::quick;
@@ -42,7 +43,7 @@ pub fn settings(name: &str) -> Option<ReplaySettings> {
         encoding: Encoding::O200kBase,
         cache: CacheProfile::Openai,
         price: None,
-        overflow: runner::replay::OverflowPolicy::Continue,
+        overflow: runlog::settings::OverflowPolicy::Continue,
     })
 }
 

@@ -76,7 +76,7 @@ name = "codex"
         server.url()
     );
     std::fs::write(dir.join("exp.toml"), experiment)?;
-    let experiment = Experiment::load(&dir.join("exp.toml"))?;
+    let experiment = Experiment::load(&dir.join("exp.toml"), &runner::catalog::Catalog)?;
     let plan = Plan::load(experiment, &LoadOptions::default())?;
     let roles = LlmRoles::build(&plan.experiment, &|_| None, None)?;
     let (Some(summarizer), Some(judge)) = (roles.summarizer.as_deref(), roles.judge.as_deref()) else {

@@ -21,8 +21,9 @@ use compaction::Encoding;
 use compaction_strategies::StrategyConfig;
 use compaction_strategies::NAMES;
 use compactlens_benches::conversations::{generate, Shape};
+use runlog::settings::{CacheProfile, OverflowPolicy};
 use runner::judge::OfflineJudge;
-use runner::replay::{replay, CacheProfile, OverflowPolicy, ReplaySettings};
+use runner::replay::{replay, ReplaySettings};
 use runner::summarize::OfflineSummarizer;
 
 const SIZES: [usize; 3] = [1_000, 10_000, 100_000];

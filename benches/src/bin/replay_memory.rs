@@ -13,8 +13,9 @@
 use compaction::Encoding;
 use compaction_strategies::StrategyConfig;
 use compactlens_benches::conversations::{generate, Shape};
+use runlog::settings::{CacheProfile, OverflowPolicy};
 use runner::judge::OfflineJudge;
-use runner::replay::{replay, CacheProfile, OverflowPolicy, ReplaySettings};
+use runner::replay::{replay, ReplaySettings};
 use runner::summarize::OfflineSummarizer;
 
 fn main() -> anyhow::Result<()> {

@@ -53,6 +53,9 @@ enum Command {
     Merge(cmd::merge::Args),
     /// List every strategy with its source document and parameters.
     Strategies(cmd::strategies::Args),
+    /// Check the files generated from the strategy catalog (experiments/README.md's parameter
+    /// tables, the experiment files' strategy tables, the gate's baseline); --write rewrites them.
+    Generated(cmd::generated::Args),
     /// Check every strategy of an experiment, external ones included, on generated
     /// conversations: no orphaned tool result, no unanswered call, nothing a provider refuses.
     Conform(cmd::conform::Args),
@@ -132,6 +135,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cmd::run::run(args),
         Command::Merge(args) => cmd::merge::run(args),
         Command::Strategies(args) => cmd::strategies::run(args),
+        Command::Generated(args) => cmd::generated::run(args),
         Command::Conform(args) => cmd::conform::run(args),
         Command::Validate(args) => cmd::validate::run(args),
         Command::Import(args) => cmd::import::run(args),

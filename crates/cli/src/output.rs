@@ -28,12 +28,12 @@ pub fn clobbers<'a>(out: &Path, inputs: impl IntoIterator<Item = &'a Path>) -> O
 }
 
 /// Write `bytes` to `path` through an exclusively created temporary file in the same folder
-/// ([`runlog::folder::write_atomic`]), then rename it over `path`. Missing parent folders are
+/// ([`runlog::atomic::write_atomic`]), then rename it over `path`. Missing parent folders are
 /// created.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    runlog::folder::write_atomic(path, bytes).with_context(|| format!("writing {}", path.display()))
+    runlog::atomic::write_atomic(path, bytes).with_context(|| format!("writing {}", path.display()))
 }
 
 /// `text` safe to print on a terminal: control characters other than newline and tab (an ANSI

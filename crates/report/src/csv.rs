@@ -914,7 +914,7 @@ pub fn write_file<T: Serialize>(path: &Path, header: &[&str], rows: &[T]) -> Res
     let mut bytes = Vec::new();
     write_rows(&mut bytes, header, rows)
         .map_err(|e| ReportError::Csv { path: path.to_path_buf(), detail: e.to_string() })?;
-    runlog::folder::write_atomic(path, &bytes).map_err(|source| ReportError::Io { path: path.to_path_buf(), source })
+    runlog::atomic::write_atomic(path, &bytes).map_err(|source| ReportError::Io { path: path.to_path_buf(), source })
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 
 use runlog::record::PairMetrics;
 
-use crate::summary::{mean, percentile};
+use crate::stats::{mean, percentile};
 
 /// One compaction round of a configuration, over its conversations.
 #[derive(Debug, Clone, PartialEq, Default)]

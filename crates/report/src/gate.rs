@@ -58,7 +58,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::summary::{bootstrap_ci, mean, metric_seed};
+use crate::stats::mean;
+use crate::summary::{bootstrap_ci, metric_seed};
 
 /// Why the gate could not compare.
 #[derive(Debug, thiserror::Error)]

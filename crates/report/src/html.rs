@@ -26,7 +26,8 @@
 //! its bound. The page says when it left something out; the CSV files always hold everything.
 //!
 //! ```no_run
-//! let path = report::html::write_report(std::path::Path::new("reports/default-20250101-000000")).unwrap();
+//! let family = |name: &str| (name == "none").then_some("baseline");
+//! let path = report::html::write_report(std::path::Path::new("reports/default-20250101-000000"), family).unwrap();
 //! assert!(path.ends_with("report.html"));
 //! ```
 
@@ -94,10 +95,15 @@ fn family_palette(family: &str) -> &'static [&'static str] {
     }
 }
 
-/// A strategy's family (`seed`, `production`, `baseline`, `reference`), or `external` for a
-/// name the catalog does not know (an external strategy's label).
-pub fn family_of(strategy: &str) -> &'static str {
-    compaction_strategies::family(strategy).unwrap_or("external")
+/// A strategy's family by its name (`seed`, `production`, `baseline`, `reference`), `None` for a
+/// name the catalog does not know: the strategy catalog's `family`, which the caller supplies
+/// (the report knows no strategy).
+pub type FamilyOf = fn(&str) -> Option<&'static str>;
+
+/// A strategy's family, or `external` for a name the catalog does not know (an external
+/// strategy's label).
+pub fn family_or_external(family: FamilyOf, strategy: &str) -> &'static str {
+    family(strategy).unwrap_or("external")
 }
 
 /// Escape text for HTML element content and double- or single-quoted attribute values.
@@ -214,21 +220,22 @@ impl ProbeTexts {
 /// folder that is not one); its lock is held while it is read and written (a run or merge
 /// writing into it is refused, not raced), none of its files may be a link, and its
 /// `results.jsonl` must agree with `run.json` ([`RunData::read`]).
-pub fn write_report(run_dir: &Path) -> Result<PathBuf, ReportError> {
+/// `family` names each strategy's family.
+pub fn write_report(run_dir: &Path, family: FamilyOf) -> Result<PathBuf, ReportError> {
     runlog::log::read_manifest(run_dir)?;
     let _lock = runlog::folder::RunLock::take(run_dir)?;
     runlog::folder::refuse_links(run_dir)?;
     let data = RunData::read(run_dir)?;
-    write_report_for(run_dir, &data)
+    write_report_for(run_dir, &data, family)
 }
 
 /// Render `report.html` into `run_dir` from a run already in memory (what a run calls after
 /// writing its CSV files).
-pub fn write_report_for(run_dir: &Path, data: &RunData) -> Result<PathBuf, ReportError> {
+pub fn write_report_for(run_dir: &Path, data: &RunData, family: FamilyOf) -> Result<PathBuf, ReportError> {
     let texts = ProbeTexts::for_run(data);
-    let html = render(data, &texts);
+    let html = render(data, &texts, family);
     let path = run_dir.join(REPORT_HTML);
-    runlog::folder::write_atomic(&path, html.as_bytes())
+    runlog::atomic::write_atomic(&path, html.as_bytes())
         .map_err(|source| ReportError::Io { path: path.clone(), source })?;
     Ok(path)
 }
@@ -253,10 +260,11 @@ struct Page<'a> {
     conversations: Vec<ConversationView<'a>>,
     /// The verdict, from the files the run writes (or why there is none).
     verdict: Result<crate::verdict::Verdict, String>,
+    family: FamilyOf,
 }
 
-/// The whole page as a string.
-pub fn render(data: &RunData, texts: &ProbeTexts) -> String {
+/// The whole page as a string; `family` names each strategy's family.
+pub fn render(data: &RunData, texts: &ProbeTexts, family: FamilyOf) -> String {
     let experiment = &data.manifest.experiment;
     let summaries = summary::summarize(&experiment.configurations, &data.records, data.manifest.seed);
     let mut colors: HashMap<&str, &'static str> = HashMap::new();
@@ -266,9 +274,9 @@ pub fn render(data: &RunData, texts: &ProbeTexts) -> String {
         if colors.contains_key(name) {
             continue;
         }
-        let family = family_of(name);
-        let palette = family_palette(family);
-        let k = per_family.entry(family).or_insert(0);
+        let group = family_or_external(family, name);
+        let palette = family_palette(group);
+        let k = per_family.entry(group).or_insert(0);
         colors.insert(name, palette[*k % palette.len()]);
         *k += 1;
     }
@@ -285,7 +293,7 @@ pub fn render(data: &RunData, texts: &ProbeTexts) -> String {
         vec![summary::ALL_DATASETS.to_string()]
     };
     let verdict = crate::verdict::Verdict::of_run(data).map_err(|e| e.to_string());
-    let page = Page { data, texts, summaries, views, colors, conversations, verdict };
+    let page = Page { data, texts, summaries, views, colors, conversations, verdict, family };
 
     let mut out = String::with_capacity(64 * 1024);
     out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
@@ -421,6 +429,10 @@ fn swatch_of(color: &str) -> String {
 }
 
 impl Page<'_> {
+    fn family_of(&self, strategy: &str) -> &'static str {
+        family_or_external(self.family, strategy)
+    }
+
     fn color(&self, strategy: &str) -> &'static str {
         self.colors.get(strategy).copied().unwrap_or(PALETTE[PALETTE.len() - 2])
     }
@@ -717,7 +729,7 @@ impl Page<'_> {
                     String::new()
                 }
             ));
-            out.push_str(&format!("<td><span class=\"tag\">{}</span></td>", family_of(&c.strategy)));
+            out.push_str(&format!("<td><span class=\"tag\">{}</span></td>", self.family_of(&c.strategy)));
             out.push_str(&format!("<td class=\"num\"{}>{}</td>", dv(Some(s.conversations as f64)), s.conversations));
             out.push_str(&format!(
                 "<td class=\"num{}\"{}>{}</td>",
@@ -803,7 +815,7 @@ impl Page<'_> {
         let order = ["seed", "production", "baseline", "reference", "external"];
         for family in order {
             let mut rows: Vec<&ConfigSummary> =
-                self.rows(view).into_iter().filter(|s| family_of(&s.config.strategy) == family).collect();
+                self.rows(view).into_iter().filter(|s| self.family_of(&s.config.strategy) == family).collect();
             if rows.is_empty() {
                 continue;
             }
@@ -880,7 +892,7 @@ impl Page<'_> {
             }
         }
         seen.sort_by_key(|s| {
-            ["seed", "production", "baseline", "reference", "external"].iter().position(|f| *f == family_of(s))
+            ["seed", "production", "baseline", "reference", "external"].iter().position(|f| *f == self.family_of(s))
         });
         out.push_str("<div class=\"legend\">");
         for s in seen {

@@ -20,6 +20,7 @@ pub mod drift;
 pub mod gate;
 pub mod html;
 pub mod real;
+pub mod stats;
 pub mod summary;
 pub mod verdict;
 

@@ -22,7 +22,8 @@
 //! order of records, on sharding, or on other configurations.
 //!
 //! ```
-//! use report::summary::{bootstrap_ci, mean};
+//! use report::stats::mean;
+//! use report::summary::bootstrap_ci;
 //!
 //! let values = [0.2, 0.4, 0.9, 1.0, 0.6];
 //! let (low, high) = bootstrap_ci(&values, 42).unwrap();
@@ -34,8 +35,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use compaction::{ProbeKind, Tier};
-use runlog::experiment::{fnv1a, Configuration};
+use runlog::experiment::Configuration;
 use runlog::record::{PairMetrics, PairOutcome, PairRecord};
+use seeded::fnv1a;
+
+use crate::stats::{mean, percentile};
 
 /// The `dataset` of a pooled row.
 pub const ALL_DATASETS: &str = "all";
@@ -203,11 +207,6 @@ impl Estimate {
     fn of(values: &[f64], seed: u64) -> Estimate {
         Estimate { mean: mean(values), ci: bootstrap_ci(values, seed), n: values.len() }
     }
-}
-
-/// The arithmetic mean; `None` for no values.
-pub fn mean(values: &[f64]) -> Option<f64> {
-    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }
 
 fn ratio(num: u64, den: u64) -> Option<f64> {
@@ -452,15 +451,6 @@ fn estimate_errors(m: &PairMetrics) -> impl Iterator<Item = f64> + '_ {
         .iter()
         .filter(|c| c.check_tokens > 0)
         .map(|c| (c.check_estimate as f64 - c.check_tokens as f64) / c.check_tokens as f64)
-}
-
-/// Nearest-rank percentile `q` (0..=1) of sorted values.
-pub fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
 fn summarize_one<'a>(

@@ -47,7 +47,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::gate::{paired_test, weighted_paired_test, PairedTest};
-use crate::summary::{bootstrap_ci, mean, metric_seed, weighted_bootstrap_ci, weighted_mean, ALL_DATASETS};
+use crate::stats::mean;
+use crate::summary::{bootstrap_ci, metric_seed, weighted_bootstrap_ci, weighted_mean, ALL_DATASETS};
 
 pub mod render;
 mod table;

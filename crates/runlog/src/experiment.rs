@@ -6,12 +6,37 @@
 //! list-valued parameter is a grid axis and the cross product of the axes is run; scalars are
 //! fixed. Every key is documented in `experiments/README.md`.
 //!
-//! Parsing is eager: each expanded configuration is deserialized into a
-//! [`StrategyConfig`] and built, so an unknown key or a bad value is reported before anything
-//! runs, naming the file, the line of the `[[strategy]]` table, its index and the key.
+//! Parsing is eager: each expanded configuration is resolved and built by the strategy catalog
+//! the caller supplies ([`StrategyCatalog`]: the run log knows no strategy), so an unknown key or
+//! a bad value is reported before anything runs, naming the file, the line of the
+//! `[[strategy]]` table, its index and the key.
 //!
 //! ```
+//! use runlog::catalog::{Resolved, StrategyCatalog};
 //! use runlog::experiment::Experiment;
+//!
+//! /// A catalog of one strategy with two parameters and no defaults to fill in.
+//! struct One;
+//! impl StrategyCatalog for One {
+//!     fn names(&self) -> Vec<&str> {
+//!         vec!["keep-last-n"]
+//!     }
+//!     fn default_for(&self, name: &str) -> Option<Resolved> {
+//!         (name == "keep-last-n").then(|| Resolved::of(&serde_json::json!({ "name": name })).unwrap())
+//!     }
+//!     fn params(&self, _: &str) -> Vec<String> {
+//!         vec!["recent_messages_to_keep".into(), "threshold_percent".into()]
+//!     }
+//!     fn resolve(
+//!         &self,
+//!         name: &str,
+//!         params: &serde_json::Map<String, serde_json::Value>,
+//!     ) -> Result<Resolved, (Option<String>, String)> {
+//!         let mut all = params.clone();
+//!         all.insert("name".into(), name.into());
+//!         Resolved::of(&all).map_err(|e| (None, e.to_string()))
+//!     }
+//! }
 //!
 //! let text = r#"
 //! name = "demo"
@@ -24,13 +49,13 @@
 //! recent_messages_to_keep = [5, 10]
 //! threshold_percent = 0.8
 //! "#;
-//! let exp = Experiment::parse(text, std::path::Path::new("experiments/demo.toml")).unwrap();
+//! let exp = Experiment::parse(text, std::path::Path::new("experiments/demo.toml"), &One).unwrap();
 //! // two keep counts x two windows
 //! assert_eq!(exp.configurations.len(), 4);
 //! assert!(exp.configurations[0].config_id.starts_with("keep-last-n-32k-"));
 //!
 //! let bad = text.replace("threshold_percent", "threshold_pct");
-//! let err = Experiment::parse(&bad, std::path::Path::new("demo.toml")).unwrap_err();
+//! let err = Experiment::parse(&bad, std::path::Path::new("demo.toml"), &One).unwrap_err();
 //! assert!(err.to_string().contains("`threshold_pct`"), "{err}");
 //! ```
 //!
@@ -45,9 +70,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use compaction::Encoding;
-use compaction_strategies::StrategyConfig;
 use serde::{Deserialize, Serialize};
 
+use crate::catalog::{Resolved, StrategyCatalog};
 use crate::external::{ExternalSpec, EXTERNAL};
 use crate::llm_settings::{self as llm_setup, LlmSettings, RawLlm, RawRole};
 pub use crate::llm_settings::{JudgeSpec, SummarizerSpec};
@@ -110,7 +135,7 @@ pub struct Configuration {
     pub window: Option<u64>,
     /// The strategy with every parameter resolved (defaults filled in), validated. For an
     /// external strategy, `none`'s: what runs is [`Configuration::external`].
-    pub resolved: StrategyConfig,
+    pub resolved: Resolved,
     /// The external strategy this configuration runs, when it is one (`strategy` is then its
     /// label).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -198,23 +223,28 @@ fn default_tokenizer() -> Encoding {
 }
 
 impl Experiment {
-    /// Read and parse an experiment file.
-    pub fn load(path: &Path) -> Result<Experiment, ExperimentError> {
-        Experiment::load_with_env(path, &|_| None)
+    /// Read and parse an experiment file, its strategies checked against `catalog`.
+    pub fn load(path: &Path, catalog: &dyn StrategyCatalog) -> Result<Experiment, ExperimentError> {
+        Experiment::load_with_env(path, &|_| None, catalog)
     }
 
     /// [`Experiment::load`], reading the variables an `[llm]` table names (`model_env`,
     /// `base_url_env`) with `env` (the caller's environment: this crate never reads it).
-    pub fn load_with_env(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Experiment, ExperimentError> {
+    pub fn load_with_env(
+        path: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+        catalog: &dyn StrategyCatalog,
+    ) -> Result<Experiment, ExperimentError> {
         let text = inputs::read_to_string(path, inputs::Kind::Settings)
             .map_err(|e| ExperimentError::Read { path: path.to_path_buf(), source: e.into_io() })?;
-        Experiment::parse_with_env(&text, path, env)
+        Experiment::parse_with_env(&text, path, env, catalog)
     }
 
     /// Parse an experiment whose file is `path` (relative paths in it are resolved against
-    /// its folder; the price table is read from there when `price` names a model).
-    pub fn parse(text: &str, path: &Path) -> Result<Experiment, ExperimentError> {
-        Experiment::parse_with_env(text, path, &|_| None)
+    /// its folder; the price table is read from there when `price` names a model), its
+    /// strategies checked against `catalog`.
+    pub fn parse(text: &str, path: &Path, catalog: &dyn StrategyCatalog) -> Result<Experiment, ExperimentError> {
+        Experiment::parse_with_env(text, path, &|_| None, catalog)
     }
 
     /// [`Experiment::parse`] with the variables an `[llm]` table names read by `env`.
@@ -222,6 +252,7 @@ impl Experiment {
         text: &str,
         path: &Path,
         env: &dyn Fn(&str) -> Option<String>,
+        catalog: &dyn StrategyCatalog,
     ) -> Result<Experiment, ExperimentError> {
         // More `[[strategy]]` tables than configurations an experiment may hold is refused
         // from the headers alone, before the TOML is parsed (which would take minutes).
@@ -314,7 +345,7 @@ impl Experiment {
             strategies.push(serde_json::to_value(table.get_ref()).unwrap_or(serde_json::Value::Null));
             let windows_n = raw.windows.len();
             for (strategy, params, resolved, external) in
-                expand_table(table.get_ref(), path, line, index, windows_n, configurations.len())?
+                expand_table(table.get_ref(), path, line, index, windows_n, configurations.len(), catalog)?
             {
                 let windows: Vec<Option<u64>> =
                     if raw.windows.is_empty() { vec![None] } else { raw.windows.iter().copied().map(Some).collect() };
@@ -475,7 +506,7 @@ pub fn cap_lines(message: &str, max: usize) -> String {
 }
 
 /// One expanded configuration: (name, params as written, resolved, the external strategy).
-type Expanded = (String, serde_json::Value, StrategyConfig, Option<ExternalSpec>);
+type Expanded = (String, serde_json::Value, Resolved, Option<ExternalSpec>);
 
 /// Expand one `[[strategy]]` table into its configurations.
 /// `windows` is how many windows each expanded configuration runs at, `earlier` how many
@@ -487,6 +518,7 @@ fn expand_table(
     index: usize,
     windows: usize,
     earlier: usize,
+    catalog: &dyn StrategyCatalog,
 ) -> Result<Vec<Expanded>, ExperimentError> {
     let err = |name: &str, key: Option<&str>, problem: String| ExperimentError::Strategy {
         path: path.to_path_buf(),
@@ -505,27 +537,24 @@ fn expand_table(
     };
     if name == EXTERNAL {
         // A process: its table is sent as written (no grid; a list is a parameter's value).
-        let spec = ExternalSpec::from_table(table).map_err(|(key, problem)| err(&name, key.as_deref(), problem))?;
+        let spec = ExternalSpec::from_table(table, &catalog.names())
+            .map_err(|(key, problem)| err(&name, key.as_deref(), problem))?;
         let written: serde_json::Map<String, serde_json::Value> = table
             .iter()
             .filter(|(k, _)| k.as_str() != "name")
             .filter_map(|(k, v)| serde_json::to_value(v).ok().map(|j| (k.clone(), j)))
             .collect();
-        let none = StrategyConfig::default_for("none").expect("`none` is in the catalog");
+        let none = catalog.default_for("none").expect("`none` is in the catalog");
         return Ok(vec![(spec.label.clone(), serde_json::Value::Object(written), none, Some(spec))]);
     }
-    if StrategyConfig::default_for(&name).is_none() {
+    if catalog.default_for(&name).is_none() {
         return Err(err(
             &name,
             Some("name"),
-            format!("unknown strategy (known: {}, {EXTERNAL})", compaction_strategies::NAMES.join(", ")),
+            format!("unknown strategy (known: {}, {EXTERNAL})", catalog.names().join(", ")),
         ));
     }
-    let known: Vec<String> = compaction_strategies::catalog()
-        .into_iter()
-        .find(|s| s.name == name)
-        .map(|s| s.params.into_iter().map(|p| p.name).collect())
-        .unwrap_or_default();
+    let known: Vec<String> = catalog.params(&name);
 
     // Axes in sorted key order; a scalar is an axis of one value.
     let mut keys: Vec<&String> = table.keys().filter(|k| k.as_str() != "name").collect();
@@ -600,7 +629,7 @@ fn expand_table(
         for (a, (key, values)) in axes.iter().enumerate() {
             params.insert((*key).to_string(), values[cursor[a]].clone());
         }
-        let resolved = resolve(&name, &params).map_err(|(key, problem)| {
+        let resolved = catalog.resolve(&name, &params).map_err(|(key, problem)| {
             // Show the value: with a grid, it tells which point of the grid is bad.
             let problem = match key.as_deref().and_then(|k| params.get(k)) {
                 Some(v) => format!("{v}: {problem}"),
@@ -623,34 +652,6 @@ fn expand_table(
             cursor[a] = 0;
         }
     }
-}
-
-/// Deserialize and build one expanded configuration; an error names the key when it can.
-fn resolve(
-    name: &str,
-    params: &serde_json::Map<String, serde_json::Value>,
-) -> Result<StrategyConfig, (Option<String>, String)> {
-    let with_name = |p: serde_json::Map<String, serde_json::Value>| {
-        let mut obj = p;
-        obj.insert("name".into(), serde_json::Value::String(name.to_string()));
-        serde_json::from_value::<StrategyConfig>(serde_json::Value::Object(obj))
-    };
-    let config = match with_name(params.clone()) {
-        Ok(c) => c,
-        Err(whole) => {
-            // Find the key whose value alone does not deserialize.
-            for (k, v) in params {
-                let mut one = serde_json::Map::new();
-                one.insert(k.clone(), v.clone());
-                if let Err(e) = with_name(one) {
-                    return Err((Some(k.clone()), e.to_string()));
-                }
-            }
-            return Err((None, whole.to_string()));
-        }
-    };
-    config.build().map_err(|e| (Some(e.param.to_string()), e.problem))?;
-    Ok(config)
 }
 
 /// A short label for a window: `32k`, `1m`, `50500`, or `own`.
@@ -685,9 +686,6 @@ fn config_id(strategy: &str, params: &serde_json::Value, window: Option<u64>, sh
     }
     format!("{strategy}-{}-{}", window_label(window), id_hash(&canonical_json(&identity)))
 }
-
-/// FNV-1a, 64 bits (the workspace's one copy, in `seeded`).
-pub use seeded::fnv1a;
 
 /// The first 16 hexadecimal digits (64 bits) of the SHA-256 of `text`: the hash part of
 /// configuration and experiment ids. 64 bits keep an accidental collision out of reach of any

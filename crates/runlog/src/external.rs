@@ -27,8 +27,9 @@ pub struct ExternalSpec {
 }
 
 impl ExternalSpec {
-    /// Read a `[[strategy]]` table whose name is `external`. An error is (key, problem).
-    pub fn from_table(table: &toml::Table) -> Result<ExternalSpec, (Option<String>, String)> {
+    /// Read a `[[strategy]]` table whose name is `external`; `builtin` are the built-in
+    /// strategies' names, which a label may not take. An error is (key, problem).
+    pub fn from_table(table: &toml::Table, builtin: &[&str]) -> Result<ExternalSpec, (Option<String>, String)> {
         let problem = |key: &str, p: &str| (Some(key.to_string()), p.to_string());
         let command = match table.get("command") {
             Some(toml::Value::Array(items)) if !items.is_empty() => items
@@ -58,7 +59,7 @@ impl ExternalSpec {
         if !label_ok {
             return Err(problem("label", "1 to 64 letters, digits, `-`, `_` or `.` (it names files and CSV rows)"));
         }
-        if label != EXTERNAL && compaction_strategies::NAMES.contains(&label.as_str()) {
+        if label != EXTERNAL && builtin.contains(&label.as_str()) {
             return Err(problem("label", "is a built-in strategy's name; pick another so the rows are told apart"));
         }
         let timeout_s = match table.get("timeout_s") {
@@ -88,7 +89,7 @@ mod tests {
     use super::*;
 
     fn spec(toml: &str) -> Result<ExternalSpec, (Option<String>, String)> {
-        ExternalSpec::from_table(&toml.parse::<toml::Table>().unwrap())
+        ExternalSpec::from_table(&toml.parse::<toml::Table>().unwrap(), &["none", "keep-last-n"])
     }
 
     #[test]

@@ -13,7 +13,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use llm::cache::CacheMode;
+use llm::cache::CacheMode;
 use llm::{ClientStats, LlmConfig};
 use serde::{Deserialize, Serialize};
 

@@ -262,7 +262,7 @@ pub fn calibrate(items: &[LabelledItem], judge: &dyn Judge) -> CalibrationReport
                 ..Default::default()
             };
             let score = judge.score(&conversation, &ctx, &probe);
-            if !crate::judge::llm::is_scored(&score) {
+            if !runlog::record::is_scored(&score) {
                 report.unscored += 1;
                 continue;
             }

@@ -31,8 +31,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use compaction::{Context, Conversation, Probe, SummaryFailure, SummaryRequest};
+use llm::cache::CacheMode;
 use llm::{ChatMessage, ChatRequest, ChatResponse, Client};
-use runlog::llm_settings::{CacheMode, ModelRole};
+use runlog::llm_settings::ModelRole;
 use runlog::record::ProbeScore;
 use runlog::settings::Price;
 
@@ -41,9 +42,10 @@ use crate::judge::{Judge, ListError, Listed, OfflineJudge};
 use crate::llm_setup::LlmRoles;
 use crate::replay::next_action::llm::LlmNextAction;
 use crate::replay::next_action::{agreement, full_history, Asked, NextActionModel};
-use crate::run::{self, Engine, Plan, Provenance, RunError, RunOptions, Shard};
+use crate::run::{self, Engine, Plan, Provenance, RunOptions, Shard};
 use crate::summarize::llm::LlmSummarizer;
 use crate::summarize::{OfflineSummarizer, Summarizer, Summary, SummaryError};
+use runlog::log::RunError;
 use runlog::record::ModelAction;
 
 /// The latency a request is assumed to take when no other is given, in seconds: a hosted

@@ -2,6 +2,7 @@
 //! summarize and judge offline, run experiment matrices and keep a resumable result log.
 
 pub mod calibrate;
+pub mod catalog;
 pub mod directives;
 pub mod dry_run;
 pub mod external;

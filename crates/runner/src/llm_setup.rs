@@ -15,12 +15,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use llm::cache::ResponseCache;
+use llm::cache::{CacheMode, ResponseCache};
 use llm::{Client, Limits, LlmConfig, LlmError};
-pub use runlog::llm_settings::{
-    BudgetRunStats, CacheMode, JudgeRunStats, LlmRunStats, LlmSettings, NextActionRunStats, OnLlmError,
-    SummarizerRunStats, DEFAULT_CACHE_DIR,
-};
+use runlog::llm_settings::{BudgetRunStats, JudgeRunStats, LlmRunStats, SummarizerRunStats};
 
 use compaction::{Context, Conversation, Probe, SummaryFailure, SummaryRequest};
 
@@ -327,15 +324,15 @@ impl Judge for NeedsRoles {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::replay::Price;
-    use runlog::llm_settings::VerdictFormat;
+    use runlog::llm_settings::{VerdictFormat, DEFAULT_CACHE_DIR};
+    use runlog::settings::Price;
     use std::path::Path;
 
     const STRATEGY: &str = "\n[[strategy]]\nname = \"keep-last-n\"\n";
 
     fn parse(head: &str) -> Result<Experiment, String> {
         let text = format!("name = \"t\"\ndatasets = [\"data\"]\nwindows = [32000]\n{head}\n{STRATEGY}");
-        Experiment::parse(&text, Path::new("experiments/t.toml")).map_err(|e| e.to_string())
+        Experiment::parse(&text, Path::new("experiments/t.toml"), &crate::catalog::Catalog).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -523,7 +520,9 @@ mod tests {
                 "name = \"t\"\ndatasets = [\"data\"]\nwindows = [32000]\n[summarizer]\nkind = \"llm\"\nprompt_file = \"{file}\"\n\
                  [summarizer.llm]\nmodel = \"m\"\n{STRATEGY}"
             );
-            Experiment::parse(&head, &dir.join("t.toml")).unwrap().configurations[0].config_id.clone()
+            Experiment::parse(&head, &dir.join("t.toml"), &crate::catalog::Catalog).unwrap().configurations[0]
+                .config_id
+                .clone()
         };
         let before = id("a.md");
         assert_eq!(before, id("b.md"), "the same text under another name is the same configuration");
@@ -547,7 +546,7 @@ mod tests {
                 "name = \"t\"\ndatasets = [\"data\"]\nwindows = [32000]\nprice = \"big\"\nsummarizer = \"llm\"\n\
                  [llm]\nmodel = \"{model}\"\n{STRATEGY}"
             );
-            Experiment::parse(&text, &dir.join("t.toml")).unwrap()
+            Experiment::parse(&text, &dir.join("t.toml"), &crate::catalog::Catalog).unwrap()
         };
         let known = parse_in("small");
         let s = known.llm.as_ref().unwrap();
@@ -622,7 +621,8 @@ mod tests {
                 "summarizer = \"llm\"\njudge = \"llm\"\n"
             };
             let text = format!("name = \"t\"\ndatasets = [\"data\"]\nwindows = [32000]\n{roles}{body}{STRATEGY}");
-            let e = Experiment::parse(&text, &dir.join("t.toml")).unwrap_or_else(|err| panic!("{title}: {err}"));
+            let e = Experiment::parse(&text, &dir.join("t.toml"), &crate::catalog::Catalog)
+                .unwrap_or_else(|err| panic!("{title}: {err}"));
             let s = e.llm.as_ref().unwrap();
             let used: Vec<&LlmConfig> = s.summarizer.iter().chain(s.judge.iter()).collect();
             assert_eq!(used.len(), 2, "{title}: both roles use a model");

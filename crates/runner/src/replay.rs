@@ -191,9 +191,7 @@ use runlog::record::{CallPoint, CompactionRecord, PairMetrics, ProbeScore};
 
 /// Forced compactions tried per call while the request is over the window.
 pub const MAX_REACTIVE_ATTEMPTS: usize = 3;
-pub use runlog::settings::{
-    CacheProfile, OverflowPolicy, PrefixShare, Price, ANTHROPIC_CACHE_MIN, OPENAI_CACHE_MIN, OPENAI_CACHE_STEP,
-};
+use runlog::settings::{CacheProfile, OverflowPolicy, PrefixShare, Price, ANTHROPIC_CACHE_MIN};
 
 /// Everything that defines one replay configuration besides the conversation.
 #[derive(Debug, Clone, PartialEq)]
@@ -232,7 +230,8 @@ pub enum ReplayError {
 /// use compaction::{Conversation, Encoding, Message};
 /// use compaction_strategies::StrategyConfig;
 /// use runner::judge::OfflineJudge;
-/// use runner::replay::{replay, CacheProfile, OverflowPolicy, ReplaySettings};
+/// use runner::replay::{replay, ReplaySettings};
+/// use runlog::settings::{CacheProfile, OverflowPolicy};
 /// use runner::summarize::OfflineSummarizer;
 ///
 /// let conversation = Conversation::new(
@@ -416,7 +415,7 @@ pub fn replay_with(
     })
 }
 
-pub use runlog::settings::CHECKPOINTS;
+use runlog::settings::CHECKPOINTS;
 
 fn stopped_at_length(m: &Message) -> bool {
     m.finish_reason.as_deref() == Some("length")
@@ -998,7 +997,7 @@ impl<'a, 's> Replayer<'a, 's> {
         // The headline figures are over critical and useful probes; `detail` is reported apart.
         // Answer keys are state retention, reported on their own ([`ProbeScore::written`]).
         let scored =
-            || m.probes.iter().filter(|p| !p.written && crate::judge::llm::is_scored(p) && p.tier().in_headline());
+            || m.probes.iter().filter(|p| !p.written && runlog::record::is_scored(p) && p.tier().in_headline());
         m.retention = mean(scored().map(|p| p.score));
         m.retention_if_sent = mean(scored().map(|p| p.if_sent.unwrap_or(p.score)));
         m.at_risk_retention = mean(scored().filter(|p| p.at_risk).map(|p| p.score));

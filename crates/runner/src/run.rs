@@ -41,19 +41,21 @@ use crate::external::ExternalStrategy;
 use crate::session::Compactor;
 use serde::{Deserialize, Serialize};
 
-use crate::llm_setup::OnLlmError;
 use crate::replay::next_action::NextActionModel;
 use crate::replay::{self, Judge, ReplayError, ReplaySettings, Summarizer};
 use crate::timing::{PairStart, ReplayTotals, Stopwatch};
+use compaction_strategies::StrategyConfig;
 use dataset::{self, LoadOptions};
-use runlog::experiment::{canonical_json, fnv1a, id_hash, Configuration, Experiment};
-pub use runlog::log::{
-    count, dedupe, io_err, merge, merge_locked, pair_key, read_manifest, read_results, record_key, record_line,
-    replay_ms, sort_records, versions, write_manifest, write_results, Counts, ExternalRun, Manifest, RunData, RunError,
-    Timings, LOCK_FILE, MANIFEST_FILE, MANIFEST_FORMAT, RESULTS_FILE,
+use runlog::catalog::Resolved;
+use runlog::experiment::{canonical_json, id_hash, Configuration, Experiment};
+use runlog::llm_settings::OnLlmError;
+use runlog::log::{
+    count, dedupe, io_err, pair_key, read_manifest, read_results, record_key, record_line, replay_ms, sort_records,
+    versions, write_manifest, write_results, Counts, ExternalRun, Manifest, RunData, RunError, Timings, MANIFEST_FILE,
+    MANIFEST_FORMAT, RESULTS_FILE,
 };
 use runlog::record::{PairFailure, PairMetrics, PairOutcome, PairRecord};
-use seeded::Fnv;
+use seeded::{fnv1a, Fnv};
 use std::hash::Hasher;
 
 /// How the error of a pair that met a response cache miss (cache mode `only`) begins. Such a
@@ -842,17 +844,29 @@ pub fn build_strategies(experiment: &Experiment) -> Vec<Built> {
         .map(|c| match &c.external {
             Some(spec) => {
                 let s = Arc::new(ExternalStrategy::new(spec.clone(), &base, experiment.tokenizer));
-                Built { strategy: Ok(s.clone()), external: Some(s) }
+                Built { strategy: Ok(s.clone()), config: resolved_or_none(&c.resolved), external: Some(s) }
             }
-            None => Built { strategy: c.resolved.build().map(Arc::from), external: None },
+            None => Built {
+                strategy: crate::catalog::strategy_config(&c.resolved).and_then(|config| config.build()).map(Arc::from),
+                config: resolved_or_none(&c.resolved),
+                external: None,
+            },
         })
         .collect()
+}
+
+fn resolved_or_none(resolved: &Resolved) -> StrategyConfig {
+    crate::catalog::strategy_config(resolved)
+        .unwrap_or_else(|_| StrategyConfig::default_for("none").expect("`none` is in the catalog"))
 }
 
 /// A configuration's strategy, built.
 pub struct Built {
     /// The strategy, or why its parameters do not build.
     pub strategy: Result<Arc<dyn Strategy>, compaction_strategies::ParamError>,
+    /// The strategy as resolved (`none`'s for an external strategy, and when it does not read:
+    /// then `strategy` says why).
+    pub config: StrategyConfig,
     /// The same, when it is an external strategy (for its program's name and version, and
     /// the session it opens per conversation).
     pub external: Option<Arc<ExternalStrategy>>,
@@ -982,7 +996,7 @@ fn run_shared_pair(
         ),
         Some(window) => {
             let settings = ReplaySettings {
-                strategy: config.resolved.clone(),
+                strategy: strategy.config.clone(),
                 window,
                 encoding: plan.experiment.tokenizer,
                 cache: plan.experiment.cache,

@@ -21,8 +21,9 @@ use std::path::PathBuf;
 use compaction::{Context, Conversation, Exact, TokenCounter};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use runlog::experiment::Experiment;
+use runlog::settings::{CacheProfile, OverflowPolicy};
 use runner::judge::OfflineJudge;
-use runner::replay::{replay_built, CacheProfile, OverflowPolicy, ReplayError, ReplaySettings};
+use runner::replay::{replay_built, ReplayError, ReplaySettings};
 use runner::session::Compactor;
 use runner::summarize::offline::OfflineSummarizer;
 
@@ -50,13 +51,14 @@ struct Checked {
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
-    let experiment = match Experiment::load_with_env(&args.config, &|name| std::env::var(name).ok()) {
-        Ok(e) => e,
-        Err(e) => {
-            tell!("error: {e}");
-            return Ok(exit::USAGE);
-        }
-    };
+    let experiment =
+        match Experiment::load_with_env(&args.config, &|name| std::env::var(name).ok(), &runner::catalog::Catalog) {
+            Ok(e) => e,
+            Err(e) => {
+                tell!("error: {e}");
+                return Ok(exit::USAGE);
+            }
+        };
     let built = runner::run::build_strategies(&experiment);
     // One check per strategy as configured; the experiment's windows are not the point here.
     let mut seen: BTreeSet<String> = BTreeSet::new();
@@ -75,7 +77,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             }
         };
         let settings = ReplaySettings {
-            strategy: config.resolved.clone(),
+            strategy: b.config.clone(),
             window: 0,
             encoding: experiment.tokenizer,
             cache: CacheProfile::None,

@@ -107,13 +107,15 @@ const DEFAULT_LABELS: &str = "datasets/calibration/judge.jsonl";
 
 fn run_calibrate(args: CalibrateArgs) -> anyhow::Result<u8> {
     let experiment = match &args.config {
-        Some(config) => match Experiment::load_with_env(config, &|name| std::env::var(name).ok()) {
-            Ok(e) => Some(e),
-            Err(e) => {
-                tell!("error: {e}");
-                return Ok(exit::USAGE);
+        Some(config) => {
+            match Experiment::load_with_env(config, &|name| std::env::var(name).ok(), &runner::catalog::Catalog) {
+                Ok(e) => Some(e),
+                Err(e) => {
+                    tell!("error: {e}");
+                    return Ok(exit::USAGE);
+                }
             }
-        },
+        }
         None => None,
     };
     let (mut keys, mut datasets, mut labels) = (args.keys.clone(), args.datasets.clone(), args.labels.clone());

@@ -22,7 +22,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let started = Instant::now();
     // The merged folder's lock is held until its last file is written.
-    let (data, _lock) = match runner::run::merge_locked(&args.dirs, &args.out) {
+    let (data, _lock) = match runlog::merge::merge_locked(&args.dirs, &args.out) {
         Ok(d) => d,
         Err(e) => {
             tell!("error: {e}");
@@ -30,6 +30,6 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
     };
     report::write_outputs(&args.out, &data)?;
-    report::html::write_report_for(&args.out, &data)?;
+    report::html::write_report_for(&args.out, &data, compaction_strategies::family)?;
     Ok(super::run::finish(&data, &args.out, started, false, false))
 }

@@ -2,6 +2,7 @@
 
 pub mod conform;
 pub mod gate;
+pub mod generated;
 pub mod import;
 pub mod judge;
 pub mod merge;

@@ -98,7 +98,7 @@ struct GenerateArgs {
     max_probes: u16,
     /// Override the experiment's `cache_mode`.
     #[arg(long, value_name = "MODE")]
-    cache_mode: Option<runner::llm_setup::CacheMode>,
+    cache_mode: Option<llm::cache::CacheMode>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -164,8 +164,11 @@ fn generate(args: GenerateArgs) -> anyhow::Result<u8> {
         tell!("error: --out {} is the input; write the dataset elsewhere", args.out.display());
         return Ok(crate::exit::USAGE);
     }
-    let experiment = match runlog::experiment::Experiment::load_with_env(&args.config, &|name| std::env::var(name).ok())
-    {
+    let experiment = match runlog::experiment::Experiment::load_with_env(
+        &args.config,
+        &|name| std::env::var(name).ok(),
+        &runner::catalog::Catalog,
+    ) {
         Ok(e) => e,
         Err(e) => {
             tell!("error: {e}");

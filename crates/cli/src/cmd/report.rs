@@ -14,7 +14,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<u8> {
-    match report::html::write_report(&args.dir) {
+    match report::html::write_report(&args.dir, compaction_strategies::family) {
         Ok(path) => {
             say!("{}", path.display());
             Ok(exit::OK)

@@ -27,10 +27,11 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use dataset::LoadOptions;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use runlog::experiment::Experiment;
+use runlog::log::{RunData, Timings};
 use runlog::record::PairOutcome;
 use runner::llm_setup::LlmRoles;
 use runner::replay::{Judge, Summarizer};
-use runner::run::{self, Engine, Plan, Progress, Provenance, RunData, RunOptions, Shard, Timings};
+use runner::run::{self, Engine, Plan, Progress, Provenance, RunOptions, Shard};
 use runner::timing::Stopwatch;
 
 use crate::exit;
@@ -132,7 +133,7 @@ pub struct Args {
     /// Use the LLM response cache this way for every role, whatever the experiment's
     /// `cache_mode` says: use, refresh, off or only.
     #[arg(long, value_name = "MODE")]
-    cache_mode: Option<runner::llm_setup::CacheMode>,
+    cache_mode: Option<llm::cache::CacheMode>,
     /// Replay conversations that `validate` rejects (unmatched tool results, unanswered calls,
     /// no messages) instead of skipping them; they are reported either way.
     #[arg(long)]
@@ -170,13 +171,14 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         Some(path) => path,
         None => default_experiment()?,
     };
-    let experiment = match Experiment::load_with_env(&config, &|name| std::env::var(name).ok()) {
-        Ok(e) => e,
-        Err(e) => {
-            tell!("error: {e}");
-            return Ok(exit::USAGE);
-        }
-    };
+    let experiment =
+        match Experiment::load_with_env(&config, &|name| std::env::var(name).ok(), &runner::catalog::Catalog) {
+            Ok(e) => e,
+            Err(e) => {
+                tell!("error: {e}");
+                return Ok(exit::USAGE);
+            }
+        };
     let plan = match Plan::load(
         experiment,
         &LoadOptions { max_line_bytes: args.max_line_bytes, allow_invalid: args.allow_invalid },
@@ -308,13 +310,13 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     report::write_outputs(&out, &data)?;
     let csv_phase = csv_watch.phase("write/csv");
     let html_watch = Stopwatch::start();
-    report::html::write_report_for(&out, &data)?;
+    report::html::write_report_for(&out, &data, compaction_strategies::family)?;
     let html_phase = html_watch.phase("write/report");
     let timings = &mut data.manifest.timings;
     timings.phases.insert(0, load_phase);
     timings.phases.extend([csv_phase, html_phase]);
     timings.cpu_ms = runner::timing::process_cpu().map(|d| d.as_millis() as u64);
-    run::write_manifest(&out, &data.manifest)?;
+    runlog::log::write_manifest(&out, &data.manifest)?;
     if args.timings {
         for line in timings_table(&data.manifest.timings, started.elapsed()) {
             say!("{line}");
@@ -470,7 +472,7 @@ pub fn timings_table(t: &Timings, wall: std::time::Duration) -> Vec<String> {
 
 /// The end-of-run account of the models: summaries asked and failed, probes judged and
 /// unscored, next actions asked and unparsed, each with its reasons (failures by kind).
-pub fn llm_summary(stats: &runner::llm_setup::LlmRunStats) -> Vec<String> {
+pub fn llm_summary(stats: &runlog::llm_settings::LlmRunStats) -> Vec<String> {
     let reasons = |m: &std::collections::BTreeMap<String, u64>| -> String {
         let parts: Vec<String> = m.iter().filter(|(_, n)| **n > 0).map(|(k, n)| format!("{k} {n}")).collect();
         if parts.is_empty() {
@@ -692,7 +694,7 @@ fn dry_run(
     jobs: Option<usize>,
     shard: Option<&str>,
     shards: Option<u32>,
-    cache_mode: Option<runner::llm_setup::CacheMode>,
+    cache_mode: Option<llm::cache::CacheMode>,
     latency: f64,
 ) -> anyhow::Result<u8> {
     if !(latency.is_finite() && latency >= 0.0) {
@@ -786,7 +788,7 @@ pub fn dry_run_lines(name: &str, config: &str, e: &runner::dry_run::DryEstimate,
             lines.push(format!("{}: cost unknown: {why}", r.role));
         }
     }
-    if e.cache_mode == Some(runner::llm_setup::CacheMode::Only) {
+    if e.cache_mode == Some(llm::cache::CacheMode::Only) {
         lines.push(format!(
             "cache_mode = \"only\": the run sends nothing; the {} requests the cache does not hold would fail their pairs",
             requests - cached

@@ -14,7 +14,7 @@ pub struct Args {
 }
 
 /// The strategies, then the references, each with its family.
-fn listing() -> Vec<compaction_strategies::StrategyInfo> {
+pub(crate) fn listing() -> Vec<compaction_strategies::StrategyInfo> {
     let mut all = compaction_strategies::catalog();
     all.extend(compaction_strategies::reference_catalog());
     all
@@ -43,7 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
 }
 
 /// The catalog as Markdown: a heading and a parameter table per strategy, grouped by family.
-fn markdown(catalog: &[compaction_strategies::StrategyInfo]) -> String {
+pub(crate) fn markdown(catalog: &[compaction_strategies::StrategyInfo]) -> String {
     let mut out = String::new();
     let mut family = "";
     for s in catalog {

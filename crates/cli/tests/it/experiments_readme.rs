@@ -28,7 +28,7 @@ fn the_parameter_section_is_the_catalog_as_markdown() {
     let text = readme();
     assert!(
         section(&text) == generated,
-        "experiments/README.md's parameter tables differ from `compactlens strategies --markdown`: run `just docs`"
+        "experiments/README.md's parameter tables differ from `compactlens strategies --markdown`: run `scripts/regenerate.sh`"
     );
 }
 

@@ -9,8 +9,9 @@ use std::sync::OnceLock;
 
 use compaction::{Conversation, Message, Probe, ProbeKind};
 use runlog::experiment::Experiment;
+use runlog::log::RunData;
 use runner::judge::OfflineJudge;
-use runner::run::{self, Engine, Plan, PlannedConversation, Provenance, RunData, RunOptions};
+use runner::run::{self, Engine, Plan, PlannedConversation, Provenance, RunOptions};
 use runner::summarize::OfflineSummarizer;
 
 const BIN: &str = env!("CARGO_BIN_EXE_compactlens");
@@ -66,7 +67,8 @@ fn temp_dir(test: &str) -> PathBuf {
 
 /// Run the experiment into `out` with the offline summarizer and judge, and write the CSVs.
 fn real_run(out: &Path) -> RunData {
-    let experiment = Experiment::parse(EXPERIMENT, Path::new("gate-test.toml")).expect("valid experiment");
+    let experiment = Experiment::parse(EXPERIMENT, Path::new("gate-test.toml"), &runner::catalog::Catalog)
+        .expect("valid experiment");
     let conversations = (0..6)
         .map(|i| PlannedConversation {
             dataset: "synthetic.jsonl".into(),
@@ -380,7 +382,7 @@ fn run_plan(plan: &Plan, out: &Path) -> RunData {
 #[test]
 fn a_damaged_strategy_that_loses_information_fails_the_gate() {
     let ci_path = Path::new(ROOT).join("experiments/ci.toml");
-    let mut ci = Experiment::load(&ci_path).expect("experiments/ci.toml is valid");
+    let mut ci = Experiment::load(&ci_path, &runner::catalog::Catalog).expect("experiments/ci.toml is valid");
     ci.configurations.retain(|c| c.strategy == "keep-last-n");
     assert_eq!(ci.configurations.len(), 1, "the gate experiment runs keep-last-n once");
     let config_id = ci.configurations[0].config_id.clone();
@@ -390,7 +392,8 @@ fn a_damaged_strategy_that_loses_information_fails_the_gate() {
     let head = &text[..text.find("[[strategy]]").expect("a strategy table")];
     let damaged_text =
         format!("{head}[[strategy]]\nname = \"keep-last-n\"\nsummary_max_tokens = 60\nsummary_target_tokens = 60\n");
-    let mut damaged = Experiment::parse(&damaged_text, &ci_path).expect("the damaged experiment is valid");
+    let mut damaged =
+        Experiment::parse(&damaged_text, &ci_path, &runner::catalog::Catalog).expect("the damaged experiment is valid");
     assert_ne!(damaged.configurations[0].resolved, ci.configurations[0].resolved, "the damage changes the strategy");
     damaged.configurations[0].config_id = config_id.clone();
 
@@ -453,7 +456,7 @@ fn the_paired_gate_catches_small_losses_and_raises_no_false_alarm() {
     use report::gate::{compare, compare_paired, ResultsTable, SummaryTable, Tolerances};
 
     let ci_path = Path::new(ROOT).join("experiments/ci.toml");
-    let mut ci = Experiment::load(&ci_path).expect("experiments/ci.toml is valid");
+    let mut ci = Experiment::load(&ci_path, &runner::catalog::Catalog).expect("experiments/ci.toml is valid");
     ci.configurations.retain(|c| c.strategy == "keep-last-n");
     let config_id = ci.configurations[0].config_id.clone();
     let text = std::fs::read_to_string(&ci_path).expect("readable");
@@ -462,7 +465,8 @@ fn the_paired_gate_catches_small_losses_and_raises_no_false_alarm() {
     // conversations and raise retention, not lower it.
     let damaged_text =
         format!("{head}[[strategy]]\nname = \"keep-last-n\"\nsummary_max_tokens = 60\nsummary_target_tokens = 60\n");
-    let mut damaged = Experiment::parse(&damaged_text, &ci_path).expect("the damaged experiment is valid");
+    let mut damaged =
+        Experiment::parse(&damaged_text, &ci_path, &runner::catalog::Catalog).expect("the damaged experiment is valid");
     damaged.configurations[0].config_id = config_id.clone();
     let base_plan = Plan::load(ci, &dataset::LoadOptions::default()).expect("the synthetic datasets load");
     let damaged_plan = Plan::from_conversations(damaged, base_plan.conversations.clone(), Vec::new());

@@ -3,6 +3,7 @@
 mod experiments_readme;
 mod external;
 mod gate;
+mod generated;
 mod import;
 mod judge;
 mod judge_llm;

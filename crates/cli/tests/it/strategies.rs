@@ -21,7 +21,11 @@ fn strategies_json_lists_every_strategy_with_its_family_and_params() {
         assert_eq!(e["family"].as_str(), compaction_strategies::family(name), "{name}: family");
     }
     let count = |f: &str| entries.iter().filter(|e| e["family"] == f).count();
-    assert_eq!((count("seed"), count("production"), count("baseline"), count("reference")), (5, 10, 3, 1));
+    for family in ["seed", "production", "baseline", "reference"] {
+        let in_catalog = want.iter().filter(|n| compaction_strategies::family(n) == Some(family)).count();
+        assert!(count(family) > 0, "{family}: at least one strategy");
+        assert_eq!(count(family), in_catalog, "{family}");
+    }
 
     for e in entries {
         let name = &e["name"];

@@ -78,7 +78,8 @@ fn metrics(retention: f64, summary: &str, lost: bool) -> PairMetrics {
 }
 
 fn run_data() -> RunData {
-    let experiment = Experiment::parse(EXPERIMENT, Path::new("experiments/html-unit.toml")).expect("valid");
+    let experiment = Experiment::parse(EXPERIMENT, Path::new("experiments/html-unit.toml"), &runner::catalog::Catalog)
+        .expect("valid");
     let mut records = Vec::new();
     for (i, c) in experiment.configurations.iter().enumerate() {
         records.push(PairRecord {
@@ -169,7 +170,7 @@ fn base64_and_the_script_hash() {
 
 #[test]
 fn the_page_is_self_contained_and_its_script_is_allowed_by_hash() {
-    let html = render(&run_data(), &ProbeTexts::default());
+    let html = render(&run_data(), &ProbeTexts::default(), compaction_strategies::family);
     let csp = content_security_policy();
     assert!(csp.starts_with("default-src 'none';"), "{csp}");
     assert!(!csp.contains("unsafe-eval"));
@@ -198,7 +199,7 @@ fn the_page_is_self_contained_and_its_script_is_allowed_by_hash() {
 
 #[test]
 fn hostile_text_renders_as_text_everywhere() {
-    let html = render(&run_data(), &ProbeTexts::default());
+    let html = render(&run_data(), &ProbeTexts::default(), compaction_strategies::family);
     // Only the page's own tags: no injected element survives. The one script runs; the others
     // are data blocks, each closed once.
     let data_blocks = html.matches("<script type=\"application/json\" id=\"").count();
@@ -229,7 +230,7 @@ fn hostile_text_renders_as_text_everywhere() {
 #[test]
 fn the_sections_are_all_there() {
     let data = run_data();
-    let html = render(&data, &ProbeTexts::default());
+    let html = render(&data, &ProbeTexts::default(), compaction_strategies::family);
     let mut at = 0;
     for id in [
         "verdict",
@@ -272,7 +273,7 @@ fn the_sections_are_all_there() {
             .experiment
             .configurations
             .iter()
-            .map(|c| family_of(&c.strategy))
+            .map(|c| family_or_external(compaction_strategies::family, &c.strategy))
             .collect::<std::collections::BTreeSet<_>>()
             .len()
     );
@@ -321,7 +322,7 @@ fn fact_aliases_come_from_the_datasets_when_known() {
         ..Default::default()
     }];
     let texts = ProbeTexts::from_conversations([("evil.jsonl", &conversation)]);
-    let html = render(&data, &texts);
+    let html = render(&data, &texts, compaction_strategies::family);
     // Embedded as data with `<` and `>` escaped, so the text cannot close the block.
     assert!(html.contains("Which \\u003cb\\u003eport\\u003c/b\\u003e?"));
     assert!(!html.contains("<b>port"));
@@ -335,7 +336,7 @@ fn write_report_reads_a_run_folder_and_names_a_bad_one() {
     let dir = std::env::temp_dir().join(format!("compactlens-html-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let err = write_report(&dir).expect_err("no run.json");
+    let err = write_report(&dir, compaction_strategies::family).expect_err("no run.json");
     assert!(err.to_string().contains("run.json"), "{err}");
 
     let mut data = run_data();
@@ -347,14 +348,14 @@ fn write_report_reads_a_run_folder_and_names_a_bad_one() {
     std::fs::write(dir.join(runlog::log::RESULTS_FILE), &lines).expect("log");
     // A log cut short, or emptied, disagrees with run.json: refused, nothing written.
     std::fs::write(dir.join(runlog::log::RESULTS_FILE), &lines[..lines.len() - 10]).expect("log");
-    let err = write_report(&dir).expect_err("cut short");
+    let err = write_report(&dir, compaction_strategies::family).expect_err("cut short");
     assert!(err.to_string().contains("its last line is cut short"), "{err}");
     std::fs::write(dir.join(runlog::log::RESULTS_FILE), "").expect("log");
-    let err = write_report(&dir).expect_err("empty");
+    let err = write_report(&dir, compaction_strategies::family).expect_err("empty");
     assert!(err.to_string().contains("holds no record"), "{err}");
     assert!(!dir.join(REPORT_HTML).exists());
     std::fs::write(dir.join(runlog::log::RESULTS_FILE), &lines).expect("log");
-    let path = write_report(&dir).expect("renders");
+    let path = write_report(&dir, compaction_strategies::family).expect("renders");
     assert_eq!(path, dir.join(REPORT_HTML));
     let html = std::fs::read_to_string(&path).expect("written");
     assert!(html.starts_with("<!DOCTYPE html>") && html.ends_with("</html>\n"));
@@ -372,7 +373,7 @@ fn leaderboard_cells(html: &str) -> Vec<&str> {
 #[test]
 fn every_numeric_leaderboard_cell_carries_its_value_for_sorting() {
     let data = run_data();
-    let html = render(&data, &ProbeTexts::default());
+    let html = render(&data, &ProbeTexts::default(), compaction_strategies::family);
     let cells = leaderboard_cells(&html);
     let numeric: Vec<&&str> = cells.iter().filter(|t| t.contains("class=\"num")).collect();
     // 20 numeric columns per configuration (window, the headline figures, rejections, then the details).
@@ -406,7 +407,7 @@ fn pareto_svgs(html: &str) -> Vec<&str> {
 #[test]
 fn both_pareto_charts_draw_the_frontier_and_the_page_shows_kinds_and_markers() {
     let data = run_data_with_a_frontier();
-    let html = render(&data, &ProbeTexts::default());
+    let html = render(&data, &ProbeTexts::default(), compaction_strategies::family);
     let charts = pareto_svgs(&html);
     assert_eq!(charts.len(), 2, "cost and tokens kept");
     for chart in &charts {
@@ -443,7 +444,8 @@ name = "priority-chain"
 [[strategy]]
 name = "truncate"
 "#;
-    let experiment = Experiment::parse(CHAIN, Path::new("experiments/chain-unit.toml")).expect("valid");
+    let experiment =
+        Experiment::parse(CHAIN, Path::new("experiments/chain-unit.toml"), &runner::catalog::Catalog).expect("valid");
     let mut data = run_data();
     data.records = experiment
         .configurations
@@ -461,7 +463,7 @@ name = "truncate"
             outcome: PairOutcome::Ok(Box::new({
                 // The thresholds a replay records at the first call.
                 let mut m = metrics(0.5, "s", false);
-                let strategy = c.resolved.build().expect("builds");
+                let strategy = runner::catalog::strategy_config(&c.resolved).and_then(|s| s.build()).expect("builds");
                 m.thresholds = strategy
                     .thresholds(&compaction::Context::new(), &compaction::Budget::new(2_000))
                     .into_iter()
@@ -472,7 +474,7 @@ name = "truncate"
         })
         .collect();
     data.manifest.experiment = experiment;
-    let html = render(&data, &ProbeTexts::default());
+    let html = render(&data, &ProbeTexts::default(), compaction_strategies::family);
     let detail = detail_data(&html);
     let pairs = detail["v"][0][3].as_array().expect("pairs");
     assert_eq!(pairs.len(), 2);
@@ -533,7 +535,7 @@ fn every_pair_lists_its_first_and_last_compactions_and_the_page_says_what_it_lef
         m.compaction_events = (0..2_u32).map(|c| event(100 + c)).collect();
     }
     data.records.push(small);
-    let html = render(&data, &ProbeTexts::default());
+    let html = render(&data, &ProbeTexts::default(), compaction_strategies::family);
     let section = &html[html.find("id=\"compactions\"").expect("section")..html.find("id=\"problems\"").expect("end")];
     // Every conversation has its folded list, drawn from the data when opened; every pair has
     // its first k and last k events there.
@@ -584,7 +586,7 @@ fn the_page_stays_under_its_size_bound_and_names_what_it_left_out() {
             r
         })
         .collect();
-    let html = render(&data, &ProbeTexts::default());
+    let html = render(&data, &ProbeTexts::default(), compaction_strategies::family);
     assert!(html.len() < MAX_REPORT_BYTES, "{} bytes", html.len());
     assert!(html.len() > MAX_REPORT_BYTES - 2 * per_pair, "the bound is used, not left empty: {} bytes", html.len());
     // Every conversation's timelines and event rows fit; the summaries' text fills what is left
@@ -627,7 +629,7 @@ fn an_inapplicable_configuration_is_listed_with_its_reason_and_never_ranked() {
     let ranked = summary::rank(summaries.iter().collect());
     assert!(ranked.iter().all(|s| s.config.strategy != "truncate"), "an inapplicable configuration is not ranked");
     assert!(ranked.iter().any(|s| s.config.strategy == "none"));
-    let html = render(&data, &ProbeTexts::default());
+    let html = render(&data, &ProbeTexts::default(), compaction_strategies::family);
     let table = &html[html.find("id=\"leaderboard-table\"").expect("table")..];
     let table = &table[..table.find("</table>").expect("end")];
     assert!(!table.contains(">truncate<"), "not in the leaderboard");
@@ -672,7 +674,7 @@ fn run_with_recorded(conversations: usize) -> RunData {
     let mut data = run_data();
     let experiment = Experiment::parse(
         "name = \"html-real\"\ndatasets = [\"none.jsonl\"]\nwindows = [2000]\nseed = 1\n\n[[strategy]]\nname = \"recorded\"\n\n[[strategy]]\nname = \"truncate\"\n",
-        Path::new("experiments/html-real.toml"),
+        Path::new("experiments/html-real.toml"), &runner::catalog::Catalog,
     )
     .expect("valid");
     let long = |who: &str| format!("{who} {HOSTILE} {}", "x".repeat(MAX_SUMMARY_CHARS + 100));
@@ -698,7 +700,7 @@ fn run_with_recorded(conversations: usize) -> RunData {
 
 #[test]
 fn paired_compactions_show_the_real_and_the_stand_in_side_by_side_within_their_bound() {
-    let html = render(&run_with_recorded(2), &ProbeTexts::default());
+    let html = render(&run_with_recorded(2), &ProbeTexts::default(), compaction_strategies::family);
     // In the navigation, and placed right after the leaderboard.
     assert!(html.contains("<a href=\"#real-summaries\">Real summaries</a>"));
     let real = html.find("id=\"real-summaries\"").expect("the section");
@@ -722,7 +724,11 @@ fn paired_compactions_show_the_real_and_the_stand_in_side_by_side_within_their_b
     assert_eq!(sources, ["real (recorded)", "stand-in"]);
 
     // Past the bound on pairs, the section says how many it shows.
-    let many = render(&run_with_recorded(real::MAX_PAIRED_COMPACTIONS + 6), &ProbeTexts::default());
+    let many = render(
+        &run_with_recorded(real::MAX_PAIRED_COMPACTIONS + 6),
+        &ProbeTexts::default(),
+        compaction_strategies::family,
+    );
     assert_eq!(many.matches("<details class=\"pair\"").count(), real::MAX_PAIRED_COMPACTIONS);
     assert!(many.contains(&format!(
         "Showing {} of {} paired compactions",
@@ -737,7 +743,7 @@ fn pareto_charts_are_drawn_per_window_on_fitted_axes() {
     let mut data = run_data();
     let experiment = Experiment::parse(
         "name = \"w\"\ndatasets = [\"none.jsonl\"]\nwindows = [2000, 4000]\nseed = 1\n\n[[strategy]]\nname = \"truncate\"\n",
-        Path::new("experiments/w.toml"),
+        Path::new("experiments/w.toml"), &runner::catalog::Catalog,
     )
     .expect("valid");
     data.records = experiment
@@ -757,7 +763,7 @@ fn pareto_charts_are_drawn_per_window_on_fitted_axes() {
         })
         .collect();
     data.manifest.experiment = experiment;
-    let html = render(&data, &ProbeTexts::default());
+    let html = render(&data, &ProbeTexts::default(), compaction_strategies::family);
     let section = &html[html.find("id=\"pareto\"").expect("pareto")..html.find("id=\"kinds\"").expect("kinds")];
     assert_eq!(section.matches("<div class=\"charts\" data-window=").count(), 2, "one block per window");
     assert!(section.contains("data-window=\"2k\"") && section.contains("data-window=\"4k\""));

@@ -93,7 +93,8 @@ fn record(data: &RunData, strategy: &str, dataset: &str, conversation: &str, pro
 }
 
 fn run(experiment: &str) -> RunData {
-    let experiment = Experiment::parse(experiment, Path::new("experiments/real-unit.toml")).expect("valid");
+    let experiment = Experiment::parse(experiment, Path::new("experiments/real-unit.toml"), &runner::catalog::Catalog)
+        .expect("valid");
     let manifest = Manifest {
         format: MANIFEST_FORMAT,
         experiment_id: "real-unit-00000000".into(),
@@ -206,7 +207,7 @@ fn enough_conversations_give_an_interval_and_a_detectable_difference_either_way(
         } else {
             assert!(hi < 0.0 && lo > -1.0, "[{lo}, {hi}]");
         }
-        let html = crate::html::render(&data, &crate::html::ProbeTexts::default());
+        let html = crate::html::render(&data, &crate::html::ProbeTexts::default(), compaction_strategies::family);
         let reading = if stand_in_wins { "the stand-in keeps more" } else { "the real summary keeps more" };
         assert!(html.contains(reading), "{reading}");
     }
@@ -231,7 +232,7 @@ fn several_datasets_get_their_own_rows_and_a_pooled_one() {
 #[test]
 fn the_report_and_the_csv_show_real_against_stand_in_only_with_recorded() {
     let data = small();
-    let html = crate::html::render(&data, &crate::html::ProbeTexts::default());
+    let html = crate::html::render(&data, &crate::html::ProbeTexts::default(), compaction_strategies::family);
     assert!(html.contains("id=\"real-summaries\""));
     assert!(html.contains("Real summaries against the stand-in"));
     assert!(html.contains("written by the offline stand-in"));
@@ -264,7 +265,7 @@ fn the_report_and_the_csv_show_real_against_stand_in_only_with_recorded() {
         }
     }
     assert!(compare(&without).is_empty());
-    let html = crate::html::render(&without, &crate::html::ProbeTexts::default());
+    let html = crate::html::render(&without, &crate::html::ProbeTexts::default(), compaction_strategies::family);
     assert!(!html.contains("real-summaries"));
     let dir = root.join("without");
     crate::write_outputs(&dir, &without).expect("writes");

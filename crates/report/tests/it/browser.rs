@@ -694,7 +694,7 @@ fn the_run_folder_named_by_the_environment_opens_cleanly() {
     // A relative path is taken from the workspace root (tests run in the crate's folder).
     let dir = if dir.is_relative() { Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join(dir) } else { dir };
     let Some(chromium) = chromium_or_skip() else { return };
-    let data = runner::run::RunData::read(&dir).expect("COMPACTLENS_REPORT_DIR is a run folder");
+    let data = runlog::log::RunData::read(&dir).expect("COMPACTLENS_REPORT_DIR is a run folder");
     let scratch = crate::common::temp_dir("browser-run");
     let v = visit(&chromium, &dir.join("report.html"), &scratch, "report-run-screenshot");
     assert_clean_page(

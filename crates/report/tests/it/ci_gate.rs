@@ -10,7 +10,8 @@ use runlog::experiment::{Experiment, JudgeSpec, SummarizerSpec};
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
 fn ci_experiment() -> Experiment {
-    Experiment::load(&Path::new(ROOT).join("experiments/ci.toml")).expect("experiments/ci.toml is valid")
+    Experiment::load(&Path::new(ROOT).join("experiments/ci.toml"), &runner::catalog::Catalog)
+        .expect("experiments/ci.toml is valid")
 }
 
 #[test]
@@ -22,7 +23,10 @@ fn the_ci_experiment_runs_every_strategy_offline() {
     expected.sort_unstable();
     let mut sorted = names.clone();
     sorted.sort_unstable();
-    assert_eq!(sorted, expected, "experiments/ci.toml must list every strategy of the catalog");
+    assert_eq!(
+        sorted, expected,
+        "experiments/ci.toml must list every strategy of the catalog: run `scripts/regenerate.sh`"
+    );
     assert_eq!(exp.summarizer, SummarizerSpec::Offline, "the gate must be deterministic and need no key");
     assert_eq!(exp.judge, JudgeSpec::Offline);
     assert!(exp.price.is_some(), "the gate checks cost, so the experiment needs a price");
@@ -36,7 +40,10 @@ fn the_baseline_holds_exactly_the_ci_configurations() {
         report::gate::SummaryTable::read(&path).expect("reports/baseline/summary.csv is committed (just baseline)");
     let ids: Vec<&str> = baseline.entries.iter().filter(|e| e.is_pooled()).map(|e| e.config_id.as_str()).collect();
     let expected: Vec<&str> = exp.configurations.iter().map(|c| c.config_id.as_str()).collect();
-    assert_eq!(ids, expected, "the baseline is stale: refresh it with `just baseline`");
+    assert_eq!(
+        ids, expected,
+        "the baseline is stale: `scripts/regenerate.sh` adds a new strategy's rows, `just baseline` refreshes them all"
+    );
     // The paired gate of .ci/run reads the baseline's results.csv beside it.
     let results = report::gate::ResultsTable::read(&Path::new(ROOT).join("reports/baseline/results.csv"))
         .expect("reports/baseline/results.csv is committed (just baseline)");

@@ -48,7 +48,8 @@ fn experiment() -> Experiment {
     for s in STRATEGIES {
         toml.push_str(&format!("\n[[strategy]]\nname = \"{s}\"\n"));
     }
-    Experiment::parse(&toml, Path::new("experiments/generated.toml")).expect("a valid experiment")
+    Experiment::parse(&toml, Path::new("experiments/generated.toml"), &runner::catalog::Catalog)
+        .expect("a valid experiment")
 }
 
 /// A deterministic spread of small numbers.
@@ -254,14 +255,14 @@ pub fn run_folder(root: &Path) -> (PathBuf, RunData) {
     let data = run();
     let dir = root.join("run");
     std::fs::create_dir_all(&dir).expect("run folder");
-    report::html::write_report_for(&dir, &data).expect("report.html");
+    report::html::write_report_for(&dir, &data, compaction_strategies::family).expect("report.html");
     (dir, data)
 }
 
 #[test]
 fn the_report_of_36_configurations_by_120_conversations_stays_under_its_bound() {
     let data = run();
-    let html = report::html::render(&data, &report::html::ProbeTexts::default());
+    let html = report::html::render(&data, &report::html::ProbeTexts::default(), compaction_strategies::family);
     assert!(
         html.len() < report::html::MAX_REPORT_BYTES,
         "report.html is {} bytes, over its bound of {}",

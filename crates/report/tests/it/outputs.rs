@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use compaction::{Context, Conversation, Message, Probe, ProbeKind, SummaryFailure, SummaryRequest, Trigger};
 use runlog::experiment::Experiment;
+use runlog::log::RunData;
 use runlog::record::{CompactionRecord, FoundIn, PairMetrics, ProbeScore};
 use runner::replay::{Judge, ReplayError, ReplaySettings, Summarizer, Summary};
-use runner::run::{self, Engine, Plan, PlannedConversation, Provenance, RunData, RunOptions, Shard};
+use runner::run::{self, Engine, Plan, PlannedConversation, Provenance, RunOptions, Shard};
 
 struct NoSummarizer;
 
@@ -166,7 +167,8 @@ target_ratio = [0.5, 0.8]
 "#;
 
 fn plan() -> Plan {
-    let exp = Experiment::parse(EXPERIMENT, Path::new("views.toml")).expect("valid experiment");
+    let exp =
+        Experiment::parse(EXPERIMENT, Path::new("views.toml"), &runner::catalog::Catalog).expect("valid experiment");
     let conversations = ["c01", "c02", "bad03", "c04", "c05", "c06", "c07"]
         .iter()
         .enumerate()
@@ -411,7 +413,7 @@ fn a_run_resumed_after_a_kill_writes_the_same_csvs_as_an_uninterrupted_one() {
     for name in CSVS {
         fs::remove_file(killed.join(name)).expect("remove csv");
     }
-    let log = killed.join(run::RESULTS_FILE);
+    let log = killed.join(runlog::log::RESULTS_FILE);
     let text = fs::read_to_string(&log).expect("log");
     let keep: usize = text.lines().count() / 3;
     let mut cut: String = text.lines().take(keep).map(|l| format!("{l}\n")).collect();
@@ -433,7 +435,7 @@ fn merging_two_shards_writes_the_same_csvs_as_the_whole_run() {
     run_into(&s1, false, Some(Shard { index: 1, count: 2 }));
     run_into(&s2, false, Some(Shard { index: 2, count: 2 }));
     let out = temp_dir("merge-out");
-    let merged = run::merge(&[s2, s1], &out).expect("merges");
+    let merged = runlog::merge::merge(&[s2, s1], &out).expect("merges");
     report::write_outputs(&out, &merged).expect("writes");
     assert_same_outputs(&whole, &out);
     // The merged folder reads back to the same outputs.

@@ -136,7 +136,7 @@ fn the_report_re_renders_byte_identical_from_the_run_folder_alone() {
     std::fs::remove_file(root.join("adversarial.jsonl")).expect("dataset removed");
     std::fs::remove_file(root.join("adversarial.toml")).expect("experiment removed");
     std::fs::remove_file(out.join("report.html")).expect("report removed");
-    report::html::write_report(&out).expect("re-rendered");
+    report::html::write_report(&out, compaction_strategies::family).expect("re-rendered");
     let again = std::fs::read(out.join("report.html")).expect("report re-written");
     assert!(original == again, "the re-rendered report differs from the original");
     let _ = std::fs::remove_dir_all(&root);

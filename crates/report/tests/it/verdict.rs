@@ -9,7 +9,8 @@ use std::path::Path;
 use dataset::LoadOptions;
 use report::summary::{self, ConfigSummary, ALL_DATASETS};
 use runlog::experiment::Experiment;
-use runner::run::{self, Engine, Plan, Provenance, RunData, RunOptions};
+use runlog::log::RunData;
+use runner::run::{self, Engine, Plan, Provenance, RunOptions};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
@@ -22,7 +23,8 @@ fn run_ci() -> RunData {
 
 /// The gate's experiment run into `root/run`, with its CSV files and report.html.
 pub fn ci_run_folder(root: &Path) -> (std::path::PathBuf, RunData) {
-    let exp = Experiment::load(&Path::new(ROOT).join("experiments/ci.toml")).expect("experiments/ci.toml is valid");
+    let exp = Experiment::load(&Path::new(ROOT).join("experiments/ci.toml"), &runner::catalog::Catalog)
+        .expect("experiments/ci.toml is valid");
     let plan = Plan::load(exp, &LoadOptions::default()).expect("the synthetic datasets load");
     let summarizer = runner::summarize::OfflineSummarizer::default();
     let judge = runner::judge::OfflineJudge;
@@ -39,7 +41,7 @@ pub fn ci_run_folder(root: &Path) -> (std::path::PathBuf, RunData) {
     let provenance = Provenance { tool_version: "test".into(), git_commit: None, started_at: "t".into() };
     let data = run::run(&plan, &engine, &options, &provenance, &|_| {}).expect("the gate's experiment runs");
     report::write_outputs(&dir, &data).expect("the CSV files");
-    report::html::write_report_for(&dir, &data).expect("report.html");
+    report::html::write_report_for(&dir, &data, compaction_strategies::family).expect("report.html");
     (dir, data)
 }
 
@@ -174,7 +176,7 @@ fn none_ranks_below_every_strategy_that_completes_more_and_is_off_the_frontier_w
     assert!(rejected_somewhere, "the synthetic set at 32k must overflow none somewhere");
 
     // The page draws none as a hollow point that is never on the frontier.
-    let html = report::html::render(&data, &report::html::ProbeTexts::default());
+    let html = report::html::render(&data, &report::html::ProbeTexts::default(), compaction_strategies::family);
     for title in html.split("<circle class=\"point\"").skip(1) {
         let title = &title[..title.find("</title>").expect("a title")];
         if title.contains("(none)") {

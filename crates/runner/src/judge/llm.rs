@@ -173,8 +173,6 @@ pub fn parse_verdict_facts(reply: &str) -> Result<(Grades, Vec<FactVerdict>), St
     Ok((g, v.facts.unwrap_or_default()))
 }
 
-pub use runlog::record::is_scored;
-
 /// True for a probe a completion of which the response cache could not answer in mode `only`
 /// (its score, if any, is not what the cached run would give).
 pub fn missed_cache(score: &ProbeScore) -> bool {
@@ -673,6 +671,7 @@ mod tests {
     use super::*;
     use compaction::{Message, ProbeKind, ToolCall};
     use llm::{LlmConfig, Protocol};
+    use runlog::record::is_scored;
     use testkit::server::{MockServer, Reply};
 
     fn client(server: &MockServer, protocol: Protocol) -> Arc<Client> {
@@ -936,7 +935,8 @@ mod tests {
 
     #[test]
     fn unscored_probes_stay_out_of_retention() {
-        use crate::replay::{replay, CacheProfile, ReplaySettings};
+        use crate::replay::{replay, ReplaySettings};
+        use runlog::settings::CacheProfile;
         let server = MockServer::start();
         // Probe 1: an answer and a verdict; probe 2: an answer and prose instead of a verdict.
         // (The probes of a checkpoint are asked at once: replies go by request, not by order.)
@@ -965,7 +965,7 @@ mod tests {
             encoding: compaction::Encoding::O200kBase,
             cache: CacheProfile::None,
             price: None,
-            overflow: crate::replay::OverflowPolicy::Continue,
+            overflow: runlog::settings::OverflowPolicy::Continue,
         };
         let summarizer = crate::llm_setup::NeedsRoles;
         let m = replay(&conversation, &settings, &summarizer, &judge).unwrap();

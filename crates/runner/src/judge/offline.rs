@@ -60,9 +60,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use compaction::{Context, Conversation, Entry, Message, Origin, Probe};
 
-pub use dataset::text::{
-    expand_aliases, is_weak_alias, matches, normalize, occurs, render_message, ENTRY_SEPARATOR, SHORT_WORD,
-};
+use dataset::text::render_message;
 
 use super::text::{find, Alias, Prepared, Variant};
 use super::Judge;
@@ -375,6 +373,7 @@ impl Judge for OfflineJudge {
 mod tests {
     use super::*;
     use compaction::{Inserted, Message, ProbeKind, ToolCall};
+    use dataset::text::{expand_aliases, is_weak_alias, matches, normalize, occurs};
 
     #[test]
     fn a_conversations_shared_messages_answer_as_a_fresh_render_does() {

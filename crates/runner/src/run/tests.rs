@@ -8,6 +8,7 @@ use compaction::{Context, Conversation, Message, Probe, ProbeKind, SummaryFailur
 
 use super::*;
 use crate::replay::Summary;
+use runlog::merge::merge;
 use runlog::record::{FoundIn, ProbeScore};
 
 struct TestSummarizer;
@@ -137,7 +138,8 @@ target_ratio = [0.5, 0.8]
 "#;
 
 fn plan_with(ids: &[&str]) -> Plan {
-    let exp = Experiment::parse(EXPERIMENT, Path::new("unit.toml")).expect("valid experiment");
+    let exp =
+        Experiment::parse(EXPERIMENT, Path::new("unit.toml"), &crate::catalog::Catalog).expect("valid experiment");
     let conversations = ids
         .iter()
         .enumerate()
@@ -265,7 +267,7 @@ fn a_run_records_every_pair_and_failures_do_not_stop_it() {
 #[test]
 fn a_conversation_without_a_window_fails_alone_when_the_experiment_sets_none() {
     let text = EXPERIMENT.replace("windows = [4000, 40000]\n", "");
-    let exp = Experiment::parse(&text, Path::new("unit.toml")).expect("valid");
+    let exp = Experiment::parse(&text, Path::new("unit.toml"), &crate::catalog::Catalog).expect("valid");
     let conversations = vec![
         PlannedConversation { dataset: "a".into(), conversation: Arc::new(conversation("w", 4, Some(5000))) },
         PlannedConversation { dataset: "a".into(), conversation: Arc::new(conversation("nw", 4, None)) },
@@ -387,7 +389,7 @@ fn merging_shards_gives_the_whole_run() {
 
 #[test]
 fn duplicate_conversations_are_left_out_with_a_problem() {
-    let exp = Experiment::parse(EXPERIMENT, Path::new("unit.toml")).expect("valid");
+    let exp = Experiment::parse(EXPERIMENT, Path::new("unit.toml"), &crate::catalog::Catalog).expect("valid");
     let c = Arc::new(conversation("dup", 3, None));
     let plan = Plan::from_conversations(
         exp,
@@ -406,7 +408,7 @@ fn duplicate_conversations_are_left_out_with_a_problem() {
 #[test]
 fn recorded_gets_pairs_only_for_recordings_that_hold_a_compaction() {
     let text = format!("{EXPERIMENT}\n[[strategy]]\nname = \"recorded\"\n");
-    let exp = Experiment::parse(&text, Path::new("unit.toml")).expect("valid experiment");
+    let exp = Experiment::parse(&text, Path::new("unit.toml"), &crate::catalog::Catalog).expect("valid experiment");
     let mut compacted = conversation("held", 6, None);
     compacted.messages.insert(
         5,
@@ -480,6 +482,7 @@ name = "observation-mask"
 name = "cut-point"
 "#,
         Path::new("shared.toml"),
+        &crate::catalog::Catalog,
     )
     .expect("valid experiment");
     let conversations: Vec<PlannedConversation> = [("small", 4), ("large", 30), ("mid", 12)]
@@ -504,7 +507,7 @@ name = "cut-point"
             let conversation = &plan.conversations[pair.conversation].conversation;
             assert_eq!(record.conversation_id, conversation.id);
             let settings = ReplaySettings {
-                strategy: config.resolved.clone(),
+                strategy: crate::catalog::strategy_config(&config.resolved).expect("reads back"),
                 window: config.window.expect("the experiment sets windows"),
                 encoding: plan.experiment.tokenizer,
                 cache: plan.experiment.cache,
@@ -562,7 +565,8 @@ fn old_pair_hash(plan: &Plan, engine: &Engine<'_>, pair: Pair) -> String {
 
 #[test]
 fn pairs_run_largest_conversation_first_each_conversations_pairs_together() {
-    let exp = Experiment::parse(EXPERIMENT, Path::new("unit.toml")).expect("valid experiment");
+    let exp =
+        Experiment::parse(EXPERIMENT, Path::new("unit.toml"), &crate::catalog::Catalog).expect("valid experiment");
     let conversations: Vec<PlannedConversation> = [("s", 2), ("l", 9), ("m", 5), ("l2", 9)]
         .into_iter()
         .map(|(id, turns)| PlannedConversation {

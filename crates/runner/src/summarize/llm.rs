@@ -429,14 +429,14 @@ mod tests {
     }
 
     /// A 3k-window replay of `long_context()` through `small_split_fraction()`.
-    fn long_replay_settings(price: Option<crate::replay::Price>) -> crate::replay::ReplaySettings {
+    fn long_replay_settings(price: Option<runlog::settings::Price>) -> crate::replay::ReplaySettings {
         crate::replay::ReplaySettings {
             strategy: small_split_fraction(),
             window: 3_000,
             encoding: compaction::Encoding::O200kBase,
-            cache: crate::replay::CacheProfile::None,
+            cache: runlog::settings::CacheProfile::None,
             price,
-            overflow: crate::replay::OverflowPolicy::Continue,
+            overflow: runlog::settings::OverflowPolicy::Continue,
         }
     }
 
@@ -478,7 +478,7 @@ mod tests {
             cfg.api_key_env = Some(String::new());
             cfg.max_retries = 0;
             let s = LlmSummarizer::with_own_prompts(Arc::new(Client::new(cfg, None).unwrap())).unwrap();
-            let settings = long_replay_settings(Some(crate::replay::Price {
+            let settings = long_replay_settings(Some(runlog::settings::Price {
                 input: 1.0,
                 cached_input: 0.5,
                 output: 2.0,

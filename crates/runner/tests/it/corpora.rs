@@ -18,7 +18,7 @@ use dataset::check_conversation;
 use dataset::import::{import, Format, FormatChoice, ImportOptions, RepairReport};
 use dataset::probes::{count_by_kind, derive, uses_tools, DeriveParams};
 use dataset::text::is_common_word;
-use runner::judge::{normalize, occurs, render_message};
+use dataset::text::{normalize, occurs, render_message};
 
 const CORPORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpora");
 
@@ -197,11 +197,12 @@ fn the_corpora_experiments_run_every_strategy_and_the_recorded_reference() {
     want.extend(compaction_strategies::REFERENCE_NAMES);
     want.sort_unstable();
     for file in ["corpora.toml", "ci-corpora.toml"] {
-        let exp = Experiment::load(&root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let exp =
+            Experiment::load(&root.join(file), &runner::catalog::Catalog).unwrap_or_else(|e| panic!("{file}: {e}"));
         let mut names: Vec<&str> = exp.configurations.iter().map(|c| c.strategy.as_str()).collect();
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names, want, "{file}");
+        assert_eq!(names, want, "{file}: run `scripts/regenerate.sh`");
         assert!(exp.datasets.iter().all(|d| d.starts_with("../target/corpora")), "{file}: imported datasets only");
         assert!(exp.windows.contains(&128_000), "{file}: the window where the strategies meet the recorded cuts");
     }

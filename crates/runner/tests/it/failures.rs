@@ -8,8 +8,9 @@ use compaction::{
 };
 use compaction_strategies::StrategyConfig;
 use runlog::record::PairMetrics;
+use runlog::settings::{CacheProfile, OverflowPolicy};
 use runner::judge::OfflineJudge;
-use runner::replay::{replay, CacheProfile, OverflowPolicy, ReplaySettings, Summarizer, Summary};
+use runner::replay::{replay, ReplaySettings, Summarizer, Summary};
 use runner::summarize::OfflineSummarizer;
 use serde_json::json;
 use testkit::ContextBuilder;

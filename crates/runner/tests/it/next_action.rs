@@ -7,8 +7,9 @@
 use compaction::{Conversation, Encoding, Message, ToolCall};
 use compaction_strategies::StrategyConfig;
 use runlog::record::PairMetrics;
+use runlog::settings::{CacheProfile, OverflowPolicy};
 use runner::judge::OfflineJudge;
-use runner::replay::{replay, CacheProfile, OverflowPolicy, ReplaySettings};
+use runner::replay::{replay, ReplaySettings};
 use runner::summarize::OfflineSummarizer;
 use serde_json::{json, Value};
 
@@ -192,10 +193,11 @@ mod agreement {
     use compaction_strategies::StrategyConfig;
     use llm::{Client, LlmConfig, Protocol};
     use runlog::record::{ModelAction, PairMetrics};
+    use runlog::settings::{CacheProfile, OverflowPolicy};
     use runner::judge::OfflineJudge;
     use runner::replay::next_action::llm::LlmNextAction;
     use runner::replay::next_action::{full_history, NextActionModel};
-    use runner::replay::{replay_with, CacheProfile, Models, OverflowPolicy, ReplaySettings};
+    use runner::replay::{replay_with, Models, ReplaySettings};
     use runner::session::Compactor;
     use runner::summarize::OfflineSummarizer;
     use serde_json::json;

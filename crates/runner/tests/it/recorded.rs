@@ -9,8 +9,9 @@
 use compaction::{Conversation, Encoding, Message, Probe, ProbeKind, TokenCounter, ToolCall};
 use compaction_strategies::StrategyConfig;
 use runlog::record::{FoundIn, PairMetrics};
+use runlog::settings::CacheProfile;
 use runner::judge::OfflineJudge;
-use runner::replay::{replay, CacheProfile, ReplaySettings};
+use runner::replay::{replay, ReplaySettings};
 use runner::summarize::OfflineSummarizer;
 use serde_json::json;
 
@@ -21,7 +22,7 @@ fn run(conversation: &Conversation, strategy: &str, window: u64) -> PairMetrics 
         encoding: Encoding::O200kBase,
         cache: CacheProfile::Anthropic,
         price: None,
-        overflow: runner::replay::OverflowPolicy::Continue,
+        overflow: runlog::settings::OverflowPolicy::Continue,
     };
     replay(conversation, &settings, &OfflineSummarizer::new(), &OfflineJudge).expect("replays")
 }
@@ -94,8 +95,8 @@ fn recorded_pays_for_its_summary_call() {
         window: 1_000_000,
         encoding: Encoding::O200kBase,
         cache: CacheProfile::None,
-        price: Some(runner::replay::Price { input: 3.0, cached_input: 0.3, output: 15.0, cache_write: None }),
-        overflow: runner::replay::OverflowPolicy::default(),
+        price: Some(runlog::settings::Price { input: 3.0, cached_input: 0.3, output: 15.0, cache_write: None }),
+        overflow: runlog::settings::OverflowPolicy::default(),
     };
     let m = replay(&conv, &settings, &OfflineSummarizer::new(), &OfflineJudge).expect("replays");
     // One summary call: the 13 messages it replaced in, the recorded summary out.

@@ -8,8 +8,9 @@ use compaction::{
 };
 use compaction_strategies::StrategyConfig;
 use runlog::record::{FoundIn, PairMetrics};
+use runlog::settings::{CacheProfile, OverflowPolicy, Price};
 use runner::judge::OfflineJudge;
-use runner::replay::{replay, CacheProfile, OverflowPolicy, Price, ReplayError, ReplaySettings, Summarizer, Summary};
+use runner::replay::{replay, ReplayError, ReplaySettings, Summarizer, Summary};
 use runner::summarize::OfflineSummarizer;
 use serde_json::json;
 use testkit::ContextBuilder;

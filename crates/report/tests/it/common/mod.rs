@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use compaction::{Conversation, Message, Probe, ProbeKind, ToolCall};
 use dataset::LoadOptions;
 use runlog::experiment::Experiment;
+use runlog::log::RunData;
 use runner::judge::OfflineJudge;
-use runner::run::{self, Engine, Plan, Provenance, RunData, RunOptions};
+use runner::run::{self, Engine, Plan, Provenance, RunOptions};
 use runner::summarize::OfflineSummarizer;
 
 /// Script that would mark the page if it ever ran: it sets the title, a global, and adds an
@@ -140,7 +141,7 @@ pub fn adversarial_run(root: &Path) -> (PathBuf, RunData) {
     std::fs::write(root.join("adversarial.jsonl"), dataset).expect("dataset written");
     let exp_path = root.join("adversarial.toml");
     std::fs::write(&exp_path, EXPERIMENT).expect("experiment written");
-    let experiment = Experiment::load(&exp_path).expect("valid experiment");
+    let experiment = Experiment::load(&exp_path, &runner::catalog::Catalog).expect("valid experiment");
     let plan = Plan::load(experiment, &LoadOptions::default()).expect("datasets load");
     assert!(plan.problems.is_empty(), "{:?}", plan.problems);
     let summarizer = OfflineSummarizer::new();
@@ -154,6 +155,6 @@ pub fn adversarial_run(root: &Path) -> (PathBuf, RunData) {
     };
     let data = run::run(&plan, &Engine::new(&summarizer, &judge), &options, &provenance, &|_| {}).expect("runs");
     report::write_outputs(&out, &data).expect("csv written");
-    report::html::write_report(&out).expect("report written");
+    report::html::write_report(&out, compaction_strategies::family).expect("report written");
     (out, data)
 }
