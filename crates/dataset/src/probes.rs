@@ -24,6 +24,24 @@
 //!   name and argument values as facts; the files a submitted patch changes
 //!   (`meta.submission`); a submitted answer that is not a patch.
 //!
+//! - **what the agent recorded as structure**: every request a person
+//!   typed (injected, queued and command-output text is not one; the words a user typed when
+//!   they turned down a call are), by one key phrase of two to six words and its identifiers;
+//!   the constraints the user stated (quoted issue text and code are not theirs); the answers
+//!   chosen to the agent's questions and the plans approved or turned down; a confirmation
+//!   with what it confirmed; the to-do list as it stood at each write; what was committed,
+//!   pushed, opened as a pull request, left uncommitted (`git status`, `git diff --stat`) and
+//!   which branch was switched to; each test or lint run with its suite and counts (the last
+//!   run of a suite critical); the changes made through a domain tool (`cancel_reservation`,
+//!   `update_...`), with the object and the new value together; the plans the agent stated as
+//!   a list.
+//!
+//! The families of what stands at a point of the work (requests, constraints, choices, to-do
+//! lists, git, test runs, plans, domain changes, lessons, decisions) are spread over the
+//! conversation, so a checkpoint anywhere has the state before it; every bound is multiplied
+//! by the conversation's [`scale`] (one per [`SCALE_MESSAGES`] messages, at most
+//! [`MAX_SCALE`]).
+//!
 //! Every probe names its source message, and every alias of every fact occurs in that message
 //! as the offline judge reads it ([`crate::text::render_message`], [`crate::text::normalize`],
 //! [`crate::text::occurs`]); an alias that does not is left out, and a fact with no alias left
@@ -107,6 +125,9 @@ pub struct DeriveParams {
     pub max_asked: usize,
     /// Probes of what the agent committed, pushed and opened as a pull request.
     pub max_git: usize,
+    /// Probes of the changes the agent made through a domain tool (a call whose name opens
+    /// with a verb of change: `update_reservation_flights`, `cancel_pending_order`).
+    pub max_actions: usize,
     /// Probes of the constraints and preferences the user stated.
     pub max_constraints: usize,
     /// Facts per probe.
@@ -126,8 +147,8 @@ impl DeriveParams {
             ProbeKind::Continuation => self.max_continuation,
             ProbeKind::Constraint => self.max_constraints,
             ProbeKind::Choice => self.max_asked,
-            ProbeKind::WorkState => self.max_todos + self.max_git,
-            ProbeKind::NextStep => self.max_todos,
+            ProbeKind::WorkState => self.max_todos + 2 * self.max_git + self.max_actions,
+            ProbeKind::NextStep => 2 * self.max_todos,
             // Lessons are recall probes (an error and its fix).
             ProbeKind::Lesson => 0,
         }
@@ -148,6 +169,7 @@ impl Default for DeriveParams {
             max_todos: 3,
             max_asked: 3,
             max_git: 4,
+            max_actions: 4,
             max_constraints: 3,
             max_facts: 4,
         }
@@ -198,42 +220,56 @@ pub fn derive(conv: &Conversation, params: &DeriveParams) -> Vec<Probe> {
 pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>, Dropped) {
     let d = Deriver::new(conv, params);
     let mut out = Vec::new();
-    let families: [(&str, Vec<Candidate>, usize); 14] = [
+    let families: [(&str, Vec<Candidate>, usize); 17] = [
         ("task", d.task(), params.max_task),
         ("constraint", d.constraints(), params.max_constraints),
         ("asked", d.asked(), params.max_asked),
         ("git", d.git(), params.max_git),
         ("todo", d.todos(), params.max_todos),
+        ("plan", d.plans(), params.max_todos),
         ("gold", d.gold(), params.max_gold),
+        ("action", d.actions(), params.max_actions),
         ("choice", d.choices(), params.max_choices),
         ("continuation", d.continuation(), params.max_continuation),
         ("lesson", d.lessons(), params.max_lessons),
         ("state", d.state(), STATE_PROBES),
+        ("tests", d.test_runs(), params.max_git),
         ("artifact", d.artifacts(), params.max_artifact),
         ("decision", d.decisions(), params.max_decisions),
         ("error", d.errors(), params.max_recall.div_ceil(2)),
         ("recall", d.user_identifiers(), params.max_recall),
     ];
-    // Candidates come ranked; artifacts are spread over the conversation (written and edited
-    // files first, read files filling what is left), the others are taken in rank order. A
-    // family keeps at most its bound, and every kind at most its own ([`DeriveParams::max_of`]).
+    // Candidates come ranked. Artifacts are spread over the conversation (written and edited
+    // files first, read files filling what is left); the families of what stands at a point of
+    // the work (requests, constraints, choices, to-do lists, git, lessons, decisions) are
+    // spread over the conversation too, so that a checkpoint anywhere has the state before it;
+    // the others are taken in rank order. A family keeps at most its bound, and every kind at
+    // most its own ([`DeriveParams::max_of`]), both times the conversation's scale ([`scale`]).
     // One fact is tested by one probe: an alias an earlier probe tests is left out of later
     // ones, a fact left with no alias is dropped, and so is a probe left with no fact.
-    let mut room: BTreeMap<ProbeKind, usize> = ProbeKind::ALL.iter().map(|&k| (k, params.max_of(k))).collect();
+    let scale = scale(conv);
+    let mut room: BTreeMap<ProbeKind, usize> = ProbeKind::ALL.iter().map(|&k| (k, params.max_of(k) * scale)).collect();
     let mut used: HashSet<String> = HashSet::new();
     for (family, candidates, bound) in families {
+        let bound = bound * scale;
+        let spread_family = SPREAD_FAMILIES.contains(&family);
         let mut kept: Vec<Candidate> = Vec::new();
+        // Aliases of the family's candidates so far (spread families): a later candidate
+        // keeps only what is new.
+        let mut family_used: HashSet<String> = HashSet::new();
         for c in candidates {
             let Some(mut c) = d.checked(c) else { continue };
             for f in &mut c.facts {
-                f.retain(|a| !used.contains(&normalize(a)));
+                f.retain(|a| !used.contains(&normalize(a)) && !family_used.contains(&normalize(a)));
             }
             c.facts.retain(|f| !f.is_empty());
             if c.facts.is_empty() {
                 continue;
             }
-            // Spread artifacts are chosen below; their facts are reserved only when chosen.
-            if family != "artifact" {
+            if spread_family {
+                family_used.extend(c.facts.iter().flatten().map(|a| normalize(a)));
+            } else if family != "artifact" {
+                // Spread artifacts are chosen below; their facts are reserved only when chosen.
                 let left = room.get(&c.kind).copied().unwrap_or(0);
                 if kept.len() >= bound || left == 0 {
                     continue;
@@ -259,6 +295,25 @@ pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>
             if let Some(left) = room.get_mut(&ProbeKind::Artifact) {
                 *left -= s.len();
             }
+            used.extend(s.iter().flat_map(|c| c.facts.iter().flatten()).map(|a| normalize(a)));
+            s
+        } else if spread_family {
+            // In the order of the conversation, at most the bound, spread evenly (the first and
+            // the last kept); then each kind within its room.
+            // Secondary candidates (a weaker marker) fill what the others leave.
+            kept.sort_by_key(|c| c.source);
+            let (first, second): (Vec<Candidate>, Vec<Candidate>) = kept.into_iter().partition(|c| !c.secondary);
+            let mut s = spread(first, bound);
+            let left = bound - s.len();
+            s.extend(spread(second, left));
+            s.sort_by_key(|c| c.source);
+            s.retain(|c| match room.get_mut(&c.kind) {
+                Some(left) if *left > 0 => {
+                    *left -= 1;
+                    true
+                }
+                _ => false,
+            });
             used.extend(s.iter().flat_map(|c| c.facts.iter().flatten()).map(|a| normalize(a)));
             s
         } else {
@@ -293,6 +348,23 @@ pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>
     }
     let dropped = d.dropped.into_inner();
     (out, dropped)
+}
+
+/// The families spread over the conversation rather than taken in rank order: what stands at
+/// a point of the work.
+const SPREAD_FAMILIES: [&str; 11] =
+    ["task", "constraint", "asked", "git", "tests", "todo", "plan", "action", "choice", "lesson", "decision"];
+
+/// Messages per step of a conversation's scale.
+pub const SCALE_MESSAGES: usize = 40;
+/// The largest scale.
+pub const MAX_SCALE: usize = 6;
+
+/// How many times its bounds a conversation's families and kinds keep: one per
+/// [`SCALE_MESSAGES`] messages begun, at most [`MAX_SCALE`]. A longer recording holds more
+/// state, and its checkpoints are spread over it.
+pub fn scale(conv: &Conversation) -> usize {
+    conv.messages.len().div_ceil(SCALE_MESSAGES).clamp(1, MAX_SCALE)
 }
 
 /// Replace the derived probes of `conv` (ids starting with [`DERIVED_PREFIX`]) with fresh
@@ -470,47 +542,121 @@ impl<'a> Deriver<'a> {
         (0..self.conv.messages.len()).filter(|&i| self.usable[i] && is_real_user(self.msg(i))).collect()
     }
 
-    /// The first request, then every later request that carries identifiers of its own (ids,
-    /// paths, names, numbers, quoted values): each critical, its facts those identifiers.
+    /// Every request a person typed (injected and queued text is not a request; a slash
+    /// command's arguments are), but a short confirmation (a choice, see
+    /// [`Deriver::choices`]): its facts are one key phrase of two to six words and its
+    /// identifiers (ids, paths, names, numbers, quoted values). Critical, but for a later
+    /// request of many words whose probe holds a single identifier: one identifier of a long
+    /// request is useful.
     fn task(&self) -> Vec<Candidate> {
         let requests = self.user_requests();
         let mut out = Vec::new();
         for (turn, &i) in requests.iter().enumerate() {
             let text = request_text(&self.msg(i).content);
+            if turn > 0 && work::is_confirmation(&text) {
+                continue;
+            }
+            let Some(c) = self.request(turn, i, &text) else { continue };
+            out.push(c);
+        }
+        // The words a person typed when they turned down a call: a request too.
+        for (i, words) in self.rejection_words() {
+            let Some(mut c) = self.request(1, i, &words) else { continue };
+            let tool = self.call_name(i).unwrap_or("a");
+            c.question = format!(
+                "What did the user say when they turned down the agent's {tool} call at call {}?",
+                self.call_number(i)
+            );
+            out.push(c);
+        }
+        out.sort_by_key(|c| c.source);
+        out
+    }
+
+    /// The words the user typed when they rejected a call (Claude Code reports them after
+    /// "the user said:" in the call's result): (message, words). A plan turned down is a
+    /// choice ([`Deriver::asked`]), not here.
+    pub(super) fn rejection_words(&self) -> Vec<(usize, String)> {
+        self.conv
+            .messages
+            .iter()
+            .enumerate()
+            .filter(|(i, m)| self.usable[*i] && m.role == Role::Tool && is_rejection(&m.content))
+            .filter(|(i, _)| self.call_name(*i) != Some("ExitPlanMode"))
+            .filter_map(|(i, m)| {
+                let words = m.content.split_once("the user said:")?.1.trim();
+                (!words.is_empty()).then(|| (i, words.to_string()))
+            })
+            .collect()
+    }
+
+    /// True when every word of `phrase` that is not a common word occurs in the system prompt.
+    fn only_system_words(&self, phrase: &str) -> bool {
+        let words: Vec<String> = phrase.split_whitespace().filter(|w| !is_common_word(w)).map(normalize).collect();
+        !self.system.is_empty() && !words.is_empty() && words.iter().all(|w| occurs(&self.system, w))
+    }
+
+    /// The name of the call whose result is message `i`.
+    fn call_name(&self, i: usize) -> Option<&str> {
+        let id = self.msg(i).tool_call_id.as_deref()?;
+        self.conv.messages[..i]
+            .iter()
+            .rev()
+            .flat_map(|m| m.tool_calls.iter())
+            .find(|c| c.id == id)
+            .map(|c| c.name.as_str())
+    }
+
+    /// The probe of request `text` (the user's message `turn + 1`, at message `i`).
+    fn request(&self, turn: usize, i: usize, text: &str) -> Option<Candidate> {
+        {
+            let text = text.to_string();
             // A later request's ask is its opening: what follows a blank line is often pasted
             // output, not the request.
             let ask = if turn == 0 { text.as_str() } else { text.split("\n\n").next().unwrap_or_default() };
-            let mut facts = work::request_facts(ask, self.params.max_facts);
-            // A first request without identifiers is asked by its key phrase.
-            if facts.is_empty() && turn == 0 {
-                facts.extend(work::key_phrase(&text).map(|p| vec![p]));
+            // A phrase whose every distinctive word is in the system prompt says nothing the
+            // context does not always hold.
+            // A task that quotes an issue is asked by the issue's title (its first line).
+            let phrase_from = match quoted_section(ask).filter(|_| turn == 0) {
+                Some(q) => q.trim().lines().next().unwrap_or_default(),
+                None => ask,
+            };
+            let mut facts: Vec<Vec<String>> = work::key_phrase(phrase_from)
+                .filter(|p| !self.only_system_words(p))
+                .map(|p| vec![p])
+                .into_iter()
+                .collect();
+            let ids = work::request_facts(ask, self.params.max_facts);
+            // A later message of a few words without an identifier ("Checking my phone...")
+            // asks for nothing the rest of the work needs.
+            if turn > 0 && ids.iter().flatten().all(|f| !work::is_strong(f)) && ask.split_whitespace().count() < 6 {
+                return None;
             }
-            if facts.is_empty() || (turn > 0 && !facts.iter().flatten().any(|f| work::is_strong(f))) {
-                continue;
+            facts.extend(ids.iter().cloned());
+            facts.truncate(self.params.max_facts);
+            if facts.is_empty() {
+                return None;
             }
             let question = if turn == 0 {
                 "What task did the user give at the start of the session?".to_string()
             } else {
                 format!("What did the user ask for in their message {}?", turn + 1)
             };
-            out.push(Candidate {
+            let strong = ids.iter().flatten().any(|f| work::is_strong(f));
+            let long = ask.split_whitespace().count() > 40;
+            let tier = if turn > 0 && long && facts.len() == 1 { Tier::Useful } else { Tier::Critical };
+            Some(Candidate {
                 kind: ProbeKind::Task,
                 question,
                 answer: clip(&text, 400),
                 facts,
                 source: i,
-                secondary: false,
+                // A later request without an identifier fills what those with one leave.
+                secondary: turn > 0 && !strong,
                 fact_sources: Vec::new(),
-                tier: Tier::Critical,
-            });
+                tier,
+            })
         }
-        // The first request, then the latest ones: what the user wants now.
-        if out.len() > 1 {
-            let first = out.remove(0);
-            out.reverse();
-            out.insert(0, first);
-        }
-        out
     }
 
     /// The last request (when no task probe took it), the pending items of the last todo
@@ -954,17 +1100,10 @@ const INSTRUCTION_TAGS: [&str; 4] = ["instructions", "example_response", "format
 /// instruction sections (`<instructions>...</instructions>`, an `INSTRUCTIONS:` tail) that
 /// harnesses append to the task.
 fn request_text(content: &str) -> String {
-    // A slash command's request is its arguments.
-    if let Some(args) = structure::command_args(content) {
-        return args;
+    let mut text = said_text(content);
+    if structure::command_args(content).is_some() {
+        return text;
     }
-    let mut text: String = content
-        .split_inclusive(char::is_whitespace)
-        .filter(|w| {
-            let t = w.trim();
-            !(t.len() > 6 && t.starts_with("###") && t.ends_with("###"))
-        })
-        .collect();
     for tag in INSTRUCTION_TAGS {
         loop {
             let lower = text.to_ascii_lowercase();
@@ -978,6 +1117,66 @@ fn request_text(content: &str) -> String {
         text.truncate(at);
     }
     text.trim().to_string()
+}
+
+/// Sections of a user message that quote text from elsewhere (an issue, a pull request's
+/// description): what they say is the problem, not the user's own instruction.
+const QUOTED_TAGS: [&str; 4] = ["issue_description", "pr_description", "issue", "problem_statement"];
+
+/// The first quoted section of `text` ([`QUOTED_TAGS`]): its inner text.
+fn quoted_section(text: &str) -> Option<&str> {
+    let lower = text.to_ascii_lowercase();
+    QUOTED_TAGS.iter().find_map(|tag| {
+        let start = lower.find(&format!("<{tag}>"))? + tag.len() + 2;
+        let end = start + lower[start..].find(&format!("</{tag}>"))?;
+        text.get(start..end)
+    })
+}
+
+/// `text` without its quoted sections ([`QUOTED_TAGS`]) and code blocks.
+fn without_quoted(text: &str) -> String {
+    let mut out = text.to_string();
+    for tag in QUOTED_TAGS {
+        loop {
+            let lower = out.to_ascii_lowercase();
+            let open = format!("<{tag}>");
+            let Some(start) = lower.find(&open) else { break };
+            let close = format!("</{tag}>");
+            // A section without its close is a mention of the tag: only the tag goes.
+            let end = lower[start..].find(&close).map_or(start + open.len(), |e| start + e + close.len());
+            out.replace_range(start..end, "");
+        }
+    }
+    let mut kept = String::new();
+    let mut in_code = false;
+    for line in out.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if !in_code {
+            kept.push_str(line);
+            kept.push('\n');
+        }
+    }
+    kept
+}
+
+/// What a user message says, with its instruction sections: a slash command's arguments,
+/// else the text without simulator markers (`###STOP###`).
+fn said_text(content: &str) -> String {
+    if let Some(args) = structure::command_args(content) {
+        return args;
+    }
+    content
+        .split_inclusive(char::is_whitespace)
+        .filter(|w| {
+            let t = w.trim();
+            !(t.len() > 6 && t.starts_with("###") && t.ends_with("###"))
+        })
+        .collect::<String>()
+        .trim()
+        .to_string()
 }
 
 /// At most `max` characters of `text`, cut at a character boundary, with `…` when cut.
