@@ -82,14 +82,13 @@ impl Deriver<'_> {
             // output, not the request.
             let ask = if turn == 0 { text.as_str() } else { text.split("\n\n").next().unwrap_or_default() };
             // A phrase whose every distinctive word is in the system prompt says nothing the
-            // context does not always hold.
+            // context does not always hold: the clause at more words, or the next clause.
             // A task that quotes an issue is asked by the issue's title (its first line).
             let phrase_from = match quoted_section(ask).filter(|_| turn == 0) {
                 Some(q) => q.trim().lines().next().unwrap_or_default(),
                 None => ask,
             };
-            let mut facts: Vec<Vec<String>> = work::key_phrase(phrase_from)
-                .filter(|p| !self.only_system_words(p))
+            let mut facts: Vec<Vec<String>> = work::key_phrase_where(phrase_from, &|p| !self.only_system_words(p))
                 .map(|p| vec![p])
                 .into_iter()
                 .collect();

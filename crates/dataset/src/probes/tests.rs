@@ -347,7 +347,8 @@ fn a_lesson_is_the_fix_and_the_cause() {
     assert_grounded(&conv, &probes);
     let lesson = probes.iter().find(|p| p.id.starts_with("derived-lesson")).expect("a lesson");
     assert_eq!(lesson.source_message, 3);
-    assert_eq!(lesson.tier, Some(Tier::Useful));
+    // Fixed at the next attempt: a detail.
+    assert_eq!(lesson.tier, Some(Tier::Detail));
     assert_eq!(lesson.facts[0], vec!["git add -f".to_string()]);
     assert!(lesson.answer.contains("ignored by one of your .gitignore files"), "{}", lesson.answer);
     // The failure is resolved: its state probe, if any, is a detail.

@@ -41,6 +41,9 @@ pub(super) fn is_confirmation(text: &str) -> bool {
     lower.split_whitespace().count() <= 10 && CONFIRMS.iter().any(|c| lower.starts_with(c))
 }
 
+/// Messages after a failed command within which a working rerun makes its lesson a detail.
+pub(super) const FIXED_AT_ONCE: usize = 3;
+
 /// The verbs a tool's name opens with when the call changes something.
 const CHANGE_VERBS: [&str; 24] = [
     "create", "update", "modify", "cancel", "book", "exchange", "return", "transfer", "send", "delete", "add",
@@ -201,10 +204,22 @@ pub(super) const KEY_PHRASE_WORDS: usize = 6;
 /// before a joining word (a preposition, an article, a conjunction), so the phrase is a
 /// group of words of its own, never a clause cut inside one.
 pub(super) fn key_phrase(text: &str) -> Option<String> {
+    key_phrase_where(text, &|_| true)
+}
+
+/// The first key phrase of `text` ([`key_phrase`]) that `keep` accepts: a clause's phrase,
+/// else the same clause at up to twice [`KEY_PHRASE_WORDS`] words (the words after the cut
+/// can say what the short phrase does not: "use the gift card with the smallest balance"),
+/// else the next clause's.
+pub(super) fn key_phrase_where(text: &str, keep: &dyn Fn(&str) -> bool) -> Option<String> {
     for sentence in split_sentences(text) {
         for clause in sentence.split([',', ':', '(', ')', '—', '–']) {
-            if let Some(p) = clause_phrase(clause) {
-                return Some(p);
+            let Some(short) = clause_phrase(clause, KEY_PHRASE_WORDS) else { continue };
+            if keep(&short) {
+                return Some(short);
+            }
+            if let Some(long) = clause_phrase(clause, 2 * KEY_PHRASE_WORDS).filter(|p| *p != short && keep(p)) {
+                return Some(long);
             }
         }
     }
@@ -231,7 +246,7 @@ pub(super) fn split_sentences(text: &str) -> Vec<&str> {
 /// The phrase of one clause: without opening fillers and joining words, at most
 /// [`KEY_PHRASE_WORDS`] words (a longer clause cut before a joining word), not ending on a
 /// joining word; two words or more, one of them not a common word.
-fn clause_phrase(clause: &str) -> Option<String> {
+fn clause_phrase(clause: &str, max_words: usize) -> Option<String> {
     let words: Vec<&str> = clause
         .split_whitespace()
         .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'' && c != '-' && c != '_'))
@@ -241,10 +256,10 @@ fn clause_phrase(clause: &str) -> Option<String> {
     let start =
         words.iter().position(|w| !FILLERS.contains(&lower(w).as_str()) && !is_joiner(w)).unwrap_or(words.len());
     let mut kept: Vec<&str> = words[start..].to_vec();
-    if kept.len() > KEY_PHRASE_WORDS {
+    if kept.len() > max_words {
         // Cut before the last joining word that leaves two words or more.
-        let cut = (2..=KEY_PHRASE_WORDS).rev().find(|&k| is_joiner(kept[k]));
-        kept.truncate(cut.unwrap_or(KEY_PHRASE_WORDS));
+        let cut = (2..=max_words).rev().find(|&k| is_joiner(kept[k]));
+        kept.truncate(cut.unwrap_or(max_words));
     }
     while kept.last().is_some_and(|w| is_joiner(w)) {
         kept.pop();
@@ -432,7 +447,8 @@ impl Deriver<'_> {
 
     /// Lessons: a command that failed, then the same program run differently that worked.
     /// The facts are what changed (`git add -f`, a new flag or identifier), the answer names
-    /// the line that states the cause; the source is the call that worked.
+    /// the line that states the cause; the source is the call that worked. Useful, or a
+    /// detail when the fix came within [`FIXED_AT_ONCE`] messages of the error.
     pub(super) fn lessons(&self) -> Vec<Candidate> {
         let calls = self.calls();
         let mut out = Vec::new();
@@ -488,7 +504,8 @@ impl Deriver<'_> {
                 source: j,
                 secondary: false,
                 fact_sources: Vec::new(),
-                tier: Tier::Useful,
+                // An error fixed within three messages is a detail: the next attempt worked.
+                tier: if j <= i + FIXED_AT_ONCE { Tier::Detail } else { Tier::Useful },
             });
         }
         out

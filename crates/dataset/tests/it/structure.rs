@@ -294,3 +294,51 @@ fn the_plan_the_agent_stated_is_the_next_step() {
     conv.messages.insert(1, Message::assistant("The options:\n\n1. retry_policy\n2. backoff_policy"));
     assert!(!derive(&conv, &DeriveParams::default()).iter().any(|p| p.id.starts_with("derived-plan")));
 }
+
+#[test]
+fn a_request_whose_short_phrase_the_policy_holds_is_asked_by_its_whole_clause() {
+    // Every distinctive word of "use the gift card" is in the policy; the clause goes on to
+    // say which card.
+    let mut messages = vec![
+        Message::system(
+            "# Airline policy\nPayment may be by credit card or gift card. Economy class and business class.",
+        ),
+        Message::user("Change my flight back from Denver, reservation OBUT9V."),
+        Message::assistant("Which payment method would you like to use?"),
+        Message::user("I want to use the gift card with the smallest balance for payment."),
+    ];
+    for _ in 0..16 {
+        messages.push(Message::assistant("Working on it."));
+    }
+    let probes = derive(&Conversation::new("s", messages), &DeriveParams::default());
+    let asked = of_kind(&probes, ProbeKind::Task);
+    let later = asked.iter().find(|p| p.source_message == 3).unwrap_or_else(|| panic!("{probes:#?}"));
+    assert!(aliases(later).iter().any(|a| a.contains("smallest balance")), "{:?}", aliases(later));
+}
+
+#[test]
+fn a_failed_command_fixed_at_the_next_attempt_is_a_detail_and_a_later_fix_useful() {
+    let shell = |cmd: &str| json!({"command": cmd});
+    let failed = "Exit code 1\nThe following paths are ignored by one of your .gitignore files: build/out.txt";
+    let at_once = session(
+        "Add the generated report to the repository.",
+        vec![("Bash", shell("git add build/out.txt"), failed), ("Bash", shell("git add -f build/out.txt"), "")],
+    );
+    let lessons: Vec<Probe> =
+        derive(&at_once, &DeriveParams::default()).into_iter().filter(|p| p.id.contains("lesson")).collect();
+    assert_eq!(lessons.len(), 1, "{lessons:#?}");
+    assert_eq!(lessons[0].tier(), Tier::Detail);
+    let later = session(
+        "Add the generated report to the repository.",
+        vec![
+            ("Bash", shell("git add build/out.txt"), failed),
+            ("Bash", shell("ls build"), "out.txt"),
+            ("Bash", shell("cat .gitignore"), "build/"),
+            ("Bash", shell("git add -f build/out.txt"), ""),
+        ],
+    );
+    let lessons: Vec<Probe> =
+        derive(&later, &DeriveParams::default()).into_iter().filter(|p| p.id.contains("lesson")).collect();
+    assert_eq!(lessons.len(), 1, "{lessons:#?}");
+    assert_eq!(lessons[0].tier(), Tier::Useful);
+}
