@@ -117,6 +117,30 @@ fn is_symbol(t: &str) -> bool {
         && (t.contains('_') || t.contains('/') || inner_upper || t.split('.').filter(|p| !p.is_empty()).count() >= 2)
 }
 
+/// What `git push` reported it pushed: the commit range (`05fd186..a230dbf`; none for a new
+/// branch) and the remote branch, from its first ref line (`   a..b  local -> remote`,
+/// ` * [new branch]      local -> remote`, ` + a...b  local -> remote (forced update)`).
+fn pushed(output: &str) -> Option<(Option<String>, String)> {
+    output.lines().find_map(|line| {
+        let (left, right) = line.split_once(" -> ")?;
+        let branch = right.split_whitespace().next()?.to_string();
+        let left = left.trim_start().trim_start_matches(['+', '*']).trim_start();
+        let range = if left.starts_with("[new branch]") || left.starts_with("[new tag]") {
+            None
+        } else {
+            let r = left.split_whitespace().next()?;
+            let (a, b) = r.split_once("..")?;
+            let b = b.trim_start_matches('.');
+            let hex = |h: &str| h.len() >= 7 && h.chars().all(|c| c.is_ascii_hexdigit());
+            if !hex(a) || !hex(b) {
+                return None;
+            }
+            Some(r.to_string())
+        };
+        (branch.len() >= 3).then_some((range, branch))
+    })
+}
+
 /// The value of `"key"` in a shell command's first `-m`/`--title` style argument.
 fn quoted_after(cmd: &str, flags: &[&str]) -> Option<String> {
     for flag in flags {
@@ -361,8 +385,10 @@ impl Deriver<'_> {
                             if answer.is_empty() {
                                 continue;
                             }
+                            // A long answer, or one a fact cannot be (`main was clean; fix the
+                            // issues` reads as code), is asked by its key phrase.
                             let mut aliases = vec![answer.to_string()];
-                            if answer.split_whitespace().count() > 8 {
+                            if answer.split_whitespace().count() > 8 || !facts::allowed(answer) {
                                 aliases = key_phrase(answer).into_iter().collect();
                             }
                             out.push(critical(
@@ -502,6 +528,37 @@ impl Deriver<'_> {
                         j,
                     ));
                 } else if cmd.contains("git push") {
+                    // What git reported pushed (`   05fd186..a230dbf  main -> main`,
+                    // ` * [new branch]      fix -> fix`): the commits and the branch; else the
+                    // branch the command names.
+                    if let Some((range, branch)) = pushed(&result.content) {
+                        let mut facts = Vec::new();
+                        if let Some(range) = &range {
+                            let head = range.rsplit("..").next().unwrap_or_default().trim_start_matches('.');
+                            facts.push(vec![range.clone(), head.to_string()]);
+                        }
+                        facts.push(vec![branch.clone()]);
+                        // A new branch: the remote it now is on (`To github.com:org/repo.git`).
+                        if let Some(remote) = result
+                            .content
+                            .lines()
+                            .find_map(|l| l.trim().strip_prefix("To "))
+                            .filter(|r| range.is_none() && r.len() >= 8 && !r.contains(' '))
+                        {
+                            facts.push(vec![remote.to_string()]);
+                        }
+                        out.push(critical(
+                            ProbeKind::WorkState,
+                            "Which branch did the agent push, and up to which commit?",
+                            match &range {
+                                Some(r) => format!("{r} to {branch}"),
+                                None => format!("the new branch {branch}"),
+                            },
+                            facts,
+                            j,
+                        ));
+                        continue;
+                    }
                     let branch = cmd
                         .split_whitespace()
                         .skip_while(|w| *w != "push")

@@ -342,3 +342,40 @@ fn a_failed_command_fixed_at_the_next_attempt_is_a_detail_and_a_later_fix_useful
     assert_eq!(lessons.len(), 1, "{lessons:#?}");
     assert_eq!(lessons[0].tier(), Tier::Useful);
 }
+
+#[test]
+fn a_push_asks_the_commits_and_branch_git_reported_and_a_new_branch_its_remote() {
+    let shell = |cmd: &str| json!({"command": cmd});
+    let conv = session(
+        "Push the retry work.",
+        vec![
+            (
+                "Bash",
+                shell("git push --set-upstream origin retry-budget"),
+                "remote:\nremote: Create a pull request for 'retry-budget' on GitHub by visiting:\nTo github.com:acme/client.git\n * [new branch]      retry-budget -> retry-budget",
+            ),
+            ("Bash", shell("git push"), "To github.com:acme/client.git\n   05fd186..a230dbf  retry-budget -> retry-budget"),
+        ],
+    );
+    let probes = derive(&conv, &DeriveParams::default());
+    let pushes: Vec<&Probe> = probes.iter().filter(|p| p.question.contains("push")).collect();
+    assert_eq!(pushes.len(), 2, "{probes:#?}");
+    // The new branch by its remote (the later push asks the branch: no alias twice).
+    assert_eq!(pushes[0].source_message, 2);
+    assert_eq!(aliases(pushes[0]), vec!["github.com:acme/client.git"]);
+    // A plain `git push`: what git printed it pushed.
+    assert_eq!(pushes[1].source_message, 4);
+    assert_eq!(aliases(pushes[1]), vec!["05fd186..a230dbf", "a230dbf", "retry-budget"]);
+}
+
+#[test]
+fn an_answer_that_reads_as_code_is_asked_by_its_key_phrase() {
+    let question = json!({"questions": [{"question": "The hook blocks on old lint issues. How should we proceed?", "header": "Commit",
+        "options": [{"label": "Skip hook", "description": "--no-verify"}, {"label": "Fix them", "description": "fix"}]}]});
+    let result = "User has answered your questions: \"The hook blocks on old lint issues. How should we proceed?\"=\"main was clean; fix the lint issues\". You can now continue with the user's answers in mind.";
+    let conv = session("Commit the transcript work.", vec![("AskUserQuestion", question, result)]);
+    let probes = derive(&conv, &DeriveParams::default());
+    let chosen = of_kind(&probes, ProbeKind::Choice);
+    assert_eq!(chosen.len(), 1, "{probes:#?}");
+    assert_eq!(aliases(chosen[0]), vec!["main was clean"]);
+}
