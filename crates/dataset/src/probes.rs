@@ -24,6 +24,24 @@
 //!   name and argument values as facts; the files a submitted patch changes
 //!   (`meta.submission`); a submitted answer that is not a patch.
 //!
+//! - **what the agent recorded as structure**: every request a person
+//!   typed (injected, queued and command-output text is not one; the words a user typed when
+//!   they turned down a call are), by one key phrase of two to six words and its identifiers;
+//!   the constraints the user stated (quoted issue text and code are not theirs); the answers
+//!   chosen to the agent's questions and the plans approved or turned down; a confirmation
+//!   with what it confirmed; the to-do list as it stood at each write; what was committed,
+//!   pushed, opened as a pull request, left uncommitted (`git status`, `git diff --stat`) and
+//!   which branch was switched to; each test or lint run with its suite and counts (the last
+//!   run of a suite critical); the changes made through a domain tool (`cancel_reservation`,
+//!   `update_...`), with the object and the new value together; the plans the agent stated as
+//!   a list.
+//!
+//! The families of what stands at a point of the work (requests, constraints, choices, to-do
+//! lists, git, test runs, plans, domain changes, lessons, decisions) are spread over the
+//! conversation, so a checkpoint anywhere has the state before it; every bound is multiplied
+//! by the conversation's [`scale`] (one per [`SCALE_MESSAGES`] messages, at most
+//! [`MAX_SCALE`]).
+//!
 //! Every probe names its source message, and every alias of every fact occurs in that message
 //! as the offline judge reads it ([`crate::text::render_message`], [`crate::text::normalize`],
 //! [`crate::text::occurs`]); an alias that does not is left out, and a fact with no alias left
@@ -70,6 +88,7 @@ use serde_json::Value;
 
 use crate::import::is_harness_text;
 use crate::text::{is_common_word, normalize, occurs, render_message, STOPWORDS};
+use requests::{request_text, said_text, without_quoted};
 
 /// State probes per conversation: the last failing test, the last failed command.
 const STATE_PROBES: usize = 2;
@@ -107,6 +126,9 @@ pub struct DeriveParams {
     pub max_asked: usize,
     /// Probes of what the agent committed, pushed and opened as a pull request.
     pub max_git: usize,
+    /// Probes of the changes the agent made through a domain tool (a call whose name opens
+    /// with a verb of change: `update_reservation_flights`, `cancel_pending_order`).
+    pub max_actions: usize,
     /// Probes of the constraints and preferences the user stated.
     pub max_constraints: usize,
     /// Facts per probe.
@@ -126,8 +148,8 @@ impl DeriveParams {
             ProbeKind::Continuation => self.max_continuation,
             ProbeKind::Constraint => self.max_constraints,
             ProbeKind::Choice => self.max_asked,
-            ProbeKind::WorkState => self.max_todos + self.max_git,
-            ProbeKind::NextStep => self.max_todos,
+            ProbeKind::WorkState => self.max_todos + 2 * self.max_git + self.max_actions,
+            ProbeKind::NextStep => 2 * self.max_todos,
             // Lessons are recall probes (an error and its fix).
             ProbeKind::Lesson => 0,
         }
@@ -148,6 +170,7 @@ impl Default for DeriveParams {
             max_todos: 3,
             max_asked: 3,
             max_git: 4,
+            max_actions: 4,
             max_constraints: 3,
             max_facts: 4,
         }
@@ -198,42 +221,56 @@ pub fn derive(conv: &Conversation, params: &DeriveParams) -> Vec<Probe> {
 pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>, Dropped) {
     let d = Deriver::new(conv, params);
     let mut out = Vec::new();
-    let families: [(&str, Vec<Candidate>, usize); 14] = [
+    let families: [(&str, Vec<Candidate>, usize); 17] = [
         ("task", d.task(), params.max_task),
         ("constraint", d.constraints(), params.max_constraints),
         ("asked", d.asked(), params.max_asked),
         ("git", d.git(), params.max_git),
         ("todo", d.todos(), params.max_todos),
+        ("plan", d.plans(), params.max_todos),
         ("gold", d.gold(), params.max_gold),
+        ("action", d.actions(), params.max_actions),
         ("choice", d.choices(), params.max_choices),
         ("continuation", d.continuation(), params.max_continuation),
         ("lesson", d.lessons(), params.max_lessons),
         ("state", d.state(), STATE_PROBES),
+        ("tests", d.test_runs(), params.max_git),
         ("artifact", d.artifacts(), params.max_artifact),
         ("decision", d.decisions(), params.max_decisions),
         ("error", d.errors(), params.max_recall.div_ceil(2)),
         ("recall", d.user_identifiers(), params.max_recall),
     ];
-    // Candidates come ranked; artifacts are spread over the conversation (written and edited
-    // files first, read files filling what is left), the others are taken in rank order. A
-    // family keeps at most its bound, and every kind at most its own ([`DeriveParams::max_of`]).
+    // Candidates come ranked. Artifacts are spread over the conversation (written and edited
+    // files first, read files filling what is left); the families of what stands at a point of
+    // the work (requests, constraints, choices, to-do lists, git, lessons, decisions) are
+    // spread over the conversation too, so that a checkpoint anywhere has the state before it;
+    // the others are taken in rank order. A family keeps at most its bound, and every kind at
+    // most its own ([`DeriveParams::max_of`]), both times the conversation's scale ([`scale`]).
     // One fact is tested by one probe: an alias an earlier probe tests is left out of later
     // ones, a fact left with no alias is dropped, and so is a probe left with no fact.
-    let mut room: BTreeMap<ProbeKind, usize> = ProbeKind::ALL.iter().map(|&k| (k, params.max_of(k))).collect();
+    let scale = scale(conv);
+    let mut room: BTreeMap<ProbeKind, usize> = ProbeKind::ALL.iter().map(|&k| (k, params.max_of(k) * scale)).collect();
     let mut used: HashSet<String> = HashSet::new();
     for (family, candidates, bound) in families {
+        let bound = bound * scale;
+        let spread_family = SPREAD_FAMILIES.contains(&family);
         let mut kept: Vec<Candidate> = Vec::new();
+        // Aliases of the family's candidates so far (spread families): a later candidate
+        // keeps only what is new.
+        let mut family_used: HashSet<String> = HashSet::new();
         for c in candidates {
             let Some(mut c) = d.checked(c) else { continue };
             for f in &mut c.facts {
-                f.retain(|a| !used.contains(&normalize(a)));
+                f.retain(|a| !used.contains(&normalize(a)) && !family_used.contains(&normalize(a)));
             }
             c.facts.retain(|f| !f.is_empty());
             if c.facts.is_empty() {
                 continue;
             }
-            // Spread artifacts are chosen below; their facts are reserved only when chosen.
-            if family != "artifact" {
+            if spread_family {
+                family_used.extend(c.facts.iter().flatten().map(|a| normalize(a)));
+            } else if family != "artifact" {
+                // Spread artifacts are chosen below; their facts are reserved only when chosen.
                 let left = room.get(&c.kind).copied().unwrap_or(0);
                 if kept.len() >= bound || left == 0 {
                     continue;
@@ -259,6 +296,25 @@ pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>
             if let Some(left) = room.get_mut(&ProbeKind::Artifact) {
                 *left -= s.len();
             }
+            used.extend(s.iter().flat_map(|c| c.facts.iter().flatten()).map(|a| normalize(a)));
+            s
+        } else if spread_family {
+            // In the order of the conversation, at most the bound, spread evenly (the first and
+            // the last kept); then each kind within its room.
+            // Secondary candidates (a weaker marker) fill what the others leave.
+            kept.sort_by_key(|c| c.source);
+            let (first, second): (Vec<Candidate>, Vec<Candidate>) = kept.into_iter().partition(|c| !c.secondary);
+            let mut s = spread(first, bound);
+            let left = bound - s.len();
+            s.extend(spread(second, left));
+            s.sort_by_key(|c| c.source);
+            s.retain(|c| match room.get_mut(&c.kind) {
+                Some(left) if *left > 0 => {
+                    *left -= 1;
+                    true
+                }
+                _ => false,
+            });
             used.extend(s.iter().flat_map(|c| c.facts.iter().flatten()).map(|a| normalize(a)));
             s
         } else {
@@ -293,6 +349,23 @@ pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>
     }
     let dropped = d.dropped.into_inner();
     (out, dropped)
+}
+
+/// The families spread over the conversation rather than taken in rank order: what stands at
+/// a point of the work.
+const SPREAD_FAMILIES: [&str; 11] =
+    ["task", "constraint", "asked", "git", "tests", "todo", "plan", "action", "choice", "lesson", "decision"];
+
+/// Messages per step of a conversation's scale.
+pub const SCALE_MESSAGES: usize = 40;
+/// The largest scale.
+pub const MAX_SCALE: usize = 6;
+
+/// How many times its bounds a conversation's families and kinds keep: one per
+/// [`SCALE_MESSAGES`] messages begun, at most [`MAX_SCALE`]. A longer recording holds more
+/// state, and its checkpoints are spread over it.
+pub fn scale(conv: &Conversation) -> usize {
+    conv.messages.len().div_ceil(SCALE_MESSAGES).clamp(1, MAX_SCALE)
 }
 
 /// Replace the derived probes of `conv` (ids starting with [`DERIVED_PREFIX`]) with fresh
@@ -468,49 +541,6 @@ impl<'a> Deriver<'a> {
     /// Real user requests, in order.
     fn user_requests(&self) -> Vec<usize> {
         (0..self.conv.messages.len()).filter(|&i| self.usable[i] && is_real_user(self.msg(i))).collect()
-    }
-
-    /// The first request, then every later request that carries identifiers of its own (ids,
-    /// paths, names, numbers, quoted values): each critical, its facts those identifiers.
-    fn task(&self) -> Vec<Candidate> {
-        let requests = self.user_requests();
-        let mut out = Vec::new();
-        for (turn, &i) in requests.iter().enumerate() {
-            let text = request_text(&self.msg(i).content);
-            // A later request's ask is its opening: what follows a blank line is often pasted
-            // output, not the request.
-            let ask = if turn == 0 { text.as_str() } else { text.split("\n\n").next().unwrap_or_default() };
-            let mut facts = work::request_facts(ask, self.params.max_facts);
-            // A first request without identifiers is asked by its key phrase.
-            if facts.is_empty() && turn == 0 {
-                facts.extend(work::key_phrase(&text).map(|p| vec![p]));
-            }
-            if facts.is_empty() || (turn > 0 && !facts.iter().flatten().any(|f| work::is_strong(f))) {
-                continue;
-            }
-            let question = if turn == 0 {
-                "What task did the user give at the start of the session?".to_string()
-            } else {
-                format!("What did the user ask for in their message {}?", turn + 1)
-            };
-            out.push(Candidate {
-                kind: ProbeKind::Task,
-                question,
-                answer: clip(&text, 400),
-                facts,
-                source: i,
-                secondary: false,
-                fact_sources: Vec::new(),
-                tier: Tier::Critical,
-            });
-        }
-        // The first request, then the latest ones: what the user wants now.
-        if out.len() > 1 {
-            let first = out.remove(0);
-            out.reverse();
-            out.insert(0, first);
-        }
-        out
     }
 
     /// The last request (when no task probe took it), the pending items of the last todo
@@ -945,39 +975,6 @@ fn is_real_user(m: &Message) -> bool {
         && !m.meta_flag("demo")
         && !is_harness_text(&m.content)
         && !request_text(&m.content).trim().is_empty()
-}
-
-/// Sections of a user message that are the agent's instructions, not the request.
-const INSTRUCTION_TAGS: [&str; 4] = ["instructions", "example_response", "format_example", "important"];
-
-/// The request a user message makes: without simulator markers (`###STOP###`), without
-/// instruction sections (`<instructions>...</instructions>`, an `INSTRUCTIONS:` tail) that
-/// harnesses append to the task.
-fn request_text(content: &str) -> String {
-    // A slash command's request is its arguments.
-    if let Some(args) = structure::command_args(content) {
-        return args;
-    }
-    let mut text: String = content
-        .split_inclusive(char::is_whitespace)
-        .filter(|w| {
-            let t = w.trim();
-            !(t.len() > 6 && t.starts_with("###") && t.ends_with("###"))
-        })
-        .collect();
-    for tag in INSTRUCTION_TAGS {
-        loop {
-            let lower = text.to_ascii_lowercase();
-            let Some(start) = lower.find(&format!("<{tag}>")) else { break };
-            let close = format!("</{tag}>");
-            let end = lower[start..].find(&close).map_or(text.len(), |e| start + e + close.len());
-            text.replace_range(start..end, "");
-        }
-    }
-    if let Some(at) = text.find("\nINSTRUCTIONS:") {
-        text.truncate(at);
-    }
-    text.trim().to_string()
 }
 
 /// At most `max` characters of `text`, cut at a character boundary, with `…` when cut.
@@ -1455,6 +1452,7 @@ pub fn count_by_kind<'a>(probes: impl IntoIterator<Item = &'a Probe>) -> BTreeMa
 
 pub mod audit;
 pub mod facts;
+mod requests;
 mod structure;
 mod work;
 

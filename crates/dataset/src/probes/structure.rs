@@ -7,8 +7,8 @@
 use compaction::{ProbeKind, Role, Tier};
 use serde_json::Value;
 
-use super::work::key_phrase;
-use super::{clip, facts, is_real_user, request_text, Candidate, Deriver};
+use super::work::{is_joiner, key_phrase};
+use super::{clip, facts, is_real_user, said_text, Candidate, Deriver};
 
 /// User-role text a person did not type as a request: the output of a command they ran in the
 /// harness (`<bash-stdout>`), a notification, a slash command with no arguments.
@@ -54,6 +54,21 @@ const CONSTRAINTS: [&str; 14] = [
     "avoid",
     "make sure",
 ];
+
+/// True when a phrase cannot end on `word`: a determiner or a modal that needs what follows.
+fn is_open_ended(word: &str) -> bool {
+    const OPEN: [&str; 16] = [
+        "other", "any", "all", "some", "this", "these", "those", "until", "than", "should", "would", "will", "can",
+        "have", "has", "not",
+    ];
+    OPEN.contains(&word.to_lowercase().as_str())
+}
+
+/// Pronouns whose referent is outside the phrase.
+const PRONOUNS: [&str; 6] = ["it", "them", "they", "this", "that", "those"];
+
+/// The first words of the markers that state a prohibition or an obligation.
+const STRONG_CONSTRAINTS: [&str; 7] = ["don't", "dont", "do", "never", "must", "mustn't", "always"];
 
 /// One to-do item with its status.
 struct Todo {
@@ -102,6 +117,30 @@ fn is_symbol(t: &str) -> bool {
         && (t.contains('_') || t.contains('/') || inner_upper || t.split('.').filter(|p| !p.is_empty()).count() >= 2)
 }
 
+/// What `git push` reported it pushed: the commit range (`05fd186..a230dbf`; none for a new
+/// branch) and the remote branch, from its first ref line (`   a..b  local -> remote`,
+/// ` * [new branch]      local -> remote`, ` + a...b  local -> remote (forced update)`).
+fn pushed(output: &str) -> Option<(Option<String>, String)> {
+    output.lines().find_map(|line| {
+        let (left, right) = line.split_once(" -> ")?;
+        let branch = right.split_whitespace().next()?.to_string();
+        let left = left.trim_start().trim_start_matches(['+', '*']).trim_start();
+        let range = if left.starts_with("[new branch]") || left.starts_with("[new tag]") {
+            None
+        } else {
+            let r = left.split_whitespace().next()?;
+            let (a, b) = r.split_once("..")?;
+            let b = b.trim_start_matches('.');
+            let hex = |h: &str| h.len() >= 7 && h.chars().all(|c| c.is_ascii_hexdigit());
+            if !hex(a) || !hex(b) {
+                return None;
+            }
+            Some(r.to_string())
+        };
+        (branch.len() >= 3).then_some((range, branch))
+    })
+}
+
 /// The value of `"key"` in a shell command's first `-m`/`--title` style argument.
 fn quoted_after(cmd: &str, flags: &[&str]) -> Option<String> {
     for flag in flags {
@@ -124,6 +163,121 @@ fn quoted_after(cmd: &str, flags: &[&str]) -> Option<String> {
         }
     }
     None
+}
+
+/// The branch a command switched to (`git checkout -b X`, `git switch -c X`) or rebased
+/// (`Successfully rebased and updated refs/heads/X`).
+fn switched_branch(cmd: &str, output: &str) -> Option<String> {
+    if let Some(rest) = output.split("Successfully rebased and updated refs/heads/").nth(1) {
+        let b = rest.split(|c: char| c.is_whitespace()).next()?.trim_end_matches('.');
+        return (b.len() >= 3).then(|| b.to_string());
+    }
+    for flag in ["git checkout -b ", "git switch -c ", "git checkout -B ", "git switch -C "] {
+        if let Some(rest) = cmd.split(flag).nth(1) {
+            let b = rest.split_whitespace().next()?.trim_matches(|c: char| "\"';&".contains(c));
+            return (b.len() >= 3).then(|| b.to_string());
+        }
+    }
+    None
+}
+
+/// Programs and subcommands that run a test suite or a linter.
+const CHECKS: [&str; 15] = [
+    "test",
+    "pytest",
+    "lint",
+    "clippy",
+    "vet",
+    "jest",
+    "tox",
+    "golangci-lint",
+    "eslint",
+    "mypy",
+    "ruff",
+    "rspec",
+    "phpunit",
+    "unittest",
+    "vitest",
+];
+
+/// Programs that only show or search files: their command naming a test is not a run.
+const VIEWERS: [&str; 12] = ["ls", "cat", "grep", "rg", "find", "head", "tail", "sed", "echo", "wc", "git", "less"];
+
+/// The suite a shell command runs: the command up to its first pipe or redirection, at most
+/// five words, when a word of it (split at `:`) names a test runner or a linter.
+fn suite_of(cmd: &str) -> Option<String> {
+    let line = cmd.lines().next()?;
+    // After any `cd DIR &&`.
+    let line = line.rsplit("&& ").find(|part| CHECKS.iter().any(|c| part.split([' ', ':']).any(|w| w == *c)))?;
+    let core = line.split(['|', '>', ';']).next()?.trim();
+    let words: Vec<&str> = core.split_whitespace().filter(|w| !w.starts_with("2") || w.len() > 2).take(5).collect();
+    let program = words.first()?;
+    if VIEWERS.contains(program) || !words.iter().any(|w| w.split(':').any(|p| CHECKS.contains(&p))) {
+        return None;
+    }
+    Some(words.join(" "))
+}
+
+/// The outcome line of a test or lint run: its counts (`5 passed; 0 failed`, `3 failed, 12
+/// passed`, `0 issues`), else `FAIL`/`ok` as Go prints them.
+fn outcome_of(output: &str) -> Option<String> {
+    const COUNTED: [&str; 8] = ["passed", "failed", "issues", "issue", "errors", "error", "tests", "failures"];
+    // Of several count lines (unit tests, then doc tests), the one that counts the most.
+    let mut best: Option<(u32, String)> = None;
+    for line in output.lines().rev() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        for (k, w) in words.iter().enumerate() {
+            let w = w.trim_matches(|c: char| ",;.:=()".contains(c));
+            if !COUNTED.contains(&w.to_lowercase().as_str()) || k == 0 {
+                continue;
+            }
+            if words[k - 1].trim_matches(|c: char| ",;.:=()".contains(c)).parse::<u32>().is_ok() {
+                // The counts: from the first number of the line on, at most six words.
+                let number = |x: &str| x.trim_matches(|c: char| ",;.:=()".contains(c)).parse::<u32>().ok();
+                let Some(start) = words.iter().position(|x| number(x).is_some()) else { break };
+                let total: u32 = words.iter().filter_map(|x| number(x)).sum();
+                // Without the punctuation between the counts (as the judge reads them).
+                let phrase: Vec<&str> = words[start..]
+                    .iter()
+                    .take(6)
+                    .map(|w| w.trim_end_matches(['.', ',', ';', '=', ':']))
+                    .filter(|w| !w.is_empty())
+                    .collect();
+                if best.as_ref().is_none_or(|(t, _)| total > *t) {
+                    best = Some((total, phrase.join(" ")));
+                }
+                break;
+            }
+        }
+    }
+    if let Some((_, phrase)) = best {
+        return Some(phrase);
+    }
+    let last = output.lines().rev().map(str::trim).find(|l| !l.is_empty())?;
+    if last.starts_with("FAIL") {
+        return Some(last.split_whitespace().take(2).collect::<Vec<_>>().join(" "));
+    }
+    None
+}
+
+/// The tests a run reports failing (`--- FAIL: TestX`, `FAILED path::test`), at most two.
+fn failed_tests(output: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in output.lines() {
+        let l = line.trim();
+        let name = l
+            .strip_prefix("--- FAIL: ")
+            .or_else(|| l.strip_prefix("FAILED "))
+            .and_then(|r| r.split_whitespace().next())
+            .map(str::to_string);
+        if let Some(n) = name.filter(|n| n.len() >= 4) {
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        }
+    }
+    out.truncate(2);
+    out
 }
 
 /// A critical candidate whose facts are all in its source message.
@@ -151,6 +305,14 @@ impl Deriver<'_> {
         (i + 1..self.conv.messages.len())
             .take(64)
             .find(|&j| self.msg(j).role == Role::Tool && self.msg(j).tool_call_id.as_deref() == Some(id))
+    }
+
+    /// True when the agent ran `git commit` after message `i`.
+    fn committed_after(&self, i: usize) -> bool {
+        self.conv.messages[i + 1..]
+            .iter()
+            .flat_map(|m| m.tool_calls.iter())
+            .any(|c| self.shell_command(&c.arguments).is_some_and(|cmd| cmd.contains("git commit")))
     }
 
     /// Every to-do list the agent wrote: the items still open as the next step, the items it
@@ -223,8 +385,10 @@ impl Deriver<'_> {
                             if answer.is_empty() {
                                 continue;
                             }
+                            // A long answer, or one a fact cannot be (`main was clean; fix the
+                            // issues` reads as code), is asked by its key phrase.
                             let mut aliases = vec![answer.to_string()];
-                            if answer.split_whitespace().count() > 8 {
+                            if answer.split_whitespace().count() > 8 || !facts::allowed(answer) {
                                 aliases = key_phrase(answer).into_iter().collect();
                             }
                             out.push(critical(
@@ -308,7 +472,93 @@ impl Deriver<'_> {
                         vec![said, vec![hash.to_string()], vec![branch.to_string()]],
                         j,
                     ));
+                } else if cmd.contains("git status") || cmd.contains("git diff --stat") {
+                    // The files with uncommitted changes (`modified:   path`, `new file:   path`,
+                    // ` path | 12 ++--`), and the branch (`On branch X`).
+                    let mut facts: Vec<Vec<String>> = Vec::new();
+                    for line in result.content.lines() {
+                        let l = line.trim();
+                        let path = ["modified:", "new file:", "deleted:", "renamed:"]
+                            .iter()
+                            .find_map(|p| l.strip_prefix(p))
+                            .map(|p| p.trim().rsplit(" -> ").next().unwrap_or_default().to_string())
+                            .or_else(|| {
+                                let (p, n) = l.split_once(" | ")?;
+                                n.trim_start()
+                                    .starts_with(|c: char| c.is_ascii_digit() || c == 'B')
+                                    .then(|| p.trim().to_string())
+                            });
+                        let Some(path) = path.filter(|p| !p.is_empty() && !p.contains(' ')) else { continue };
+                        let base = super::basename(&path).to_string();
+                        let mut aliases = vec![path.clone()];
+                        if base != path {
+                            aliases.push(base);
+                        }
+                        if !facts.iter().any(|f| f[0] == path) {
+                            facts.push(aliases);
+                        }
+                    }
+                    if facts.is_empty() {
+                        continue;
+                    }
+                    let branch =
+                        result.content.lines().find_map(|l| l.trim().strip_prefix("On branch ")).map(str::trim);
+                    facts.truncate(3);
+                    if let Some(b) = branch.filter(|b| b.len() >= 3) {
+                        facts.push(vec![b.to_string()]);
+                    }
+                    let mut c = critical(
+                        ProbeKind::WorkState,
+                        "Which files had uncommitted changes when the agent last checked the working tree?",
+                        facts.iter().map(|f| f[0].clone()).collect::<Vec<_>>().join(", "),
+                        facts,
+                        j,
+                    );
+                    // A commit after it superseded what was uncommitted.
+                    if self.committed_after(j) {
+                        c.tier = Tier::Useful;
+                    }
+                    out.push(c);
+                } else if let Some(branch) = switched_branch(&cmd, &result.content) {
+                    out.push(critical(
+                        ProbeKind::WorkState,
+                        "Which branch did the agent switch to or rebase?",
+                        branch.clone(),
+                        vec![vec![branch]],
+                        j,
+                    ));
                 } else if cmd.contains("git push") {
+                    // What git reported pushed (`   05fd186..a230dbf  main -> main`,
+                    // ` * [new branch]      fix -> fix`): the commits and the branch; else the
+                    // branch the command names.
+                    if let Some((range, branch)) = pushed(&result.content) {
+                        let mut facts = Vec::new();
+                        if let Some(range) = &range {
+                            let head = range.rsplit("..").next().unwrap_or_default().trim_start_matches('.');
+                            facts.push(vec![range.clone(), head.to_string()]);
+                        }
+                        facts.push(vec![branch.clone()]);
+                        // A new branch: the remote it now is on (`To github.com:org/repo.git`).
+                        if let Some(remote) = result
+                            .content
+                            .lines()
+                            .find_map(|l| l.trim().strip_prefix("To "))
+                            .filter(|r| range.is_none() && r.len() >= 8 && !r.contains(' '))
+                        {
+                            facts.push(vec![remote.to_string()]);
+                        }
+                        out.push(critical(
+                            ProbeKind::WorkState,
+                            "Which branch did the agent push, and up to which commit?",
+                            match &range {
+                                Some(r) => format!("{r} to {branch}"),
+                                None => format!("the new branch {branch}"),
+                            },
+                            facts,
+                            j,
+                        ));
+                        continue;
+                    }
                     let branch = cmd
                         .split_whitespace()
                         .skip_while(|w| *w != "push")
@@ -355,48 +605,134 @@ impl Deriver<'_> {
         out
     }
 
+    /// The test and lint runs: the suite (the command), its outcome (the counts it printed,
+    /// or `FAIL`) and the tests it reports failing. The last run of a suite is where the work
+    /// stands (critical); an earlier one was superseded (useful).
+    pub(super) fn test_runs(&self) -> Vec<Candidate> {
+        let mut out: Vec<(String, Candidate)> = Vec::new();
+        for (i, m) in self.conv.messages.iter().enumerate() {
+            for call in &m.tool_calls {
+                let Some(cmd) = self.shell_command(&call.arguments) else { continue };
+                let Some(suite) = suite_of(&cmd) else { continue };
+                let Some(j) = self.result_of(i, &call.id) else { continue };
+                let result = &self.msg(j).content;
+                if super::is_rejection(result) {
+                    continue;
+                }
+                let Some(outcome) = outcome_of(result) else { continue };
+                let mut facts = vec![vec![outcome.clone()]];
+                facts.extend(failed_tests(result).into_iter().map(|t| vec![t]));
+                facts.push(vec![suite.clone()]);
+                let mut c = Candidate {
+                    kind: ProbeKind::WorkState,
+                    question: format!("What was the outcome of the test or lint run at call {}?", self.call_number(i)),
+                    answer: format!("{suite}: {outcome}"),
+                    facts,
+                    source: j,
+                    secondary: false,
+                    fact_sources: vec![j, j, j, i],
+                    tier: Tier::Critical,
+                };
+                // The suite is in the call; each fact is found in the call or the result.
+                c.fact_sources = c.facts.iter().map(|f| if f[0] == suite { i } else { j }).collect();
+                out.push((suite, c));
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut out: Vec<Candidate> = out
+            .into_iter()
+            .rev()
+            .map(|(suite, mut c)| {
+                if !seen.insert(suite) {
+                    c.tier = Tier::Useful;
+                }
+                c
+            })
+            .collect();
+        out.reverse();
+        out
+    }
+
     /// The constraints and preferences the user stated in their own messages ("don't",
     /// "never", "only", "always", "must", "without", "instead of"): the constrained thing with
     /// its verb, a phrase of two to six words from the marker on.
     pub(super) fn constraints(&self) -> Vec<Candidate> {
         let mut out = Vec::new();
-        for (i, m) in self.conv.messages.iter().enumerate() {
-            if !self.usable[i] || !is_real_user(m) {
-                continue;
-            }
-            let text = request_text(&m.content);
-            for sentence in text.split(['.', '!', '?', '\n', ';']) {
-                let words: Vec<&str> = sentence
+        // The user's messages and the words they typed when they turned down a call.
+        let mut said: Vec<(usize, String)> = self
+            .conv
+            .messages
+            .iter()
+            .enumerate()
+            .filter(|(i, m)| self.usable[*i] && is_real_user(m))
+            // The instruction sections a harness appends to the task are constraints too.
+            // Quoted text (an issue's description, code) is not the user's instruction.
+            .map(|(i, m)| (i, super::without_quoted(&said_text(&m.content))))
+            .collect();
+        said.extend(self.rejection_words());
+        said.sort_by_key(|(i, _)| *i);
+        for (i, text) in said {
+            for sentence in super::work::split_sentences(&text) {
+                // Each word, and whether a clause break follows it.
+                let split: Vec<(&str, bool)> = sentence
                     .split_whitespace()
-                    .map(|w| w.trim_matches(|c: char| ",:()\"`".contains(c)))
-                    .filter(|w| !w.is_empty())
+                    .map(|w| (w.trim_matches(|c: char| ",:()\"`".contains(c)), w.ends_with([',', ':', '(', ')'])))
+                    .filter(|(w, _)| !w.is_empty())
                     .collect();
+                let words: Vec<&str> = split.iter().map(|(w, _)| *w).collect();
                 let lower: Vec<String> = words.iter().map(|w| w.to_lowercase().replace('’', "'")).collect();
-                // The first word that opens a constraint (a marker of one or two words).
-                let found = (0..lower.len()).find_map(|k| {
+                // Each word that opens a constraint (a marker of one or two words), after the
+                // phrase of the one before.
+                let mut from = 0;
+                while let Some((at, marker)) = (from..lower.len()).find_map(|k| {
                     CONSTRAINTS.iter().find_map(|c| {
                         let parts: Vec<&str> = c.split_whitespace().collect();
                         let hit = parts.iter().enumerate().all(|(o, p)| lower.get(k + o).is_some_and(|w| w == p));
                         hit.then_some((k, parts.len()))
                     })
-                });
-                let Some((at, marker)) = found else { continue };
-                // The marker and up to four words after it, in the sentence's own spelling.
-                let words: Vec<&str> = words[at..].iter().take(marker + 4).copied().collect();
-                if words.len() < marker + 2 {
-                    continue;
+                }) {
+                    from = at + marker;
+                    // The marker and up to six words after it, in the sentence's own spelling,
+                    // up to a clause break; a longer clause is cut before a joining word, and
+                    // the phrase does not end on a joining word, a determiner or a modal. A
+                    // clause too short to say what is constrained (`DO NOT MODIFY: tests`) runs
+                    // on.
+                    let breaks: Vec<usize> =
+                        split[at..].iter().enumerate().filter(|(_, (_, b))| *b).map(|(k, _)| k + 1).collect();
+                    let clause = breaks.iter().copied().find(|&k| k >= marker + 2).unwrap_or(words.len() - at);
+                    let mut phrase: Vec<&str> = words[at..at + clause].to_vec();
+                    if phrase.len() > marker + 6 {
+                        let cut = (marker + 2..=marker + 6).rev().find(|&k| is_joiner(phrase[k]));
+                        phrase.truncate(cut.unwrap_or(marker + 6));
+                    }
+                    while phrase.len() > marker && phrase.last().is_some_and(|w| is_joiner(w) || is_open_ended(w)) {
+                        phrase.pop();
+                    }
+                    // A phrase whose object is a bare pronoun ("handles them") says nothing.
+                    let pronoun = phrase[marker..].iter().any(|w| PRONOUNS.contains(&w.to_lowercase().as_str()));
+                    if phrase.len() < marker + 2 || pronoun {
+                        continue;
+                    }
+                    from = at + phrase.len();
+                    let phrase = phrase.join(" ");
+                    if !facts::allowed(&phrase) {
+                        continue;
+                    }
+                    let mut c = critical(
+                        ProbeKind::Constraint,
+                        "What did the user tell the agent it must or must not do?",
+                        clip(sentence.trim(), 300),
+                        vec![vec![phrase]],
+                        i,
+                    );
+                    // A prohibition or an obligation comes before a preference or a scope,
+                    // which is useful.
+                    c.secondary = !STRONG_CONSTRAINTS.contains(&lower[at].as_str());
+                    if c.secondary {
+                        c.tier = Tier::Useful;
+                    }
+                    out.push(c);
                 }
-                let phrase = words.join(" ");
-                if !facts::allowed(&phrase) {
-                    continue;
-                }
-                out.push(critical(
-                    ProbeKind::Constraint,
-                    "What did the user tell the agent it must or must not do?",
-                    clip(sentence.trim(), 300),
-                    vec![vec![phrase]],
-                    i,
-                ));
             }
         }
         out.reverse();

@@ -23,10 +23,15 @@ fn assert_grounded(conv: &Conversation, probes: &[Probe]) {
             conv.messages[..=p.source_message].iter().map(|m| normalize(&render_message(m))).collect();
         let list = p.question.starts_with("Which files has the agent changed so far");
         for alias in p.facts.iter().flatten() {
+            // A fact from another message (a choice's proposal, a run's command) is in one of
+            // the probe's source messages.
             let found = if list {
                 earlier.iter().any(|r| occurs(r, &normalize(alias)))
             } else {
                 occurs(&rendered, &normalize(alias))
+                    || p.source_messages
+                        .iter()
+                        .any(|&m| occurs(&normalize(&render_message(&conv.messages[m])), &normalize(alias)))
             };
             assert!(found, "{}: {alias:?} not in message {}", p.id, p.source_message);
         }
@@ -116,10 +121,14 @@ fn the_task_is_the_first_real_request() {
     assert_eq!(task.len(), 2);
     assert_eq!(task[0].source_message, 1);
     let facts: Vec<&str> = task[0].facts.iter().map(|f| f[0].as_str()).collect();
-    assert_eq!(facts, ["utils.py", "parse_config", "MAX_RETRIES", "250"]);
+    // Its key phrase, then its identifiers.
+    assert_eq!(facts, ["Port utils.py to Rust", "utils.py", "parse_config", "MAX_RETRIES"]);
     assert_eq!(task[0].id, "derived-task-1");
     assert_eq!(task[1].source_message, 11);
-    assert_eq!(task[1].facts, vec![vec!["--all-targets".to_string()]]);
+    assert_eq!(
+        task[1].facts,
+        vec![vec!["run cargo clippy --all-targets when done".to_string()], vec!["--all-targets".to_string()]]
+    );
     assert!(task.iter().all(|p| p.tier == Some(Tier::Critical)));
 }
 
@@ -213,7 +222,15 @@ fn weak_facts_are_dropped_and_counted() {
     let conv = Conversation::new("w", messages);
     let (probes, dropped) = derive_counted(&conv, &DeriveParams::default());
     let task = of(&probes, ProbeKind::Task);
-    assert_eq!(task[0].facts, vec![vec!["multiply_numbers".to_string()], vec!["Q69X3R".to_string()]]);
+    // The key phrase skips the clause the system prompt names ("About ZX-9").
+    assert_eq!(
+        task[0].facts,
+        vec![
+            vec!["add multiply_numbers that multiplies numbers together".to_string()],
+            vec!["multiply_numbers".to_string()],
+            vec!["Q69X3R".to_string()]
+        ]
+    );
     assert_eq!(task[0].tier, Some(Tier::Critical));
     assert!(dropped.in_system_prompt >= 1, "{dropped:?}");
     for p in &probes {
@@ -330,7 +347,8 @@ fn a_lesson_is_the_fix_and_the_cause() {
     assert_grounded(&conv, &probes);
     let lesson = probes.iter().find(|p| p.id.starts_with("derived-lesson")).expect("a lesson");
     assert_eq!(lesson.source_message, 3);
-    assert_eq!(lesson.tier, Some(Tier::Useful));
+    // Fixed at the next attempt: a detail.
+    assert_eq!(lesson.tier, Some(Tier::Detail));
     assert_eq!(lesson.facts[0], vec!["git add -f".to_string()]);
     assert!(lesson.answer.contains("ignored by one of your .gitignore files"), "{}", lesson.answer);
     // The failure is resolved: its state probe, if any, is a detail.
@@ -366,8 +384,12 @@ fn a_confirmation_asks_for_what_the_user_approved() {
     let choice = probes.iter().find(|p| p.id.starts_with("derived-choice")).expect("a choice");
     assert_eq!(choice.kind, ProbeKind::Decision);
     assert_eq!(choice.tier, Some(Tier::Critical));
-    assert_eq!(choice.source_message, 1);
+    // The choice in the user's words and what it was for, from the proposal.
+    assert_eq!(choice.source_message, 2);
+    assert_eq!(choice.source_messages, vec![1, 2]);
     assert!(choice.facts.contains(&vec!["HAT136".to_string()]), "{:?}", choice.facts);
+    assert!(choice.facts.contains(&vec!["book it".to_string()]), "{:?}", choice.facts);
+    assert!(!choice.question.contains("book it"), "{}", choice.question);
 }
 
 /// Fact hygiene over every fixture: no lone plain word, no code fragment, every probe with a
@@ -526,11 +548,30 @@ fn bounds_are_kept_and_selection_spreads_over_the_conversation() {
         messages.push(Message::tool_result(&id, "Write", "ok"));
     }
     let conv = Conversation::new("b", messages);
-    // Four artifact probes: files spread over the conversation.
+    // Four artifact probes times the scale (41 messages: two), files spread over the
+    // conversation.
+    assert_eq!(scale(&conv), 2);
     let params = DeriveParams { max_artifact: 4, ..DeriveParams::default() };
     let probes = derive(&conv, &params);
     let answers: Vec<&str> = of(&probes, ProbeKind::Artifact).iter().map(|p| p.answer.as_str()).collect();
-    assert_eq!(answers, ["out/report_0.txt", "out/report_6.txt", "out/report_13.txt", "out/report_19.txt"]);
+    assert_eq!(
+        answers,
+        [
+            "out/report_0.txt",
+            "out/report_3.txt",
+            "out/report_5.txt",
+            "out/report_8.txt",
+            "out/report_11.txt",
+            "out/report_14.txt",
+            "out/report_16.txt",
+            "out/report_19.txt"
+        ]
+    );
+    let short = Conversation::new("s", conv.messages[..21].to_vec());
+    assert_eq!(scale(&short), 1);
+    let answers: Vec<String> =
+        of(&derive(&short, &params), ProbeKind::Artifact).iter().map(|p| p.answer.clone()).collect();
+    assert_eq!(answers, ["out/report_0.txt", "out/report_3.txt", "out/report_6.txt", "out/report_9.txt"]);
     let none = DeriveParams { max_artifact: 0, max_task: 0, ..DeriveParams::default() };
     assert!(derive(&conv, &none).iter().all(|p| p.kind != ProbeKind::Artifact && p.kind != ProbeKind::Task));
     assert_eq!(spread(vec![1, 2, 3, 4, 5], 2), vec![1, 5]);

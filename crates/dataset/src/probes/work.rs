@@ -34,6 +34,23 @@ const CONFIRMS: [&str; 18] = [
     "i'll go with",
 ];
 
+/// A short reply that approves or picks what the agent proposed ("yes", "I'll go with the
+/// first option"): ten words at most, opening with a confirmation.
+pub(super) fn is_confirmation(text: &str) -> bool {
+    let lower = text.trim().to_lowercase();
+    lower.split_whitespace().count() <= 10 && CONFIRMS.iter().any(|c| lower.starts_with(c))
+}
+
+/// Messages after a failed command within which a working rerun makes its lesson a detail.
+pub(super) const FIXED_AT_ONCE: usize = 3;
+
+/// The verbs a tool's name opens with when the call changes something.
+const CHANGE_VERBS: [&str; 24] = [
+    "create", "update", "modify", "cancel", "book", "exchange", "return", "transfer", "send", "delete", "add",
+    "remove", "set", "place", "change", "edit", "assign", "close", "merge", "post", "apply", "grant", "upgrade",
+    "refund",
+];
+
 /// Phrases that state a decision and its reason.
 const DECISIONS: [&str; 9] = [
     "instead of",
@@ -159,39 +176,97 @@ pub(super) fn request_facts(text: &str, max: usize) -> Vec<Vec<String>> {
 }
 
 /// Words that open a request without saying what it is.
-const FILLERS: [&str; 22] = [
+const FILLERS: [&str; 39] = [
     "hi", "hello", "hey", "there", "please", "can", "could", "would", "you", "let's", "lets", "i'd", "i", "we", "like",
-    "to", "need", "want", "now", "ok", "okay", "so",
+    "to", "need", "want", "now", "ok", "okay", "so", "i'm", "im", "it's", "also", "actually", "just", "well",
+    "alright", "thanks", "thank", "great", "perfect", "i've", "we've", "here's", "i'll", "we'll",
 ];
 
-/// The key phrase of a request without identifiers: its first sentence of two words or more
-/// once the opening fillers (`Hi! Can you`, `I'd like to`) are left out, at most eight words,
-/// up to its first clause break.
+/// Words a key phrase does not end on, and before which a phrase longer than
+/// [`KEY_PHRASE_WORDS`] words is cut: a phrase ends on what it says, not on a joining word.
+const JOINERS: [&str; 35] = [
+    "about", "a", "an", "the", "to", "of", "in", "on", "at", "for", "from", "with", "by", "into", "and", "or", "but",
+    "so", "because", "that", "which", "who", "if", "when", "while", "then", "as", "is", "are", "was", "be", "my",
+    "your", "our", "its",
+];
+
+/// True when `word` is a joining word ([`JOINERS`]): a phrase does not end on one.
+pub(super) fn is_joiner(word: &str) -> bool {
+    JOINERS.contains(&word.to_lowercase().replace('’', "'").as_str())
+}
+
+/// The most words of a key phrase.
+pub(super) const KEY_PHRASE_WORDS: usize = 6;
+
+/// The key phrase of a request: its first sentence of two words or more once the opening
+/// fillers (`Hi! Can you`, `I'd like to`) are left out, up to its first clause break (a
+/// comma, a colon, a dash) and at most [`KEY_PHRASE_WORDS`] words; a longer clause is cut
+/// before a joining word (a preposition, an article, a conjunction), so the phrase is a
+/// group of words of its own, never a clause cut inside one.
 pub(super) fn key_phrase(text: &str) -> Option<String> {
-    for sentence in text.split(['.', '!', '?', '\n', ';']) {
-        let words: Vec<&str> = sentence
-            .split_whitespace()
-            .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'' && c != '-' && c != '_'))
-            .filter(|w| !w.is_empty())
-            .collect();
-        let start = words
-            .iter()
-            .position(|w| !FILLERS.contains(&w.to_lowercase().replace('’', "'").as_str()))
-            .unwrap_or(words.len());
-        let mut kept: Vec<&str> = words[start..].iter().take(8).copied().collect();
-        // Up to the first clause break.
-        if let Some(at) = sentence.find(',') {
-            let before = sentence[..at].split_whitespace().count().saturating_sub(start);
-            if before >= 3 {
-                kept.truncate(before);
+    key_phrase_where(text, &|_| true)
+}
+
+/// The first key phrase of `text` ([`key_phrase`]) that `keep` accepts: a clause's phrase,
+/// else the same clause at up to twice [`KEY_PHRASE_WORDS`] words (the words after the cut
+/// can say what the short phrase does not: "use the gift card with the smallest balance"),
+/// else the next clause's.
+pub(super) fn key_phrase_where(text: &str, keep: &dyn Fn(&str) -> bool) -> Option<String> {
+    for sentence in split_sentences(text) {
+        for clause in sentence.split([',', ':', '(', ')', '—', '–']) {
+            let Some(short) = clause_phrase(clause, KEY_PHRASE_WORDS) else { continue };
+            if keep(&short) {
+                return Some(short);
             }
-        }
-        let phrase = kept.join(" ");
-        if kept.len() >= 2 && facts::allowed(&phrase) {
-            return Some(phrase);
+            if let Some(long) = clause_phrase(clause, 2 * KEY_PHRASE_WORDS).filter(|p| *p != short && keep(p)) {
+                return Some(long);
+            }
         }
     }
     None
+}
+
+/// The sentences of `text`: split at a line break, `;`, and `.`, `!` or `?` before a space or
+/// the end (a dot inside `utils.py` or `v1.2` does not end a sentence).
+pub(super) fn split_sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    for (k, &(at, c)) in chars.iter().enumerate() {
+        let next_blank = chars.get(k + 1).is_none_or(|(_, n)| n.is_whitespace());
+        if c == '\n' || c == ';' || (matches!(c, '.' | '!' | '?') && next_blank) {
+            out.push(&text[start..at]);
+            start = at + c.len_utf8();
+        }
+    }
+    out.push(&text[start..]);
+    out.into_iter().filter(|s| !s.trim().is_empty()).collect()
+}
+
+/// The phrase of one clause: without opening fillers and joining words, at most
+/// [`KEY_PHRASE_WORDS`] words (a longer clause cut before a joining word), not ending on a
+/// joining word; two words or more, one of them not a common word.
+fn clause_phrase(clause: &str, max_words: usize) -> Option<String> {
+    let words: Vec<&str> = clause
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'' && c != '-' && c != '_'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let lower = |w: &str| w.to_lowercase().replace('’', "'");
+    let start =
+        words.iter().position(|w| !FILLERS.contains(&lower(w).as_str()) && !is_joiner(w)).unwrap_or(words.len());
+    let mut kept: Vec<&str> = words[start..].to_vec();
+    if kept.len() > max_words {
+        // Cut before the last joining word that leaves two words or more.
+        let cut = (2..=max_words).rev().find(|&k| is_joiner(kept[k]));
+        kept.truncate(cut.unwrap_or(max_words));
+    }
+    while kept.last().is_some_and(|w| is_joiner(w)) {
+        kept.pop();
+    }
+    let phrase = kept.join(" ");
+    let distinctive = kept.iter().any(|w| !is_common_word(w) && !FILLERS.contains(&lower(w).as_str()));
+    (kept.len() >= 2 && distinctive && facts::allowed(&phrase)).then_some(phrase)
 }
 
 /// Quoted values of `text` (`"..."`, `“...”`, `` `...` ``) of one to eight words.
@@ -372,7 +447,8 @@ impl Deriver<'_> {
 
     /// Lessons: a command that failed, then the same program run differently that worked.
     /// The facts are what changed (`git add -f`, a new flag or identifier), the answer names
-    /// the line that states the cause; the source is the call that worked.
+    /// the line that states the cause; the source is the call that worked. Useful, or a
+    /// detail when the fix came within [`FIXED_AT_ONCE`] messages of the error.
     pub(super) fn lessons(&self) -> Vec<Candidate> {
         let calls = self.calls();
         let mut out = Vec::new();
@@ -428,22 +504,23 @@ impl Deriver<'_> {
                 source: j,
                 secondary: false,
                 fact_sources: Vec::new(),
-                tier: Tier::Useful,
+                // An error fixed within three messages is a detail: the next attempt worked.
+                tier: if j <= i + FIXED_AT_ONCE { Tier::Detail } else { Tier::Useful },
             });
         }
         out
     }
 
     /// The user's choices and confirmations: a short reply that approves or picks ("yes",
-    /// "I'll go with the first option") asks for the identifiers of the assistant message it
-    /// answers. Critical: they are decisions the agent must not take again.
+    /// "I'll go with the first option") asks for what was chosen together with what it was
+    /// chosen for: the choice in the user's own words (the reply's key phrase, when it has
+    /// one) and the identifiers of the assistant message it answers, never one without the
+    /// other when both are there. Critical: they are decisions the agent must not take again.
     pub(super) fn choices(&self) -> Vec<Candidate> {
         let mut out = Vec::new();
         for (turn, i) in self.user_requests().into_iter().enumerate() {
             let text = request_text(&self.msg(i).content);
-            let lower = text.to_lowercase();
-            let words = lower.split_whitespace().count();
-            if words > 10 || !CONFIRMS.iter().any(|c| lower.starts_with(c)) {
+            if !is_confirmation(&text) {
                 continue;
             }
             let Some(prev) =
@@ -455,31 +532,106 @@ impl Deriver<'_> {
             // The proposal closes the message it answers.
             let content = &self.msg(prev).content;
             let tail = content.char_indices().rev().nth(600).map_or(content.as_str(), |(at, _)| &content[at..]);
-            let facts: Vec<Vec<String>> = request_facts(tail, self.params.max_facts * 2)
+            let mut facts: Vec<Vec<String>> = request_facts(tail, self.params.max_facts * 2)
                 .into_iter()
                 .filter(|f| f.iter().any(|a| is_strong(a)))
-                .take(self.params.max_facts)
+                .take(self.params.max_facts.saturating_sub(1).max(1))
                 .collect();
+            let mut fact_sources = vec![prev; facts.len()];
+            // The choice in the user's words: the reply without its confirmation.
+            let lower = text.trim().to_lowercase();
+            let opener = CONFIRMS.iter().filter(|c| lower.starts_with(*c)).map(|c| c.len()).max().unwrap_or(0);
+            if let Some(said) = text.trim().get(opener..).and_then(key_phrase) {
+                facts.insert(0, vec![said]);
+                fact_sources.insert(0, i);
+            }
             if facts.is_empty() {
                 continue;
             }
             out.push(Candidate {
                 kind: ProbeKind::Decision,
                 question: format!(
-                    "What did the user approve or choose in their message {} (\"{}\")?",
-                    turn + 1,
-                    clip(&text, 60)
+                    "What did the user approve or choose in their message {}, and what was it for?",
+                    turn + 1
                 ),
-                answer: clip(&self.msg(prev).content, 400),
+                answer: format!("{} (answering: {})", clip(&text, 200), clip(&self.msg(prev).content, 300)),
                 facts,
-                source: prev,
+                source: i,
                 secondary: false,
-                fact_sources: Vec::new(),
+                fact_sources,
                 tier: Tier::Critical,
             });
         }
         // The latest first: what stands now.
         out.reverse();
+        out
+    }
+
+    /// The changes the agent made through a domain tool (`update_reservation_flights`,
+    /// `cancel_pending_order`, `mcp__tracker__create_issue`): a call whose name opens with a
+    /// verb of change ([`CHANGE_VERBS`]), that is not a file or shell call, and whose result
+    /// is not an error (a failed call changed nothing). Its facts are the identifiers among
+    /// its arguments, the object and what it was changed to together. Critical: what was done
+    /// must not be done again.
+    pub(super) fn actions(&self) -> Vec<Candidate> {
+        let mut out = Vec::new();
+        for (i, m) in self.conv.messages.iter().enumerate() {
+            if !self.usable[i] || m.role != Role::Assistant {
+                continue;
+            }
+            for call in &m.tool_calls {
+                let name = call.name.rsplit("__").next().unwrap_or_default().to_lowercase();
+                let verb = name.split(['_', '-', '.']).next().unwrap_or_default();
+                if !CHANGE_VERBS.contains(&verb) || command_of(&call.arguments).is_some() {
+                    continue;
+                }
+                if !super::touches(&call.name, &call.arguments).is_empty() {
+                    continue;
+                }
+                let Some(j) = (i + 1..self.conv.messages.len())
+                    .take(64)
+                    .find(|&j| self.msg(j).role == Role::Tool && self.msg(j).tool_call_id.as_deref() == Some(&call.id))
+                else {
+                    continue;
+                };
+                let result = self.msg(j);
+                if result.is_error || result.content.trim_start().to_lowercase().starts_with("error") {
+                    continue;
+                }
+                let Ok(args) = serde_json::from_str::<serde_json::Value>(&call.arguments) else { continue };
+                let mut values = Vec::new();
+                super::scalar_values(&args, &mut values);
+                let mut facts: Vec<Vec<String>> = Vec::new();
+                for v in values {
+                    let v = v.trim().to_string();
+                    let strong = is_strong(&v) && facts::fact_type(&v) != FactType::Digits || v.contains('_');
+                    if v.chars().count() < 3 || v.chars().count() > 60 || !strong || !facts::allowed(&v) {
+                        continue;
+                    }
+                    if !facts.iter().any(|f| f[0] == v) {
+                        facts.push(vec![v]);
+                    }
+                }
+                facts.truncate(self.params.max_facts);
+                if facts.is_empty() {
+                    continue;
+                }
+                out.push(Candidate {
+                    kind: ProbeKind::WorkState,
+                    question: format!(
+                        "What did the agent change with {} at call {}, and on what?",
+                        call.name,
+                        self.call_number(i)
+                    ),
+                    answer: format!("{}({})", call.name, clip(&call.arguments, 300)),
+                    facts,
+                    source: i,
+                    secondary: false,
+                    fact_sources: Vec::new(),
+                    tier: Tier::Critical,
+                });
+            }
+        }
         out
     }
 
@@ -516,6 +668,77 @@ impl Deriver<'_> {
                     tier: Tier::Useful,
                 });
             }
+        }
+        out
+    }
+
+    /// The plans the agent stated: a list of two items or more (`1. ...`, `- ...`) after a line
+    /// that says what comes next ("I'll update:", "Next steps:", "Let me ..."), asked by the
+    /// identifiers of its first items (symbols, paths), else their key phrases. Critical: at
+    /// a checkpoint, the last plan stated is what the agent goes on with.
+    pub(super) fn plans(&self) -> Vec<Candidate> {
+        let mut out = Vec::new();
+        for (i, m) in self.conv.messages.iter().enumerate() {
+            if !self.usable[i] || m.role != Role::Assistant || m.content.trim_start().starts_with(['{', '[']) {
+                continue;
+            }
+            let lines: Vec<&str> = m.content.lines().collect();
+            let is_item = |l: &str| {
+                let t = l.trim_start();
+                let numbered =
+                    t.split_once(". ").is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+                numbered || t.starts_with("- ") || t.starts_with("* ")
+            };
+            let Some(first) = lines.iter().position(|l| is_item(l)) else { continue };
+            let intro = lines[..first].join(" ").to_lowercase().replace('’', "'");
+            if (!NEXT.iter().any(|n| intro.contains(n)) && !intro.contains("plan")) || intro.contains("summar") {
+                continue;
+            }
+            let items: Vec<&str> = lines[first..]
+                .iter()
+                .copied()
+                .take_while(|l| is_item(l) || l.trim().is_empty() || l.starts_with("   "))
+                .filter(|l| is_item(l))
+                .collect();
+            // A list of what was done (`Explored ...`, `Modified ...`) is a report, not a plan.
+            let done = items
+                .iter()
+                .filter(|l| {
+                    let t = l.trim_start().trim_start_matches(|c: char| c.is_ascii_digit() || ".-* ".contains(c));
+                    t.split_whitespace().next().is_some_and(|w| w.to_lowercase().ends_with("ed"))
+                })
+                .count();
+            if items.len() < 2 || done * 2 > items.len() {
+                continue;
+            }
+            let mut facts: Vec<Vec<String>> = Vec::new();
+            for item in &items {
+                let item = item.trim_start().trim_start_matches(|c: char| c.is_ascii_digit() || ".-* ".contains(c));
+                let ids: Vec<Vec<String>> =
+                    request_facts(item, 2).into_iter().filter(|f| f.iter().any(|a| is_strong(a))).collect();
+                let fact = ids.into_iter().next().or_else(|| key_phrase(item).map(|p| vec![p]));
+                if let Some(f) = fact {
+                    if !facts.iter().any(|g| g[0] == f[0]) {
+                        facts.push(f);
+                    }
+                }
+                if facts.len() == self.params.max_facts {
+                    break;
+                }
+            }
+            if facts.is_empty() {
+                continue;
+            }
+            out.push(Candidate {
+                kind: ProbeKind::NextStep,
+                question: format!("What did the agent plan to do at call {}?", self.call_number(i)),
+                answer: clip(&items.join("; "), 400),
+                facts,
+                source: i,
+                secondary: false,
+                fact_sources: Vec::new(),
+                tier: Tier::Critical,
+            });
         }
         out
     }

@@ -1,13 +1,16 @@
-//! The hand-graded probe set, `datasets/calibration/probes.jsonl`: 60 probes derived from the
-//! shared corpora, each graded by reading its source messages (correct: its facts answer its
-//! question; discriminating: a context that kept them can be told from one that did not; the
-//! tier a reader gives it), with the grade's reason.
+//! The hand-graded probe set, `datasets/calibration/probes.jsonl`: every probe derived from the
+//! two corpora named in `datasets/calibration/README.md` (56 probes), each graded by reading its
+//! source messages: correct (its facts answer its question), discriminating (a context that
+//! kept them can be told from one that did not), importance (high, medium or low: how much the
+//! work after the checkpoint turns on it), the tier a reader gives it and whether the derived
+//! tier fits, with the grade's reason.
 //!
-//! Re-derives every corpus the set names and checks that each graded probe still exists (same
-//! conversation, question and first fact), that at least 80% of the set is graded correct and
-//! discriminating, and that the derivation's tier agrees with the graded tier on at least 80%.
-//! A derivation change that drops or rewords a graded probe fails here: grade the new probe.
-//! Skipped, with the reason printed, when the corpora folder is absent.
+//! Checks that at least half of the critical and useful probes are good (correct,
+//! discriminating and of high importance), that the derived tier fits the graded one on at
+//! least 80%, and re-derives every corpus the set names to check that each graded probe still
+//! exists (same conversation, question and first fact). A derivation change that drops or
+//! rewords a graded probe fails here: grade the new probe. Skipped, with the reason printed,
+//! when the corpora folder is absent.
 
 // The test prints why it skips and the figures it found.
 #![allow(clippy::print_stdout)]
@@ -40,7 +43,11 @@ struct Entry {
 struct Grade {
     correct: bool,
     discriminating: bool,
+    /// `high`, `medium` or `low`.
+    importance: String,
     tier: String,
+    /// The derived tier is the graded one.
+    tier_fits: bool,
     reason: String,
 }
 
@@ -56,7 +63,7 @@ fn entries() -> Vec<Entry> {
 #[test]
 fn the_graded_set_is_well_formed() {
     let set = entries();
-    assert_eq!(set.len(), 60);
+    assert_eq!(set.len(), 56);
     let ids: BTreeSet<&str> = set.iter().map(|e| e.id.as_str()).collect();
     assert_eq!(ids.len(), set.len(), "ids are unique");
     for e in &set {
@@ -64,13 +71,19 @@ fn the_graded_set_is_well_formed() {
         for t in [&e.tier, &e.grade.tier] {
             assert!(["critical", "useful", "detail"].contains(&t.as_str()), "{}: tier {t}", e.id);
         }
+        assert!(["high", "medium", "low"].contains(&e.grade.importance.as_str()), "{}: importance", e.id);
+        assert_eq!(e.grade.tier_fits, e.tier == e.grade.tier, "{}: tier_fits says whether the tiers agree", e.id);
         assert!(!e.facts.is_empty() && e.facts.iter().all(|f| !f.is_empty()), "{}", e.id);
     }
-    let good = set.iter().filter(|e| e.grade.correct && e.grade.discriminating).count();
-    let agree = set.iter().filter(|e| e.tier == e.grade.tier).count();
-    println!("graded: {good} of {} correct and discriminating; tier agreement {agree} of {}", set.len(), set.len());
-    assert!(good * 10 >= set.len() * 8, "{good} of {} correct and discriminating (80% needed)", set.len());
-    assert!(agree * 10 >= set.len() * 8, "tier agreement {agree} of {} (80% needed)", set.len());
+    // Good: correct, discriminating and of high importance; among the critical and useful
+    // probes, the ones a run scores.
+    let scored: Vec<&Entry> = set.iter().filter(|e| e.tier == "critical" || e.tier == "useful").collect();
+    let good =
+        scored.iter().filter(|e| e.grade.correct && e.grade.discriminating && e.grade.importance == "high").count();
+    let agree = set.iter().filter(|e| e.grade.tier_fits).count();
+    println!("graded: {good} of {} critical and useful probes good; tier fits {agree} of {}", scored.len(), set.len());
+    assert!(good * 2 >= scored.len(), "{good} of {} critical and useful probes good (half needed)", scored.len());
+    assert!(agree * 10 >= set.len() * 8, "tier fits {agree} of {} (80% needed)", set.len());
 }
 
 #[test]

@@ -114,7 +114,7 @@ fn a_constraint_is_the_constrained_thing_with_its_verb() {
     );
     let probes = derive(&conv, &DeriveParams::default());
     let constraints: Vec<&str> = of_kind(&probes, ProbeKind::Constraint).iter().flat_map(|p| aliases(p)).collect();
-    assert!(constraints.contains(&"Don't touch the public API"), "{constraints:?}");
+    assert!(constraints.contains(&"Don't touch the public API of auth.rs"), "{constraints:?}");
     assert!(constraints.contains(&"never start the database yourself"), "{constraints:?}");
 }
 
@@ -142,4 +142,240 @@ fn injected_queued_and_command_output_messages_are_never_requests() {
     let probes = derive(&conv, &DeriveParams::default());
     let last = conv.messages.iter().rposition(|m| m.role == compaction::Role::User).expect("a user message");
     assert!(probes.iter().any(|p| p.source_message == last && aliases(p).contains(&"billing_v2")), "{probes:#?}");
+}
+
+#[test]
+fn a_test_or_lint_run_yields_its_suite_and_outcome_the_last_run_critical() {
+    let first = json!({"command": "cd /repo && python -m pytest tests/test_retry.py 2>&1 | tail -5"});
+    let last = json!({"command": "cargo test -p retry 2>&1"});
+    let again = json!({"command": "python -m pytest tests/test_retry.py"});
+    let conv = session(
+        "Make the retry tests pass.",
+        vec![
+            (
+                "Bash",
+                first,
+                "FAILED tests/test_retry.py::test_budget - AssertionError\n=========== 1 failed, 11 passed in 0.42s ===========",
+            ),
+            ("Bash", last, "running 5 tests\ntest result: ok. 5 passed; 0 failed; 0 ignored; 0 measured"),
+            ("Bash", again, "=========== 12 passed in 0.40s ==========="),
+            ("Bash", json!({"command": "cat tests/test_retry.py"}), "def test_budget(): ..."),
+        ],
+    );
+    let probes = derive(&conv, &DeriveParams::default());
+    let runs: Vec<&Probe> = probes.iter().filter(|p| p.id.starts_with("derived-tests")).collect();
+    // Three runs (reading a test file is not one), each with its counts and suite.
+    assert_eq!(runs.len(), 3, "{runs:#?}");
+    assert!(aliases(runs[0]).contains(&"1 failed 11 passed in 0.42s"), "{:?}", aliases(runs[0]));
+    // The failing test is asked once, by the probe of the last failing test.
+    assert!(probes.iter().flat_map(aliases).any(|a| a == "tests/test_retry.py::test_budget"), "{probes:#?}");
+    // The first pytest run was run again later: superseded.
+    assert_eq!(runs[0].tier(), Tier::Useful);
+    assert!(aliases(runs[1]).contains(&"5 passed 0 failed 0 ignored"), "{:?}", aliases(runs[1]));
+    assert!(aliases(runs[1]).contains(&"cargo test -p retry"), "{:?}", aliases(runs[1]));
+    assert_eq!(runs[1].tier(), Tier::Critical);
+    assert_eq!(runs[2].tier(), Tier::Critical);
+    // The suite is in the call, the outcome in its result: both are sources.
+    assert_eq!(runs[1].source_messages, vec![3, 4]);
+}
+
+#[test]
+fn the_working_tree_and_the_branch_are_work_state() {
+    let status = "On branch alex/ent-112-reuse\nChanges not staged for commit:\n\tmodified:   cmd/cli/hooks.go\n\tmodified:   cmd/cli/session/state.go\n\nUntracked files:\n\tnotes.txt\n";
+    let conv = session(
+        "Fix the checkpoint id reuse.",
+        vec![
+            ("Bash", json!({"command": "git checkout -b alex/ent-112-reuse"}), "Switched to a new branch 'alex/ent-112-reuse'"),
+            ("Bash", json!({"command": "git status"}), status),
+            (
+                "Bash",
+                json!({"command": "git diff --stat"}),
+                " cmd/cli/agent.go | 22 +++++\n cmd/cli/hooks.go |  2 +-\n 2 files changed, 23 insertions(+), 1 deletion(-)",
+            ),
+        ],
+    );
+    let probes = derive(&conv, &DeriveParams::default());
+    let state = of_kind(&probes, ProbeKind::WorkState);
+    let all: Vec<&str> = state.iter().flat_map(|p| aliases(p)).collect();
+    for want in ["alex/ent-112-reuse", "cmd/cli/hooks.go", "state.go", "cmd/cli/agent.go"] {
+        assert!(all.contains(&want), "{want} not in {all:?}");
+    }
+    // An untracked file is not a change.
+    assert!(!all.iter().any(|a| a.contains("notes.txt")), "{all:?}");
+    assert!(state.iter().all(|p| p.tier() == Tier::Critical));
+}
+
+#[test]
+fn the_words_of_a_rejected_call_are_a_request_and_the_rejected_edit_no_change() {
+    let edit = json!({"file_path": "/repo/cmd/dispatch.go", "old_string": "func pick() {}", "new_string": "func pickAgent() {}"});
+    let rejected = "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file edit, the new_string was NOT written to the file). To tell you how to proceed, the user said:\nthe interface is better no? We don't want if-else call site agent selection logic";
+    let conv = session("Support Gemini transcripts in the hooks.", vec![("Edit", edit, rejected)]);
+    let probes = derive(&conv, &DeriveParams::default());
+    let said =
+        probes.iter().find(|p| p.question.contains("turned down the agent's Edit call")).expect("the user's words");
+    assert_eq!((said.kind, said.tier(), said.source_message), (ProbeKind::Task, Tier::Critical, 2));
+    let constraints: Vec<&str> = of_kind(&probes, ProbeKind::Constraint).iter().flat_map(|p| aliases(p)).collect();
+    assert!(constraints.iter().any(|a| a.starts_with("don't want if-else")), "{constraints:?}");
+    // The rejected edit changed nothing.
+    assert!(!probes.iter().any(|p| p.kind == ProbeKind::Artifact), "{probes:#?}");
+}
+
+#[test]
+fn a_change_made_through_a_domain_tool_is_work_state_and_a_failed_one_is_not() {
+    let mut conv = Conversation::new(
+        "tau",
+        vec![
+            Message::system("# Retail agent policy"),
+            Message::user("Change the address of order #W9810810 to 555 Highland Drive, please."),
+            Message::assistant_calls(
+                "",
+                vec![ToolCall {
+                    id: "a".into(),
+                    name: "get_order_details".into(),
+                    arguments: json!({"order_id": "#W9810810"}).to_string(),
+                }],
+            ),
+            Message::tool_result("a", "get_order_details", "{\"status\": \"pending\"}"),
+            Message::assistant_calls(
+                "",
+                vec![ToolCall {
+                    id: "b".into(),
+                    name: "modify_pending_order_address".into(),
+                    arguments: json!({"order_id": "#W9810810", "address1": "555 Highland Drive", "zip": "10116"})
+                        .to_string(),
+                }],
+            ),
+            Message::tool_result("b", "modify_pending_order_address", "{\"order_id\": \"#W9810810\"}"),
+            Message::assistant_calls(
+                "",
+                vec![ToolCall {
+                    id: "c".into(),
+                    name: "cancel_pending_order".into(),
+                    arguments: json!({"order_id": "#W4860251", "reason": "no longer needed"}).to_string(),
+                }],
+            ),
+            Message::tool_result("c", "cancel_pending_order", "Error: non-pending order cannot be cancelled"),
+        ],
+    );
+    for _ in 0..12 {
+        conv.messages.push(Message::assistant("Anything else?"));
+    }
+    let probes = derive(&conv, &DeriveParams::default());
+    let actions: Vec<&Probe> = probes.iter().filter(|p| p.id.starts_with("derived-action")).collect();
+    // `get_` is a lookup, and the cancel failed: one change.
+    assert_eq!(actions.len(), 1, "{actions:#?}");
+    assert_eq!(
+        (actions[0].kind, actions[0].tier(), actions[0].source_message),
+        (ProbeKind::WorkState, Tier::Critical, 4)
+    );
+    assert!(!aliases(actions[0]).iter().any(|a| a.contains("W4860251")), "{:?}", aliases(actions[0]));
+    // The object and what it was changed to, together.
+    assert!(aliases(actions[0]).contains(&"555 Highland Drive"), "{:?}", aliases(actions[0]));
+}
+
+#[test]
+fn the_plan_the_agent_stated_is_the_next_step() {
+    let mut conv = session("Add a debug sidecar to the transcript view.", vec![]);
+    conv.messages.insert(
+        1,
+        Message::assistant(
+            "Now I have the full picture. I'll update:\n\n1. **TranscriptComputers** - filter visible_lines\n2. **SubagentLive** - add toggle_debug events\n3. **spotter.css** - add the debug grid styles\n\nLet me start.",
+        ),
+    );
+    let probes = derive(&conv, &DeriveParams::default());
+    let plan = probes.iter().find(|p| p.id.starts_with("derived-plan")).expect("a plan probe");
+    assert_eq!((plan.kind, plan.tier(), plan.source_message), (ProbeKind::NextStep, Tier::Critical, 1));
+    let all = aliases(plan);
+    for want in ["visible_lines", "toggle_debug", "spotter.css"] {
+        assert!(all.contains(&want), "{want} not in {all:?}");
+    }
+    // A list that is not a plan (no word of what comes next before it) is not one.
+    let mut conv = session("Summarize the options.", vec![]);
+    conv.messages.insert(1, Message::assistant("The options:\n\n1. retry_policy\n2. backoff_policy"));
+    assert!(!derive(&conv, &DeriveParams::default()).iter().any(|p| p.id.starts_with("derived-plan")));
+}
+
+#[test]
+fn a_request_whose_short_phrase_the_policy_holds_is_asked_by_its_whole_clause() {
+    // Every distinctive word of "use the gift card" is in the policy; the clause goes on to
+    // say which card.
+    let mut messages = vec![
+        Message::system(
+            "# Airline policy\nPayment may be by credit card or gift card. Economy class and business class.",
+        ),
+        Message::user("Change my flight back from Denver, reservation OBUT9V."),
+        Message::assistant("Which payment method would you like to use?"),
+        Message::user("I want to use the gift card with the smallest balance for payment."),
+    ];
+    for _ in 0..16 {
+        messages.push(Message::assistant("Working on it."));
+    }
+    let probes = derive(&Conversation::new("s", messages), &DeriveParams::default());
+    let asked = of_kind(&probes, ProbeKind::Task);
+    let later = asked.iter().find(|p| p.source_message == 3).unwrap_or_else(|| panic!("{probes:#?}"));
+    assert!(aliases(later).iter().any(|a| a.contains("smallest balance")), "{:?}", aliases(later));
+}
+
+#[test]
+fn a_failed_command_fixed_at_the_next_attempt_is_a_detail_and_a_later_fix_useful() {
+    let shell = |cmd: &str| json!({"command": cmd});
+    let failed = "Exit code 1\nThe following paths are ignored by one of your .gitignore files: build/out.txt";
+    let at_once = session(
+        "Add the generated report to the repository.",
+        vec![("Bash", shell("git add build/out.txt"), failed), ("Bash", shell("git add -f build/out.txt"), "")],
+    );
+    let lessons: Vec<Probe> =
+        derive(&at_once, &DeriveParams::default()).into_iter().filter(|p| p.id.contains("lesson")).collect();
+    assert_eq!(lessons.len(), 1, "{lessons:#?}");
+    assert_eq!(lessons[0].tier(), Tier::Detail);
+    let later = session(
+        "Add the generated report to the repository.",
+        vec![
+            ("Bash", shell("git add build/out.txt"), failed),
+            ("Bash", shell("ls build"), "out.txt"),
+            ("Bash", shell("cat .gitignore"), "build/"),
+            ("Bash", shell("git add -f build/out.txt"), ""),
+        ],
+    );
+    let lessons: Vec<Probe> =
+        derive(&later, &DeriveParams::default()).into_iter().filter(|p| p.id.contains("lesson")).collect();
+    assert_eq!(lessons.len(), 1, "{lessons:#?}");
+    assert_eq!(lessons[0].tier(), Tier::Useful);
+}
+
+#[test]
+fn a_push_asks_the_commits_and_branch_git_reported_and_a_new_branch_its_remote() {
+    let shell = |cmd: &str| json!({"command": cmd});
+    let conv = session(
+        "Push the retry work.",
+        vec![
+            (
+                "Bash",
+                shell("git push --set-upstream origin retry-budget"),
+                "remote:\nremote: Create a pull request for 'retry-budget' on GitHub by visiting:\nTo github.com:acme/client.git\n * [new branch]      retry-budget -> retry-budget",
+            ),
+            ("Bash", shell("git push"), "To github.com:acme/client.git\n   05fd186..a230dbf  retry-budget -> retry-budget"),
+        ],
+    );
+    let probes = derive(&conv, &DeriveParams::default());
+    let pushes: Vec<&Probe> = probes.iter().filter(|p| p.question.contains("push")).collect();
+    assert_eq!(pushes.len(), 2, "{probes:#?}");
+    // The new branch by its remote (the later push asks the branch: no alias twice).
+    assert_eq!(pushes[0].source_message, 2);
+    assert_eq!(aliases(pushes[0]), vec!["github.com:acme/client.git"]);
+    // A plain `git push`: what git printed it pushed.
+    assert_eq!(pushes[1].source_message, 4);
+    assert_eq!(aliases(pushes[1]), vec!["05fd186..a230dbf", "a230dbf", "retry-budget"]);
+}
+
+#[test]
+fn an_answer_that_reads_as_code_is_asked_by_its_key_phrase() {
+    let question = json!({"questions": [{"question": "The hook blocks on old lint issues. How should we proceed?", "header": "Commit",
+        "options": [{"label": "Skip hook", "description": "--no-verify"}, {"label": "Fix them", "description": "fix"}]}]});
+    let result = "User has answered your questions: \"The hook blocks on old lint issues. How should we proceed?\"=\"main was clean; fix the lint issues\". You can now continue with the user's answers in mind.";
+    let conv = session("Commit the transcript work.", vec![("AskUserQuestion", question, result)]);
+    let probes = derive(&conv, &DeriveParams::default());
+    let chosen = of_kind(&probes, ProbeKind::Choice);
+    assert_eq!(chosen.len(), 1, "{probes:#?}");
+    assert_eq!(aliases(chosen[0]), vec!["main was clean"]);
 }

@@ -1,0 +1,213 @@
+//! The requests a person made: every message they typed (injected, queued and command-output
+//! text is not one; a slash command's arguments are), and the words they typed when they turned
+//! down a call, each asked by one key phrase and its identifiers; and how a user message's text
+//! is read (its instruction sections, the text it quotes from an issue).
+
+use compaction::{ProbeKind, Role, Tier};
+
+use super::{clip, is_rejection, structure, work, Candidate, Deriver};
+use crate::text::{is_common_word, normalize, occurs};
+
+impl Deriver<'_> {
+    /// Every request a person typed (injected and queued text is not a request; a slash
+    /// command's arguments are), but a short confirmation (a choice, see
+    /// [`Deriver::choices`]): its facts are one key phrase of two to six words and its
+    /// identifiers (ids, paths, names, numbers, quoted values). Critical, but for a later
+    /// request of many words whose probe holds a single identifier: one identifier of a long
+    /// request is useful.
+    pub(super) fn task(&self) -> Vec<Candidate> {
+        let requests = self.user_requests();
+        let mut out = Vec::new();
+        for (turn, &i) in requests.iter().enumerate() {
+            let text = request_text(&self.msg(i).content);
+            if turn > 0 && work::is_confirmation(&text) {
+                continue;
+            }
+            let Some(c) = self.request(turn, i, &text) else { continue };
+            out.push(c);
+        }
+        // The words a person typed when they turned down a call: a request too.
+        for (i, words) in self.rejection_words() {
+            let Some(mut c) = self.request(1, i, &words) else { continue };
+            let tool = self.call_name(i).unwrap_or("a");
+            c.question = format!(
+                "What did the user say when they turned down the agent's {tool} call at call {}?",
+                self.call_number(i)
+            );
+            out.push(c);
+        }
+        out.sort_by_key(|c| c.source);
+        out
+    }
+
+    /// The words the user typed when they rejected a call (Claude Code reports them after
+    /// "the user said:" in the call's result): (message, words). A plan turned down is a
+    /// choice ([`Deriver::asked`]), not here.
+    pub(super) fn rejection_words(&self) -> Vec<(usize, String)> {
+        self.conv
+            .messages
+            .iter()
+            .enumerate()
+            .filter(|(i, m)| self.usable[*i] && m.role == Role::Tool && is_rejection(&m.content))
+            .filter(|(i, _)| self.call_name(*i) != Some("ExitPlanMode"))
+            .filter_map(|(i, m)| {
+                let words = m.content.split_once("the user said:")?.1.trim();
+                (!words.is_empty()).then(|| (i, words.to_string()))
+            })
+            .collect()
+    }
+
+    /// True when every word of `phrase` that is not a common word occurs in the system prompt.
+    fn only_system_words(&self, phrase: &str) -> bool {
+        let words: Vec<String> = phrase.split_whitespace().filter(|w| !is_common_word(w)).map(normalize).collect();
+        !self.system.is_empty() && !words.is_empty() && words.iter().all(|w| occurs(&self.system, w))
+    }
+
+    /// The name of the call whose result is message `i`.
+    fn call_name(&self, i: usize) -> Option<&str> {
+        let id = self.msg(i).tool_call_id.as_deref()?;
+        self.conv.messages[..i]
+            .iter()
+            .rev()
+            .flat_map(|m| m.tool_calls.iter())
+            .find(|c| c.id == id)
+            .map(|c| c.name.as_str())
+    }
+
+    /// The probe of request `text` (the user's message `turn + 1`, at message `i`).
+    fn request(&self, turn: usize, i: usize, text: &str) -> Option<Candidate> {
+        {
+            let text = text.to_string();
+            // A later request's ask is its opening: what follows a blank line is often pasted
+            // output, not the request.
+            let ask = if turn == 0 { text.as_str() } else { text.split("\n\n").next().unwrap_or_default() };
+            // A phrase whose every distinctive word is in the system prompt says nothing the
+            // context does not always hold: the clause at more words, or the next clause.
+            // A task that quotes an issue is asked by the issue's title (its first line).
+            let phrase_from = match quoted_section(ask).filter(|_| turn == 0) {
+                Some(q) => q.trim().lines().next().unwrap_or_default(),
+                None => ask,
+            };
+            let mut facts: Vec<Vec<String>> = work::key_phrase_where(phrase_from, &|p| !self.only_system_words(p))
+                .map(|p| vec![p])
+                .into_iter()
+                .collect();
+            let ids = work::request_facts(ask, self.params.max_facts);
+            // A later message of a few words without an identifier ("Checking my phone...")
+            // asks for nothing the rest of the work needs.
+            if turn > 0 && ids.iter().flatten().all(|f| !work::is_strong(f)) && ask.split_whitespace().count() < 6 {
+                return None;
+            }
+            facts.extend(ids.iter().cloned());
+            facts.truncate(self.params.max_facts);
+            if facts.is_empty() {
+                return None;
+            }
+            let question = if turn == 0 {
+                "What task did the user give at the start of the session?".to_string()
+            } else {
+                format!("What did the user ask for in their message {}?", turn + 1)
+            };
+            let strong = ids.iter().flatten().any(|f| work::is_strong(f));
+            let long = ask.split_whitespace().count() > 40;
+            let tier = if turn > 0 && long && facts.len() == 1 { Tier::Useful } else { Tier::Critical };
+            Some(Candidate {
+                kind: ProbeKind::Task,
+                question,
+                answer: clip(&text, 400),
+                facts,
+                source: i,
+                // A later request without an identifier fills what those with one leave.
+                secondary: turn > 0 && !strong,
+                fact_sources: Vec::new(),
+                tier,
+            })
+        }
+    }
+}
+
+/// Sections of a user message that are the agent's instructions, not the request.
+const INSTRUCTION_TAGS: [&str; 4] = ["instructions", "example_response", "format_example", "important"];
+
+/// The request a user message makes: without simulator markers (`###STOP###`), without
+/// instruction sections (`<instructions>...</instructions>`, an `INSTRUCTIONS:` tail) that
+/// harnesses append to the task.
+pub(super) fn request_text(content: &str) -> String {
+    let mut text = said_text(content);
+    if structure::command_args(content).is_some() {
+        return text;
+    }
+    for tag in INSTRUCTION_TAGS {
+        loop {
+            let lower = text.to_ascii_lowercase();
+            let Some(start) = lower.find(&format!("<{tag}>")) else { break };
+            let close = format!("</{tag}>");
+            let end = lower[start..].find(&close).map_or(text.len(), |e| start + e + close.len());
+            text.replace_range(start..end, "");
+        }
+    }
+    if let Some(at) = text.find("\nINSTRUCTIONS:") {
+        text.truncate(at);
+    }
+    text.trim().to_string()
+}
+
+/// Sections of a user message that quote text from elsewhere (an issue, a pull request's
+/// description): what they say is the problem, not the user's own instruction.
+const QUOTED_TAGS: [&str; 4] = ["issue_description", "pr_description", "issue", "problem_statement"];
+
+/// The first quoted section of `text` ([`QUOTED_TAGS`]): its inner text.
+fn quoted_section(text: &str) -> Option<&str> {
+    let lower = text.to_ascii_lowercase();
+    QUOTED_TAGS.iter().find_map(|tag| {
+        let start = lower.find(&format!("<{tag}>"))? + tag.len() + 2;
+        let end = start + lower[start..].find(&format!("</{tag}>"))?;
+        text.get(start..end)
+    })
+}
+
+/// `text` without its quoted sections ([`QUOTED_TAGS`]) and code blocks.
+pub(super) fn without_quoted(text: &str) -> String {
+    let mut out = text.to_string();
+    for tag in QUOTED_TAGS {
+        loop {
+            let lower = out.to_ascii_lowercase();
+            let open = format!("<{tag}>");
+            let Some(start) = lower.find(&open) else { break };
+            let close = format!("</{tag}>");
+            // A section without its close is a mention of the tag: only the tag goes.
+            let end = lower[start..].find(&close).map_or(start + open.len(), |e| start + e + close.len());
+            out.replace_range(start..end, "");
+        }
+    }
+    let mut kept = String::new();
+    let mut in_code = false;
+    for line in out.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if !in_code {
+            kept.push_str(line);
+            kept.push('\n');
+        }
+    }
+    kept
+}
+
+/// What a user message says, with its instruction sections: a slash command's arguments,
+/// else the text without simulator markers (`###STOP###`).
+pub(super) fn said_text(content: &str) -> String {
+    if let Some(args) = structure::command_args(content) {
+        return args;
+    }
+    content
+        .split_inclusive(char::is_whitespace)
+        .filter(|w| {
+            let t = w.trim();
+            !(t.len() > 6 && t.starts_with("###") && t.ends_with("###"))
+        })
+        .collect::<String>()
+        .trim()
+        .to_string()
+}
