@@ -2,9 +2,8 @@
 //! token counts.
 
 use std::any::Any;
-use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -112,14 +111,12 @@ pub struct Entry {
 struct Stored {
     message: Message,
     cache: UnitCache,
-    /// A text a reader derives from the message, with the reader's name ([`Entry::derived_text`]).
-    derived: OnceLock<(&'static str, Box<str>)>,
 }
 
 impl Entry {
     /// An entry holding `message`, from `origin`.
     pub fn new(message: Message, origin: Origin) -> Entry {
-        Entry { stored: Arc::new(Stored { message, cache: UnitCache::new(), derived: OnceLock::new() }), origin }
+        Entry { stored: Arc::new(Stored { message, cache: UnitCache::new() }), origin }
     }
     /// A recorded message, verbatim.
     pub fn recorded(index: usize, message: Message) -> Entry {
@@ -149,25 +146,6 @@ impl Entry {
                 }
             },
             None => counter.message_units(&self.stored.message),
-        }
-    }
-    /// The text `derive` makes of this entry's message, made once and shared by the entry's
-    /// clones (a run replays a conversation's entries under every configuration, and a reader
-    /// such as the offline judge renders each at every checkpoint). `reader` names the
-    /// derivation: an entry keeps the text of the first reader that asks, and any other reader
-    /// gets its text made afresh on each call. `derive` must depend on the message alone.
-    pub fn derived_text(&self, reader: &'static str, derive: impl FnOnce(&Message) -> String) -> Cow<'_, str> {
-        let message = &self.stored.message;
-        let mut derive = Some(derive);
-        let (kept_for, text) = self.stored.derived.get_or_init(|| {
-            let text = derive.take().map(|f| f(message)).unwrap_or_default();
-            (reader, text.into_boxed_str())
-        });
-        if *kept_for == reader {
-            Cow::Borrowed(text)
-        } else {
-            // Kept for another reader: made afresh (`derive` was not called above).
-            Cow::Owned(derive.take().map(|f| f(message)).unwrap_or_default())
         }
     }
     /// This entry's tokens under `counter`, on its own.
@@ -475,28 +453,6 @@ impl Context {
 mod tests {
     use super::*;
     use crate::tokens::CharsOver4;
-
-    #[test]
-    fn a_derived_text_is_made_once_shared_by_clones_and_kept_for_its_reader_only() {
-        let e = Entry::recorded(0, Message::user("Hello World"));
-        let copy = e.clone();
-        let made = std::cell::Cell::new(0);
-        let lower = |m: &Message| {
-            made.set(made.get() + 1);
-            m.content.to_lowercase()
-        };
-        assert_eq!(e.derived_text("lower", lower), "hello world");
-        assert_eq!(copy.derived_text("lower", lower), "hello world");
-        assert_eq!(made.get(), 1, "made once for the entry and its clone");
-        // Another reader gets its own text, made on each call.
-        assert_eq!(copy.derived_text("upper", |m| m.content.to_uppercase()), "HELLO WORLD");
-        assert_eq!(e.derived_text("lower", lower), "hello world");
-        assert_eq!(made.get(), 1);
-        // A new entry of the same message starts with nothing kept.
-        let other = Entry::recorded(0, e.message().clone());
-        assert_eq!(other.derived_text("lower", lower), "hello world");
-        assert_eq!(made.get(), 2);
-    }
 
     /// The counts kept as a context changes are those of its entries, counted again.
     #[test]

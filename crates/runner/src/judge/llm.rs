@@ -18,7 +18,7 @@
 //! draws, kept apart in the response cache). The probe's score is the mean over parsed
 //! verdicts of `(sum of the five grades) / 25`; the spread is their standard deviation. When
 //! no verdict parses, or the answer itself failed, the probe is unscored: its `score` is 0,
-//! `llm.scored` is false, and [`is_scored`] tells it apart so aggregates can leave it out.
+//! `llm.scored` is false, and [`is_scored`](runlog::record::is_scored) tells it apart so aggregates can leave it out.
 //!
 //! **Quoted evidence**: the answering model ends its answer with the passages of the context it
 //! rests on, quoted; the grader says per fact whether the answer states it and copies the

@@ -12,15 +12,15 @@
 //!   with a letter, digit or `_`, the character before (after) the occurrence is not one:
 //!   `12` does not match inside `2012`, while `a.rs` matches inside `src/a.rs`. Entries are
 //!   joined with a newline, which normalization never produces, so no match spans two entries.
-//! - **Expansion**: each alias also matches as a summary would write it ([`expand_aliases`]): a
+//! - **Expansion**: each alias also matches as a summary would write it ([`expand_aliases`](dataset::text::expand_aliases)): a
 //!   path as its file name, a qualified error class without its module, `gift_card` as `gift
 //!   card`, a number under a hundred in words. A string judge still cannot see most paraphrases (`the ignore file` for
 //!   `.gitignore`); that is what the LLM judge is for.
 //! - **Weak aliases**: a common word or a bare number under a hundred is not used when the
-//!   fact has a stronger alias ([`is_weak_alias`]): `3` of `[3 passengers, 3]` would credit the
+//!   fact has a stronger alias ([`is_weak_alias`](dataset::text::is_weak_alias)): `3` of `[3 passengers, 3]` would credit the
 //!   fact wherever a 3 occurs.
 //! - **Short words**: an alias of one short word (letters only, up to 5 characters) matches only
-//!   a whole token ([`matches()`]): `main` is not found in `src/main.rs`.
+//!   a whole token ([`matches`](dataset::text::matches)): `main` is not found in `src/main.rs`.
 //! - **Where**: a fact found in a recorded message kept verbatim is [`FoundIn::Verbatim`], else in
 //!   a summary [`FoundIn::Summary`], else in any other entry (a masked placeholder, an inserted
 //!   notice or digest) [`FoundIn::Other`], else [`FoundIn::Lost`].
