@@ -404,6 +404,24 @@ struct Candidate {
     tier: Tier,
 }
 
+/// A candidate's defaults, for a family's literal to complete (`..Candidate::default()`): not
+/// secondary, every fact in `source`. A literal always sets the kind, the question, the answer,
+/// the facts, the source and the tier; the values here for those are never kept.
+impl Default for Candidate {
+    fn default() -> Candidate {
+        Candidate {
+            kind: ProbeKind::default(),
+            question: String::new(),
+            answer: String::new(),
+            facts: Vec::new(),
+            source: 0,
+            secondary: false,
+            fact_sources: Vec::new(),
+            tier: Tier::Detail,
+        }
+    }
+}
+
 /// Keep at most `bound` candidates, spread evenly over the list (which is in the order the
 /// family ranks them: the first and last are always kept).
 fn spread<T>(items: Vec<T>, bound: usize) -> Vec<T> {
@@ -558,9 +576,8 @@ impl<'a> Deriver<'a> {
                     answer: clip(&text, 400),
                     facts,
                     source: i,
-                    secondary: false,
-                    fact_sources: Vec::new(),
                     tier: Tier::Critical,
+                    ..Candidate::default()
                 });
             }
         }
@@ -602,9 +619,8 @@ impl<'a> Deriver<'a> {
             answer: pending.join("; "),
             facts,
             source: i,
-            secondary: false,
-            fact_sources: Vec::new(),
             tier: Tier::Critical,
+            ..Candidate::default()
         })
     }
 
@@ -645,9 +661,8 @@ impl<'a> Deriver<'a> {
                         },
                         facts,
                         source: i,
-                        secondary: false,
-                        fact_sources: Vec::new(),
                         tier,
+                        ..Candidate::default()
                     });
                 }
             }
@@ -659,9 +674,8 @@ impl<'a> Deriver<'a> {
                         facts: work::cause_facts(&e),
                         answer: e,
                         source: i,
-                        secondary: false,
-                        fact_sources: Vec::new(),
                         tier,
+                        ..Candidate::default()
                     });
                 }
             }
@@ -723,9 +737,8 @@ impl<'a> Deriver<'a> {
                 answer: format!("{name}({})", clip(&args, 300)),
                 facts,
                 source,
-                secondary: false,
-                fact_sources: Vec::new(),
                 tier: if lookup { Tier::Useful } else { Tier::Critical },
+                ..Candidate::default()
             });
         }
         let Some(submission) = self.conv.meta.get("submission").and_then(Value::as_str) else { return out };
@@ -740,9 +753,8 @@ impl<'a> Deriver<'a> {
                     answer: answer.to_string(),
                     facts: vec![vec![answer.to_string()]],
                     source,
-                    secondary: false,
-                    fact_sources: Vec::new(),
                     tier: Tier::Critical,
+                    ..Candidate::default()
                 });
             }
             return out;
@@ -769,9 +781,8 @@ impl<'a> Deriver<'a> {
                 answer: path.clone(),
                 facts: vec![vec![path.clone(), base.to_string()]],
                 source,
-                secondary: false,
-                fact_sources: Vec::new(),
                 tier: Tier::Useful,
+                ..Candidate::default()
             });
         }
         out
@@ -907,9 +918,8 @@ impl<'a> Deriver<'a> {
                 answer: line,
                 facts,
                 source: i,
-                secondary: false,
-                fact_sources: Vec::new(),
                 tier: Tier::Detail,
+                ..Candidate::default()
             });
         }
         out
@@ -952,9 +962,8 @@ impl<'a> Deriver<'a> {
                 answer: token.clone(),
                 facts: vec![vec![token]],
                 source: at / 1_000_000,
-                secondary: false,
-                fact_sources: Vec::new(),
                 tier: Tier::Detail,
+                ..Candidate::default()
             })
             .collect()
     }

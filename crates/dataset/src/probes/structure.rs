@@ -288,9 +288,8 @@ fn critical(kind: ProbeKind, question: &str, answer: String, facts: Vec<Vec<Stri
         answer,
         facts,
         source,
-        secondary: false,
-        fact_sources: Vec::new(),
         tier: Tier::Critical,
+        ..Candidate::default()
     }
 }
 

@@ -502,10 +502,9 @@ impl Deriver<'_> {
                 answer: format!("{}; then `{}` worked", cause.unwrap_or_default(), clip(after_line, 120)),
                 facts,
                 source: j,
-                secondary: false,
-                fact_sources: Vec::new(),
                 // An error fixed within three messages is a detail: the next attempt worked.
                 tier: if j <= i + FIXED_AT_ONCE { Tier::Detail } else { Tier::Useful },
+                ..Candidate::default()
             });
         }
         out
@@ -626,9 +625,8 @@ impl Deriver<'_> {
                     answer: format!("{}({})", call.name, clip(&call.arguments, 300)),
                     facts,
                     source: i,
-                    secondary: false,
-                    fact_sources: Vec::new(),
                     tier: Tier::Critical,
+                    ..Candidate::default()
                 });
             }
         }
@@ -663,9 +661,8 @@ impl Deriver<'_> {
                     answer: clip(&sentence, 400),
                     facts,
                     source: i,
-                    secondary: false,
-                    fact_sources: Vec::new(),
                     tier: Tier::Useful,
+                    ..Candidate::default()
                 });
             }
         }
@@ -735,9 +732,8 @@ impl Deriver<'_> {
                 answer: clip(&items.join("; "), 400),
                 facts,
                 source: i,
-                secondary: false,
-                fact_sources: Vec::new(),
                 tier: Tier::Critical,
+                ..Candidate::default()
             });
         }
         out
@@ -774,9 +770,8 @@ impl Deriver<'_> {
             answer: clip(&sentence, 400),
             facts,
             source: i,
-            secondary: false,
-            fact_sources: Vec::new(),
             tier: Tier::Critical,
+            ..Candidate::default()
         })
     }
 }
