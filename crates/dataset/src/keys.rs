@@ -447,6 +447,25 @@ pub struct Coverage {
     /// (source, tier) -> (keys, tested by a derived probe, tested by a generated probe,
     /// conversations with generated probes at all).
     pub rows: BTreeMap<(String, compaction::Tier), CoverageRow>,
+    /// The critical keys no derived probe tests, in the order they were counted.
+    pub untested: Vec<Untested>,
+}
+
+/// A critical key no derived probe tests at its checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Untested {
+    /// The source (dataset name).
+    pub source: String,
+    /// The conversation's id.
+    pub conversation: String,
+    /// The key's id.
+    pub key: String,
+    /// Its checkpoint.
+    pub asked_at: usize,
+    /// Its question.
+    pub question: String,
+    /// Its facts, each with its aliases joined by ` | `.
+    pub facts: Vec<String>,
 }
 
 /// One row of [`Coverage`].
@@ -471,7 +490,18 @@ impl Coverage {
         for key in conv.probes.iter().filter(|p| p.is_written()) {
             let row = self.rows.entry((source.to_string(), key.tier())).or_default();
             row.keys += 1;
-            row.derived += usize::from(tested_by(key, derived.iter().copied()));
+            let tested = tested_by(key, derived.iter().copied());
+            row.derived += usize::from(tested);
+            if !tested && key.tier() == compaction::Tier::Critical {
+                self.untested.push(Untested {
+                    source: source.to_string(),
+                    conversation: conv.id.clone(),
+                    key: key.id.clone(),
+                    asked_at: key.asked_at.unwrap_or(0),
+                    question: key.question.clone(),
+                    facts: key.facts.iter().map(|f| f.join(" | ")).collect(),
+                });
+            }
             if !generated.is_empty() {
                 row.with_generated += 1;
                 row.generated += usize::from(tested_by(key, generated.iter().copied()));
@@ -517,6 +547,26 @@ impl Coverage {
         }
         for (tier, row) in &total {
             line(&mut out, "all", *tier, row);
+        }
+        out
+    }
+
+    /// The critical keys no derived probe tests, one a line: source, conversation, key,
+    /// checkpoint, question and facts.
+    pub fn render_untested(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = format!("\ncritical keys no derived probe tests: {}\n", self.untested.len());
+        for u in &self.untested {
+            let _ = writeln!(
+                out,
+                "{} {} {} @{}: {} [{}]",
+                u.source,
+                u.conversation,
+                u.key,
+                u.asked_at,
+                u.question,
+                u.facts.join("; ")
+            );
         }
         out
     }

@@ -124,7 +124,8 @@ pub struct DeriveParams {
     /// Probes of the answers the user chose to the agent's questions and of the plans they
     /// approved or turned down.
     pub max_asked: usize,
-    /// Probes of what the agent committed, pushed and opened as a pull request.
+    /// Probes of what the agent committed, pushed and opened as a pull request; and, as many
+    /// again, of the issues it read, started and closed in an issue tracker (`bd`, `gh issue`).
     pub max_git: usize,
     /// Probes of the changes the agent made through a domain tool (a call whose name opens
     /// with a verb of change: `update_reservation_flights`, `cancel_pending_order`).
@@ -141,15 +142,17 @@ impl DeriveParams {
     /// gold actions, user choices and the agent's own decisions.
     pub fn max_of(&self, kind: ProbeKind) -> usize {
         match kind {
-            ProbeKind::Task => self.max_task,
+            // The issues read in a tracker are tasks, their rules constraints, the files they
+            // name the next step, and the issues started and closed work state.
+            ProbeKind::Task => self.max_task + self.max_git,
             ProbeKind::Recall => self.max_recall + self.max_lessons + STATE_PROBES,
             ProbeKind::Artifact => self.max_artifact,
             ProbeKind::Decision => self.max_gold + self.max_choices + self.max_decisions,
             ProbeKind::Continuation => self.max_continuation,
-            ProbeKind::Constraint => self.max_constraints,
+            ProbeKind::Constraint => self.max_constraints + self.max_git,
             ProbeKind::Choice => self.max_asked,
-            ProbeKind::WorkState => self.max_todos + 2 * self.max_git + self.max_actions,
-            ProbeKind::NextStep => 2 * self.max_todos,
+            ProbeKind::WorkState => self.max_todos + 3 * self.max_git + self.max_actions,
+            ProbeKind::NextStep => 2 * self.max_todos + self.max_git,
             // Lessons are recall probes (an error and its fix).
             ProbeKind::Lesson => 0,
         }
@@ -221,11 +224,13 @@ pub fn derive(conv: &Conversation, params: &DeriveParams) -> Vec<Probe> {
 pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>, Dropped) {
     let d = Deriver::new(conv, params);
     let mut out = Vec::new();
-    let families: [(&str, Vec<Candidate>, usize); 17] = [
+    let families: [(&str, Vec<Candidate>, usize); 18] = [
         ("task", d.task(), params.max_task),
         ("constraint", d.constraints(), params.max_constraints),
         ("asked", d.asked(), params.max_asked),
         ("git", d.git(), params.max_git),
+        // Four kinds: the issue read, its rules, the files it names, and its start and close.
+        ("tracker", d.tracker(), 3 * params.max_git),
         ("todo", d.todos(), params.max_todos),
         ("plan", d.plans(), params.max_todos),
         ("gold", d.gold(), params.max_gold),
@@ -353,8 +358,20 @@ pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>
 
 /// The families spread over the conversation rather than taken in rank order: what stands at
 /// a point of the work.
-const SPREAD_FAMILIES: [&str; 11] =
-    ["task", "constraint", "asked", "git", "tests", "todo", "plan", "action", "choice", "lesson", "decision"];
+const SPREAD_FAMILIES: [&str; 12] = [
+    "task",
+    "constraint",
+    "asked",
+    "git",
+    "tracker",
+    "tests",
+    "todo",
+    "plan",
+    "action",
+    "choice",
+    "lesson",
+    "decision",
+];
 
 /// Messages per step of a conversation's scale.
 pub const SCALE_MESSAGES: usize = 40;
@@ -1463,6 +1480,7 @@ pub mod audit;
 pub mod facts;
 mod requests;
 mod structure;
+mod tracker;
 mod work;
 
 #[cfg(test)]

@@ -116,6 +116,10 @@ struct AuditArgs {
     /// checkpoint. The keys are checked as `probes merge` checks them.
     #[arg(long, value_name = "KEYS", num_args = 1..)]
     keys: Vec<PathBuf>,
+    /// With `--keys`: also list each critical key no derived probe tests (source,
+    /// conversation, key, checkpoint, question, facts).
+    #[arg(long, requires = "keys")]
+    untested: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -295,6 +299,9 @@ fn audit(args: AuditArgs) -> anyhow::Result<u8> {
     print!("{}", crate::output::terminal(&audit.render()));
     if !keys.is_empty() {
         print!("{}", crate::output::terminal(&coverage.render()));
+        if args.untested {
+            print!("{}", crate::output::terminal(&coverage.render_untested()));
+        }
     }
     let violations = audit.violations();
     for v in &violations {

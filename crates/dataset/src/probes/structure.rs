@@ -300,7 +300,7 @@ impl Deriver<'_> {
     }
 
     /// The result of call `id` made in message `i`: its index.
-    fn result_of(&self, i: usize, id: &str) -> Option<usize> {
+    pub(super) fn result_of(&self, i: usize, id: &str) -> Option<usize> {
         (i + 1..self.conv.messages.len())
             .take(64)
             .find(|&j| self.msg(j).role == Role::Tool && self.msg(j).tool_call_id.as_deref() == Some(id))
@@ -671,70 +671,92 @@ impl Deriver<'_> {
         said.extend(self.rejection_words());
         said.sort_by_key(|(i, _)| *i);
         for (i, text) in said {
-            for sentence in super::work::split_sentences(&text) {
-                // Each word, and whether a clause break follows it.
-                let split: Vec<(&str, bool)> = sentence
-                    .split_whitespace()
-                    .map(|w| (w.trim_matches(|c: char| ",:()\"`".contains(c)), w.ends_with([',', ':', '(', ')'])))
-                    .filter(|(w, _)| !w.is_empty())
-                    .collect();
-                let words: Vec<&str> = split.iter().map(|(w, _)| *w).collect();
-                let lower: Vec<String> = words.iter().map(|w| w.to_lowercase().replace('’', "'")).collect();
-                // Each word that opens a constraint (a marker of one or two words), after the
-                // phrase of the one before.
-                let mut from = 0;
-                while let Some((at, marker)) = (from..lower.len()).find_map(|k| {
-                    CONSTRAINTS.iter().find_map(|c| {
-                        let parts: Vec<&str> = c.split_whitespace().collect();
-                        let hit = parts.iter().enumerate().all(|(o, p)| lower.get(k + o).is_some_and(|w| w == p));
-                        hit.then_some((k, parts.len()))
-                    })
-                }) {
-                    from = at + marker;
-                    // The marker and up to six words after it, in the sentence's own spelling,
-                    // up to a clause break; a longer clause is cut before a joining word, and
-                    // the phrase does not end on a joining word, a determiner or a modal. A
-                    // clause too short to say what is constrained (`DO NOT MODIFY: tests`) runs
-                    // on.
-                    let breaks: Vec<usize> =
-                        split[at..].iter().enumerate().filter(|(_, (_, b))| *b).map(|(k, _)| k + 1).collect();
-                    let clause = breaks.iter().copied().find(|&k| k >= marker + 2).unwrap_or(words.len() - at);
-                    let mut phrase: Vec<&str> = words[at..at + clause].to_vec();
-                    if phrase.len() > marker + 6 {
-                        let cut = (marker + 2..=marker + 6).rev().find(|&k| is_joiner(phrase[k]));
-                        phrase.truncate(cut.unwrap_or(marker + 6));
-                    }
-                    while phrase.len() > marker && phrase.last().is_some_and(|w| is_joiner(w) || is_open_ended(w)) {
-                        phrase.pop();
-                    }
-                    // A phrase whose object is a bare pronoun ("handles them") says nothing.
-                    let pronoun = phrase[marker..].iter().any(|w| PRONOUNS.contains(&w.to_lowercase().as_str()));
-                    if phrase.len() < marker + 2 || pronoun {
-                        continue;
-                    }
-                    from = at + phrase.len();
-                    let phrase = phrase.join(" ");
-                    if !facts::allowed(&phrase) {
-                        continue;
-                    }
-                    let mut c = critical(
-                        ProbeKind::Constraint,
-                        "What did the user tell the agent it must or must not do?",
-                        clip(sentence.trim(), 300),
-                        vec![vec![phrase]],
-                        i,
-                    );
-                    // A prohibition or an obligation comes before a preference or a scope,
-                    // which is useful.
-                    c.secondary = !STRONG_CONSTRAINTS.contains(&lower[at].as_str());
-                    if c.secondary {
-                        c.tier = Tier::Useful;
-                    }
-                    out.push(c);
+            for found in constraint_phrases(&text) {
+                let mut c = critical(
+                    ProbeKind::Constraint,
+                    "What did the user tell the agent it must or must not do?",
+                    clip(&found.sentence, 300),
+                    vec![vec![found.phrase]],
+                    i,
+                );
+                // A prohibition or an obligation comes before a preference or a scope,
+                // which is useful.
+                c.secondary = !found.strong;
+                if c.secondary {
+                    c.tier = Tier::Useful;
                 }
+                out.push(c);
             }
         }
         out.reverse();
         out
     }
+}
+
+/// A constraint found in a text: its sentence, the constrained thing with its verb (a phrase of
+/// two to six words from the marker on), and whether its marker states a prohibition or an
+/// obligation rather than a preference or a scope.
+pub(super) struct Constraint {
+    pub(super) sentence: String,
+    pub(super) phrase: String,
+    pub(super) strong: bool,
+}
+
+/// The constraints `text` states ([`CONSTRAINTS`]), in order.
+pub(super) fn constraint_phrases(text: &str) -> Vec<Constraint> {
+    let mut out = Vec::new();
+    for sentence in super::work::split_sentences(text) {
+        // Each word, and whether a clause break follows it.
+        let split: Vec<(&str, bool)> = sentence
+            .split_whitespace()
+            .map(|w| (w.trim_matches(|c: char| ",:()\"`".contains(c)), w.ends_with([',', ':', '(', ')'])))
+            .filter(|(w, _)| !w.is_empty())
+            .collect();
+        let words: Vec<&str> = split.iter().map(|(w, _)| *w).collect();
+        let lower: Vec<String> = words.iter().map(|w| w.to_lowercase().replace('’', "'")).collect();
+        // Each word that opens a constraint (a marker of one or two words), after the
+        // phrase of the one before.
+        let mut from = 0;
+        while let Some((at, marker)) = (from..lower.len()).find_map(|k| {
+            CONSTRAINTS.iter().find_map(|c| {
+                let parts: Vec<&str> = c.split_whitespace().collect();
+                let hit = parts.iter().enumerate().all(|(o, p)| lower.get(k + o).is_some_and(|w| w == p));
+                hit.then_some((k, parts.len()))
+            })
+        }) {
+            from = at + marker;
+            // The marker and up to six words after it, in the sentence's own spelling,
+            // up to a clause break; a longer clause is cut before a joining word, and
+            // the phrase does not end on a joining word, a determiner or a modal. A
+            // clause too short to say what is constrained (`DO NOT MODIFY: tests`) runs
+            // on.
+            let breaks: Vec<usize> =
+                split[at..].iter().enumerate().filter(|(_, (_, b))| *b).map(|(k, _)| k + 1).collect();
+            let clause = breaks.iter().copied().find(|&k| k >= marker + 2).unwrap_or(words.len() - at);
+            let mut phrase: Vec<&str> = words[at..at + clause].to_vec();
+            if phrase.len() > marker + 6 {
+                let cut = (marker + 2..=marker + 6).rev().find(|&k| is_joiner(phrase[k]));
+                phrase.truncate(cut.unwrap_or(marker + 6));
+            }
+            while phrase.len() > marker && phrase.last().is_some_and(|w| is_joiner(w) || is_open_ended(w)) {
+                phrase.pop();
+            }
+            // A phrase whose object is a bare pronoun ("handles them") says nothing.
+            let pronoun = phrase[marker..].iter().any(|w| PRONOUNS.contains(&w.to_lowercase().as_str()));
+            if phrase.len() < marker + 2 || pronoun {
+                continue;
+            }
+            from = at + phrase.len();
+            let phrase = phrase.join(" ");
+            if !facts::allowed(&phrase) {
+                continue;
+            }
+            out.push(Constraint {
+                sentence: sentence.trim().to_string(),
+                phrase,
+                strong: STRONG_CONSTRAINTS.contains(&lower[at].as_str()),
+            });
+        }
+    }
+    out
 }

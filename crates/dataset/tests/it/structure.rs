@@ -379,3 +379,46 @@ fn an_answer_that_reads_as_code_is_asked_by_its_key_phrase() {
     assert_eq!(chosen.len(), 1, "{probes:#?}");
     assert_eq!(aliases(chosen[0]), vec!["main was clean"]);
 }
+
+#[test]
+fn an_issue_the_agent_read_started_and_closed_in_its_tracker_is_task_rule_files_and_state() {
+    let show = "○ spotter-dov.3 · Implement debug JSON sidecar and expand controls   [● P1 · OPEN]\n\
+        Owner: A · Type: task\n\nDESCRIPTION\n## Output Files\n- `lib/spotter_web/components/transcript_components.ex`\n\
+        - `priv/static/assets/spotter.css`\n\n## Architecture Constraints\n\
+        - Keep expansion state server-authoritative; do not rely on client-only hidden DOM state.\n\
+        - Do not replace highlight.js.\n- Responses must be exactly 10 lines.";
+    let conv = session(
+        "Work on bead spotter-dov. Start with the first ready task.",
+        vec![
+            ("Bash", json!({"command": "bd show spotter-dov.3"}), show),
+            (
+                "Bash",
+                json!({"command": "bd update spotter-dov.3 --status in_progress"}),
+                "✓ Updated issue: spotter-dov.3",
+            ),
+            (
+                "Bash",
+                json!({"command": "bd close spotter-dov.3 --reason=\"Sidecar done\""}),
+                "✓ Closed spotter-dov.3: Sidecar done",
+            ),
+        ],
+    );
+    let probes = derive(&conv, &DeriveParams::default());
+    let tracker: Vec<&Probe> = probes.iter().filter(|p| p.id.contains("tracker")).collect();
+    let task = tracker.iter().find(|p| p.kind == ProbeKind::Task).expect("the issue read is a task");
+    assert!(aliases(task).contains(&"Implement debug JSON sidecar and expand controls"), "{:?}", aliases(task));
+    assert_eq!(task.source_message, 2, "the show command's output holds the issue");
+    let rules: Vec<&str> =
+        tracker.iter().filter(|p| p.kind == ProbeKind::Constraint).flat_map(|p| aliases(p)).collect();
+    assert!(rules.contains(&"Do not replace highlight.js"), "{rules:?}");
+    assert!(rules.iter().any(|r| r.contains("client-only")), "{rules:?}");
+    assert!(!rules.iter().any(|r| r.contains("10 lines")), "an obligation is not the issue's rule: {rules:?}");
+    let files: Vec<&str> = tracker.iter().filter(|p| p.kind == ProbeKind::NextStep).flat_map(|p| aliases(p)).collect();
+    assert_eq!(files, vec!["transcript_components.ex", "spotter.css"]);
+    let closed = tracker
+        .iter()
+        .find(|p| p.kind == ProbeKind::WorkState && p.question.contains("close"))
+        .expect("the close is work state");
+    assert!(aliases(closed).contains(&"Closed spotter-dov.3"), "{:?}", aliases(closed));
+    assert!(tracker.iter().all(|p| p.tier() == Tier::Critical));
+}
