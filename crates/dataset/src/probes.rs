@@ -224,7 +224,9 @@ pub fn derive(conv: &Conversation, params: &DeriveParams) -> Vec<Probe> {
 pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>, Dropped) {
     let d = Deriver::new(conv, params);
     let mut out = Vec::new();
-    let families: [(&str, Vec<Candidate>, usize); 18] = [
+    let families: [(&str, Vec<Candidate>, usize); 19] = [
+        // How the work is handed in, before the task takes the same tokens as identifiers.
+        ("handoff", d.handoff(), 1),
         ("task", d.task(), params.max_task),
         ("constraint", d.constraints(), params.max_constraints),
         ("asked", d.asked(), params.max_asked),

@@ -78,9 +78,10 @@ impl Deriver<'_> {
     fn request(&self, turn: usize, i: usize, text: &str) -> Option<Candidate> {
         {
             let text = text.to_string();
-            // A later request's ask is its opening: what follows a blank line is often pasted
-            // output, not the request.
-            let ask = if turn == 0 { text.as_str() } else { text.split("\n\n").next().unwrap_or_default() };
+            // A later request's ask is its prose up to the first pasted paragraph (output, code,
+            // a log): what follows that is not the request.
+            let ask = if turn == 0 { text.clone() } else { prose_paragraphs(&text) };
+            let ask = ask.as_str();
             // A phrase whose every distinctive word is in the system prompt says nothing the
             // context does not always hold: the clause at more words, or the next clause.
             // A task that quotes an issue is asked by the issue's title (its first line).
@@ -124,6 +125,44 @@ impl Deriver<'_> {
             })
         }
     }
+}
+
+/// The paragraphs of a message up to the first that was pasted rather than written
+/// ([`is_pasted`]), joined by blank lines; the first paragraph always.
+fn prose_paragraphs(text: &str) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    for (k, p) in text.split("\n\n").enumerate() {
+        if k > 0 && is_pasted(p) {
+            break;
+        }
+        out.push(p);
+    }
+    out.join("\n\n")
+}
+
+/// True when a paragraph reads as pasted output rather than prose: a code fence or a tag
+/// opens it, a line of it is indented, or fewer than two thirds of its words are words
+/// (`error[E0308]:`, `src/x.rs:12:5`, `| 12 ++--`).
+fn is_pasted(paragraph: &str) -> bool {
+    let t = paragraph.trim_start_matches('\n');
+    if t.trim().is_empty() {
+        return false;
+    }
+    if t.trim_start().starts_with("```") || t.trim_start().starts_with('<') {
+        return true;
+    }
+    if t.lines().any(|l| l.starts_with("    ") || l.starts_with('\t')) {
+        return true;
+    }
+    let words: Vec<&str> = t.split_whitespace().collect();
+    let plain = words
+        .iter()
+        .filter(|w| {
+            let w = w.trim_matches(|c: char| !c.is_alphanumeric());
+            !w.is_empty() && w.chars().all(|c| c.is_alphabetic() || c == '\'' || c == '’' || c == '-')
+        })
+        .count();
+    3 * plain < 2 * words.len()
 }
 
 /// Sections of a user message that are the agent's instructions, not the request.

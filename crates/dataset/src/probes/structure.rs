@@ -652,6 +652,66 @@ impl Deriver<'_> {
         out
     }
 
+    /// How the task says the finished work is handed in (`submit your changes by running the
+    /// submit command`, `You MUST use this EXACT command to submit:` and the command under
+    /// it): the command or token to run, from the task's own text. An agent that loses it
+    /// cannot finish. Critical.
+    pub(super) fn handoff(&self) -> Vec<Candidate> {
+        let Some(&i) = self.user_requests().first() else { return Vec::new() };
+        let raw = said_text(&self.msg(i).content);
+        let raw_lines: Vec<&str> = raw.lines().collect();
+        // Quoted issue text is not the task's instruction; the command a colon introduces
+        // is read from the message as written (a code block holds it).
+        let text = super::without_quoted(&raw);
+        for line in text.lines() {
+            let lower = line.to_lowercase();
+            let mentions = lower
+                .split(|c: char| !c.is_alphanumeric() && c != '-')
+                .any(|w| w.starts_with("submit") && w.len() <= "submitting".len());
+            if !mentions {
+                continue;
+            }
+            let mut said = line.to_string();
+            if line.trim_end().ends_with(':') {
+                if let Some(k) = raw_lines.iter().position(|l| l.trim() == line.trim()) {
+                    for next in raw_lines[k + 1..].iter().filter(|l| !l.trim().is_empty()).take(3) {
+                        said.push('\n');
+                        said.push_str(next);
+                    }
+                }
+            }
+            // The token to print (`COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`), the file to hand
+            // in (`patch.txt`), or the harness's submit command.
+            let mut facts: Vec<Vec<String>> = Vec::new();
+            for token in said.split_whitespace().map(|t| t.trim_matches(|c: char| "`'\"(),;:".contains(c))) {
+                let shouted = token.contains('_') && token.chars().all(|c| c.is_ascii_uppercase() || c == '_');
+                let file = super::basename(token).contains('.')
+                    && token
+                        .rsplit('.')
+                        .next()
+                        .is_some_and(|e| (2..=4).contains(&e.len()) && e.chars().all(|c| c.is_ascii_lowercase()));
+                if (shouted || file) && token.len() >= 5 && !facts.iter().any(|f| f[0] == token) {
+                    facts.push(vec![token.to_string()]);
+                }
+            }
+            if lower.contains("submit command") {
+                facts.push(vec!["submit command".to_string()]);
+            }
+            if facts.is_empty() {
+                continue;
+            }
+            facts.truncate(self.params.max_facts);
+            return vec![critical(
+                ProbeKind::Constraint,
+                "How does the task say the finished work is to be handed in?",
+                clip(said.trim(), 300),
+                facts,
+                i,
+            )];
+        }
+        Vec::new()
+    }
+
     /// The constraints and preferences the user stated in their own messages ("don't",
     /// "never", "only", "always", "must", "without", "instead of"): the constrained thing with
     /// its verb, a phrase of two to six words from the marker on.

@@ -392,6 +392,80 @@ fn a_confirmation_asks_for_what_the_user_approved() {
     assert!(!choice.question.contains("book it"), "{}", choice.question);
 }
 
+#[test]
+fn a_confirmation_of_a_total_asks_for_the_proposal_that_named_what_was_chosen() {
+    let conv = Conversation::new(
+        "choice-object",
+        vec![
+            Message::user("I want the cheapest business round trip, without changing the dates."),
+            Message::assistant("The cheapest business option is HAT023 then HAT100, 833 dollars each. Proceed?"),
+            Message::user("Could we split this into three separate reservations so I can use all three certificates?"),
+            Message::assistant("Split that way, the total on your card stays 1172 dollars. Shall I proceed?"),
+            Message::user("Yes, please proceed with this arrangement. Thank you!"),
+            Message::assistant("Booking now."),
+        ],
+    );
+    let probes = derive(&conv, &DeriveParams::default());
+    assert_grounded(&conv, &probes);
+    let choice = probes.iter().find(|p| p.id.starts_with("derived-choice")).expect("a choice");
+    // The reply's own message answers a total; the flights were named two messages before.
+    assert_eq!(choice.source_message, 4);
+    assert!(choice.source_messages.contains(&1), "{:?}", choice.source_messages);
+    let all: Vec<&str> = choice.facts.iter().flatten().map(String::as_str).collect();
+    assert!(all.iter().any(|a| a.starts_with("HAT")), "{all:?}");
+    assert!(all.contains(&"proceed with this arrangement"), "{all:?}");
+}
+
+#[test]
+fn a_question_that_opens_with_okay_is_a_request_not_a_confirmation() {
+    assert!(!work::is_confirmation("Okay, could you tell me the sum of my certificate balances then?"));
+    assert!(work::is_confirmation("Yes, let's go with the economy class for this option, please."));
+}
+
+#[test]
+fn the_key_phrase_follows_the_words_that_ask() {
+    let text = "Hi there, I'm a bit all over the place right now. I really need to cancel any orders that haven't shipped yet and start returns.";
+    assert_eq!(work::key_phrase(text).as_deref(), Some("cancel any orders"));
+    // No asking words: the first clause, as before.
+    assert_eq!(work::key_phrase("Refactor the retry loop in the client.").as_deref(), Some("Refactor the retry loop"));
+}
+
+#[test]
+fn a_later_request_reads_its_prose_paragraphs_and_stops_at_pasted_output() {
+    let conv = Conversation::new(
+        "paragraphs",
+        vec![
+            Message::user("Look at my orders."),
+            Message::assistant("Here they are."),
+            Message::user(
+                "Please cancel #W4836353 right away.\n\nFor returns, please return everything in #W4597054 as well.\n\n    at com.example.Main(Main.java:12) #W9999999",
+            ),
+            Message::assistant("Done."),
+        ],
+    );
+    let probes = derive(&conv, &DeriveParams::default());
+    let task = probes.iter().find(|p| p.source_message == 2 && p.kind == ProbeKind::Task).expect("the request");
+    let all: Vec<&str> = task.facts.iter().flatten().map(String::as_str).collect();
+    assert!(all.contains(&"#W4597054"), "a second paragraph of prose is the request: {all:?}");
+    assert!(!all.contains(&"#W9999999"), "pasted output is not: {all:?}");
+}
+
+#[test]
+fn the_task_says_how_the_work_is_handed_in() {
+    let task = "Fix the bug in parse().\n\nWhen you're done, you can submit your changes by simply running the submit command.";
+    let conv = padded(Conversation::new("handoff", vec![Message::user(task), Message::assistant("Looking.")]), 24);
+    let probes = derive(&conv, &DeriveParams::default());
+    let h = probes.iter().find(|p| p.id.starts_with("derived-handoff")).expect("the handoff");
+    assert_eq!((h.kind, h.tier), (ProbeKind::Constraint, Some(Tier::Critical)));
+    assert_eq!(h.facts, vec![vec!["submit command".to_string()]]);
+    let exact = "Fix it.\n\nYou MUST use this EXACT command to submit:\n\n```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat patch.txt\n```";
+    let conv = padded(Conversation::new("handoff", vec![Message::user(exact), Message::assistant("Looking.")]), 24);
+    let probes = derive(&conv, &DeriveParams::default());
+    let h = probes.iter().find(|p| p.id.starts_with("derived-handoff")).expect("the handoff");
+    let all: Vec<&str> = h.facts.iter().flatten().map(String::as_str).collect();
+    assert_eq!(all, vec!["COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "patch.txt"]);
+}
+
 /// Fact hygiene over every fixture: no lone plain word, no code fragment, every probe with a
 /// tier, and one fact tested by one probe.
 #[test]

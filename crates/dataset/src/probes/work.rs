@@ -4,7 +4,9 @@
 use compaction::{ProbeKind, Role, Tier};
 
 use super::facts::{self, is_month, FactType};
-use super::{clip, clip_words, command_of, is_common_word, request_text, term_score, tokens, Candidate, Deriver};
+use super::{
+    clip, clip_words, command_of, is_common_word, is_real_user, request_text, term_score, tokens, Candidate, Deriver,
+};
 
 /// Capitalized words that never open a named entity.
 const DETERMINERS: [&str; 16] = [
@@ -34,12 +36,22 @@ const CONFIRMS: [&str; 18] = [
     "i'll go with",
 ];
 
-/// A short reply that approves or picks what the agent proposed ("yes", "I'll go with the
-/// first option"): ten words at most, opening with a confirmation.
+/// The most words of a confirmation ([`is_confirmation`]).
+pub(super) const CONFIRMATION_WORDS: usize = 16;
+
+/// A short reply that approves or picks what the agent proposed ("yes", "Yes, let's go with
+/// the economy class for this option, please"): [`CONFIRMATION_WORDS`] words at most, opening
+/// with a confirmation, not a question ("Okay, could you tell me the sum of my balances?" asks
+/// for something new).
 pub(super) fn is_confirmation(text: &str) -> bool {
     let lower = text.trim().to_lowercase();
-    lower.split_whitespace().count() <= 10 && CONFIRMS.iter().any(|c| lower.starts_with(c))
+    lower.split_whitespace().count() <= CONFIRMATION_WORDS
+        && CONFIRMS.iter().any(|c| lower.starts_with(c))
+        && !lower.ends_with('?')
 }
+
+/// How far back (in messages) a confirmation's object is looked for.
+const PROPOSAL_REACH: usize = 24;
 
 /// Messages after a failed command within which a working rerun makes its lesson a detail.
 pub(super) const FIXED_AT_ONCE: usize = 3;
@@ -195,6 +207,20 @@ pub(super) fn is_joiner(word: &str) -> bool {
     JOINERS.contains(&word.to_lowercase().replace('’', "'").as_str())
 }
 
+/// The words that ask for something; what follows them is the request.
+const REQUEST_MARKERS: [&str; 10] = [
+    "need to ",
+    "want to ",
+    "like to ",
+    "could you ",
+    "can you ",
+    "would you ",
+    "please ",
+    "help me ",
+    "i need ",
+    "i want ",
+];
+
 /// The most words of a key phrase.
 pub(super) const KEY_PHRASE_WORDS: usize = 6;
 
@@ -212,6 +238,36 @@ pub(super) fn key_phrase(text: &str) -> Option<String> {
 /// can say what the short phrase does not: "use the gift card with the smallest balance"),
 /// else the next clause's.
 pub(super) fn key_phrase_where(text: &str, keep: &dyn Fn(&str) -> bool) -> Option<String> {
+    // What the person asks for follows the words that ask ("I really need to cancel any
+    // orders", "could you please check"): the first such clause, before an opening that
+    // only sets the scene ("I'm a bit all over the place right now").
+    for sentence in split_sentences(text) {
+        // Byte offsets of `sentence` itself (the markers are ASCII; case is ignored).
+        let bytes = sentence.as_bytes();
+        let Some(at) = REQUEST_MARKERS
+            .iter()
+            .filter_map(|m| {
+                (0..bytes.len().saturating_sub(m.len() - 1))
+                    .find(|&k| {
+                        bytes[k..k + m.len()].eq_ignore_ascii_case(m.as_bytes())
+                            && (k == 0 || !bytes[k - 1].is_ascii_alphanumeric())
+                    })
+                    .map(|k| k + m.len())
+            })
+            .min()
+        else {
+            continue;
+        };
+        let rest = sentence.get(at..).unwrap_or_default();
+        let clause = rest.split([',', ':', '(', ')', '—', '–']).next().unwrap_or_default();
+        let short = clause_phrase(clause, KEY_PHRASE_WORDS);
+        if let Some(p) = short.clone().filter(|p| keep(p)) {
+            return Some(p);
+        }
+        if let Some(p) = clause_phrase(clause, 2 * KEY_PHRASE_WORDS).filter(|p| Some(p) != short.as_ref() && keep(p)) {
+            return Some(p);
+        }
+    }
     for sentence in split_sentences(text) {
         for clause in sentence.split([',', ':', '(', ')', '—', '–']) {
             let Some(short) = clause_phrase(clause, KEY_PHRASE_WORDS) else { continue };
@@ -522,20 +578,34 @@ impl Deriver<'_> {
             if !is_confirmation(&text) {
                 continue;
             }
-            let Some(prev) =
-                (0..i).rev().find(|&k| self.msg(k).role == Role::Assistant && !self.msg(k).content.trim().is_empty())
-            else {
-                continue;
-            };
-            // Identifiers only: what was proposed.
-            // The proposal closes the message it answers.
-            let content = &self.msg(prev).content;
-            let tail = content.char_indices().rev().nth(600).map_or(content.as_str(), |(at, _)| &content[at..]);
-            let mut facts: Vec<Vec<String>> = request_facts(tail, self.params.max_facts * 2)
-                .into_iter()
-                .filter(|f| f.iter().any(|a| is_strong(a)))
-                .take(self.params.max_facts.saturating_sub(1).max(1))
+            // What was proposed: the identifiers that close the agent's message the reply
+            // answers; when it names none (`the total on your card will be $1,172`), those of
+            // the agent's latest message before it that names what is being chosen (the
+            // flights, the order), back to the user's previous confirmation.
+            let texts: Vec<usize> = (i.saturating_sub(PROPOSAL_REACH)..i)
+                .rev()
+                .take_while(|&k| {
+                    k + 1 == i || !(is_real_user(self.msg(k)) && is_confirmation(&request_text(&self.msg(k).content)))
+                })
+                .filter(|&k| self.msg(k).role == Role::Assistant && !self.msg(k).content.trim().is_empty())
                 .collect();
+            let Some(&prev) = texts.first() else { continue };
+            let proposed = |k: usize| -> Vec<Vec<String>> {
+                let content = &self.msg(k).content;
+                let tail = content.char_indices().rev().nth(600).map_or(content.as_str(), |(at, _)| &content[at..]);
+                request_facts(tail, self.params.max_facts * 2)
+                    .into_iter()
+                    .filter(|f| f.iter().any(|a| is_strong(a)))
+                    .take(self.params.max_facts.saturating_sub(1).max(1))
+                    .collect()
+            };
+            let names_object =
+                |f: &Vec<Vec<String>>| f.iter().flatten().any(|a| facts::fact_type(a) == FactType::Identifier);
+            let (prev, mut facts) = texts
+                .iter()
+                .map(|&k| (k, proposed(k)))
+                .find(|(_, f)| names_object(f))
+                .unwrap_or_else(|| (prev, proposed(prev)));
             let mut fact_sources = vec![prev; facts.len()];
             // The choice in the user's words: the reply without its confirmation.
             let lower = text.trim().to_lowercase();
