@@ -353,9 +353,15 @@ pub struct Probe {
     pub facts: Vec<Vec<String>>,
     /// Index (0-based, into `messages`) of the message that holds the answer.
     pub source_message: usize,
-    /// Ask after this many messages of the recording are in context (`None`: at the end).
+    /// Ask after this many messages of the recording are in context (`None`: at every
+    /// checkpoint after `source_message`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub asked_at: Option<usize>,
+    /// Asked only while at most this many messages are in context: the state it asks about
+    /// changed at message `until` (a to-do list the agent wrote again), where a later probe
+    /// asks it as it then stood. `None`: it never goes out of date.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<usize>,
     /// How much it matters ([`Tier`]); absent: [`Tier::of_kind`] of its kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tier: Option<Tier>,
@@ -423,6 +429,12 @@ impl Probe {
     /// An answer key: written by a person at its checkpoint ([`ProbeOrigin::Written`]).
     pub fn is_written(&self) -> bool {
         self.origin == Some(ProbeOrigin::Written)
+    }
+
+    /// True when the probe still holds at a checkpoint of `at` messages: it is not out of
+    /// date there ([`Probe::until`]).
+    pub fn stands_at(&self, at: usize) -> bool {
+        self.until.is_none_or(|u| at <= u)
     }
 
     /// The messages that state the answer: `source_messages`, else `source_message` alone.

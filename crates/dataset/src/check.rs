@@ -22,8 +22,8 @@ pub fn is_blank_text(text: &str) -> bool {
 /// `tool_call_id`, answers a call before it (via [`compaction::check_context`]) and, when it
 /// carries a `name`, names the same tool as its call; every call has a result, except the
 /// calls of the last assistant message when nothing but tool results follow it (in flight);
-/// probes have unique non-empty ids, a question, `source_message` in range, `asked_at` in
-/// `1..=messages` and after the source, and at least one fact with no empty alias (one of only zero-width characters is empty); answer keys
+/// probes have unique non-empty ids, a question, `source_message` in range, `until` after it,
+/// `asked_at` in `1..=messages` and after the source, and at least one fact with no empty alias (one of only zero-width characters is empty); answer keys
 /// (probes with `origin: "written"`) as [`check_keys`] says.
 pub fn check_conversation(conv: &Conversation) -> Vec<DatasetError> {
     let mut out = Vec::new();
@@ -141,6 +141,12 @@ pub fn check_conversation(conv: &Conversation) -> Vec<DatasetError> {
             out.push(
                 at(Problem::SourceOutOfRange { index: probe.source_message, messages: n })
                     .at_field(field("source_message")),
+            );
+        }
+        if let Some(until) = probe.until.filter(|&u| u <= probe.source_message || u > n) {
+            out.push(
+                at(Problem::UntilOutOfRange { until, source_message: probe.source_message, messages: n })
+                    .at_field(field("until")),
             );
         }
         if let Some(asked_at) = probe.asked_at {

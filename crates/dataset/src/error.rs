@@ -162,6 +162,8 @@ pub enum Problem {
     AskedAtOutOfRange { asked_at: usize, messages: usize },
     #[error("asked_at {asked_at} comes before the answer: source_message {source_message} is not yet in context")]
     AskedBeforeSource { asked_at: usize, source_message: usize },
+    #[error("until {until} must come after source_message {source_message} and be at most the {messages} messages")]
+    UntilOutOfRange { until: usize, source_message: usize, messages: usize },
     #[error("a probe needs at least one fact")]
     NoFacts,
     #[error("empty fact: a fact needs at least one alias")]
@@ -220,6 +222,7 @@ impl Problem {
             Problem::SourceOutOfRange { .. } => "source_out_of_range",
             Problem::AskedAtOutOfRange { .. } => "asked_at_out_of_range",
             Problem::AskedBeforeSource { .. } => "asked_before_source",
+            Problem::UntilOutOfRange { .. } => "until_out_of_range",
             Problem::NoFacts => "no_facts",
             Problem::EmptyFact => "empty_fact",
             Problem::EmptyAlias => "empty_alias",

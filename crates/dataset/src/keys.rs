@@ -217,9 +217,9 @@ pub fn attach<'a>(conversations: impl IntoIterator<Item = &'a mut Conversation>,
 }
 
 /// Whether one of `probes` tests `key`'s facts at its checkpoint: a probe asked there (with no
-/// `asked_at`, or asked at or after the checkpoint) whose source message is before it, with a
-/// fact alias that occurs in one of the key's aliases or holds one (normalized, at word
-/// boundaries; common words and bare small numbers left out).
+/// `asked_at`, or asked at or after the checkpoint, and not out of date there) whose source
+/// message is before it, with a fact alias that occurs in one of the key's aliases or holds one
+/// (normalized, at word boundaries; common words and bare small numbers left out).
 pub fn tested_by<'a>(key: &Probe, probes: impl IntoIterator<Item = &'a Probe>) -> bool {
     use crate::text::{expand_aliases, is_weak_alias, normalize, occurs};
     let Some(at) = key.asked_at else { return false };
@@ -227,6 +227,7 @@ pub fn tested_by<'a>(key: &Probe, probes: impl IntoIterator<Item = &'a Probe>) -
     probes.into_iter().filter(|p| !p.is_written()).any(|p| {
         p.source_message < at
             && p.asked_at.is_none_or(|a| a >= at)
+            && p.stands_at(at)
             && p.facts.iter().flatten().filter(|a| !is_weak_alias(a)).any(|alias| {
                 let d = normalize(alias);
                 !d.is_empty() && key_aliases.iter().any(|k| occurs(k, &d) || occurs(&d, k))

@@ -249,11 +249,12 @@ pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>
     ];
     // Candidates come ranked. Artifacts are spread over the conversation (written and edited
     // files first, read files filling what is left); the families of what stands at a point of
-    // the work (requests, constraints, choices, to-do lists, git, lessons, decisions) are
-    // spread over the conversation too, so that a checkpoint anywhere has the state before it;
-    // the others are taken in rank order. A family keeps at most its bound, and every kind at
-    // most its own ([`DeriveParams::max_of`]), both times the conversation's scale ([`scale`]).
-    // One fact is tested by one probe: an alias an earlier probe tests is left out of later
+    // the work (requests, constraints, choices, git, lessons, decisions) are spread over the
+    // conversation too, so that a checkpoint anywhere has the state before it; the to-do
+    // lists are asked each as it stood, until the next ([`WINDOWED_FAMILY`]); the others are
+    // taken in rank order. A family keeps at most its bound, and every kind at most its own
+    // ([`DeriveParams::max_of`]), both times the conversation's scale ([`scale`]). One fact is
+    // tested by one probe at a checkpoint: an alias an earlier probe tests is left out of later
     // ones, a fact left with no alias is dropped, and so is a probe left with no fact.
     let scale = scale(conv);
     let mut room: BTreeMap<ProbeKind, usize> = ProbeKind::ALL.iter().map(|&k| (k, params.max_of(k) * scale)).collect();
@@ -266,6 +267,7 @@ pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>
         // keeps only what is new.
         let mut family_used: HashSet<String> = HashSet::new();
         for c in candidates {
+            let first: Option<Vec<String>> = c.facts.first().filter(|_| c.needs_first).cloned();
             let Some(mut c) = d.checked(c) else { continue };
             for f in &mut c.facts {
                 f.retain(|a| !used.contains(&normalize(a)) && !family_used.contains(&normalize(a)));
@@ -274,7 +276,13 @@ pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>
             if c.facts.is_empty() {
                 continue;
             }
-            if spread_family {
+            if first.is_some_and(|first| !c.facts.iter().flatten().any(|a| first.contains(a))) {
+                d.dropped.borrow_mut().probes += 1;
+                continue;
+            }
+            if family == WINDOWED_FAMILY {
+                // Every one is kept (see WINDOWED_FAMILY); later families leave its facts.
+            } else if spread_family {
                 family_used.extend(c.facts.iter().flatten().map(|a| normalize(a)));
             } else if family != "artifact" {
                 // Spread artifacts are chosen below; their facts are reserved only when chosen.
@@ -293,7 +301,10 @@ pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>
             }
             kept.push(c);
         }
-        let selected: Vec<Candidate> = if family == "artifact" {
+        let selected: Vec<Candidate> = if family == WINDOWED_FAMILY {
+            used.extend(kept.iter().flat_map(|c| c.facts.iter().flatten()).map(|a| normalize(a)));
+            kept
+        } else if family == "artifact" {
             let bound = bound.min(room.get(&ProbeKind::Artifact).copied().unwrap_or(0));
             let (written, read): (Vec<Candidate>, Vec<Candidate>) = kept.into_iter().partition(|c| !c.secondary);
             let mut s = spread(written, bound);
@@ -349,6 +360,7 @@ pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>
                 source_message: c.source,
                 source_messages: if sources.len() > 1 { sources } else { Vec::new() },
                 asked_at: None,
+                until: c.until,
                 tier: Some(c.tier),
                 ..Default::default()
             });
@@ -360,20 +372,14 @@ pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>
 
 /// The families spread over the conversation rather than taken in rank order: what stands at
 /// a point of the work.
-const SPREAD_FAMILIES: [&str; 12] = [
-    "task",
-    "constraint",
-    "asked",
-    "git",
-    "tracker",
-    "tests",
-    "todo",
-    "plan",
-    "action",
-    "choice",
-    "lesson",
-    "decision",
-];
+const SPREAD_FAMILIES: [&str; 11] =
+    ["task", "constraint", "asked", "git", "tracker", "tests", "plan", "action", "choice", "lesson", "decision"];
+
+/// The family asked as it stood at each point rather than once: every to-do list the agent
+/// wrote yields its probe, each asked until the next write, so none is bounded, none counts
+/// against its kind's room, and consecutive probes may ask the same item (they never stand at
+/// one checkpoint together).
+const WINDOWED_FAMILY: &str = "todo";
 
 /// Messages per step of a conversation's scale.
 pub const SCALE_MESSAGES: usize = 40;
@@ -421,6 +427,12 @@ struct Candidate {
     /// lesson's cause and fix); empty: every fact is in `source`.
     fact_sources: Vec<usize>,
     tier: Tier,
+    /// Asked only until this message is in context ([`Probe::until`]): a to-do list's probe
+    /// until the list is written again.
+    until: Option<usize>,
+    /// The question asks for the first fact (a test run's outcome): a candidate that lost it
+    /// to the checks is dropped, not asked with what is left.
+    needs_first: bool,
 }
 
 /// A candidate's defaults, for a family's literal to complete (`..Candidate::default()`): not
@@ -437,6 +449,8 @@ impl Default for Candidate {
             secondary: false,
             fact_sources: Vec::new(),
             tier: Tier::Detail,
+            until: None,
+            needs_first: false,
         }
     }
 }
@@ -895,6 +909,7 @@ impl<'a> Deriver<'a> {
                     secondary: f.verb == Verb::Read,
                     fact_sources,
                     tier: if f.verb == Verb::Read { Tier::Detail } else { Tier::Useful },
+                    ..Candidate::default()
                 }
             })
             .collect()

@@ -340,9 +340,10 @@ pub fn replay_with(
             });
         }
         match p.asked_at {
-            // Asked at every checkpoint after the message that holds its answer.
+            // Asked at every checkpoint after the message that holds its answer, while it
+            // stands.
             None => {
-                for &(at, percent) in marks.iter().filter(|(at, _)| *at > p.source_message) {
+                for &(at, percent) in marks.iter().filter(|(at, _)| *at > p.source_message && p.stands_at(*at)) {
                     checkpoints.entry(at).or_default().push((p, percent));
                 }
             }

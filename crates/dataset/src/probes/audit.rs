@@ -69,8 +69,11 @@ impl Audit {
         let source = if conv.source.is_empty() { "(none)".to_string() } else { conv.source.clone() };
         let a = self.sources.entry(source).or_default();
         a.conversations += 1;
-        // Per checkpoint (asked_at, None: every checkpoint), the probe that tests each fact.
-        let mut tested: HashMap<(Option<usize>, String), &str> = HashMap::new();
+        // Per checkpoint (asked_at, None: every checkpoint), the probes that test each fact
+        // with the span of checkpoints each stands over: two probes of one fact are a
+        // duplicate where their spans meet (a to-do list's probe stands until the list is
+        // written again, and the next one's starts there).
+        let mut tested: HashMap<(Option<usize>, String), Vec<(&str, (usize, usize))>> = HashMap::new();
         for p in &conv.probes {
             a.probes += 1;
             *a.by_kind.entry(p.kind.as_str().to_string()).or_default() += 1;
@@ -84,14 +87,14 @@ impl Audit {
                     a.code_fragments.push(format!("{}/{}: {first}", conv.id, p.id));
                 }
                 let mut dup = false;
+                let span = (p.source_message + 1, p.until.unwrap_or(usize::MAX));
                 for alias in f {
                     let key = (p.asked_at, normalize(alias));
-                    match tested.get(&key) {
-                        Some(other) if *other != p.id.as_str() => dup = true,
-                        _ => {
-                            tested.insert(key, &p.id);
-                        }
+                    let others = tested.entry(key).or_default();
+                    if others.iter().any(|(id, (lo, hi))| *id != p.id.as_str() && *lo <= span.1 && span.0 <= *hi) {
+                        dup = true;
                     }
+                    others.push((&p.id, span));
                 }
                 if dup {
                     a.duplicates.push(format!("{}: {first}", conv.id));

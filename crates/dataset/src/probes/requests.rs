@@ -120,8 +120,8 @@ impl Deriver<'_> {
                 source: i,
                 // A later request without an identifier fills what those with one leave.
                 secondary: turn > 0 && !strong,
-                fact_sources: Vec::new(),
                 tier,
+                ..Candidate::default()
             })
         }
     }

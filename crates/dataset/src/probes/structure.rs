@@ -8,7 +8,7 @@ use compaction::{ProbeKind, Role, Tier};
 use serde_json::Value;
 
 use super::work::{is_joiner, key_phrase};
-use super::{clip, facts, is_real_user, said_text, Candidate, Deriver};
+use super::{clip, clip_words, facts, is_real_user, said_text, Candidate, Deriver};
 
 /// User-role text a person did not type as a request: the output of a command they ran in the
 /// harness (`<bash-stdout>`), a notification, a slash command with no arguments.
@@ -115,6 +115,18 @@ fn is_symbol(t: &str) -> bool {
     t.chars().count() >= 4
         && t.chars().all(|c| c.is_alphanumeric() || "_./-:".contains(c))
         && (t.contains('_') || t.contains('/') || inner_upper || t.split('.').filter(|p| !p.is_empty()).count() >= 2)
+}
+
+/// The line where git reports a commit made: `[branch 7e00b6e] subject` (the bracket ends on
+/// an abbreviated hash), not a hook's `[FORMAT] Code is not formatted.`
+fn commit_line(output: &str) -> Option<&str> {
+    output.lines().find(|l| {
+        l.starts_with('[')
+            && l.split_once("] ").is_some_and(|(head, _)| {
+                let hash = head.split_whitespace().last().unwrap_or_default();
+                head.split_whitespace().count() >= 2 && hash.len() >= 7 && hash.chars().all(|c| c.is_ascii_hexdigit())
+            })
+    })
 }
 
 /// What `git push` reported it pushed: the commit range (`05fd186..a230dbf`; none for a new
@@ -314,57 +326,118 @@ impl Deriver<'_> {
             .any(|c| self.shell_command(&c.arguments).is_some_and(|cmd| cmd.contains("git commit")))
     }
 
-    /// Every to-do list the agent wrote: the items still open as the next step, the items it
-    /// marked done as work done; the list as it stands at each write.
+    /// Every to-do list the agent wrote, as it stood: one probe per write, asked until the
+    /// agent changed the list again (where the next probe takes over), so that at any
+    /// checkpoint the list is asked as it then stood. A list is a to-do list call
+    /// (`TodoWrite`, Codex's `update_plan`), rewritten whole at each call, or the tasks of
+    /// Claude Code's task tools, added one at a time (`TaskCreate`) and set done one at a time
+    /// (`TaskUpdate`). Its facts are the items in progress, the items this change marked done,
+    /// then the items still to do and the items done before, at most `max_facts`. The items
+    /// hold the status; the question asks for it.
     pub(super) fn todos(&self) -> Vec<Candidate> {
-        let mut out = Vec::new();
+        // (message, the list after it, the message that holds each item's text)
+        let mut lists: Vec<(usize, Vec<(Todo, usize)>)> = Vec::new();
+        let mut tasks: Vec<(Vec<(Todo, usize)>, usize)> = Vec::new();
+        // The task tools' list, by task id.
+        let mut by_id: Vec<(String, Todo, usize)> = Vec::new();
         for (i, m) in self.conv.messages.iter().enumerate() {
-            for call in
-                m.tool_calls.iter().filter(|c| matches!(c.name.as_str(), "TodoWrite" | "todo_write" | "update_plan"))
-            {
-                let items = todo_items(&call.arguments);
-                let open: Vec<&Todo> = items.iter().filter(|t| t.status != "completed").collect();
-                let done: Vec<&Todo> = items.iter().filter(|t| t.status == "completed").collect();
-                if let Some(current) = open.first() {
-                    let facts: Vec<Vec<String>> = open.iter().take(3).map(|t| item_facts(&t.text)).collect();
-                    out.push(critical(
-                        ProbeKind::NextStep,
-                        "Which items of its to-do list had the agent not finished yet?",
-                        format!(
-                            "{} (status {}){}",
-                            clip(&current.text, 160),
-                            current.status,
-                            if open.len() > 1 { format!(", and {} more", open.len() - 1) } else { String::new() }
-                        ),
-                        facts,
-                        i,
-                    ));
+            for call in &m.tool_calls {
+                match call.name.as_str() {
+                    "TodoWrite" | "todo_write" | "update_plan" => {
+                        let items = todo_items(&call.arguments);
+                        if !items.is_empty() {
+                            lists.push((i, items.into_iter().map(|t| (t, i)).collect()));
+                        }
+                    }
+                    "TaskCreate" | "TaskUpdate" => {
+                        let Ok(v) = serde_json::from_str::<Value>(&call.arguments) else { continue };
+                        let Some(j) = self.result_of(i, &call.id).filter(|&j| !self.msg(j).is_error) else { continue };
+                        if call.name == "TaskCreate" {
+                            let Some(subject) = v.get("subject").and_then(Value::as_str) else { continue };
+                            // `Task #9 created successfully: ...`
+                            let id = self
+                                .msg(j)
+                                .content
+                                .split('#')
+                                .nth(1)
+                                .map(|r| r.chars().take_while(char::is_ascii_alphanumeric).collect::<String>());
+                            by_id.push((
+                                id.unwrap_or_default(),
+                                Todo { text: subject.to_string(), status: "pending".into() },
+                                i,
+                            ));
+                        } else {
+                            let id = v.get("taskId").map(|t| t.as_str().map_or(t.to_string(), str::to_string));
+                            let status = v.get("status").and_then(Value::as_str);
+                            let (Some(id), Some(status)) = (id, status) else { continue };
+                            if status == "deleted" {
+                                by_id.retain(|(k, _, _)| *k != id);
+                            } else if let Some(t) = by_id.iter_mut().find(|(k, _, _)| *k == id) {
+                                t.1.status = status.to_string();
+                            } else {
+                                continue;
+                            }
+                        }
+                        tasks.push((
+                            by_id
+                                .iter()
+                                .map(|(_, t, at)| (Todo { text: t.text.clone(), status: t.status.clone() }, *at))
+                                .collect(),
+                            i,
+                        ));
+                    }
+                    _ => {}
                 }
-                if let Some(last) = done.last() {
-                    out.push(critical(
-                        ProbeKind::WorkState,
-                        "Which items of its to-do list had the agent finished?",
-                        clip(&last.text, 200),
-                        done.iter().rev().take(2).map(|t| item_facts(&t.text)).collect(),
-                        i,
-                    ));
-                }
-            }
-            // Claude Code's task tools: a task created is an item still to do.
-            for call in m.tool_calls.iter().filter(|c| c.name == "TaskCreate") {
-                let Ok(v) = serde_json::from_str::<Value>(&call.arguments) else { continue };
-                let Some(subject) = v.get("subject").and_then(Value::as_str) else { continue };
-                out.push(critical(
-                    ProbeKind::NextStep,
-                    "Which task did the agent add to its task list?",
-                    clip(subject, 200),
-                    vec![item_facts(subject)],
-                    i,
-                ));
             }
         }
-        // The latest lists first: what the work stands on now.
-        out.reverse();
+        let tasks: Vec<(usize, Vec<(Todo, usize)>)> = tasks.into_iter().map(|(l, i)| (i, l)).collect();
+        let mut out = Vec::new();
+        for (what, sequence) in [("to-do list", lists), ("task list", tasks)] {
+            for (k, (i, items)) in sequence.iter().enumerate() {
+                let before: std::collections::HashMap<&str, &str> = k
+                    .checked_sub(1)
+                    .map(|p| sequence[p].1.iter().map(|(t, _)| (t.text.as_str(), t.status.as_str())).collect())
+                    .unwrap_or_default();
+                let done_now = |t: &Todo| t.status == "completed" && before.get(t.text.as_str()) != Some(&"completed");
+                let rank = |t: &Todo| match t.status.as_str() {
+                    "in_progress" => 0,
+                    "completed" if done_now(t) => 1,
+                    "completed" => 3,
+                    _ => 2,
+                };
+                let mut ordered: Vec<&(Todo, usize)> = items.iter().collect();
+                ordered.sort_by_key(|(t, _)| rank(t));
+                let (facts, fact_sources): (Vec<Vec<String>>, Vec<usize>) =
+                    ordered.iter().map(|(t, at)| (item_facts(&t.text), *at)).filter(|(f, _)| !f.is_empty()).unzip();
+                let group = |pick: &dyn Fn(&Todo) -> bool| -> String {
+                    items.iter().filter(|(t, _)| pick(t)).map(|(t, _)| clip(&t.text, 80)).collect::<Vec<_>>().join("; ")
+                };
+                let answer = [
+                    ("done", group(&|t| t.status == "completed")),
+                    ("in progress", group(&|t| t.status == "in_progress")),
+                    ("to do", group(&|t| t.status != "completed" && t.status != "in_progress")),
+                ]
+                .iter()
+                .filter(|(_, g)| !g.is_empty())
+                .map(|(label, g)| format!("{label}: {g}"))
+                .collect::<Vec<_>>()
+                .join(" | ");
+                out.push(Candidate {
+                    kind: ProbeKind::WorkState,
+                    question: format!(
+                        "How did the agent's {what} stand at call {}: which items were done, which in progress, which still to do?",
+                        self.call_number(*i)
+                    ),
+                    answer: clip(&answer, 500),
+                    facts,
+                    source: *i,
+                    fact_sources,
+                    until: sequence.get(k + 1).map(|(next, _)| *next),
+                    tier: Tier::Critical,
+                    ..Candidate::default()
+                });
+            }
+        }
         out
     }
 
@@ -446,14 +519,64 @@ impl Deriver<'_> {
                 let Some(cmd) = self.shell_command(&call.arguments) else { continue };
                 let Some(j) = self.result_of(i, &call.id) else { continue };
                 let result = self.msg(j);
+                let git_change = cmd.contains("git commit") || cmd.contains("git push") || cmd.contains("gh pr create");
+                if git_change && super::is_rejection(&result.content) {
+                    // Turned down: nothing was committed or pushed, and the user's words say
+                    // what to do instead.
+                    let Some(words) = result.content.split_once("the user said:").map(|(_, w)| w.trim()) else {
+                        continue;
+                    };
+                    let Some(said) = key_phrase(words).or_else(|| {
+                        (words.split_whitespace().count() >= 2 && facts::allowed(words)).then(|| words.to_string())
+                    }) else {
+                        continue;
+                    };
+                    out.push(critical(
+                        ProbeKind::WorkState,
+                        &format!(
+                            "Which git command did the user turn down at call {}, and what did they ask instead?",
+                            self.call_number(i)
+                        ),
+                        format!("`{}`: {}", clip(&cmd, 80), clip(words, 200)),
+                        vec![vec![said]],
+                        j,
+                    ));
+                    continue;
+                }
+                if cmd.contains("git commit") && (result.is_error || commit_line(&result.content).is_none()) {
+                    // A commit that did not go through (a hook refused it): nothing is
+                    // committed, and the reason is what the agent must fix first.
+                    // Its first lines (the hook's verdict, the check that failed), then the
+                    // line that states the cause.
+                    // (A hook's output recorded with its line breaks escaped is read as lines.)
+                    let output = result.content.replace("\\n", "\n");
+                    let mut facts: Vec<Vec<String>> = output
+                        .lines()
+                        .map(str::trim)
+                        .filter(|l| l.split_whitespace().count() >= 2 && !l.starts_with("Exit code"))
+                        .take(3)
+                        .map(|l| vec![if l.chars().count() <= 80 { l.to_string() } else { clip_words(l, 60) }])
+                        .collect();
+                    if let Some(cause) = super::work::cause_line(&result.content) {
+                        facts.extend(super::work::cause_facts(&cause));
+                    }
+                    if facts.is_empty() {
+                        continue;
+                    }
+                    out.push(critical(
+                        ProbeKind::WorkState,
+                        &format!("Why did the agent's commit at call {} not go through?", self.call_number(i)),
+                        clip(&result.content, 300),
+                        facts,
+                        j,
+                    ));
+                    continue;
+                }
                 if result.is_error {
                     continue;
                 }
                 if cmd.contains("git commit") {
-                    // `[branch 7e00b6e] subject`
-                    let Some(line) = result.content.lines().find(|l| l.starts_with('[') && l.contains("] ")) else {
-                        continue;
-                    };
+                    let Some(line) = commit_line(&result.content) else { continue };
                     let (head, subject) = line.split_once("] ").unwrap_or_default();
                     let mut parts = head.trim_start_matches('[').split_whitespace();
                     let (branch, hash) = (parts.next().unwrap_or_default(), parts.last().unwrap_or_default());
@@ -593,9 +716,9 @@ impl Deriver<'_> {
                         answer: url,
                         facts,
                         source: j,
-                        secondary: false,
                         fact_sources: sources,
                         tier: Tier::Critical,
+                        ..Candidate::default()
                     });
                 }
             }
@@ -628,9 +751,10 @@ impl Deriver<'_> {
                     answer: format!("{suite}: {outcome}"),
                     facts,
                     source: j,
-                    secondary: false,
-                    fact_sources: vec![j, j, j, i],
                     tier: Tier::Critical,
+                    // Asked for the outcome: a probe left with the command alone is not asked.
+                    needs_first: true,
+                    ..Candidate::default()
                 };
                 // The suite is in the call; each fact is found in the call or the result.
                 c.fact_sources = c.facts.iter().map(|f| if f[0] == suite { i } else { j }).collect();

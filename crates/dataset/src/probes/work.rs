@@ -626,9 +626,9 @@ impl Deriver<'_> {
                 answer: format!("{} (answering: {})", clip(&text, 200), clip(&self.msg(prev).content, 300)),
                 facts,
                 source: i,
-                secondary: false,
                 fact_sources,
                 tier: Tier::Critical,
+                ..Candidate::default()
             });
         }
         // The latest first: what stands now.

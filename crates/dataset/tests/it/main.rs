@@ -4,5 +4,6 @@ mod calibration;
 mod import_fixtures;
 mod keys;
 mod readme_example;
+mod recorded_structure;
 mod schema;
 mod structure;

@@ -33,24 +33,99 @@ fn aliases(p: &Probe) -> Vec<&str> {
 }
 
 #[test]
-fn a_todo_list_yields_its_open_items_as_the_next_step_and_its_done_items_as_work_state() {
-    let todos = json!({"todos": [
+fn every_to_do_list_is_asked_as_it_stood_until_the_next_write() {
+    let first = json!({"todos": [
+        {"content": "Add the retry budget to RetryPolicy", "status": "in_progress", "activeForm": "Adding"},
+        {"content": "Document the retry budget in docs/retries.md", "status": "pending", "activeForm": "Documenting"}
+    ]});
+    let second = json!({"todos": [
         {"content": "Add the retry budget to RetryPolicy", "status": "completed", "activeForm": "Adding"},
         {"content": "Wire backoff jitter into send_with_retry", "status": "in_progress", "activeForm": "Wiring"},
         {"content": "Document the retry budget in docs/retries.md", "status": "pending", "activeForm": "Documenting"}
     ]});
-    let conv =
-        session("Make the HTTP client retry with jitter.", vec![("TodoWrite", todos, "Todos have been modified")]);
+    let conv = session(
+        "Make the HTTP client retry with jitter.",
+        vec![("TodoWrite", first, "Todos have been modified"), ("TodoWrite", second, "Todos have been modified")],
+    );
     let probes = derive(&conv, &DeriveParams::default());
-    let next = of_kind(&probes, ProbeKind::NextStep);
-    assert_eq!(next.len(), 1, "{probes:#?}");
-    assert_eq!(next[0].tier(), Tier::Critical);
-    assert_eq!(next[0].source_message, 1);
-    assert!(aliases(next[0]).contains(&"send_with_retry"), "{:?}", aliases(next[0]));
-    assert!(aliases(next[0]).iter().any(|a| a.contains("docs/retries.md")), "{:?}", aliases(next[0]));
-    let done = of_kind(&probes, ProbeKind::WorkState);
-    assert_eq!(done.len(), 1, "{probes:#?}");
-    assert!(aliases(done[0]).contains(&"RetryPolicy"), "{:?}", aliases(done[0]));
+    let lists: Vec<&Probe> = probes.iter().filter(|p| p.id.starts_with("derived-todo")).collect();
+    assert_eq!(lists.len(), 2, "one probe per write: {probes:#?}");
+    // The first stands until the second write is in context; the second from there on.
+    assert_eq!((lists[0].source_message, lists[0].until), (1, Some(3)));
+    assert_eq!((lists[1].source_message, lists[1].until), (3, None));
+    assert!(lists[0].stands_at(3) && !lists[0].stands_at(4) && lists[1].stands_at(40));
+    assert!(lists.iter().all(|p| p.kind == ProbeKind::WorkState && p.tier() == Tier::Critical));
+    // In progress first, then what this write marked done, then what is still to do.
+    let firsts: Vec<&str> = lists[1].facts.iter().map(|f| f[0].as_str()).collect();
+    assert_eq!(
+        firsts,
+        vec![
+            "Wire backoff jitter into send_with_retry",
+            "Add the retry budget to RetryPolicy",
+            "Document the retry budget in docs/retries.md"
+        ]
+    );
+    assert!(lists[1].answer.contains("done: Add the retry budget"), "{}", lists[1].answer);
+}
+
+#[test]
+fn the_task_tools_list_is_asked_after_each_task_added_or_set_done() {
+    let conv = session(
+        "Mark sessions as closed when the user ends them.",
+        vec![
+            (
+                "TaskCreate",
+                json!({"subject": "Add EndedAt field to the session State"}),
+                "Task #1 created successfully: Add EndedAt field to the session State",
+            ),
+            (
+                "TaskCreate",
+                json!({"subject": "Write the markSessionEnded helper"}),
+                "Task #2 created successfully: Write the markSessionEnded helper",
+            ),
+            ("TaskUpdate", json!({"taskId": "1", "status": "completed"}), "Updated task #1 status"),
+        ],
+    );
+    let probes = derive(&conv, &DeriveParams::default());
+    let lists: Vec<&Probe> = probes.iter().filter(|p| p.id.starts_with("derived-todo")).collect();
+    assert_eq!(lists.len(), 3, "one probe per change: {probes:#?}");
+    assert_eq!(
+        lists.iter().map(|p| (p.source_message, p.until)).collect::<Vec<_>>(),
+        vec![(1, Some(3)), (3, Some(5)), (5, None)]
+    );
+    // The update's probe asks the task it set done first; the text is where it was created.
+    assert_eq!(lists[2].facts[0][0], "Add EndedAt field to the session State");
+    assert!(lists[2].source_messages.contains(&1), "{:?}", lists[2].source_messages);
+    assert!(lists[2].answer.starts_with("done: Add EndedAt"), "{}", lists[2].answer);
+}
+
+#[test]
+fn a_commit_a_hook_refused_and_a_push_the_user_turned_down_are_work_state() {
+    let conv = session(
+        "Commit and push the transcript work.",
+        vec![
+            (
+                "Bash",
+                json!({"command": "git commit -m \"feat: unified transcript\""}),
+                "Pre-commit validation failed:\n\n[FORMAT] Code is not formatted.\nRun 'mix format' to fix.",
+            ),
+            (
+                "Bash",
+                json!({"command": "git push"}),
+                "The user doesn't want to proceed with this tool use. The tool use was rejected. To tell you how to proceed, the user said:\npull rebase first",
+            ),
+        ],
+    );
+    let probes = derive(&conv, &DeriveParams::default());
+    let state = of_kind(&probes, ProbeKind::WorkState);
+    let refused = state.iter().find(|p| p.question.contains("not go through")).unwrap_or_else(|| panic!("{probes:#?}"));
+    assert_eq!(refused.source_message, 2);
+    assert!(aliases(refused).contains(&"Pre-commit validation failed:"), "{:?}", aliases(refused));
+    assert!(aliases(refused).contains(&"[FORMAT] Code is not formatted."), "{:?}", aliases(refused));
+    let declined = state.iter().find(|p| p.question.contains("turn down")).expect("the declined push");
+    assert_eq!(declined.source_message, 4);
+    assert_eq!(aliases(declined), vec!["pull rebase first"]);
+    assert!(!state.iter().any(|p| p.question.starts_with("What did the agent commit")), "nothing was committed");
 }
 
 #[test]
