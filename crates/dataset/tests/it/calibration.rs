@@ -1,5 +1,5 @@
 //! The hand-graded probe set, `datasets/calibration/probes.jsonl`: every probe derived from the
-//! two corpora named in `datasets/calibration/README.md` (56 probes), each graded by reading its
+//! two corpora named in `datasets/calibration/README.md` (60 probes), each graded by reading its
 //! source messages: correct (its facts answer its question), discriminating (a context that
 //! kept them can be told from one that did not), importance (high, medium or low: how much the
 //! work after the checkpoint turns on it), the tier a reader gives it and whether the derived
@@ -63,7 +63,7 @@ fn entries() -> Vec<Entry> {
 #[test]
 fn the_graded_set_is_well_formed() {
     let set = entries();
-    assert_eq!(set.len(), 56);
+    assert_eq!(set.len(), 60);
     let ids: BTreeSet<&str> = set.iter().map(|e| e.id.as_str()).collect();
     assert_eq!(ids.len(), set.len(), "ids are unique");
     for e in &set {
