@@ -140,14 +140,16 @@ fn every_corpus_file_imports_and_validates() {
 
 /// No fact of a derived probe is a common word, occurs in the system prompt, or is a lone
 /// plain word or a code fragment; every probe has a tier; a gold probe's decision is sourced
-/// at a call of its gold action's tool; one alias is tested by one probe. Checked here from
+/// at a call of its gold action's tool; one alias is tested by one probe at a checkpoint (a
+/// to-do list's probes stand one after another). Checked here from
 /// the messages, independently of the derivation.
 fn assert_discriminating(conv: &compaction::Conversation, probes: &[compaction::Probe]) {
     use dataset::probes::facts::{fact_type, FactType};
     let rendered: Vec<String> = conv.messages.iter().map(|m| normalize(&render_message(m))).collect();
     let system: Vec<&String> =
         conv.messages.iter().zip(&rendered).filter(|(m, _)| m.role == compaction::Role::System).map(|x| x.1).collect();
-    let mut tested = BTreeSet::new();
+    // Each alias with the checkpoints its probes stand over (after the source, until `until`).
+    let mut tested: BTreeMap<String, Vec<(usize, usize)>> = BTreeMap::new();
     for p in probes {
         assert!(p.tier.is_some(), "{} {}: no tier", conv.id, p.id);
         let mut mine = BTreeSet::new();
@@ -157,9 +159,16 @@ fn assert_discriminating(conv: &compaction::Conversation, probes: &[compaction::
             assert!(!system.iter().any(|s| occurs(s, &a)), "{} {}: {alias:?} is in the system prompt", conv.id, p.id);
             mine.insert(a);
         }
+        let span = (p.source_message + 1, p.until.unwrap_or(usize::MAX));
         for a in mine {
-            assert!(!tested.contains(&a), "{} {}: {a:?} is tested by two probes", conv.id, p.id);
-            tested.insert(a);
+            let spans = tested.entry(a.clone()).or_default();
+            assert!(
+                !spans.iter().any(|(lo, hi)| *lo <= span.1 && span.0 <= *hi),
+                "{} {}: {a:?} is tested by two probes at one checkpoint",
+                conv.id,
+                p.id
+            );
+            spans.push(span);
         }
         for f in &p.facts {
             let t = fact_type(&f[0]);
