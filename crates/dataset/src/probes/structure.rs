@@ -909,6 +909,15 @@ pub(super) fn constraint_phrases(text: &str) -> Vec<Constraint> {
             })
         }) {
             from = at + marker;
+            // "I don't remember the email", "we never got a label": what the person says of
+            // themselves, not what the agent must do; "I don't want a replacement" is a
+            // preference all the same.
+            let negation = ["don't", "dont", "do", "never"].contains(&lower[at].as_str());
+            let of_themselves = at > 0 && ["i", "we"].contains(&lower[at - 1].as_str());
+            let wish = lower.get(at + marker).is_some_and(|w| ["want", "need", "like", "wish"].contains(&w.as_str()));
+            if negation && of_themselves && !wish {
+                continue;
+            }
             // The marker and up to six words after it, in the sentence's own spelling,
             // up to a clause break; a longer clause is cut before a joining word, and
             // the phrase does not end on a joining word, a determiner or a modal. A

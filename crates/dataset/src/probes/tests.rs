@@ -3,6 +3,7 @@
 use compaction::{Conversation, Message, Probe, ProbeKind, Tier, ToolCall};
 use serde_json::json;
 
+use super::files::shell_files;
 use super::*;
 
 fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
@@ -448,6 +449,15 @@ fn a_later_request_reads_its_prose_paragraphs_and_stops_at_pasted_output() {
     let all: Vec<&str> = task.facts.iter().flatten().map(String::as_str).collect();
     assert!(all.contains(&"#W4597054"), "a second paragraph of prose is the request: {all:?}");
     assert!(!all.contains(&"#W9999999"), "pasted output is not: {all:?}");
+}
+
+#[test]
+fn what_a_person_says_of_themselves_is_not_a_constraint_but_a_wish_is() {
+    let phrases = |t: &str| structure::constraint_phrases(t).into_iter().map(|c| c.phrase).collect::<Vec<_>>();
+    assert!(phrases("I don't remember the email on my account.").is_empty());
+    assert!(phrases("We never got a return label for it.").is_empty());
+    assert_eq!(phrases("I don't want a replacement for the lamp."), vec!["don't want a replacement for the lamp"]);
+    assert_eq!(phrases("Please don't touch the migrations."), vec!["don't touch the migrations"]);
 }
 
 #[test]
