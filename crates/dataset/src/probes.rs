@@ -810,12 +810,28 @@ impl<'a> Deriver<'a> {
                 .or_else(|| last(base, true))
                 .or_else(|| last(base, false));
             let Some(source) = source else { continue };
+            let mut facts = vec![vec![path.clone(), base.to_string()]];
+            let mut fact_sources = vec![source];
+            // The functions its hunks change, as the diff names them (`@@ ... @@ def parse(`),
+            // each from the last message up to the file's that names it.
+            for symbol in hunk_symbols(submission, path).into_iter().take(2) {
+                let Some(at) = (0..=source).rev().find(|&i| self.usable[i] && self.occurs_in(i, &symbol)) else {
+                    continue;
+                };
+                facts.push(vec![symbol]);
+                fact_sources.push(at);
+            }
+            let touched = if facts.len() > 1 { ", and which functions in it" } else { "" };
             out.push(Candidate {
                 kind: ProbeKind::Artifact,
-                question: format!("Which file does the agent's final patch change (file {} of {total})?", n + 1),
+                question: format!(
+                    "Which file does the agent's final patch change (file {} of {total}){touched}?",
+                    n + 1
+                ),
                 answer: path.clone(),
-                facts: vec![vec![path.clone(), base.to_string()]],
+                facts,
                 source,
+                fact_sources,
                 tier: Tier::Useful,
                 ..Candidate::default()
             });
@@ -1196,6 +1212,29 @@ fn patched_files(patch: &str) -> Vec<String> {
         let Some(b) = rest.split(' ').find_map(|p| p.strip_prefix("b/")) else { continue };
         if !out.iter().any(|x| x == b) {
             out.push(b.to_string());
+        }
+    }
+    out
+}
+
+/// The functions the hunks of `path` in a unified diff change, as each hunk header names its
+/// context (`@@ -10,6 +10,8 @@ def parse_config(path):` gives `parse_config`), in order.
+fn hunk_symbols(patch: &str, path: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut current = false;
+    for line in patch.lines() {
+        if let Some(rest) = line.strip_prefix("diff --git ") {
+            current = rest.split(' ').any(|p| p.strip_prefix("b/") == Some(path));
+            continue;
+        }
+        if !current {
+            continue;
+        }
+        let Some(context) = line.strip_prefix("@@").and_then(|r| r.split_once("@@")).map(|(_, c)| c.trim()) else {
+            continue;
+        };
+        if let Some(symbol) = work::defined_symbol(context).filter(|s| !out.contains(s)) {
+            out.push(symbol);
         }
     }
     out

@@ -461,6 +461,17 @@ fn what_a_person_says_of_themselves_is_not_a_constraint_but_a_wish_is() {
 }
 
 #[test]
+fn a_patch_names_the_functions_its_hunks_change() {
+    let patch = "diff --git a/src/config.py b/src/config.py\n--- a/src/config.py\n+++ b/src/config.py\n\
+        @@ -10,6 +10,8 @@ def parse_config(path):\n-    x = 1\n+    x = 2\n\
+        @@ -40,3 +42,4 @@ class ConfigLoader:\n+    pass\n\
+        diff --git a/README.md b/README.md\n@@ -1,2 +1,2 @@ Usage\n-old\n+new\n";
+    assert_eq!(hunk_symbols(patch, "src/config.py"), vec!["parse_config".to_string(), "ConfigLoader".to_string()]);
+    assert!(hunk_symbols(patch, "README.md").is_empty(), "prose context is not a function");
+    assert_eq!(work::defined_symbol("func (s *Store) Flush(ctx context.Context) error {").as_deref(), Some("Flush"));
+}
+
+#[test]
 fn the_task_says_how_the_work_is_handed_in() {
     let task = "Fix the bug in parse().\n\nWhen you're done, you can submit your changes by simply running the submit command.";
     let conv = padded(Conversation::new("handoff", vec![Message::user(task), Message::assistant("Looking.")]), 24);

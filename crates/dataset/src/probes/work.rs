@@ -420,30 +420,40 @@ const DEFINES: [&str; 14] = [
     "var",
 ];
 
+/// The name a line of code defines: the word after its first definition keyword (`def
+/// parse(`, `func (r *T) Name(`, `class Foo:`), when it can be a fact.
+pub(super) fn defined_symbol(line: &str) -> Option<String> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    for (k, w) in words.iter().enumerate() {
+        if !DEFINES.contains(w) {
+            continue;
+        }
+        // Go's receiver: `func (r *T) Name(`.
+        let mut rest = words[k + 1..].iter();
+        let mut next = rest.next();
+        if next.is_some_and(|n| n.starts_with('(')) {
+            next = rest.find(|n| n.ends_with(')'));
+            next = next.and_then(|_| rest.next());
+        }
+        if let Some(s) = next.and_then(|n| symbol_name(n.trim_start_matches(['*', '&']))) {
+            return Some(s);
+        }
+    }
+    None
+}
+
+/// The identifier `t` opens with, when it can be a fact (four characters or more, not a
+/// common word).
+fn symbol_name(t: &str) -> Option<String> {
+    let name: String = t.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+    (name.chars().count() >= 4 && facts::allowed(&name) && !is_common_word(&name)).then_some(name)
+}
+
 /// The symbol a change defines or touches: the name after the first definition keyword of its
 /// new text, else the first identifier of the new text that the old text lacks.
 pub(super) fn edit_symbol(old: &str, new: &str) -> Option<String> {
-    let symbol = |t: &str| {
-        let name: String = t.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-        (name.chars().count() >= 4 && facts::allowed(&name) && !is_common_word(&name)).then_some(name)
-    };
-    for line in new.lines() {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        for (k, w) in words.iter().enumerate() {
-            if !DEFINES.contains(w) {
-                continue;
-            }
-            // Go's receiver: `func (r *T) Name(`.
-            let mut rest = words[k + 1..].iter();
-            let mut next = rest.next();
-            if next.is_some_and(|n| n.starts_with('(')) {
-                next = rest.find(|n| n.ends_with(')'));
-                next = next.and_then(|_| rest.next());
-            }
-            if let Some(s) = next.and_then(|n| symbol(n.trim_start_matches(['*', '&']))) {
-                return Some(s);
-            }
-        }
+    if let Some(s) = new.lines().find_map(defined_symbol) {
+        return Some(s);
     }
     // Else a code name (`snake_case`, `camelCase`) the change brings in.
     let code_name = |t: &str| {
@@ -454,7 +464,7 @@ pub(super) fn edit_symbol(old: &str, new: &str) -> Option<String> {
         .into_iter()
         .map(|(_, t, _)| t)
         .filter(|t| code_name(t) && t.chars().count() >= 6 && !old.contains(t.as_str()))
-        .find_map(|t| symbol(&t).filter(|s| *s == t))
+        .find_map(|t| symbol_name(&t).filter(|s| *s == t))
 }
 
 /// The program of a shell command: its first word after any `cd DIR &&`.
