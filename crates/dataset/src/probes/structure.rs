@@ -392,7 +392,16 @@ impl Deriver<'_> {
         }
         let tasks: Vec<(usize, Vec<(Todo, usize)>)> = tasks.into_iter().map(|(l, i)| (i, l)).collect();
         let mut out = Vec::new();
-        for (what, sequence) in [("to-do list", lists), ("task list", tasks)] {
+        for (what, mut sequence) in [("to-do list", lists), ("task list", tasks)] {
+            // Several changes in one message (two tasks created at once): the list as the
+            // message left it.
+            sequence.dedup_by(|later, earlier| {
+                let same = later.0 == earlier.0;
+                if same {
+                    std::mem::swap(later, earlier);
+                }
+                same
+            });
             for (k, (i, items)) in sequence.iter().enumerate() {
                 let before: std::collections::HashMap<&str, &str> = k
                     .checked_sub(1)

@@ -472,6 +472,44 @@ fn a_patch_names_the_functions_its_hunks_change() {
 }
 
 #[test]
+fn two_tasks_created_in_one_message_are_one_change_of_the_list() {
+    let conv = padded(
+        Conversation::new(
+            "tasks",
+            vec![
+                Message::user("Mark sessions as closed when they end."),
+                Message::assistant_calls(
+                    "",
+                    vec![
+                        call("a", "TaskCreate", json!({"subject": "Add the EndedAt field"})),
+                        call("b", "TaskCreate", json!({"subject": "Write the markSessionEnded helper"})),
+                    ],
+                ),
+                Message::tool_result("a", "TaskCreate", "Task #1 created successfully: Add the EndedAt field"),
+                Message::tool_result(
+                    "b",
+                    "TaskCreate",
+                    "Task #2 created successfully: Write the markSessionEnded helper",
+                ),
+                Message::assistant_calls(
+                    "",
+                    vec![call("c", "TaskUpdate", json!({"taskId": "1", "status": "completed"}))],
+                ),
+                Message::tool_result("c", "TaskUpdate", "Updated task #1 status"),
+            ],
+        ),
+        24,
+    );
+    let probes = derive(&conv, &DeriveParams::default());
+    let lists: Vec<&Probe> = probes.iter().filter(|p| p.id.starts_with("derived-todo")).collect();
+    assert_eq!(lists.iter().map(|p| (p.source_message, p.until)).collect::<Vec<_>>(), vec![(1, Some(4)), (4, None)]);
+    assert_eq!(lists[0].facts.len(), 2, "the list as the message left it: {:?}", lists[0].facts);
+    let mut checked = conv.clone();
+    checked.probes = probes.clone();
+    assert!(crate::check_conversation(&checked).is_empty(), "{:?}", crate::check_conversation(&checked));
+}
+
+#[test]
 fn the_task_says_how_the_work_is_handed_in() {
     let task = "Fix the bug in parse().\n\nWhen you're done, you can submit your changes by simply running the submit command.";
     let conv = padded(Conversation::new("handoff", vec![Message::user(task), Message::assistant("Looking.")]), 24);
