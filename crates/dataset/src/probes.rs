@@ -274,7 +274,9 @@ pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>
             for f in &mut c.facts {
                 f.retain(|a| !used.contains(&normalize(a)) && !family_used.contains(&normalize(a)));
             }
-            c.facts.retain(|f| !f.is_empty());
+            let (facts, sources): (Vec<Vec<String>>, Vec<usize>) =
+                c.facts.into_iter().zip(c.fact_sources).filter(|(f, _)| !f.is_empty()).unzip();
+            (c.facts, c.fact_sources) = (facts, sources);
             if c.facts.is_empty() {
                 continue;
             }
@@ -342,14 +344,9 @@ pub fn derive_counted(conv: &Conversation, params: &DeriveParams) -> (Vec<Probe>
         };
         for (n, c) in selected.into_iter().enumerate() {
             // Facts that come from other messages than the source (a lesson's fix, a pull
-            // request's title, the symbols of earlier changes): every message that holds one.
-            let mut sources: Vec<usize> = c
-                .facts
-                .iter()
-                .filter_map(|f| {
-                    std::iter::once(c.source).chain(c.fact_sources.iter().copied()).find(|&m| d.occurs_in(m, &f[0]))
-                })
-                .collect();
+            // request's title, the symbols of earlier changes): every message that holds one,
+            // each fact's own (the checks kept every alias of a fact to its message).
+            let mut sources: Vec<usize> = c.fact_sources.clone();
             sources.push(c.source);
             sources.sort_unstable();
             sources.dedup();
@@ -541,7 +538,7 @@ impl<'a> Deriver<'a> {
         let mut seen = HashSet::new();
         let mut dropped = self.dropped.borrow_mut();
         let sources = c.fact_sources.clone();
-        c.facts = c
+        let kept: Vec<(Vec<String>, usize)> = c
             .facts
             .into_iter()
             .enumerate()
@@ -569,15 +566,17 @@ impl<'a> Deriver<'a> {
                         None => {}
                     }
                 }
-                aliases
+                (aliases, source)
             })
-            .filter(|f| !f.is_empty() && seen.insert(normalize(&f[0])))
+            .filter(|(f, _)| !f.is_empty() && seen.insert(normalize(&f[0])))
             .take(self.params.max_facts)
             .collect();
-        if c.facts.is_empty() {
+        if kept.is_empty() {
             dropped.probes += 1;
             return None;
         }
+        // Each fact keeps the message that holds it.
+        (c.facts, c.fact_sources) = kept.into_iter().unzip();
         Some(c)
     }
 

@@ -85,9 +85,11 @@ impl Deriver<'_> {
             // A phrase whose every distinctive word is in the system prompt says nothing the
             // context does not always hold: the clause at more words, or the next clause.
             // A task that quotes an issue is asked by the issue's title (its first line).
+            // A request that hands over a written plan ("Implement the following plan:" and a
+            // `# Title`) is asked by the plan's title.
             let phrase_from = match quoted_section(ask).filter(|_| turn == 0) {
                 Some(q) => q.trim().lines().next().unwrap_or_default(),
-                None => ask,
+                None => handed_over_title(ask).unwrap_or(ask),
             };
             let mut facts: Vec<Vec<String>> = work::key_phrase_where(phrase_from, &|p| !self.only_system_words(p))
                 .map(|p| vec![p])
@@ -125,6 +127,21 @@ impl Deriver<'_> {
             })
         }
     }
+}
+
+/// The title of a document a request hands over: the first line ends on a colon and the next
+/// line that is not blank is a Markdown heading (`# Plan: Session lifecycle`), whose text
+/// (without its `Plan:`) is returned.
+fn handed_over_title(text: &str) -> Option<&str> {
+    let mut lines = text.trim_start().lines();
+    let first = lines.next()?.trim_end();
+    if !first.ends_with(':') || first.split_whitespace().count() > 8 {
+        return None;
+    }
+    let heading = lines.find(|l| !l.trim().is_empty())?.trim();
+    let title = heading.strip_prefix('#')?.trim_start_matches('#').trim();
+    let title = title.strip_prefix("Plan:").map_or(title, str::trim);
+    (title.split_whitespace().count() >= 2).then_some(title)
 }
 
 /// The paragraphs of a message up to the first that was pasted rather than written

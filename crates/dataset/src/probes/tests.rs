@@ -510,6 +510,18 @@ fn two_tasks_created_in_one_message_are_one_change_of_the_list() {
 }
 
 #[test]
+fn a_plan_handed_over_is_asked_by_its_title() {
+    let task = "Implement the following plan:\n\n# Plan: Change Session Subfolder Numbering to 1-Based\n\n## Goal\nMove from 0-based to 1-based folders.";
+    let conv = padded(Conversation::new("plan", vec![Message::user(task), Message::assistant("On it.")]), 24);
+    let probes = derive(&conv, &DeriveParams::default());
+    let t = probes.iter().find(|p| p.kind == ProbeKind::Task).expect("the task");
+    let firsts: Vec<&str> = t.facts.iter().map(|f| f[0].as_str()).collect();
+    assert_eq!(firsts[0], "Change Session Subfolder Numbering to 1-Based");
+    // Its identifiers are facts of their own: a summary that words the title otherwise keeps them.
+    assert!(firsts.contains(&"1-Based"), "{firsts:?}");
+}
+
+#[test]
 fn the_task_says_how_the_work_is_handed_in() {
     let task = "Fix the bug in parse().\n\nWhen you're done, you can submit your changes by simply running the submit command.";
     let conv = padded(Conversation::new("handoff", vec![Message::user(task), Message::assistant("Looking.")]), 24);

@@ -8,9 +8,9 @@
 //! Checks that at least half of the critical and useful probes are good (correct,
 //! discriminating and of high importance), that the derived tier fits the graded one on at
 //! least 80%, and re-derives every corpus the set names to check that each graded probe still
-//! exists (same conversation, question and first fact). A derivation change that drops or
-//! rewords a graded probe fails here: grade the new probe. Skipped, with the reason printed,
-//! when the corpora folder is absent.
+//! exists (same conversation, question and first fact) and that every probe derived there is
+//! graded. A derivation change that drops, rewords or adds a probe fails here: grade the new
+//! probe. Skipped, with the reason printed, when the corpora folder is absent.
 
 // The test prints why it skips and the figures it found.
 #![allow(clippy::print_stdout)]
@@ -121,6 +121,16 @@ fn every_graded_probe_is_still_derived_with_its_tier() {
         }
     }
     assert!(missing.is_empty(), "graded probes no longer derived (grade their replacements):\n{}", missing.join("\n"));
+    // The set is every probe the derivation writes for these corpora: a new one is graded too.
+    let graded: BTreeSet<(&str, &str, Option<&Vec<String>>)> =
+        set.iter().map(|e| (e.conversation.as_str(), e.question.as_str(), e.facts.first())).collect();
+    let ungraded: Vec<String> = derived
+        .iter()
+        .flat_map(|(conv, probes)| probes.iter().map(move |p| (conv, p)))
+        .filter(|(conv, p)| !graded.contains(&(conv.as_str(), p.question.as_str(), p.facts.first())))
+        .map(|(conv, p)| format!("{conv}: {:?} {:?}", p.question, p.facts.first()))
+        .collect();
+    assert!(ungraded.is_empty(), "derived probes without a grade (grade them):\n{}", ungraded.join("\n"));
     println!("derived tier agrees with the grade on {agree} of {}", set.len());
     assert!(agree * 10 >= set.len() * 8, "tier agreement {agree} of {} (80% needed)", set.len());
 }
