@@ -272,6 +272,19 @@ fn outcome_of(output: &str) -> Option<String> {
     None
 }
 
+/// The largest count of a count line with the word it counts (`14 doctests 397 tests 0
+/// failures` gives `397 tests`), when it is at least ten: a small count (`0 failures`) is in
+/// every run's line.
+pub(super) fn largest_count(line: &str) -> Option<String> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    words
+        .windows(2)
+        .filter_map(|w| Some((w[0].parse::<u32>().ok()?, w[1])))
+        .filter(|(n, word)| *n >= 10 && word.chars().all(char::is_alphabetic))
+        .max_by_key(|(n, _)| *n)
+        .map(|(n, word)| format!("{n} {word}"))
+}
+
 /// The tests a run reports failing (`--- FAIL: TestX`, `FAILED path::test`), at most two.
 fn failed_tests(output: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
@@ -751,7 +764,10 @@ impl Deriver<'_> {
                     continue;
                 }
                 let Some(outcome) = outcome_of(result) else { continue };
-                let mut facts = vec![vec![outcome.clone()]];
+                // The count line, and its largest count as a summary words it ("397 tests").
+                let mut said = vec![outcome.clone()];
+                said.extend(largest_count(&outcome).filter(|c| *c != outcome));
+                let mut facts = vec![said];
                 facts.extend(failed_tests(result).into_iter().map(|t| vec![t]));
                 facts.push(vec![suite.clone()]);
                 let mut c = Candidate {

@@ -522,6 +522,13 @@ fn a_plan_handed_over_is_asked_by_its_title() {
 }
 
 #[test]
+fn a_test_run_is_also_asked_by_its_largest_count_as_a_summary_words_it() {
+    assert_eq!(structure::largest_count("14 doctests 397 tests 0 failures").as_deref(), Some("397 tests"));
+    assert_eq!(structure::largest_count("29 passed 0 failed 0 ignored").as_deref(), Some("29 passed"));
+    assert_eq!(structure::largest_count("3 passed 0 failed"), None, "a small count is in every run's line");
+}
+
+#[test]
 fn the_task_says_how_the_work_is_handed_in() {
     let task = "Fix the bug in parse().\n\nWhen you're done, you can submit your changes by simply running the submit command.";
     let conv = padded(Conversation::new("handoff", vec![Message::user(task), Message::assistant("Looking.")]), 24);
