@@ -57,6 +57,10 @@ impl SourceAudit {
     }
 }
 
+/// A probe that tests a fact, with the checkpoints it stands over (after its source message,
+/// up to its `until`).
+type Standing<'a> = (&'a str, (usize, usize));
+
 /// The audit of a set of conversations, per source.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Audit {
@@ -73,7 +77,7 @@ impl Audit {
         // with the span of checkpoints each stands over: two probes of one fact are a
         // duplicate where their spans meet (a to-do list's probe stands until the list is
         // written again, and the next one's starts there).
-        let mut tested: HashMap<(Option<usize>, String), Vec<(&str, (usize, usize))>> = HashMap::new();
+        let mut tested: HashMap<(Option<usize>, String), Vec<Standing>> = HashMap::new();
         for p in &conv.probes {
             a.probes += 1;
             *a.by_kind.entry(p.kind.as_str().to_string()).or_default() += 1;
