@@ -120,8 +120,8 @@ pub struct DeriveParams {
     pub max_lessons: usize,
     /// Decision probes (the agent's stated decisions and their reasons) per conversation.
     pub max_decisions: usize,
-    /// To-do list probes per conversation: the items still open (next step) and done (work
-    /// state) as each list the agent wrote stood, and the tasks it created.
+    /// Plan probes per conversation (the plans the agent stated as a list). Every to-do list
+    /// the agent wrote is asked as it stood, one probe per write, whatever this bound.
     pub max_todos: usize,
     /// Probes of the answers the user chose to the agent's questions and of the plans they
     /// approved or turned down.
