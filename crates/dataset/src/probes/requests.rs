@@ -257,13 +257,31 @@ pub(super) fn said_text(content: &str) -> String {
     if let Some(args) = structure::command_args(content) {
         return args;
     }
-    content
-        .split_inclusive(char::is_whitespace)
-        .filter(|w| {
-            let t = w.trim();
-            !(t.len() > 6 && t.starts_with("###") && t.ends_with("###"))
-        })
-        .collect::<String>()
-        .trim()
-        .to_string()
+    without_markers(content).trim().to_string()
+}
+
+/// `text` without a user simulator's markers (`###STOP###`, `###TRANSFER###`): three `#`, a
+/// word of capitals, digits, `_` or `-`, three `#`, wherever they stand (also glued to the
+/// word before, as in `help.###STOP###`).
+fn without_markers(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("###") {
+        let after = &rest[at + 3..];
+        let word = after.find("###").map(|end| &after[..end]).filter(|w| {
+            !w.is_empty() && w.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        });
+        match word {
+            Some(w) => {
+                out.push_str(&rest[..at]);
+                rest = &after[w.len() + 3..];
+            }
+            None => {
+                out.push_str(&rest[..at + 3]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }

@@ -772,6 +772,19 @@ fn terms_and_error_lines() {
     assert_eq!(term_score("PayPal", false), 2);
     assert_eq!(term_score("everything", false), 0);
     assert_eq!(request_text("Thanks! ###STOP###"), "Thanks!");
+    // A marker glued to the word before is the simulator's too; a markdown heading is not one.
+    assert_eq!(request_text("Thank you for your help.###STOP###"), "Thank you for your help.");
+    assert_eq!(request_text("Transfer me, please.###TRANSFER###"), "Transfer me, please.");
+    assert_eq!(request_text("### Plan ###\nDo it"), "### Plan ###\nDo it");
+    // A longer clause is cut before "that's" as before "that", so it keeps its proper nouns.
+    assert_eq!(
+        work::key_phrase_where(
+            "Could we start by updating the shipping to my New York City address that's already on file?",
+            &|p| p.contains("York")
+        )
+        .as_deref(),
+        Some("start by updating the shipping to my New York City address")
+    );
     assert_eq!(
         request_text("<pr_description>Fix x</pr_description>\n<instructions>Be careful</instructions>"),
         "<pr_description>Fix x</pr_description>"

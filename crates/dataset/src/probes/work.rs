@@ -196,10 +196,10 @@ const FILLERS: [&str; 39] = [
 
 /// Words a key phrase does not end on, and before which a phrase longer than
 /// [`KEY_PHRASE_WORDS`] words is cut: a phrase ends on what it says, not on a joining word.
-const JOINERS: [&str; 35] = [
+const JOINERS: [&str; 36] = [
     "about", "a", "an", "the", "to", "of", "in", "on", "at", "for", "from", "with", "by", "into", "and", "or", "but",
-    "so", "because", "that", "which", "who", "if", "when", "while", "then", "as", "is", "are", "was", "be", "my",
-    "your", "our", "its",
+    "so", "because", "that", "that's", "which", "who", "if", "when", "while", "then", "as", "is", "are", "was", "be",
+    "my", "your", "our", "its",
 ];
 
 /// True when `word` is a joining word ([`JOINERS`]): a phrase does not end on one.

@@ -2,7 +2,8 @@
 //! the task tools' list), every answer the
 //! user chose to an `AskUserQuestion`, every `git commit`, `git push` and `gh pr create` yields
 //! a derived probe (one whose source messages hold the call or its result), and no derived
-//! probe takes a fact from a message the harness injected or queued. Skipped, with the reason
+//! probe takes a fact from a message the harness injected or queued. Over the tau corpora, no
+//! derived fact carries the user simulator's marker (`###STOP###`). Skipped, with the reason
 //! printed, when the corpora folder is absent.
 
 // The test prints why it skips and what it counted.
@@ -98,4 +99,32 @@ fn no_derived_probe_takes_a_fact_from_an_injected_or_queued_message() {
         marked += conv.messages.iter().filter(|m| m.meta_flag("injected") || m.meta_flag("queued")).count();
     }
     assert!(marked > 0, "the corpora hold injected or queued messages to avoid");
+}
+
+/// The corpora whose user is a simulator that ends or hands off the episode with a marker
+/// (`###STOP###`, `###TRANSFER###`).
+const SIMULATED_USER: [&str; 2] = ["tau-bench-airline-gpt4o", "tau2-bench-retail-toolorchestra"];
+
+#[test]
+fn no_derived_fact_carries_the_user_simulators_marker() {
+    let root = Path::new(CORPORA);
+    if !root.is_dir() {
+        println!("skipped: no corpora folder at {CORPORA}");
+        return;
+    }
+    let options = ImportOptions { format: FormatChoice::Auto, strict: false, include_compaction_calls: false };
+    let (mut marked, mut facts) = (0, 0);
+    for file in SIMULATED_USER.iter().flat_map(|c| import(&[root.join(c)], &options)) {
+        for conv in &file.conversations {
+            marked += conv.messages.iter().filter(|m| m.role == Role::User && m.content.contains("###")).count();
+            for p in derive(conv, &DeriveParams::default()) {
+                for alias in p.facts.iter().flatten() {
+                    facts += 1;
+                    assert!(!alias.contains("###"), "{} {}: fact {alias:?} of {:?}", conv.id, p.id, p.question);
+                }
+            }
+        }
+    }
+    println!("user messages with a marker: {marked}; facts checked: {facts}");
+    assert!(marked > 100, "the corpora hold the simulator's markers: {marked}");
 }
