@@ -237,16 +237,9 @@ pub(super) fn without_quoted(text: &str) -> String {
         }
     }
     let mut kept = String::new();
-    let mut in_code = false;
-    for line in out.lines() {
-        if line.trim_start().starts_with("```") {
-            in_code = !in_code;
-            continue;
-        }
-        if !in_code {
-            kept.push_str(line);
-            kept.push('\n');
-        }
+    for line in work::lines_outside_code(&out) {
+        kept.push_str(line);
+        kept.push('\n');
     }
     kept
 }

@@ -856,18 +856,22 @@ impl Deriver<'_> {
     }
 }
 
+/// The lines of `text` outside its code blocks (and without their fences).
+pub(super) fn lines_outside_code(text: &str) -> impl Iterator<Item = &str> {
+    let mut in_code = false;
+    text.lines().filter(move |line| {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            return false;
+        }
+        !in_code
+    })
+}
+
 /// The sentences (and list items) of a text, without code blocks.
 fn sentences(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut in_code = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            in_code = !in_code;
-            continue;
-        }
-        if in_code {
-            continue;
-        }
+    for line in lines_outside_code(text) {
         let mut current = String::new();
         for w in line.split_whitespace() {
             if !current.is_empty() {
