@@ -67,6 +67,9 @@ fn is_open_ended(word: &str) -> bool {
 /// Pronouns whose referent is outside the phrase.
 const PRONOUNS: [&str; 6] = ["it", "them", "they", "this", "that", "those"];
 
+/// The words of a question that asks for something ("could you never ...?").
+const ASKING: [&str; 7] = ["can you", "could you", "would you", "will you", "please", "can we", "could we"];
+
 /// The first words of the markers that state a prohibition or an obligation.
 const STRONG_CONSTRAINTS: [&str; 7] = ["don't", "dont", "do", "never", "must", "mustn't", "always"];
 
@@ -535,7 +538,9 @@ impl Deriver<'_> {
     /// What the agent committed (subject, hash, branch), pushed (branch) and opened as a pull
     /// request (its number and title), from the commands and their output.
     pub(super) fn git(&self) -> Vec<Candidate> {
-        let mut out = Vec::new();
+        let mut out: Vec<Candidate> = Vec::new();
+        // The working tree's latest check so far (its index in `out`).
+        let mut last_check: Option<usize> = None;
         for (i, m) in self.conv.messages.iter().enumerate() {
             for call in &m.tool_calls {
                 let Some(cmd) = self.shell_command(&call.arguments) else { continue };
@@ -653,14 +658,20 @@ impl Deriver<'_> {
                     }
                     let mut c = critical(
                         ProbeKind::WorkState,
-                        "Which files had uncommitted changes when the agent last checked the working tree?",
+                        &format!(
+                            "Which files had uncommitted changes when the agent checked the working tree at call {}?",
+                            self.call_number(i)
+                        ),
                         facts.iter().map(|f| f[0].clone()).collect::<Vec<_>>().join(", "),
                         facts,
                         j,
                     );
-                    // A commit after it superseded what was uncommitted.
+                    // A commit after it, or a later check, superseded what was uncommitted.
                     if self.committed_after(j) {
                         c.tier = Tier::Useful;
+                    }
+                    if let Some(earlier) = last_check.replace(out.len()) {
+                        out[earlier].tier = Tier::Useful;
                     }
                     out.push(c);
                 } else if let Some(branch) = switched_branch(&cmd, &result.content) {
@@ -915,6 +926,14 @@ pub(super) struct Constraint {
 pub(super) fn constraint_phrases(text: &str) -> Vec<Constraint> {
     let mut out = Vec::new();
     for sentence in super::work::split_sentences(text) {
+        // A question states no constraint ("is that because we don't care about lines that
+        // don't result in a file change?") unless it asks for something ("can you have it
+        // confirmed without delaying the shipment?").
+        let end = sentence.as_ptr() as usize - text.as_ptr() as usize + sentence.len();
+        let lower = format!(" {} ", sentence.to_lowercase());
+        if text[end..].starts_with('?') && !ASKING.iter().any(|a| lower.contains(&format!(" {a} "))) {
+            continue;
+        }
         // Each word, and whether a clause break follows it.
         let split: Vec<(&str, bool)> = sentence
             .split_whitespace()

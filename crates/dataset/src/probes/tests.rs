@@ -458,6 +458,13 @@ fn what_a_person_says_of_themselves_is_not_a_constraint_but_a_wish_is() {
     assert!(phrases("We never got a return label for it.").is_empty());
     assert_eq!(phrases("I don't want a replacement for the lamp."), vec!["don't want a replacement for the lamp"]);
     assert_eq!(phrases("Please don't touch the migrations."), vec!["don't touch the migrations"]);
+    // A question asks about something; it constrains only when it asks the agent to do it.
+    assert!(phrases("Is that because we don't care about lines that don't result in a file change?").is_empty());
+    assert_eq!(
+        phrases("If it is not selectable, can you have it confirmed without delaying the shipment?"),
+        vec!["without delaying the shipment"]
+    );
+    assert_eq!(phrases("Never retry the upload."), vec!["Never retry the upload"]);
 }
 
 #[test]

@@ -277,7 +277,17 @@ fn the_working_tree_and_the_branch_are_work_state() {
     }
     // An untracked file is not a change.
     assert!(!all.iter().any(|a| a.contains("notes.txt")), "{all:?}");
-    assert!(state.iter().all(|p| p.tier() == Tier::Critical));
+    // Each check is asked by its call; the latest is the working tree as it stands (critical),
+    // the one it superseded is useful; the branch switched to is critical.
+    let checks: Vec<&&Probe> = state.iter().filter(|p| p.question.contains("checked the working tree")).collect();
+    assert_eq!(checks.len(), 2, "{checks:?}");
+    let latest = checks.iter().max_by_key(|p| p.source_message).expect("a check");
+    assert!(latest.question.contains("at call 3"), "{}", latest.question);
+    for p in &checks {
+        let want = if p.source_message == latest.source_message { Tier::Critical } else { Tier::Useful };
+        assert_eq!(p.tier(), want, "{}", p.question);
+    }
+    assert!(state.iter().filter(|p| !checks.contains(p)).all(|p| p.tier() == Tier::Critical));
 }
 
 #[test]

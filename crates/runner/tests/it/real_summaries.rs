@@ -170,6 +170,7 @@ fn the_stand_in_covers_what_real_summaries_keep() {
             let real = m.content.as_str();
             // To read the pairs side by side: the folder to write them to.
             if let Ok(dir) = std::env::var("COMPACTLENS_DUMP_SUMMARIES") {
+                std::fs::create_dir_all(&dir).expect("the dump folder");
                 let base = Path::new(&dir).join(format!("{}-{i}", conv.id));
                 std::fs::write(base.with_extension("real.md"), real).expect("write");
                 std::fs::write(base.with_extension("stand-in.md"), &summary).expect("write");
